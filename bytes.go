@@ -318,8 +318,10 @@ func parseUnit(u string) (uint64, error) {
 		return bin, nil
 	case "B", "":
 		return dec, nil
-	case "b", "ib", "Ib", "bit", "bits", "ibit", "ibits":
+	case "b", "bit", "bits":
 		return 0, fmt.Errorf("%w: %q is bits; gpumem counts bytes (write %cB)", ErrUnit, u, u[0]&^0x20)
+	case "ib", "Ib", "ibit", "ibits":
+		return 0, fmt.Errorf("%w: %q is bits; gpumem counts bytes (write %ciB)", ErrUnit, u, u[0]&^0x20)
 	}
 	return 0, fmt.Errorf("%w: unknown unit %q", ErrUnit, u)
 }

@@ -53,7 +53,11 @@ func (t Tensor) Bytes() (Bytes, error) {
 				"a row of %s must be a multiple of its %d-element block", t.DType, be)
 		}
 	}
-	return t.DType.Size(n)
+	b, err := t.DType.Size(n)
+	if err != nil {
+		return 0, Errorf(t.field("Shape", -1), t.Shape, ErrRange, "%d elements of %s overflow int64 bytes", n, t.DType)
+	}
+	return b, nil
 }
 
 func (t Tensor) field(f string, i int) string {
