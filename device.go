@@ -6,9 +6,10 @@ import "strings"
 //
 // Capacity is the total the CUDA (or ROCm) driver reports to a process:
 // torch.cuda.get_device_properties(i).total_memory, the "total capacity"
-// of PyTorch's out-of-memory messages. It is less than the marketing size
-// (an "80GB" A100 reports 79.35 GiB) and less than nvidia-smi's
-// memory.total, which also counts memory the driver keeps for itself.
+// of PyTorch's out-of-memory messages. It is less than nvidia-smi's
+// memory.total, which also counts memory the driver keeps for itself (an
+// A100-SXM4-80GB: 81920 MiB in nvidia-smi, 81051 MiB = 79.15 GiB to CUDA
+// 12.8), and it shrinks by a few tens of MiB between driver releases.
 //
 // Reserved is memory that a job cannot use for other reasons the caller
 // knows of: a scheduler's safety margin, a co-located daemon, a MIG
