@@ -1,0 +1,183 @@
+package optimizer
+
+import (
+	"math"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// param is a validated trainable tensor.
+type param struct {
+	t     gpumem.Tensor
+	n     int64 // elements
+	dtype gpumem.DType
+}
+
+// tensorField names a field of t the way gpumem.Tensor's own errors do.
+func tensorField(t gpumem.Tensor, f string) string {
+	if t.Name != "" {
+		return "Tensor(" + t.Name + ")." + f
+	}
+	return "Tensor." + f
+}
+
+// inspect validates a trainable tensor: a well-formed shape and a plain
+// floating-point storage format. Quantized and integer tensors have no
+// gradient in PyTorch (bitsandbytes' Params4bit, GPTQ int32 packs), so an
+// optimizer never sees them; passing one is a mistake in the trainable
+// set, reported rather than sized.
+func inspect(t gpumem.Tensor) (param, error) {
+	n, err := t.Elems()
+	if err != nil {
+		return param{}, err
+	}
+	if !t.DType.Valid() {
+		return param{}, gpumem.Errorf(tensorField(t, "DType"), t.DType, gpumem.ErrInvalid, "not a storage format")
+	}
+	if !t.DType.IsFloat() || t.DType.IsQuantized() {
+		return param{}, gpumem.Errorf(tensorField(t, "DType"), t.DType, gpumem.ErrUnsupported,
+			"a trainable tensor must be floating point; quantized and integer weights get no gradient and no optimizer state")
+	}
+	if _, err := t.DType.Size(n); err != nil {
+		return param{}, gpumem.Errorf(tensorField(t, "Shape"), t.Shape, gpumem.ErrRange, "tensor bytes overflow int64")
+	}
+	return param{t: t, n: n, dtype: t.DType}, nil
+}
+
+// stateDType resolves a StateDType setting: the zero value follows the
+// parameter (torch.zeros_like(p)); anything else must be a plain
+// floating-point format.
+func stateDType(field string, set gpumem.DType, p param) (gpumem.DType, error) {
+	if set == gpumem.Invalid {
+		return p.dtype, nil
+	}
+	if err := checkStateDType(field, set); err != nil {
+		return gpumem.Invalid, err
+	}
+	return set, nil
+}
+
+// checkStateDType validates an explicit state dtype setting.
+func checkStateDType(field string, set gpumem.DType) error {
+	if set == gpumem.Invalid {
+		return nil
+	}
+	if !set.Valid() {
+		return gpumem.Errorf(field, set, gpumem.ErrInvalid, "unknown state dtype")
+	}
+	if !set.IsFloat() || set.IsQuantized() {
+		return gpumem.Errorf(field, set, gpumem.ErrUnsupported, "optimizer state must be a plain floating-point format (fp32, bf16, fp16, ...)")
+	}
+	return nil
+}
+
+// checkCoef validates a coefficient such as momentum: finite and >= 0.
+func checkCoef(field string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return gpumem.Errorf(field, v, gpumem.ErrInvalid, "must be finite")
+	}
+	if v < 0 {
+		return gpumem.Errorf(field, v, gpumem.ErrInvalid, "must not be negative")
+	}
+	return nil
+}
+
+// full is a state tensor shaped like the parameter.
+func full(name string, p param, d gpumem.DType) Slot {
+	return Slot{Name: name, Elems: p.n, DType: d, Where: Device}
+}
+
+// stepScalar is PyTorch's per-parameter step counter: a 0-dim (1.13
+// fused/capturable: shape (1,)) float32 tensor, 4 bytes, on the CPU
+// unless capturable or fused puts it on the parameter's device. Its dtype
+// is _get_scalar_dtype(), float32 unless the default dtype is float64.
+func stepScalar(onDevice bool) Slot {
+	where := Host
+	if onDevice {
+		where = Device
+	}
+	return Slot{Name: "step", Elems: 1, DType: gpumem.FP32, Where: where}
+}
+
+// stateOf sums the slots that appendSlots gives for t, without
+// allocating.
+func stateOf(l Layout, t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := l.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
+
+// bytesOf returns the bytes of n elements of d, reporting overflow.
+func bytesOf(n int64, d gpumem.DType) (int64, error) {
+	b, err := d.Size(n)
+	if err != nil {
+		return 0, gpumem.Errorf("elements", n, gpumem.ErrRange, "temporary bytes overflow int64")
+	}
+	return int64(b), nil
+}
+
+// scale returns k·b, reporting overflow.
+func scale(k, b int64) (int64, error) {
+	v, ok := checked.Mul(k, b)
+	if !ok {
+		return 0, gpumem.Errorf("elements", b, gpumem.ErrRange, "temporary bytes overflow int64")
+	}
+	return v, nil
+}
+
+// temps is what one tensor's update allocates: peak is the temporary
+// bytes live at the worst moment of its update; carry is what stays
+// referenced after it (a Python local rebound only in the next
+// iteration, after that iteration has allocated its own).
+type temps struct{ peak, carry int64 }
+
+// loopTransient is the temporary peak of a for-loop ("single tensor")
+// implementation: max over i of peak_i + carry_{i-1}, in the given order.
+func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.Bytes, error) {
+	var best, prev int64
+	for _, t := range ts {
+		p, err := inspect(t)
+		if err != nil {
+			return 0, err
+		}
+		tt, err := f(p)
+		if err != nil {
+			return 0, err
+		}
+		v, ok := checked.Add(tt.peak, prev)
+		if !ok {
+			return 0, gpumem.Errorf("optimizer.Transient", len(ts), gpumem.ErrRange, "temporary bytes overflow int64")
+		}
+		best = max(best, v)
+		prev = tt.carry
+	}
+	return gpumem.Bytes(best), nil
+}
+
+// sumTransient is the temporary peak of a foreach (multi-tensor)
+// implementation: the per-tensor temporaries all live at once, one list
+// per (device, dtype) group. Summing over every tensor is exact for one
+// group, the usual case of a model in one dtype on one device, and an
+// upper bound otherwise.
+func sumTransient(ts []gpumem.Tensor, f func(p param) (int64, error)) (gpumem.Bytes, error) {
+	var sum int64
+	for _, t := range ts {
+		p, err := inspect(t)
+		if err != nil {
+			return 0, err
+		}
+		b, err := f(p)
+		if err != nil {
+			return 0, err
+		}
+		var ok bool
+		if sum, ok = checked.Add(sum, b); !ok {
+			return 0, gpumem.Errorf("optimizer.Transient", len(ts), gpumem.ErrRange, "temporary bytes overflow int64")
+		}
+	}
+	return gpumem.Bytes(sum), nil
+}
