@@ -1,0 +1,1189 @@
+package leak
+
+import (
+	"math/bits"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Framework names the software that printed an out-of-memory message.
+type Framework uint8
+
+// Frameworks whose out-of-memory messages [ParseOOM] reads.
+const (
+	FrameworkUnknown Framework = iota
+	PyTorch                    // torch: the caching allocator, cudaMallocAsync, MPS, XPU, THC
+	TensorFlow                 // TensorFlow's BFC allocator ("OOM when allocating tensor")
+	JAX                        // JAX/XLA ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+	CuPy                       // CuPy's memory pool (also under Chainer)
+	BitsAndBytes               // bitsandbytes' CUDA_CHECK_RETURN ("Error out of memory at line")
+	LlamaCpp                   // llama.cpp / ggml ("cudaMalloc failed: out of memory")
+)
+
+// String returns the framework's lower-case name ("pytorch").
+func (f Framework) String() string {
+	switch f {
+	case PyTorch:
+		return "pytorch"
+	case TensorFlow:
+		return "tensorflow"
+	case JAX:
+		return "jax"
+	case CuPy:
+		return "cupy"
+	case BitsAndBytes:
+		return "bitsandbytes"
+	case LlamaCpp:
+		return "llama.cpp"
+	}
+	return "unknown"
+}
+
+// Backend is the device API the failed allocation went to.
+type Backend uint8
+
+// Backends.
+const (
+	BackendUnknown Backend = iota
+	CUDA                   // NVIDIA CUDA
+	HIP                    // AMD ROCm/HIP (PyTorch's hipified allocator, ggml's ROCm backend)
+	MPS                    // Apple Metal Performance Shaders
+	XPU                    // Intel GPUs (PyTorch XPU, intel-extension-for-pytorch)
+)
+
+// String returns the backend's name ("CUDA").
+func (b Backend) String() string {
+	switch b {
+	case CUDA:
+		return "CUDA"
+	case HIP:
+		return "HIP"
+	case MPS:
+		return "MPS"
+	case XPU:
+		return "XPU"
+	}
+	return "unknown"
+}
+
+// Era identifies the format of a message, which for PyTorch dates the
+// release that printed it (REFERENCE.md §3, from CUDACachingAllocator.cpp
+// and the PRs that changed it; boundaries ±1 minor release).
+type Era uint8
+
+// Message formats.
+const (
+	EraUnknown Era = iota
+	// EraTHC: PyTorch ≤ 0.4, "cuda runtime error (2) : out of memory" from
+	// THCStorage.cu. No numbers.
+	EraTHC
+	// EraCUDAError: "CUDA error: out of memory" raised by a kernel launch
+	// or a library (cuBLAS, NCCL) rather than the allocator. No numbers.
+	EraCUDAError
+	// EraCached: PyTorch 1.0–1.3 (PR #13751): "… free; X cached)", where
+	// "cached" is reserved − allocated.
+	EraCached
+	// EraReservedTotal: PyTorch 1.4–2.0 (PR #27361): "… X reserved in total
+	// by PyTorch)", reserved including allocated; 1.8+ may add "Y allowed;",
+	// 1.10+ the max_split_size_mb hint. IPEX prints the same shape.
+	EraReservedTotal
+	// EraCapacty: PyTorch 2.1 (PR #99699): "GPU n has a total capacty of"
+	// (sic), process lines from NVML, "reserved by PyTorch but unallocated".
+	EraCapacty
+	// EraCapacity: PyTorch 2.2+ (PR #113481) and the XPU allocator: the
+	// typo fixed; 2.4+ may add private pools and "X allowed;".
+	EraCapacity
+	// EraAsync: the cudaMallocAsync backend ("Allocation on device n would
+	// exceed allowed memory"), usually cut short by the NUL-byte bug.
+	EraAsync
+	// EraMPS: the MPS allocator ("MPS backend out of memory (MPS allocated:").
+	EraMPS
+	// EraTFTensor: TensorFlow "OOM when allocating tensor with shape[…] and
+	// type T"; the request is derived from the shape and type.
+	EraTFTensor
+	// EraTFAllocator: TensorFlow "Allocator (GPU_0_bfc) ran out of memory
+	// trying to allocate X".
+	EraTFAllocator
+	// EraXLA: JAX/XLA "Out of memory while trying to allocate N bytes" or
+	// "Failed to allocate request for X (NB) on device ordinal n".
+	EraXLA
+	// EraCuPy: CuPy "out of memory to allocate N bytes (total M bytes)" or
+	// "Out of memory allocating N bytes (allocated so far: M bytes)".
+	EraCuPy
+	// EraBitsAndBytes: bitsandbytes "Error out of memory at line N in file
+	// …/csrc/…". No numbers.
+	EraBitsAndBytes
+	// EraGGML: ggml "allocating X MiB on device n: cudaMalloc failed: out
+	// of memory" and "failed to allocate CUDA0 buffer of size N".
+	EraGGML
+)
+
+// String returns a short name of the format with, for PyTorch, the
+// releases that print it.
+func (e Era) String() string {
+	switch e {
+	case EraTHC:
+		return "pytorch<=0.4 (THC runtime error)"
+	case EraCUDAError:
+		return "CUDA error"
+	case EraCached:
+		return "pytorch 1.0-1.3 (cached)"
+	case EraReservedTotal:
+		return "pytorch 1.4-2.0 (reserved in total)"
+	case EraCapacty:
+		return "pytorch 2.1 (total capacty)"
+	case EraCapacity:
+		return "pytorch 2.2+ (total capacity of)"
+	case EraAsync:
+		return "pytorch cudaMallocAsync"
+	case EraMPS:
+		return "pytorch MPS"
+	case EraTFTensor:
+		return "tensorflow tensor"
+	case EraTFAllocator:
+		return "tensorflow allocator"
+	case EraXLA:
+		return "xla"
+	case EraCuPy:
+		return "cupy"
+	case EraBitsAndBytes:
+		return "bitsandbytes"
+	case EraGGML:
+		return "ggml"
+	}
+	return "unknown"
+}
+
+// Field is a set of [OOM] fields, used to say which numbers a message
+// stated and which were derived from others.
+type Field uint16
+
+// Fields of an [OOM].
+const (
+	FieldDevice              Field = 1 << iota // OOM.Device
+	FieldRequested                             // OOM.Requested
+	FieldCapacity                              // OOM.Capacity
+	FieldFree                                  // OOM.Free
+	FieldAllocated                             // OOM.Allocated
+	FieldReserved                              // OOM.Reserved
+	FieldReservedUnallocated                   // OOM.ReservedUnallocated
+	FieldPrivatePools                          // OOM.PrivatePools
+	FieldAllowed                               // OOM.Allowed
+	FieldSelf                                  // OOM.Self
+	FieldOther                                 // OOM.Other
+	FieldProcesses                             // OOM.Processes (at least one entry)
+)
+
+// Hint is a set of the remedies a message itself suggests.
+type Hint uint16
+
+// Hints printed by the frameworks.
+const (
+	HintMaxSplitSize       Hint = 1 << iota // "try setting max_split_size_mb" (PyTorch 1.10–2.1)
+	HintExpandableSegments                  // "…=expandable_segments:True" (PyTorch 2.2+)
+	HintCUDAAllocConf                       // names PYTORCH_CUDA_ALLOC_CONF
+	HintAllocConf                           // names PYTORCH_ALLOC_CONF (2025+ builds)
+	HintHIPAllocConf                        // names PYTORCH_HIP_ALLOC_CONF (ROCm builds)
+	HintMPSWatermark                        // "Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0"
+	HintEmptyCache                          // XPU: "Please use `empty_cache`"
+)
+
+// MaxProcesses is the number of "Process N has X memory in use" entries an
+// [OOM] keeps; further entries are counted in OOM.MoreProcesses.
+const MaxProcesses = 8
+
+// Process is one entry of the process list PyTorch 2.1+ prints from NVML.
+type Process struct {
+	PID  int64        // process id as NVML reports it (host namespace)
+	Used gpumem.Bytes // device memory in use by the process
+}
+
+// OOM is what an out-of-memory message says. The zero value is an empty
+// result. Every number is valid only when its [Field] is in Stated (the
+// message printed it) or Derived (computed from printed numbers); use
+// [OOM.Has] and [OOM.Known].
+//
+// The numbers are normalized across eras: Allocated is what the framework's
+// allocator has handed out to tensors; Reserved is what it holds from the
+// driver (allocated plus cached); ReservedUnallocated is Reserved −
+// Allocated. PyTorch 1.0's "cached" and 2.1+'s "reserved by PyTorch but
+// unallocated" are ReservedUnallocated; 1.4–2.0's "reserved in total" is
+// Reserved.
+type OOM struct {
+	Framework Framework
+	Backend   Backend
+	Era       Era
+	Device    int // device index ("GPU 0", "device:GPU:1", "device ordinal 0")
+
+	Requested           gpumem.Bytes // the failed request (PyTorch: after the allocator's rounding)
+	Capacity            gpumem.Bytes // total memory of the device as the driver reports it (TF: the BFC limit)
+	Free                gpumem.Bytes // free memory on the device as the driver reported it at the failure
+	Allocated           gpumem.Bytes // allocated to tensors by the framework (2.4+: including private pools)
+	Reserved            gpumem.Bytes // held by the framework's allocator (allocated + cached)
+	ReservedUnallocated gpumem.Bytes // Reserved − Allocated: cached, split or fragmented blocks
+	PrivatePools        gpumem.Bytes // allocated in private pools (CUDA Graphs), PyTorch 2.4+
+	Allowed             gpumem.Bytes // a cap on the allocator: set_per_process_memory_fraction, MPS max allowed
+	Self                gpumem.Bytes // "Including non-PyTorch memory, this process has X memory in use"
+	Other               gpumem.Bytes // memory held outside the allocator as stated (MPS "other allocations")
+
+	Processes     [MaxProcesses]Process // other processes, in message order; see NumProcesses
+	NumProcesses  int                   // entries used in Processes
+	MoreProcesses int                   // entries beyond MaxProcesses that were not kept
+
+	Hint      Hint  // remedies the message suggests
+	Stated    Field // fields the message printed
+	Derived   Field // fields computed from printed ones
+	Truncated bool  // the message stops before its format's end (cut off, or PyTorch's NUL-byte bug)
+
+	Start, End int // byte offsets of the message in the text given to ParseOOM
+}
+
+// Has reports whether the message stated every field in f.
+func (o *OOM) Has(f Field) bool { return o.Stated&f == f }
+
+// Known reports whether every field in f was stated or derived.
+func (o *OOM) Known(f Field) bool { return (o.Stated|o.Derived)&f == f }
+
+// ProcessList returns the kept process entries; it aliases o.Processes.
+func (o *OOM) ProcessList() []Process { return o.Processes[:o.NumProcesses] }
+
+// OtherProcesses returns the memory used by the listed processes.
+func (o *OOM) OtherProcesses() gpumem.Bytes {
+	var sum gpumem.Bytes
+	for _, p := range o.ProcessList() {
+		sum += p.Used
+	}
+	return sum
+}
+
+func (o *OOM) set(f Field, p *gpumem.Bytes, v gpumem.Bytes) {
+	*p = v
+	o.Stated |= f
+}
+
+func (o *OOM) derive(f Field, p *gpumem.Bytes, v gpumem.Bytes) {
+	if o.Stated&f != 0 {
+		return
+	}
+	if v < 0 {
+		v = 0
+	}
+	*p = v
+	o.Derived |= f
+}
+
+// score ranks candidate messages: more stated numbers win.
+func (o *OOM) score() int { return bits.OnesCount16(uint16(o.Stated)) }
+
+// ParseOOM finds an out-of-memory message in text, which may be a whole
+// traceback or log, and reads its numbers. It reports false when text
+// holds no message it recognizes.
+//
+// Every PyTorch era of REFERENCE.md §3 is read (see [Era]), with the CUDA,
+// HIP, XPU and MPS allocators and the cudaMallocAsync backend, plus
+// TensorFlow, JAX/XLA, CuPy, bitsandbytes and llama.cpp. Words may be
+// separated by any white space, so wrapped or re-flowed messages parse.
+// When text holds several messages, the one stating the most numbers is
+// returned, the last of equals. A message cut short returns what it
+// states, with Truncated set.
+//
+// ParseOOM does not allocate for the CUDA caching allocator's messages.
+func ParseOOM(text string) (OOM, bool) {
+	var best, cur OOM
+	found := false
+	consider := func() {
+		if !found || cur.score() >= best.score() {
+			best = cur
+			found = true
+		}
+	}
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		for from := 0; ; {
+			at, end := find(text, from, kw)
+			if at < 0 {
+				break
+			}
+			cur = OOM{}
+			if k.parse(text, at, end, &cur) {
+				consider()
+			}
+			from = at + 1
+		}
+	}
+	return best, found
+}
+
+// anchor is a phrase that starts (or marks) one message format.
+type anchor uint8
+
+const (
+	anchorTried anchor = iota
+	anchorMPS
+	anchorAsync
+	anchorTHC
+	anchorTHCCheck
+	anchorCUDAError
+	anchorHIPError
+	anchorTFTensor
+	anchorTFTensorOld
+	anchorTFAllocator
+	anchorXLA
+	anchorXLARequest
+	anchorCuPyOld
+	anchorCuPyNew
+	anchorBnB
+	anchorGGMLCUDA
+	anchorGGMLHIP
+
+	anchorFirst = anchorTried
+	anchorLast  = anchorGGMLHIP
+)
+
+func (k anchor) keyword() string {
+	switch k {
+	case anchorTried:
+		return "Tried to allocate"
+	case anchorMPS:
+		return "MPS backend out of memory"
+	case anchorAsync:
+		return "Allocation on device"
+	case anchorTHC:
+		return "cuda runtime error (2) : out of memory"
+	case anchorTHCCheck:
+		return "error=2 : out of memory"
+	case anchorCUDAError:
+		return "CUDA error: out of memory"
+	case anchorHIPError:
+		return "HIP error: out of memory"
+	case anchorTFTensor:
+		return "OOM when allocating tensor with shape"
+	case anchorTFTensorOld:
+		return "OOM when allocating tensor of shape"
+	case anchorTFAllocator:
+		return "ran out of memory trying to allocate"
+	case anchorXLA:
+		return "of memory while trying to allocate"
+	case anchorXLARequest:
+		return "Failed to allocate request for"
+	case anchorCuPyOld:
+		return "out of memory to allocate"
+	case anchorCuPyNew:
+		return "Out of memory allocating"
+	case anchorBnB:
+		return "Error out of memory at line"
+	case anchorGGMLCUDA:
+		return "cudaMalloc failed: out of memory"
+	case anchorGGMLHIP:
+		return "hipMalloc failed: out of memory"
+	}
+	return "\x00never"
+}
+
+func (k anchor) parse(s string, at, end int, o *OOM) bool {
+	switch k {
+	case anchorTried:
+		return parseTried(s, at, end, o)
+	case anchorMPS:
+		return parseMPS(s, at, end, o)
+	case anchorAsync:
+		return parseAsync(s, at, end, o)
+	case anchorTHC, anchorTHCCheck:
+		o.Framework, o.Backend, o.Era = PyTorch, CUDA, EraTHC
+	case anchorCUDAError:
+		o.Framework, o.Backend, o.Era = PyTorch, CUDA, EraCUDAError
+	case anchorHIPError:
+		o.Framework, o.Backend, o.Era = PyTorch, HIP, EraCUDAError
+	case anchorTFTensor, anchorTFTensorOld:
+		return parseTFTensor(s, at, end, o)
+	case anchorTFAllocator:
+		return parseTFAllocator(s, at, end, o)
+	case anchorXLA:
+		return parseXLA(s, at, end, o)
+	case anchorXLARequest:
+		return parseXLARequest(s, at, end, o)
+	case anchorCuPyOld, anchorCuPyNew:
+		return parseCuPy(s, at, end, o)
+	case anchorBnB:
+		o.Framework, o.Backend, o.Era = BitsAndBytes, CUDA, EraBitsAndBytes
+	case anchorGGMLCUDA, anchorGGMLHIP:
+		return parseGGML(s, at, end, o, k == anchorGGMLHIP)
+	default:
+		return false
+	}
+	o.Start, o.End = at, end
+	return true
+}
+
+// lookBack returns the start of the last occurrence of kw that ends at
+// most window bytes before at (white space tolerated), or -1.
+func lookBack(s string, at, window int, kw string) int {
+	from := at - window - len(kw) - 8
+	if from < 0 {
+		from = 0
+	}
+	best := -1
+	for st, e := findWithin(s, from, at, kw); st >= 0; st, e = findWithin(s, st+1, at, kw) {
+		if at-e <= window {
+			best = st
+		}
+	}
+	return best
+}
+
+// parseTried reads the caching allocators' messages, anchored at "Tried
+// to allocate": PyTorch 1.0–2.0 "(GPU n; …)" and 2.1+ ". GPU n has a
+// total capacity of …", for CUDA, HIP, XPU and IPEX.
+func parseTried(s string, at, end int, o *OOM) bool {
+	// MPS messages also say "Tried to allocate"; parseMPS reads them.
+	if lookBack(s, at, 160, "MPS backend out of memory") >= 0 {
+		return false
+	}
+	o.Framework, o.Backend = PyTorch, CUDA
+	o.Start = at
+	switch {
+	case lookBack(s, at, 8, "HIP out of memory.") >= 0:
+		o.Backend = HIP
+		o.Start = lookBack(s, at, 8, "HIP out of memory.")
+	case lookBack(s, at, 8, "XPU out of memory.") >= 0:
+		o.Backend = XPU
+		o.Start = lookBack(s, at, 8, "XPU out of memory.")
+	case lookBack(s, at, 80, "Current platform can NOT allocate") >= 0:
+		o.Backend = XPU
+		o.Start = lookBack(s, at, 80, "Current platform can NOT allocate")
+	case lookBack(s, at, 8, "CUDA out of memory.") >= 0:
+		o.Start = lookBack(s, at, 8, "CUDA out of memory.")
+	}
+	v, i, ok := readSize(s, end)
+	if !ok {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	i = skipSpace(s, i)
+	switch {
+	case i < len(s) && s[i] == '(':
+		i = parseParenthesized(s, i+1, o)
+	case i < len(s) && s[i] == '.':
+		i = parseSentences(s, i+1, o)
+	default:
+		o.Truncated = true
+	}
+	o.End = i
+	o.Hint |= scanHints(s, i)
+	return true
+}
+
+// parseParenthesized reads "(GPU n; X total capacity; Y already allocated;
+// Z free; [A allowed; ]R reserved in total by PyTorch)" and the 1.0 form
+// ending "C cached)". It returns the index after the closing parenthesis.
+func parseParenthesized(s string, i int, o *OOM) int {
+	e := match(s, skipSpace(s, i), "GPU ")
+	if e < 0 {
+		o.Truncated = true
+		return i
+	}
+	dev, j, ok := readInt(s, e)
+	if !ok {
+		o.Truncated = true
+		return e
+	}
+	o.Device = int(dev)
+	o.Stated |= FieldDevice
+	o.Era = EraReservedTotal
+	i = j
+	for {
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			o.Truncated = true
+			break
+		}
+		if s[i] == ')' {
+			i++
+			break
+		}
+		if s[i] != ';' {
+			o.Truncated = true
+			break
+		}
+		v, j, ok := readSize(s, i+1)
+		if !ok {
+			o.Truncated = true
+			break
+		}
+		e, which := matchAny(s, j, " total capacity", " already allocated", " free", " allowed",
+			" reserved in total by PyTorch", " cached")
+		if e < 0 {
+			o.Truncated = true
+			break
+		}
+		switch which {
+		case 0:
+			o.set(FieldCapacity, &o.Capacity, v)
+		case 1:
+			o.set(FieldAllocated, &o.Allocated, v)
+		case 2:
+			o.set(FieldFree, &o.Free, v)
+		case 3:
+			o.set(FieldAllowed, &o.Allowed, v)
+		case 4:
+			o.set(FieldReserved, &o.Reserved, v)
+		case 5:
+			o.set(FieldReservedUnallocated, &o.ReservedUnallocated, v)
+			o.Era = EraCached
+		}
+		i = e
+	}
+	if o.Has(FieldReserved | FieldAllocated) {
+		o.derive(FieldReservedUnallocated, &o.ReservedUnallocated, o.Reserved-o.Allocated)
+	}
+	if o.Has(FieldReservedUnallocated | FieldAllocated) {
+		o.derive(FieldReserved, &o.Reserved, o.Allocated+o.ReservedUnallocated)
+	}
+	return i
+}
+
+// parseSentences reads the PyTorch 2.1+ form after "Tried to allocate X.":
+// "GPU n has a total capacity of Y of which Z is free. [Process P has M
+// memory in use. | Including non-PyTorch memory, this process has M
+// memory in use. ]… [A allowed; ]Of the allocated memory B is allocated by
+// PyTorch, [with C allocated in private pools (e.g., CUDA Graphs), ]and D
+// is reserved by PyTorch but unallocated."
+func parseSentences(s string, i int, o *OOM) int {
+	e := match(s, skipSpace(s, i), "GPU ")
+	if e < 0 {
+		o.Truncated = true
+		return i
+	}
+	dev, j, ok := readInt(s, e)
+	if !ok {
+		o.Truncated = true
+		return e
+	}
+	o.Device = int(dev)
+	o.Stated |= FieldDevice
+	e, which := matchAny(s, j, " has a total capacity of", " has a total capacty of")
+	if e < 0 {
+		o.Truncated = true
+		return j
+	}
+	o.Era = EraCapacity
+	if which == 1 {
+		o.Era = EraCapacty
+	}
+	v, j, ok := readSize(s, e)
+	if !ok {
+		o.Truncated = true
+		return e
+	}
+	o.set(FieldCapacity, &o.Capacity, v)
+	i = j
+	if e := match(s, i, " of which"); e >= 0 {
+		v, j, ok := readSize(s, e)
+		if !ok {
+			o.Truncated = true
+			return e
+		}
+		o.set(FieldFree, &o.Free, v)
+		i = j
+		if e := match(s, i, " is free."); e >= 0 {
+			i = e
+		} else {
+			o.Truncated = true
+			return i
+		}
+	} else if i < len(s) && s[i] == '.' {
+		i++
+	}
+	for {
+		k := skipSpace(s, i)
+		if k >= len(s) {
+			o.Truncated = true
+			return i
+		}
+		if e := match(s, k, "Process "); e >= 0 {
+			pid, j, ok := readInt(s, e)
+			if !ok {
+				o.Truncated = true
+				return i
+			}
+			e = match(s, j, " has")
+			if e < 0 {
+				o.Truncated = true
+				return i
+			}
+			v, j, ok := readSize(s, e)
+			if !ok {
+				o.Truncated = true
+				return i
+			}
+			if o.NumProcesses < MaxProcesses {
+				o.Processes[o.NumProcesses] = Process{PID: pid, Used: v}
+				o.NumProcesses++
+			} else {
+				o.MoreProcesses++
+			}
+			o.Stated |= FieldProcesses
+			i = skipInUse(s, j)
+			continue
+		}
+		if e := match(s, k, "Including non-PyTorch memory, this process has"); e >= 0 {
+			v, j, ok := readSize(s, e)
+			if !ok {
+				o.Truncated = true
+				return i
+			}
+			o.set(FieldSelf, &o.Self, v)
+			i = skipInUse(s, j)
+			continue
+		}
+		if isDigit(s[k]) {
+			v, j, ok := readSize(s, k)
+			if ok {
+				if e := match(s, j, " allowed;"); e >= 0 {
+					o.set(FieldAllowed, &o.Allowed, v)
+					i = e
+					continue
+				}
+			}
+			o.Truncated = true
+			return i
+		}
+		break
+	}
+	k := skipSpace(s, i)
+	e = match(s, k, "Of the allocated memory")
+	if e < 0 {
+		o.Truncated = true
+		return i
+	}
+	v, j, ok = readSize(s, e)
+	if !ok {
+		o.Truncated = true
+		return e
+	}
+	o.set(FieldAllocated, &o.Allocated, v)
+	e = match(s, j, " is allocated by PyTorch,")
+	if e < 0 {
+		o.Truncated = true
+		return j
+	}
+	i = e
+	if e := match(s, i, " with"); e >= 0 {
+		v, j, ok := readSize(s, e)
+		if !ok {
+			o.Truncated = true
+			return e
+		}
+		e = match(s, j, " allocated in private pools")
+		if e < 0 {
+			o.Truncated = true
+			return j
+		}
+		o.set(FieldPrivatePools, &o.PrivatePools, v)
+		// Skip " (e.g., CUDA Graphs)," up to the "and".
+		_, e2 := findWithin(s, e, e+48, " and")
+		if e2 < 0 {
+			o.Truncated = true
+			return e
+		}
+		i = e2 - len(" and")
+	}
+	e = match(s, i, " and")
+	if e < 0 {
+		o.Truncated = true
+		return i
+	}
+	v, j, ok = readSize(s, e)
+	if !ok {
+		o.Truncated = true
+		return e
+	}
+	e = match(s, j, " is reserved by PyTorch but unallocated")
+	if e < 0 {
+		o.Truncated = true
+		return j
+	}
+	o.set(FieldReservedUnallocated, &o.ReservedUnallocated, v)
+	o.derive(FieldReserved, &o.Reserved, o.Allocated+o.ReservedUnallocated)
+	if e < len(s) && s[e] == '.' {
+		e++
+	}
+	return e
+}
+
+// skipInUse skips " memory in use." after a process's size.
+func skipInUse(s string, i int) int {
+	if e := match(s, i, " memory in use."); e >= 0 {
+		return e
+	}
+	return i
+}
+
+// scanHints looks at the text following a message for the remedies the
+// framework suggests.
+func scanHints(s string, i int) Hint {
+	limit := i + 400
+	if limit > len(s) {
+		limit = len(s)
+	}
+	if i > limit {
+		return 0
+	}
+	w := s[i:limit]
+	var h Hint
+	if strings.Contains(w, "max_split_size_mb") {
+		h |= HintMaxSplitSize
+	}
+	if strings.Contains(w, "expandable_segments") {
+		h |= HintExpandableSegments
+	}
+	if strings.Contains(w, "PYTORCH_CUDA_ALLOC_CONF") {
+		h |= HintCUDAAllocConf
+	}
+	if strings.Contains(w, "PYTORCH_HIP_ALLOC_CONF") {
+		h |= HintHIPAllocConf
+	}
+	if strings.Contains(w, "PYTORCH_ALLOC_CONF") {
+		h |= HintAllocConf
+	}
+	if strings.Contains(w, "PYTORCH_MPS_HIGH_WATERMARK_RATIO") {
+		h |= HintMPSWatermark
+	}
+	if strings.Contains(w, "empty_cache") {
+		h |= HintEmptyCache
+	}
+	return h
+}
+
+// parseMPS reads "MPS backend out of memory (MPS allocated: A, other
+// allocations: B, max allowed: C). Tried to allocate D on private pool."
+// Older MPS builds print KB/MB/GB from their own 1024-based format_size;
+// those are read as KiB/MiB/GiB.
+func parseMPS(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = PyTorch, MPS, EraMPS
+	o.Start = at
+	i := skipSpace(s, end)
+	if i < len(s) && s[i] == '(' {
+		i++
+		for {
+			i = skipSpace(s, i)
+			e, which := matchAny(s, i, "MPS allocated:", "other allocations:", "max allowed:")
+			if e < 0 {
+				break
+			}
+			v, j, ok := readMPSSize(s, e)
+			if !ok {
+				o.Truncated = true
+				o.End = e
+				return true
+			}
+			switch which {
+			case 0:
+				o.set(FieldAllocated, &o.Allocated, v)
+			case 1:
+				o.set(FieldOther, &o.Other, v)
+			case 2:
+				o.set(FieldAllowed, &o.Allowed, v)
+			}
+			i = j
+			if i < len(s) && s[i] == ',' {
+				i++
+			}
+		}
+		if i < len(s) && s[i] == ')' {
+			i++
+		}
+		if i < len(s) && s[i] == '.' {
+			i++
+		}
+	}
+	e := match(s, skipSpace(s, i), "Tried to allocate")
+	if e < 0 {
+		o.Truncated = true
+		o.End = i
+		return true
+	}
+	v, j, ok := readMPSSize(s, e)
+	if !ok {
+		o.Truncated = true
+		o.End = e
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	if e, _ := matchAny(s, j, " on private pool", " on shared pool"); e >= 0 {
+		j = e
+	}
+	o.End = j
+	o.Hint |= scanHints(s, j)
+	return true
+}
+
+// readMPSSize reads an MPS size, mapping the 1024-based "KB", "MB", "GB"
+// of older builds to KiB, MiB, GiB.
+func readMPSSize(s string, i int) (gpumem.Bytes, int, bool) {
+	v, end, ok := readSize(s, i)
+	if !ok {
+		return 0, i, false
+	}
+	var unit, bin gpumem.Bytes
+	switch {
+	case strings.HasSuffix(s[:end], "KB"):
+		unit, bin = gpumem.KB, gpumem.KiB
+	case strings.HasSuffix(s[:end], "MB"):
+		unit, bin = gpumem.MB, gpumem.MiB
+	case strings.HasSuffix(s[:end], "GB"):
+		unit, bin = gpumem.GB, gpumem.GiB
+	default:
+		return v, end, true
+	}
+	// The number was scaled by the decimal unit, rounded up; rescale
+	// exactly from the digits instead: parse "<number>" as a count of
+	// binary units.
+	numEnd := end - 2
+	for numEnd > i && (s[numEnd-1] == ' ' || s[numEnd-1] == '\t') {
+		numEnd--
+	}
+	start := skipSpace(s, i)
+	n, err := gpumem.ParseBytes(s[start:numEnd])
+	_ = unit
+	if err != nil {
+		return v, end, true
+	}
+	// n is the number in bytes (rounded up to a whole byte); multiply the
+	// exact decimal by the binary unit instead.
+	return scaleDecimal(s[start:numEnd], bin, n), end, true
+}
+
+// scaleDecimal returns ceil(number × unit) for a decimal string such as
+// "17.68", computed exactly; fallback is returned when it overflows.
+func scaleDecimal(num string, unit gpumem.Bytes, fallback gpumem.Bytes) gpumem.Bytes {
+	var whole, frac, scale int64 = 0, 0, 1
+	dot := false
+	for k := 0; k < len(num); k++ {
+		c := num[k]
+		if c == '.' {
+			dot = true
+			continue
+		}
+		if !isDigit(c) || scale > 1e15 || whole > 1<<40 {
+			return fallback
+		}
+		if dot {
+			frac = frac*10 + int64(c-'0')
+			scale *= 10
+		} else {
+			whole = whole*10 + int64(c-'0')
+		}
+	}
+	hi, lo := bits.Mul64(uint64(whole), uint64(unit))
+	if hi != 0 || lo > 1<<62 {
+		return fallback
+	}
+	fh, fl := bits.Mul64(uint64(frac), uint64(unit))
+	q, r := bits.Div64(fh, fl, uint64(scale))
+	if r != 0 {
+		q++
+	}
+	return gpumem.Bytes(lo + q)
+}
+
+// parseAsync reads the cudaMallocAsync backend's message. PyTorch builds
+// before PR #168369 stream the device index as a char, so a NUL byte ends
+// the C string and only "Allocation on device " survives; that message
+// returns Truncated with nothing stated.
+func parseAsync(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = PyTorch, CUDA, EraAsync
+	o.Start = at
+	dev, j, ok := readInt(s, end)
+	if !ok || match(s, j, " would exceed allowed memory") < 0 {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.Device = int(dev)
+	o.Stated |= FieldDevice
+	i := j
+	limit := j + 600
+	if limit > len(s) {
+		limit = len(s)
+	}
+	labels := [...]struct {
+		kw string
+		f  Field
+		p  *gpumem.Bytes
+	}{
+		{"Currently allocated", FieldAllocated, &o.Allocated},
+		{"Requested", FieldRequested, &o.Requested},
+		{"Device limit", FieldCapacity, &o.Capacity},
+		{"Free (according to CUDA):", FieldFree, &o.Free},
+		{"PyTorch limit (set by user-supplied memory fraction)", FieldAllowed, &o.Allowed},
+	}
+	complete := true
+	for _, l := range labels {
+		st, e := findWithin(s, i, limit, l.kw)
+		if st < 0 {
+			complete = false
+			break
+		}
+		k := skipSpace(s, e)
+		if k < len(s) && s[k] == ':' {
+			k++
+		}
+		v, j, ok := readSize(s, k)
+		if !ok {
+			// "17179869184.00 GiB" (2^64 bytes) means no limit; it does
+			// not fit an int64 and is not a cap.
+			if l.f != FieldAllowed {
+				complete = false
+			}
+			i = k
+			continue
+		}
+		o.set(l.f, l.p, v)
+		i = j
+	}
+	o.Truncated = !complete
+	o.End = i
+	return true
+}
+
+// dtypeSize returns the bytes per element of a TensorFlow type name as it
+// prints DataTypeString (tensorflow/core/framework/types.cc).
+func dtypeSize(name string) int64 {
+	switch name {
+	case "float", "int32", "uint32", "qint32", "float32":
+		return 4
+	case "double", "int64", "uint64", "complex64", "float64":
+		return 8
+	case "half", "bfloat16", "int16", "uint16", "qint16", "quint16", "float16":
+		return 2
+	case "int8", "uint8", "bool", "qint8", "quint8", "float8_e4m3fn", "float8_e5m2":
+		return 1
+	case "complex128":
+		return 16
+	}
+	return 0
+}
+
+// parseTFTensor reads "OOM when allocating tensor with shape[a,b,c] and
+// type float on /job:…/device:GPU:0 by allocator GPU_0_bfc". The request
+// is derived as the product of the shape times the type's size; the BFC
+// allocator's "Limit:" and "InUse:" statistics printed just before are
+// read as Capacity and Allocated.
+func parseTFTensor(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraTFTensor
+	o.Start, o.End = at, end
+	i := skipSpace(s, end)
+	if i < len(s) && s[i] == '[' {
+		i++
+		n := int64(1)
+		okShape := true
+		for {
+			d, j, ok := readInt(s, i)
+			if !ok {
+				okShape = false
+				break
+			}
+			hi, lo := bits.Mul64(uint64(n), uint64(d))
+			if hi != 0 || lo > 1<<62 {
+				okShape = false
+			}
+			n = int64(lo)
+			i = skipSpace(s, j)
+			if i < len(s) && s[i] == ',' {
+				i++
+				continue
+			}
+			if i < len(s) && s[i] == ']' {
+				i++
+			} else {
+				okShape = false
+			}
+			break
+		}
+		if e := match(s, i, " and type "); e >= 0 {
+			w := e
+			for w < len(s) && (isLetter(s[w]) || isDigit(s[w]) || s[w] == '_') {
+				w++
+			}
+			if sz := dtypeSize(s[e:w]); sz > 0 && okShape {
+				hi, lo := bits.Mul64(uint64(n), uint64(sz))
+				if hi == 0 && lo <= 1<<62 {
+					o.derive(FieldRequested, &o.Requested, gpumem.Bytes(lo))
+				}
+			}
+			i = w
+		} else if !okShape {
+			o.Truncated = true
+		}
+		o.End = i
+	}
+	if st, e := findWithin(s, o.End, o.End+120, "device:GPU:"); st >= 0 {
+		if d, _, ok := readInt(s, e); ok {
+			o.Device = int(d)
+			o.Stated |= FieldDevice
+		}
+	}
+	readBFCStats(s, at, o)
+	return true
+}
+
+// readBFCStats reads "Limit: N" and "InUse: N" of the BFC allocator's
+// statistics when they appear in the 8 KB before at.
+func readBFCStats(s string, at int, o *OOM) {
+	from := at - 8192
+	if from < 0 {
+		from = 0
+	}
+	if st, e := findWithin(s, from, at, "Limit:"); st >= 0 {
+		if v, _, ok := readSize(s, e); ok {
+			o.set(FieldCapacity, &o.Capacity, v)
+		}
+	}
+	if st, e := findWithin(s, from, at, "InUse:"); st >= 0 {
+		if v, _, ok := readSize(s, e); ok {
+			o.set(FieldAllocated, &o.Allocated, v)
+		}
+	}
+}
+
+// parseTFAllocator reads "Allocator (GPU_0_bfc) ran out of memory trying
+// to allocate 2.02GiB" and, in newer releases, "(rounded to N)".
+func parseTFAllocator(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraTFAllocator
+	o.Start = at
+	if st := lookBack(s, at, 40, "Allocator (GPU_"); st >= 0 {
+		if d, _, ok := readInt(s, st+len("Allocator (GPU_")); ok {
+			o.Device = int(d)
+			o.Stated |= FieldDevice
+		}
+	}
+	v, j, ok := readSize(s, end)
+	if !ok {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	if e := match(s, j, " (rounded to"); e >= 0 {
+		if v, j2, ok := readSize(s, e); ok {
+			o.Requested = v
+			j = j2
+		}
+	}
+	o.End = j
+	readBFCStats(s, at, o)
+	return true
+}
+
+// parseXLA reads "RESOURCE_EXHAUSTED: Out of memory while trying to
+// allocate N bytes." (and the older "Resource exhausted: Out of memory").
+func parseXLA(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = JAX, CUDA, EraXLA
+	o.Start = at
+	v, j, ok := readSize(s, end)
+	if !ok {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	o.End = j
+	return true
+}
+
+// parseXLARequest reads "Failed to allocate request for 2.99GiB
+// (3206250496B) on device ordinal 0", preferring the exact byte count.
+func parseXLARequest(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = JAX, CUDA, EraXLA
+	o.Start = at
+	v, j, ok := readSize(s, end)
+	if !ok {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	if e := match(s, j, " ("); e >= 0 {
+		if v, j2, ok := readSize(s, e); ok && j2 < len(s) && s[j2] == ')' {
+			o.Requested = v
+			j = j2 + 1
+		}
+	}
+	if e := match(s, j, " on device ordinal"); e >= 0 {
+		if d, j2, ok := readInt(s, e); ok {
+			o.Device = int(d)
+			o.Stated |= FieldDevice
+			j = j2
+		}
+	}
+	o.End = j
+	return true
+}
+
+// parseCuPy reads CuPy's pool messages: "out of memory to allocate N bytes
+// (total M bytes)" and "Out of memory allocating N bytes (allocated so
+// far: M bytes)". M is what the pool holds, read as Reserved.
+func parseCuPy(s string, at, end int, o *OOM) bool {
+	o.Framework, o.Backend, o.Era = CuPy, CUDA, EraCuPy
+	o.Start = at
+	v, j, ok := readGroupedSize(s, end)
+	if !ok {
+		o.Truncated = true
+		o.End = end
+		return true
+	}
+	o.set(FieldRequested, &o.Requested, v)
+	if e, _ := matchAny(s, j, " (total", " (allocated so far:"); e >= 0 {
+		if v, j2, ok := readGroupedSize(s, e); ok {
+			o.set(FieldReserved, &o.Reserved, v)
+			j = j2
+			if j < len(s) && s[j] == ')' {
+				j++
+			}
+		} else {
+			o.Truncated = true
+		}
+	}
+	o.End = j
+	return true
+}
+
+// parseGGML reads ggml's "allocating X MiB on device n: cudaMalloc failed:
+// out of memory" and the exact "failed to allocate CUDA0 buffer of size N"
+// that follows.
+func parseGGML(s string, at, end int, o *OOM, hip bool) bool {
+	o.Framework, o.Backend, o.Era = LlamaCpp, CUDA, EraGGML
+	if hip {
+		o.Backend = HIP
+	}
+	o.Start, o.End = at, end
+	if st := lookBack(s, at, 60, "allocating"); st >= 0 {
+		if v, j, ok := readSize(s, st+len("allocating")); ok {
+			o.set(FieldRequested, &o.Requested, v)
+			if e := match(s, j, " on device"); e >= 0 {
+				if d, _, ok := readInt(s, e); ok {
+					o.Device = int(d)
+					o.Stated |= FieldDevice
+				}
+			}
+			o.Start = st
+		}
+	}
+	if st, e := findWithin(s, end, end+400, "failed to allocate "); st >= 0 {
+		k := e
+		if m := match(s, k, "ROCm"); m >= 0 {
+			o.Backend = HIP
+		}
+		if _, e2 := findWithin(s, k, k+24, "buffer of size"); e2 >= 0 {
+			if v, j, ok := readSize(s, e2); ok {
+				o.set(FieldRequested, &o.Requested, v)
+				o.End = j
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,251 @@
+package leak
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/stretchr/testify/require"
+)
+
+// corpusCase is one file of testdata/oom: a real message with the source
+// it was copied from and the numbers it states, written as the message
+// prints them (so the check is "to the rounding of the message").
+type corpusCase struct {
+	name   string
+	source string
+	want   map[string][]string
+	text   string
+}
+
+func loadCorpus(t testing.TB) []corpusCase {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "oom", "*.txt"))
+	require.NoError(t, err)
+	var cases []corpusCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		head, text, ok := strings.Cut(string(data), "\n---\n")
+		require.True(t, ok, "%s: no --- separator", f)
+		c := corpusCase{name: strings.TrimSuffix(filepath.Base(f), ".txt"), want: map[string][]string{}, text: text}
+		for _, line := range strings.Split(head, "\n") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), ": ")
+			require.True(t, ok, "%s: bad header line %q", f, line)
+			if k == "source" {
+				c.source = v
+				continue
+			}
+			c.want[k] = append(c.want[k], v)
+		}
+		require.NotEmpty(t, c.source, "%s: no source", f)
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+var eraNames = map[string]Era{
+	"thc": EraTHC, "cudaerror": EraCUDAError, "cached": EraCached, "reservedtotal": EraReservedTotal,
+	"capacty": EraCapacty, "capacity": EraCapacity, "async": EraAsync, "mps": EraMPS,
+	"tftensor": EraTFTensor, "tfallocator": EraTFAllocator, "xla": EraXLA, "cupy": EraCuPy,
+	"bnb": EraBitsAndBytes, "ggml": EraGGML,
+}
+
+var hintNames = map[string]Hint{
+	"maxsplit": HintMaxSplitSize, "expandable": HintExpandableSegments, "cudaconf": HintCUDAAllocConf,
+	"allocconf": HintAllocConf, "hipconf": HintHIPAllocConf, "mpswatermark": HintMPSWatermark,
+	"emptycache": HintEmptyCache,
+}
+
+// mpsBinary reads an MPS size whose KB/MB/GB are 1024-based.
+func mpsBinary(t *testing.T, s string) gpumem.Bytes {
+	num, unit, _ := strings.Cut(s, " ")
+	switch unit {
+	case "KB", "MB", "GB":
+		s = num + " " + unit[:1] + "iB"
+	}
+	return gpumem.MustParseBytes(s)
+}
+
+func TestParseOOMCorpus(t *testing.T) {
+	t.Parallel()
+	cases := loadCorpus(t)
+	require.GreaterOrEqual(t, len(cases), 40)
+	sizeFields := map[string]struct {
+		f   Field
+		get func(*OOM) gpumem.Bytes
+	}{
+		"requested":   {FieldRequested, func(o *OOM) gpumem.Bytes { return o.Requested }},
+		"capacity":    {FieldCapacity, func(o *OOM) gpumem.Bytes { return o.Capacity }},
+		"free":        {FieldFree, func(o *OOM) gpumem.Bytes { return o.Free }},
+		"allocated":   {FieldAllocated, func(o *OOM) gpumem.Bytes { return o.Allocated }},
+		"reserved":    {FieldReserved, func(o *OOM) gpumem.Bytes { return o.Reserved }},
+		"unallocated": {FieldReservedUnallocated, func(o *OOM) gpumem.Bytes { return o.ReservedUnallocated }},
+		"private":     {FieldPrivatePools, func(o *OOM) gpumem.Bytes { return o.PrivatePools }},
+		"allowed":     {FieldAllowed, func(o *OOM) gpumem.Bytes { return o.Allowed }},
+		"self":        {FieldSelf, func(o *OOM) gpumem.Bytes { return o.Self }},
+		"other":       {FieldOther, func(o *OOM) gpumem.Bytes { return o.Other }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ParseOOM(c.text)
+			require.True(t, ok, "ParseOOM(%s) found nothing", c.name)
+			one := func(k string) string {
+				if v := c.want[k]; len(v) > 0 {
+					return v[0]
+				}
+				return ""
+			}
+			if got.Framework.String() != one("framework") {
+				t.Errorf("Framework = %v, want %s", got.Framework, one("framework"))
+			}
+			if got.Backend.String() != one("backend") {
+				t.Errorf("Backend = %v, want %s", got.Backend, one("backend"))
+			}
+			if e, ok := eraNames[one("era")]; !ok || got.Era != e {
+				t.Errorf("Era = %v, want %s", got.Era, one("era"))
+			}
+			var wantStated Field
+			if d := one("device"); d != "" {
+				wantStated |= FieldDevice
+				n, _ := strconv.Atoi(d)
+				if got.Device != n {
+					t.Errorf("Device = %d, want %d", got.Device, n)
+				}
+			}
+			for k, sf := range sizeFields {
+				v := one(k)
+				if v == "" {
+					continue
+				}
+				wantStated |= sf.f
+				var want gpumem.Bytes
+				if got.Backend == MPS {
+					want = mpsBinary(t, v)
+				} else {
+					want = gpumem.MustParseBytes(v)
+				}
+				if g := sf.get(&got); g != want {
+					t.Errorf("%s = %v, want %v (%s)", k, g, want, v)
+				}
+			}
+			for _, p := range c.want["process"] {
+				wantStated |= FieldProcesses
+				pid, size, _ := strings.Cut(p, " ")
+				n, _ := strconv.ParseInt(pid, 10, 64)
+				found := false
+				for _, gp := range got.ProcessList() {
+					if gp.PID == n && gp.Used == gpumem.MustParseBytes(size) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("process %s missing from %+v", p, got.ProcessList())
+				}
+			}
+			if len(c.want["process"]) != got.NumProcesses {
+				t.Errorf("NumProcesses = %d, want %d", got.NumProcesses, len(c.want["process"]))
+			}
+			if got.Stated != wantStated {
+				t.Errorf("Stated = %012b, want %012b", got.Stated, wantStated)
+			}
+			if v := one("derived-requested"); v != "" {
+				if !got.Known(FieldRequested) || got.Requested != gpumem.MustParseBytes(v) {
+					t.Errorf("derived Requested = %v, want %s", got.Requested, v)
+				}
+			}
+			var wantHint Hint
+			if h := one("hint"); h != "" {
+				for _, w := range strings.Split(h, ",") {
+					wantHint |= hintNames[w]
+				}
+			}
+			if got.Hint != wantHint {
+				t.Errorf("Hint = %07b, want %07b", got.Hint, wantHint)
+			}
+			if want := one("truncated") == "true"; got.Truncated != want {
+				t.Errorf("Truncated = %v, want %v", got.Truncated, want)
+			}
+			// Normalization: reserved = allocated + reserved-but-unallocated
+			// whenever two of the three are known.
+			if got.Known(FieldAllocated|FieldReserved|FieldReservedUnallocated) &&
+				got.Reserved-got.Allocated != got.ReservedUnallocated && got.Reserved >= got.Allocated {
+				t.Errorf("Reserved %v − Allocated %v ≠ ReservedUnallocated %v", got.Reserved, got.Allocated, got.ReservedUnallocated)
+			}
+			if got.Start < 0 || got.End > len(c.text) || got.Start > got.End {
+				t.Errorf("Start, End = %d, %d out of range", got.Start, got.End)
+			}
+		})
+	}
+}
+
+func TestParseOOMNone(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "Step 100: Loss=2.34, Memory=18.2GB", "out of memory", "Tried to", "MemoryError"} {
+		if o, ok := ParseOOM(s); ok {
+			t.Errorf("ParseOOM(%q) = %+v, true; want false", s, o)
+		}
+	}
+}
+
+func TestParseOOMAllocs(t *testing.T) {
+	msgs := map[string]string{}
+	for _, c := range loadCorpus(t) {
+		switch c.name {
+		case "capacity_rlinf255_threeprocs", "capacity_kaito976_private", "reserved_pytorch35901", "cached_pytorch18853_traceback", "seed001_ex92":
+			msgs[c.name] = c.text
+		}
+	}
+	require.Len(t, msgs, 5)
+	for name, m := range msgs {
+		if n := testing.AllocsPerRun(100, func() { _, _ = ParseOOM(m) }); n != 0 {
+			t.Errorf("ParseOOM(%s) allocates %v times, want 0", name, n)
+		}
+	}
+}
+
+func BenchmarkParseOOM(b *testing.B) {
+	var msgs []string
+	for _, c := range loadCorpus(b) {
+		msgs = append(msgs, c.text)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_, _ = ParseOOM(msgs[i%len(msgs)])
+		i++
+	}
+}
+
+func FuzzParseOOM(f *testing.F) {
+	for _, c := range loadCorpus(f) {
+		f.Add(c.text)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o, ok := ParseOOM(s)
+		if !ok {
+			return
+		}
+		if o.Start < 0 || o.End > len(s) || o.Start > o.End {
+			t.Fatalf("Start, End = %d, %d for len %d", o.Start, o.End, len(s))
+		}
+		if o.NumProcesses > MaxProcesses || o.NumProcesses < 0 {
+			t.Fatalf("NumProcesses = %d", o.NumProcesses)
+		}
+		for _, v := range []gpumem.Bytes{o.Requested, o.Capacity, o.Free, o.Allocated, o.Reserved, o.ReservedUnallocated, o.Allowed} {
+			if v < 0 {
+				t.Fatalf("negative size in %+v", o)
+			}
+		}
+		// Parsing the message alone finds the same numbers.
+		o2, ok := ParseOOM(s[o.Start:])
+		if !ok {
+			t.Fatalf("message %q not found again", s[o.Start:o.End])
+		}
+		_ = o2
+	})
+}
