@@ -1,0 +1,122 @@
+package model
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// catalogFS holds the catalog's config.json files, one per model, each
+// with a "_gpumem_source" key naming the Hugging Face file its values were
+// taken from. It is read-only.
+//
+//go:embed configs/*.json
+var catalogFS embed.FS
+
+// Lookup returns the catalog Spec for a well-known model. name is a
+// catalog key ("llama-2-7b", "mixtral-8x7b", "t5-base"), matched
+// case-insensitively, or the Hugging Face repository of its source
+// ("meta-llama/Llama-2-7b-hf"). See [Catalog] for the list.
+func Lookup(name string) (Spec, bool) {
+	key := strings.ToLower(strings.TrimSpace(name))
+	if key == "" || strings.ContainsAny(key, `\`) {
+		return Spec{}, false
+	}
+	if !strings.Contains(key, "/") {
+		if s, err := catalogSpec(key); err == nil {
+			return s, true
+		}
+		return Spec{}, false
+	}
+	for _, k := range catalogKeys() {
+		data, err := catalogFS.ReadFile("configs/" + k + ".json")
+		if err != nil {
+			continue
+		}
+		if strings.EqualFold(sourceRepo(data), key) {
+			s, err := catalogSpec(k)
+			return s, err == nil
+		}
+	}
+	return Spec{}, false
+}
+
+// Catalog returns every catalog Spec, sorted by name.
+func Catalog() []Spec {
+	keys := catalogKeys()
+	out := make([]Spec, 0, len(keys))
+	for _, k := range keys {
+		if s, err := catalogSpec(k); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// CatalogSource returns the address of the config.json a catalog entry
+// was written from.
+func CatalogSource(name string) (string, bool) {
+	data, err := catalogFS.ReadFile("configs/" + strings.ToLower(name) + ".json")
+	if err != nil {
+		return "", false
+	}
+	var v struct {
+		Source string `json:"_gpumem_source"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.Source == "" {
+		return "", false
+	}
+	return v.Source, true
+}
+
+func catalogKeys() []string {
+	entries, err := fs.ReadDir(catalogFS, "configs")
+	if err != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".json") {
+			keys = append(keys, strings.TrimSuffix(n, ".json"))
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func catalogSpec(key string) (Spec, error) {
+	data, err := catalogFS.ReadFile(path.Join("configs", key+".json"))
+	if err != nil {
+		return Spec{}, err
+	}
+	s, err := FromHFConfig(bytes.NewReader(data))
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Name = key
+	return s, nil
+}
+
+// sourceRepo extracts "owner/name" from a source address
+// "https://huggingface.co/owner/name/blob/main/config.json".
+func sourceRepo(data []byte) string {
+	var v struct {
+		Source string `json:"_gpumem_source"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(v.Source, "https://huggingface.co/")
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return strings.ToLower(parts[0] + "/" + parts[1])
+}

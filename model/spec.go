@@ -1,0 +1,678 @@
+package model
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// Norm is the kind of normalization layer a family uses; it decides
+// whether a norm carries a bias vector.
+type Norm uint8
+
+const (
+	// RMSNorm has one weight vector (llama, mistral, qwen, gemma, t5).
+	RMSNorm Norm = iota + 1
+	// LayerNorm has a weight and a bias vector (gpt2, bert, opt, whisper,
+	// vit, clip, phi, falcon, gpt_neox).
+	LayerNorm
+)
+
+// String returns "rmsnorm" or "layernorm".
+func (n Norm) String() string {
+	switch n {
+	case RMSNorm:
+		return "rmsnorm"
+	case LayerNorm:
+		return "layernorm"
+	}
+	return "Norm(" + strconv.Itoa(int(n)) + ")"
+}
+
+// Bias says which linear layers of a decoder carry a bias vector. Each
+// family's layout fixes most of them; the flags matter for the
+// llama-style layout, where configs switch them (llama attention_bias and
+// mlp_bias, qwen2's fixed q/k/v biases).
+type Bias struct {
+	QKV    bool // q, k and v projections (qwen2: true)
+	Out    bool // attention output projection (llama attention_bias: with QKV)
+	MLP    bool // feed-forward projections (llama mlp_bias)
+	LMHead bool // output head (phi: true)
+}
+
+// MoE describes mixture-of-experts feed-forward layers. The zero value
+// means a dense model.
+type MoE struct {
+	// Experts is the number of routed experts per MoE layer
+	// (mixtral num_local_experts, deepseek n_routed_experts,
+	// qwen2_moe num_experts).
+	Experts int64
+	// Active is the number of routed experts per token
+	// (num_experts_per_tok).
+	Active int64
+	// Intermediate is the inner size of one routed expert
+	// (moe_intermediate_size); mixtral's experts use the model's
+	// Intermediate, which FromHFConfig copies here.
+	Intermediate int64
+	// Shared is the number of shared experts (deepseek n_shared_experts:
+	// one MLP of Shared×Intermediate; qwen2_moe: 1 when
+	// shared_expert_intermediate_size is set).
+	Shared int64
+	// SharedIntermediate is the inner size of the shared-expert MLP
+	// (qwen2_moe shared_expert_intermediate_size; deepseek
+	// n_shared_experts×moe_intermediate_size).
+	SharedIntermediate int64
+	// DenseFirst is the number of leading layers with a dense MLP of the
+	// model's Intermediate size (deepseek first_k_dense_replace).
+	DenseFirst int64
+	// Step makes every Step-th layer an MoE layer (qwen2_moe
+	// decoder_sparse_step, deepseek moe_layer_freq). Zero means 1.
+	Step int64
+}
+
+// MLA describes DeepSeek's multi-head latent attention. The zero value
+// means ordinary multi-head attention.
+type MLA struct {
+	QLoRARank     int64 // q_lora_rank; 0 means a full q_proj (DeepSeek-V2-Lite)
+	KVLoRARank    int64 // kv_lora_rank (512 in V2/V3)
+	QKNopeHeadDim int64 // qk_nope_head_dim (128)
+	QKRopeHeadDim int64 // qk_rope_head_dim (64)
+	VHeadDim      int64 // v_head_dim (128)
+}
+
+// Enabled reports whether m describes MLA attention.
+func (m MLA) Enabled() bool { return m.KVLoRARank > 0 }
+
+// Image is the input geometry of a ViT-style encoder.
+type Image struct {
+	Size     int64 // image_size in pixels (square)
+	Patch    int64 // patch_size in pixels
+	Channels int64 // num_channels (3)
+}
+
+// Patches returns the number of patches per image, (Size/Patch)², as
+// Hugging Face ViT, CLIP and SigLIP compute it (integer division).
+func (im Image) Patches() int64 {
+	if im.Patch <= 0 {
+		return 0
+	}
+	n := im.Size / im.Patch
+	p, _ := checked.Mul(n, n)
+	return p
+}
+
+// Spec is a model architecture in the terms that decide its memory: the
+// shape of every parameter tensor, the attention geometry that sizes the
+// KV cache, and the parts of a composite model.
+//
+// For a decoder-only model the top-level fields describe the whole model.
+// An encoder–decoder (t5, whisper) describes the decoder at the top level
+// and the encoder in Encoder. A vision encoder (vit, clip_vision_model,
+// siglip_vision_model) describes its transformer at the top level and its
+// input in Image. A multimodal model (llava, clip) has Vision and Text
+// parts and a Projector; [Spec.LM] returns its language model.
+//
+// The zero value is not a valid Spec; build one with [FromHFConfig],
+// [FromSafetensors], [FromGGUF] or [Lookup], or fill the fields and call
+// [Spec.Validate].
+type Spec struct {
+	// Name is the model's name when known (catalog key, or the config's
+	// _name_or_path); it is informational.
+	Name string
+	// Family is the Hugging Face model_type ("llama", "t5", "llava").
+	Family string
+	// Generic is true when Family is not a known model_type and the
+	// model was read as a llama-style decoder from the standard keys.
+	Generic bool
+	// DType is the storage type of the weights (config "dtype" or
+	// "torch_dtype"; FP32 when absent, transformers' default).
+	DType gpumem.DType
+
+	Layers       int64 // transformer blocks (decoder blocks for encoder–decoders)
+	Hidden       int64 // model width (hidden_size, n_embd, d_model)
+	Intermediate int64 // feed-forward inner size of dense layers
+	Heads        int64 // query heads
+	KVHeads      int64 // key/value heads (GQA/MQA); equals Heads for MHA
+	HeadDim      int64 // per-head size; heads×HeadDim may differ from Hidden (gemma, t5 d_kv)
+	Vocab        int64 // vocabulary rows of the embedding (0 for vision encoders)
+
+	// TiedEmbeddings shares the output head with the input embedding,
+	// so the head adds no parameters.
+	TiedEmbeddings bool
+	// Norm is the normalization kind (decides norm biases).
+	Norm Norm
+	// Gated is a gated feed-forward with three matrices (SwiGLU, GeGLU,
+	// T5 gated-gelu) instead of two.
+	Gated bool
+	// Bias says which linear layers carry biases, where the family's
+	// layout leaves it open.
+	Bias Bias
+	// QKNorm adds per-head RMSNorm on queries and keys (qwen3, gemma3).
+	QKNorm bool
+	// SandwichNorm adds norms after attention and around the MLP
+	// (gemma2, gemma3: four norms per layer).
+	SandwichNorm bool
+
+	// Positions is the number of rows of a learned absolute position
+	// table (gpt2 n_positions, bert max_position_embeddings, opt
+	// max_position_embeddings+2, whisper max_target_positions); 0 for
+	// rotary or relative positions.
+	Positions int64
+	// TypeVocab is BERT's token-type vocabulary (type_vocab_size).
+	TypeVocab int64
+	// RelativeBuckets is T5's relative_attention_num_buckets.
+	RelativeBuckets int64
+	// EmbedDim is OPT's word_embed_proj_dim when it differs from Hidden
+	// (opt-350m: 512 with project_in/project_out); 0 otherwise.
+	EmbedDim int64
+	// NoFinalNorm drops OPT's final LayerNorm (do_layer_norm_before
+	// false, as opt-350m, or _remove_final_layer_norm).
+	NoFinalNorm bool
+	// Pooler adds the pooler dense layer of BertModel / ViTModel.
+	Pooler bool
+	// ParallelNorms is Falcon's count of layer norms in a parallel block
+	// (1 for falcon-7b, 2 for new_decoder_architecture).
+	ParallelNorms int64
+
+	// SlidingWindow is the attention window in tokens (0: full
+	// attention everywhere).
+	SlidingWindow int64
+	// LayerTypes lists each layer's attention ("full_attention",
+	// "sliding_attention") when the config gives it or a pattern
+	// implies it; nil means all layers use the same attention.
+	LayerTypes []string
+	// MaxPositions is the context length the model was configured for
+	// (max_position_embeddings); it sizes nothing by itself.
+	MaxPositions int64
+
+	MoE MoE // mixture of experts (zero: dense)
+	MLA MLA // latent attention (zero: ordinary)
+
+	// Encoder is the encoder half of an encoder–decoder model (t5,
+	// whisper): its Layers, Heads, Intermediate and Positions.
+	Encoder *Spec
+	// MelBins is whisper's num_mel_bins (the encoder's conv stem input).
+	MelBins int64
+
+	// Image is the input geometry of a vision encoder.
+	Image Image
+	// ClassToken adds a learned class embedding (vit, clip); siglip has
+	// none.
+	ClassToken bool
+	// ProjectionDim is CLIP's projection_dim (text and visual
+	// projections of a full clip model).
+	ProjectionDim int64
+
+	// Vision is the vision tower of a multimodal model.
+	Vision *Spec
+	// Text is the language model of a multimodal model.
+	Text *Spec
+	// ProjectorLayers is the number of linear layers of llava's
+	// multi-modal projector (2 for "gelu" mlp2x).
+	ProjectorLayers int64
+
+	// Inventory is the exact tensor list read from a checkpoint
+	// (safetensors, GGUF). When set, [Spec.Tensors] returns it instead of
+	// deriving tensors from the fields above.
+	Inventory []gpumem.Tensor
+}
+
+// LM returns the language model of s: s.Text for a multimodal model,
+// otherwise s itself.
+func (s Spec) LM() Spec {
+	if s.Text != nil {
+		return *s.Text
+	}
+	return s
+}
+
+// maxTensors bounds the inventory a Spec may describe, so that a config
+// with 10^9 layers or experts fails validation instead of exhausting
+// memory. DeepSeek-V3 has about 92,000 checkpoint tensors.
+const maxTensors = 1 << 22
+
+// maxDim bounds every size field; no real model comes near it and it keeps
+// every product of two fields far from overflow checks' edge.
+const maxDim = 1 << 40
+
+// Validate reports the first field of s that makes it unusable, as a
+// *gpumem.FieldError naming the field ("Spec.KVHeads") and value. A nil
+// error guarantees that Tensors, Params and Bytes succeed.
+func (s Spec) Validate() error {
+	return s.validate("Spec")
+}
+
+func (s Spec) validate(path string) error {
+	if s.Inventory != nil {
+		var total int64
+		for i, t := range s.Inventory {
+			n, err := t.Elems()
+			if err != nil {
+				return err
+			}
+			if !t.DType.Valid() {
+				return gpumem.Errorf(path+".Inventory["+strconv.Itoa(i)+"].DType", t.DType, gpumem.ErrInvalid, "not a storage format")
+			}
+			var ok bool
+			if total, ok = checked.Add(total, n); !ok {
+				return gpumem.Errorf(path+".Inventory", len(s.Inventory), gpumem.ErrRange, "parameter count overflows int64")
+			}
+		}
+		return nil
+	}
+	if s.Family == "" {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	if !s.DType.Valid() {
+		return gpumem.Errorf(path+".DType", s.DType, gpumem.ErrInvalid, "not a storage format")
+	}
+	l := layoutOf(s)
+	if l == layoutMultimodal {
+		if s.Vision == nil {
+			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)
+		}
+		if s.Text == nil {
+			return gpumem.Errorf(path+".Text", nil, gpumem.ErrInvalid, "%s needs a language model", s.Family)
+		}
+		if err := s.Vision.validate(path + ".Vision"); err != nil {
+			return err
+		}
+		if err := s.Text.validate(path + ".Text"); err != nil {
+			return err
+		}
+		if s.Family == "llava" && (s.ProjectorLayers < 1 || s.ProjectorLayers > 16) {
+			return gpumem.Errorf(path+".ProjectorLayers", s.ProjectorLayers, gpumem.ErrInvalid, "must be in [1, 16]")
+		}
+		if s.Family == "clip" && s.ProjectionDim <= 0 {
+			return gpumem.Errorf(path+".ProjectionDim", s.ProjectionDim, gpumem.ErrInvalid, "must be positive")
+		}
+		return s.checkCount(path)
+	}
+	pos := func(name string, v int64) error {
+		if v <= 0 {
+			return gpumem.Errorf(path+"."+name, v, gpumem.ErrInvalid, "must be positive")
+		}
+		if v > maxDim {
+			return gpumem.Errorf(path+"."+name, v, gpumem.ErrRange, "exceeds 2^40")
+		}
+		return nil
+	}
+	nonneg := func(name string, v int64) error {
+		if v < 0 {
+			return gpumem.Errorf(path+"."+name, v, gpumem.ErrInvalid, "must not be negative")
+		}
+		if v > maxDim {
+			return gpumem.Errorf(path+"."+name, v, gpumem.ErrRange, "exceeds 2^40")
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Layers", s.Layers}, {"Hidden", s.Hidden}, {"Heads", s.Heads}, {"KVHeads", s.KVHeads}, {"HeadDim", s.HeadDim}} {
+		if err := pos(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if s.Layers > 1<<16 {
+		return gpumem.Errorf(path+".Layers", s.Layers, gpumem.ErrRange, "more than 65536 layers")
+	}
+	if s.KVHeads > s.Heads {
+		return gpumem.Errorf(path+".KVHeads", s.KVHeads, gpumem.ErrInvalid, "more KV heads than the %d query heads", s.Heads)
+	}
+	if s.Heads%s.KVHeads != 0 {
+		return gpumem.Errorf(path+".KVHeads", s.KVHeads, gpumem.ErrInvalid, "does not divide the %d query heads", s.Heads)
+	}
+	needsFFN := !(s.MoE.Experts > 0 && s.MoE.DenseFirst == 0 && s.MoE.Step <= 1)
+	if needsFFN || s.Family == "mixtral" {
+		if err := pos("Intermediate", s.Intermediate); err != nil {
+			return err
+		}
+	} else if err := nonneg("Intermediate", s.Intermediate); err != nil {
+		return err
+	}
+	if l.hasVocab() {
+		if err := pos("Vocab", s.Vocab); err != nil {
+			return err
+		}
+	} else if err := nonneg("Vocab", s.Vocab); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Positions", s.Positions}, {"TypeVocab", s.TypeVocab}, {"RelativeBuckets", s.RelativeBuckets},
+		{"EmbedDim", s.EmbedDim}, {"SlidingWindow", s.SlidingWindow}, {"MaxPositions", s.MaxPositions},
+		{"MelBins", s.MelBins}, {"ProjectionDim", s.ProjectionDim}, {"ParallelNorms", s.ParallelNorms},
+		{"MoE.Experts", s.MoE.Experts}, {"MoE.Active", s.MoE.Active}, {"MoE.Intermediate", s.MoE.Intermediate},
+		{"MoE.Shared", s.MoE.Shared}, {"MoE.SharedIntermediate", s.MoE.SharedIntermediate},
+		{"MoE.DenseFirst", s.MoE.DenseFirst}, {"MoE.Step", s.MoE.Step},
+		{"MLA.QLoRARank", s.MLA.QLoRARank}, {"MLA.KVLoRARank", s.MLA.KVLoRARank},
+		{"MLA.QKNopeHeadDim", s.MLA.QKNopeHeadDim}, {"MLA.QKRopeHeadDim", s.MLA.QKRopeHeadDim},
+		{"MLA.VHeadDim", s.MLA.VHeadDim}, {"Image.Size", s.Image.Size}, {"Image.Patch", s.Image.Patch},
+		{"Image.Channels", s.Image.Channels}} {
+		if err := nonneg(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if s.MoE.Experts > 0 {
+		if s.MoE.Active <= 0 || s.MoE.Active > s.MoE.Experts {
+			return gpumem.Errorf(path+".MoE.Active", s.MoE.Active, gpumem.ErrInvalid, "must be in [1, %d experts]", s.MoE.Experts)
+		}
+		if err := pos("MoE.Intermediate", s.MoE.Intermediate); err != nil {
+			return err
+		}
+		if s.MoE.Shared > 0 && s.MoE.SharedIntermediate <= 0 {
+			return gpumem.Errorf(path+".MoE.SharedIntermediate", s.MoE.SharedIntermediate, gpumem.ErrInvalid, "must be positive with %d shared experts", s.MoE.Shared)
+		}
+	}
+	if s.MLA.Enabled() {
+		if s.MLA.QKNopeHeadDim+s.MLA.QKRopeHeadDim <= 0 {
+			return gpumem.Errorf(path+".MLA.QKNopeHeadDim", s.MLA.QKNopeHeadDim, gpumem.ErrInvalid, "query/key head size must be positive")
+		}
+		if err := pos("MLA.VHeadDim", s.MLA.VHeadDim); err != nil {
+			return err
+		}
+	}
+	if s.LayerTypes != nil && int64(len(s.LayerTypes)) != s.Layers {
+		return gpumem.Errorf(path+".LayerTypes", len(s.LayerTypes), gpumem.ErrInvalid, "lists %d layers, want %d", len(s.LayerTypes), s.Layers)
+	}
+	switch l {
+	case layoutVision, layoutCLIPVision, layoutSiglipVision:
+		if err := pos("Image.Patch", s.Image.Patch); err != nil {
+			return err
+		}
+		if err := pos("Image.Channels", s.Image.Channels); err != nil {
+			return err
+		}
+		if s.Image.Size < s.Image.Patch {
+			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrInvalid, "smaller than the %d-pixel patch", s.Image.Patch)
+		}
+		if s.Image.Size > 1<<20 {
+			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrRange, "exceeds 2^20 pixels")
+		}
+	case layoutT5, layoutWhisper:
+		if s.Encoder == nil {
+			return gpumem.Errorf(path+".Encoder", nil, gpumem.ErrInvalid, "%s needs an encoder", s.Family)
+		}
+		e := *s.Encoder
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"Encoder.Layers", e.Layers}, {"Encoder.Heads", e.Heads}, {"Encoder.Intermediate", e.Intermediate}} {
+			if err := pos(f.name, f.v); err != nil {
+				return err
+			}
+		}
+		if e.Layers > 1<<16 {
+			return gpumem.Errorf(path+".Encoder.Layers", e.Layers, gpumem.ErrRange, "more than 65536 layers")
+		}
+		if l == layoutWhisper {
+			if err := pos("MelBins", s.MelBins); err != nil {
+				return err
+			}
+			if err := pos("Encoder.Positions", e.Positions); err != nil {
+				return err
+			}
+			if err := pos("Positions", s.Positions); err != nil {
+				return err
+			}
+		}
+	case layoutGPT2, layoutBigCode, layoutOPT, layoutBERT:
+		if err := pos("Positions", s.Positions); err != nil {
+			return err
+		}
+	}
+	return s.checkCount(path)
+}
+
+// checkCount bounds the number of tensors and checks that every tensor
+// and the total parameter count fit in int64.
+func (s Spec) checkCount(path string) error {
+	b := builder{count: true, limit: maxTensors}
+	s.build(&b)
+	if b.err != nil {
+		return gpumem.Errorf(path, s.Family, gpumem.ErrRange, "%v", b.err)
+	}
+	return nil
+}
+
+// Tensors returns the parameter inventory of s: every tensor of the
+// standard Hugging Face class with its checkpoint name, row-major shape
+// and storage type. Tied weights appear once. Buffers that checkpoints
+// store (deepseek_v3's e_score_correction_bias) are included; the
+// non-persistent ones (rotary tables, causal masks, position ids) are
+// not. It returns nil for a Spec that fails [Spec.Validate].
+func (s Spec) Tensors() []gpumem.Tensor {
+	if s.Validate() != nil {
+		return nil
+	}
+	if s.Inventory != nil {
+		out := make([]gpumem.Tensor, len(s.Inventory))
+		for i, t := range s.Inventory {
+			t.Shape = slices.Clone(t.Shape)
+			out[i] = t
+		}
+		return out
+	}
+	var b builder
+	s.build(&b)
+	return b.out
+}
+
+// Params returns the number of parameters of s: the sum of the element
+// counts of [Spec.Tensors]. It returns 0 for a Spec that fails
+// [Spec.Validate].
+func (s Spec) Params() int64 {
+	if s.Inventory != nil {
+		if s.Validate() != nil {
+			return 0
+		}
+		var n int64
+		for _, t := range s.Inventory {
+			e, _ := t.Elems()
+			n += e
+		}
+		return n
+	}
+	b := builder{count: true, limit: maxTensors}
+	if s.Validate() != nil {
+		return 0
+	}
+	s.build(&b)
+	return b.n
+}
+
+// Bytes returns the storage of all parameters of s held in d, as
+// [gpumem.DType.Size] of the total element count (block formats round
+// per tensor, as ggml stores them).
+func (s Spec) Bytes(d gpumem.DType) (gpumem.Bytes, error) {
+	if err := s.Validate(); err != nil {
+		return 0, err
+	}
+	if !d.Valid() {
+		return 0, gpumem.Errorf("dtype", d, gpumem.ErrInvalid, "not a storage format")
+	}
+	var total gpumem.Bytes
+	for _, t := range s.Tensors() {
+		t.DType = d
+		n, err := t.Elems()
+		if err != nil {
+			return 0, err
+		}
+		b, err := d.Size(n)
+		if err != nil {
+			return 0, err
+		}
+		sum, ok := checked.Add(int64(total), int64(b))
+		if !ok {
+			return 0, gpumem.Errorf("Spec", s.Family, gpumem.ErrRange, "bytes overflow int64")
+		}
+		total = gpumem.Bytes(sum)
+	}
+	return total, nil
+}
+
+// WeightsBytes returns the storage of all parameters of s in their own
+// dtypes ([Spec.DType], or each checkpoint tensor's dtype).
+func (s Spec) WeightsBytes() (gpumem.Bytes, error) {
+	m, err := s.BytesByDType()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, b := range m {
+		var ok bool
+		if total, ok = checked.Add(total, int64(b)); !ok {
+			return 0, gpumem.Errorf("Spec", s.Family, gpumem.ErrRange, "bytes overflow int64")
+		}
+	}
+	return gpumem.Bytes(total), nil
+}
+
+// BytesByDType returns the storage of s's parameters grouped by their
+// storage type.
+func (s Spec) BytesByDType() (map[gpumem.DType]gpumem.Bytes, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	m := make(map[gpumem.DType]gpumem.Bytes)
+	for _, t := range s.Tensors() {
+		b, err := t.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		sum, ok := checked.Add(int64(m[t.DType]), int64(b))
+		if !ok {
+			return nil, gpumem.Errorf("Spec", s.Family, gpumem.ErrRange, "bytes overflow int64")
+		}
+		m[t.DType] = gpumem.Bytes(sum)
+	}
+	return m, nil
+}
+
+// Group is one component of a model's inventory: the embeddings, one
+// transformer layer, the final norm and head, or a part of a composite
+// model, so that later estimates can size per-layer and per-stage
+// shards.
+type Group struct {
+	// Part is the sub-model: "" for a single model, "encoder",
+	// "decoder", "vision", "projector" or "language".
+	Part string
+	// Name is "embeddings", "layer", "head" (final norm and output
+	// head), or "other".
+	Name string
+	// Layer is the layer index for Name "layer", -1 otherwise.
+	Layer int
+	// Params is the number of elements of the group's tensors.
+	Params int64
+	// Bytes is their storage in their own dtypes.
+	Bytes gpumem.Bytes
+	// Experts is the number of those parameters in routed experts.
+	Experts int64
+	// Tensors are the group's tensors, in inventory order.
+	Tensors []gpumem.Tensor
+}
+
+// Groups partitions [Spec.Tensors] by component, in first-appearance
+// order. Grouping is by tensor name, so it works for checkpoint
+// inventories too.
+func (s Spec) Groups() ([]Group, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	var groups []Group
+	index := map[string]int{}
+	for _, t := range s.Tensors() {
+		part, name, layer := Component(t.Name)
+		key := part + "/" + name + "/" + strconv.Itoa(layer)
+		i, ok := index[key]
+		if !ok {
+			i = len(groups)
+			index[key] = i
+			groups = append(groups, Group{Part: part, Name: name, Layer: layer})
+		}
+		g := &groups[i]
+		n, _ := t.Elems()
+		b, err := t.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		g.Params += n
+		g.Bytes += b
+		if IsExpert(t.Name) {
+			g.Experts += n
+		}
+		g.Tensors = append(g.Tensors, t)
+	}
+	return groups, nil
+}
+
+// IsExpert reports whether a tensor name belongs to a routed expert
+// ("...experts.N...", "...ffn_*_exps..."), not a shared expert or router.
+func IsExpert(name string) bool {
+	return strings.Contains(name, ".experts.") || strings.Contains(name, "_exps.")
+}
+
+// Component classifies a tensor name into a part, a component name and a
+// layer index, for [Spec.Groups]: "model.layers.3.mlp.up_proj.weight" is
+// ("", "layer", 3); "vision_tower.vision_model.encoder.layers.0..." is
+// ("vision", "layer", 0); "lm_head.weight" is ("", "head", -1).
+func Component(name string) (part, comp string, layer int) {
+	switch {
+	case strings.HasPrefix(name, "vision_tower.") || strings.HasPrefix(name, "vision_model.") ||
+		strings.HasPrefix(name, "model.vision_tower.") || strings.HasPrefix(name, "visual_projection."):
+		part = "vision"
+	case strings.HasPrefix(name, "multi_modal_projector.") || strings.HasPrefix(name, "model.multi_modal_projector."):
+		part = "projector"
+	case strings.HasPrefix(name, "language_model.") || strings.HasPrefix(name, "model.language_model.") ||
+		strings.HasPrefix(name, "text_model.") || strings.HasPrefix(name, "text_projection."):
+		part = "language"
+	case strings.Contains(name, "encoder."):
+		part = "encoder"
+	case strings.Contains(name, "decoder."):
+		part = "decoder"
+	}
+	if l, ok := layerIndex(name); ok {
+		return part, "layer", l
+	}
+	if part == "projector" {
+		return part, "projector", -1
+	}
+	switch {
+	case strings.Contains(name, "embed") || strings.Contains(name, "wte.") || strings.Contains(name, "wpe.") ||
+		strings.HasPrefix(name, "shared.") || strings.Contains(name, "conv1.") || strings.Contains(name, "conv2.") ||
+		strings.Contains(name, "cls_token") || strings.Contains(name, "class_embedding") ||
+		strings.Contains(name, "pre_layrnorm") || strings.HasPrefix(name, "token_embd") || strings.Contains(name, "project_in"):
+		return part, "embeddings", -1
+	case strings.Contains(name, "lm_head") || strings.Contains(name, "norm") || strings.Contains(name, "ln_f") ||
+		strings.Contains(name, "embed_out") || strings.Contains(name, "proj_out") || strings.Contains(name, "pooler") ||
+		strings.Contains(name, "output") || strings.Contains(name, "project_out") || strings.Contains(name, "head") ||
+		strings.Contains(name, "projection") || strings.Contains(name, "logit_scale"):
+		return part, "head", -1
+	}
+	return part, "other", -1
+}
+
+// layerIndex finds the number after the first "layers", "layer", "h",
+// "block" or "blk" segment of a dotted tensor name.
+func layerIndex(name string) (int, bool) {
+	prev := ""
+	for len(name) > 0 {
+		seg, rest, _ := strings.Cut(name, ".")
+		switch prev {
+		case "layers", "layer", "h", "block", "blk":
+			if len(seg) > 0 && len(seg) <= 9 && strings.Trim(seg, "0123456789") == "" {
+				n, err := strconv.Atoi(seg)
+				if err == nil {
+					return n, true
+				}
+			}
+		}
+		prev, name = seg, rest
+	}
+	return 0, false
+}

@@ -1,0 +1,416 @@
+package model
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// publishedParams are parameter counts published for the standard
+// transformers class of each catalog model: sum(p.numel() for p in
+// model.parameters()), or the Hub's safetensors.total where that is the
+// same thing. Each source was found with the project's code search
+// (find_string on the exact number) and is named beside it.
+var publishedParams = []struct {
+	name   string
+	want   int64
+	source string
+}{
+	{"llama-2-7b", 6_738_415_616, "issue 3; LoRAM paper table and many model_size dicts (\"meta-llama/Llama-2-7b-chat-hf\": 6_738_415_616)"},
+	{"llama-2-13b", 13_015_864_320, "deepspeed zero_to_fp32 log \"363 params 13015864320 elements\"; Llama-2-13b-chat-hf size dicts"},
+	{"llama-2-70b", 68_976_648_192, "togethercomputer/llama-2-70b size table; AuroraGPT-70B TOTAL_PARAMS=68976648192"},
+	{"llama-3-8b", 8_030_261_248, "brief; Llama 3.1 8B tables (\"8B\": 8030261248)"},
+	{"llama-3-70b", 70_553_706_496, "Hub safetensors.total 70553706496 (SAMPLE_RESPONSE of a Hub scraper test)"},
+	{"llama-3.1-8b", 8_030_261_248, "Llama 3.1 model tables (\"Llama 3.1 8B\", 8030261248)"},
+	{"llama-3.1-70b", 70_553_706_496, "Llama 3.1 model tables (\"Llama 3.1 70B (70.55B)\")"},
+	{"llama-3.1-405b", 405_853_388_800, "\"meta-llama/Llama-3.1-405B\": (405853388800, revision b906e4dc)"},
+	{"llama-3.2-1b", 1_235_814_400, "LLAMA_3_2_1B_PARAMETER_COUNT = 1235814400 (a parameter-count unit test)"},
+	{"llama-3.2-3b", 3_212_749_824, "Hub safetensors.parameters.BF16 = 3212749824"},
+	{"mistral-7b", 7_241_732_096, "brief; GGUF general.parameter_count 7241732096"},
+	{"mixtral-8x7b", 46_702_792_704, "brief; keras-hub mixtral_8_7b_en preset \"params\": 46702792704; FSDP log \"total parameters: 46702792704\""},
+	{"qwen2-7b", 7_615_616_512, "GGUF qwen2 general.parameter_count 7615616512"},
+	{"qwen2.5-0.5b", 494_032_768, "\"model class: Qwen2ForCausalLM - total parameters: 494032768\""},
+	{"qwen2.5-1.5b", 1_543_714_304, "\"QWEN_PARAMS_B = 1543714304 / 1e9  # safetensors.total from the model_info API\""},
+	{"qwen2.5-3b", 3_085_938_688, "\"qwen/qwen2.5-3b-instruct\": 3085938688"},
+	{"qwen2.5-7b", 7_615_616_512, "\"qwen/qwen2.5-7b-instruct\": 7615616512"},
+	{"qwen2.5-14b", 14_770_033_664, "GGUF qwen2 general.parameter_count 14770033664 (Qwen2.5-14B shape)"},
+	{"qwen2.5-32b", 32_763_876_352, "\"qwen/qwen2.5-32b-instruct\": 32763876352"},
+	{"qwen2.5-72b", 72_706_203_648, "keras-hub Qwen preset \"params\": 72706203648; \"Qwen/Qwen2.5-72B: 72706203648 parameters\""},
+	{"qwen3-8b", 8_190_735_360, "Hub \"Qwen/Qwen3-8B\" safetensors total 8190735360; \"MODEL_CLASS Qwen3ForCausalLM PARAMS 8190735360\""},
+	{"qwen1.5-moe-a2.7b", 14_315_784_192, "keras-hub qwen-1.5-moe preset \"params\": 14315784192"},
+	{"gemma-2b", 2_506_172_416, "keras-hub gemma_2b_en \"params\": 2506172416; PEFT \"all params: 2506172416\""},
+	{"gemma-7b", 8_537_680_896, "brief; keras-hub gemma_7b_en \"params\": 8537680896"},
+	{"phi-2", 2_779_683_840, "Hub safetensors.parameters {F16: 2779683840}"},
+	{"phi-3-mini", 3_821_079_552, "keras-hub phi3 preset \"params\": 3821079552; \"microsoft/Phi-3-mini-4k-instruct\": 3821079552"},
+	{"gpt2", 124_439_808, "brief; \"assert sizes[\\\"small\\\"] == 124439808\""},
+	{"gpt2-xl", 1_557_611_200, "keras-hub gpt2 preset \"params\": 1557611200; GPT2LMHeadModel num_params comment"},
+	{"pythia-160m", 162_322_944, "pythia size table {'160m': 162322944, ...}"},
+	{"pythia-1b", 1_011_781_632, "pythia size table \"pythia-1b\": 1011781632"},
+	{"opt-125m", 125_239_296, "\"The original model has 125239296 parameters\" (OPT-125m pruning write-up)"},
+	{"opt-350m", 331_196_416, "benchmark usage \"--n_elements 331196416  # OPT-350M\""},
+	{"bert-base", 109_482_240, "\"bert-base-uncased 109482240\"; \"match EXACTLY with Huggingface implementation: BertModel\""},
+	{"bert-large", 335_141_888, "\"bert-large-uncased 33514...\"; \"335141888 match EXACTLY with Huggingface implementation: BertModel\""},
+	{"roberta-base", 124_645_632, "size dict \"roberta-base\": 124645632"},
+	{"t5-small", 60_506_624, "keras-hub T5-Small preset \"params\": 60506624"},
+	{"t5-base", 222_903_552, "keras-hub T5-Base preset \"params\": 222903552"},
+	{"t5-large", 737_668_096, "\"T5ForConditionalGeneration<all params:737668096>\""},
+	{"whisper-small", 241_734_912, "\"sum(p.numel() for p in model.parameters()) # 241734912\" (WhisperForConditionalGeneration); encoder 88154112 + decoder 153580800"},
+	{"whisper-large-v3", 1_543_490_560, "\"sum(p.numel() for p in m.parameters()) == 1543490560\""},
+	{"vit-base-patch16-224", 86_389_248, "\"vit-base-patch16-224-in21k-finetuned-cifar10: 86389248 parameters\" (AutoModel = ViTModel with pooler)"},
+	{"vit-large-patch16-224", 304_351_232, "\"cifar100-vit-large: 304351232 parameters\" (AutoModel = ViTModel with pooler)"},
+	{"clip-vit-large-patch14-336", 427_944_193, "keras-hub CLIP ViT-L/14 336 preset \"params\": 427944193"},
+	{"llava-1.5-7b", 7_063_427_072, "\"n = sum(p.numel() for p in model.parameters()) # 7063427072\" (LlavaForConditionalGeneration)"},
+	{"deepseek-v2-lite", 15_706_484_224, "\"deepseek-ai/DeepSeek-V2-Lite | base | 15706484224\""},
+	// DeepSeek-V3: the checkpoint's main-model tensors (MTP layer 61 and
+	// FP8 scale_inv tensors excluded), "671026419200 ... 45395 tensors";
+	// it includes the 58×256 fp32 e_score_correction_bias values, which
+	// transformers' DeepseekV3TopkRouter registers as a buffer.
+	{"deepseek-v3", 671_026_419_200, "checkpoint-header audit \"DSv3 exact main-model parameter count ... 671026419200\""},
+}
+
+// computedParams could not be confirmed against a published figure; they
+// are computed from the Hugging Face module definitions, derived by hand:
+var computedParams = []struct {
+	name string
+	want int64
+	how  string
+}{
+	// falcon-7b: V=65024, H=4544, 32 layers, 71 heads of 64, multi-query:
+	// embed 65024·4544 = 295,469,056; per layer qkv (4544+2·64)·4544 =
+	// 21,229,568, dense 4544² = 20,647,936, mlp 2·4·4544² = 165,183,488,
+	// input_layernorm 2·4544 = 9,088 → 207,070,080 × 32 = 6,626,242,560;
+	// ln_f 9,088; lm_head tied. Total 6,921,720,704.
+	{"falcon-7b", 6_921_720_704, "hand derivation above"},
+	// llava-1.5-13b: CLIP ViT-L/14-336 303,507,456 + projector
+	// (1024·5120+5120 + 5120²+5120 = 31,467,520) + Llama-2-13B with 32064
+	// rows (13,015,864,320 + 2·64·5120 = 13,016,519,680) = 13,351,494,656.
+	{"llava-1.5-13b", 13_351_494_656, "hand derivation above"},
+	// gpt2-medium: wte 50257·1024 + wpe 1024·1024 + 24 × 12,596,224 +
+	// ln_f 2048 = 354,823,168 (a layer: 2 LN 4096, c_attn 1024·3072+3072,
+	// c_proj 1024²+1024, c_fc 1024·4096+4096, c_proj 4096·1024+1024).
+	{"gpt2-medium", 354_823_168, "hand derivation above"},
+	// gpt2-large: 50257·1280 + 1024·1280 + 36 × 19,677,440 + 2560 = 774,030,080.
+	{"gpt2-large", 774_030_080, "hand derivation above"},
+}
+
+func TestPublishedParams(t *testing.T) {
+	t.Parallel()
+	for _, tc := range publishedParams {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, ok := Lookup(tc.name)
+			require.True(t, ok, "Lookup(%q)", tc.name)
+			if got := s.Params(); got != tc.want {
+				t.Errorf("Lookup(%q).Params() = %d, want %d (%s)", tc.name, got, tc.want, tc.source)
+			}
+		})
+	}
+	for _, tc := range computedParams {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, ok := Lookup(tc.name)
+			require.True(t, ok)
+			if got := s.Params(); got != tc.want {
+				t.Errorf("Lookup(%q).Params() = %d, want %d (%s)", tc.name, got, tc.want, tc.how)
+			}
+		})
+	}
+}
+
+// TestCatalogCovered checks that every catalog entry has a reference
+// count in one of the two tables.
+func TestCatalogCovered(t *testing.T) {
+	t.Parallel()
+	known := map[string]bool{}
+	for _, tc := range publishedParams {
+		known[tc.name] = true
+	}
+	for _, tc := range computedParams {
+		known[tc.name] = true
+	}
+	cat := Catalog()
+	require.GreaterOrEqual(t, len(cat), 30)
+	for _, s := range cat {
+		assert.True(t, known[s.Name], "catalog entry %q has no reference parameter count", s.Name)
+		_, ok := CatalogSource(s.Name)
+		assert.True(t, ok, "catalog entry %q has no source", s.Name)
+	}
+}
+
+func TestTensorsSumToParams(t *testing.T) {
+	t.Parallel()
+	for _, s := range Catalog() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			var sum int64
+			seen := map[string]bool{}
+			for _, tn := range s.Tensors() {
+				n, err := tn.Elems()
+				require.NoError(t, err)
+				sum += n
+				if seen[tn.Name] {
+					t.Errorf("duplicate tensor %s", tn.Name)
+				}
+				seen[tn.Name] = true
+			}
+			assert.Equal(t, s.Params(), sum)
+			groups, err := s.Groups()
+			require.NoError(t, err)
+			var gsum int64
+			for _, g := range groups {
+				gsum += g.Params
+			}
+			assert.Equal(t, sum, gsum, "groups partition the inventory")
+			wb, err := s.WeightsBytes()
+			require.NoError(t, err)
+			assert.Positive(t, int64(wb))
+		})
+	}
+}
+
+func find(t *testing.T, s Spec, name string) gpumem.Tensor {
+	t.Helper()
+	for _, tn := range s.Tensors() {
+		if tn.Name == name {
+			return tn
+		}
+	}
+	t.Fatalf("%s has no tensor %s", s.Name, name)
+	return gpumem.Tensor{}
+}
+
+func has(s Spec, name string) bool {
+	for _, tn := range s.Tensors() {
+		if tn.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestStructure checks the facts the counts rest on, one per family.
+func TestStructure(t *testing.T) {
+	t.Parallel()
+	get := func(name string) Spec {
+		s, ok := Lookup(name)
+		require.True(t, ok, name)
+		return s
+	}
+	tests := []struct {
+		model, tensor string
+		shape         []int64
+	}{
+		// GQA: k/v sized with KV heads (Llama-3-8B: 8×128 = 1024 rows).
+		{"llama-3-8b", "model.layers.0.self_attn.k_proj.weight", []int64{1024, 4096}},
+		// Gemma-7B: 16 heads × 256 = 4096 ≠ hidden 3072.
+		{"gemma-7b", "model.layers.0.self_attn.q_proj.weight", []int64{4096, 3072}},
+		{"gemma-7b", "model.layers.27.self_attn.o_proj.weight", []int64{3072, 4096}},
+		// Qwen2: q/k/v biases.
+		{"qwen2-7b", "model.layers.0.self_attn.k_proj.bias", []int64{512}},
+		// GPT-2 Conv1D stores [in, out].
+		{"gpt2", "transformer.h.0.attn.c_attn.weight", []int64{768, 2304}},
+		{"gpt2", "transformer.wpe.weight", []int64{1024, 768}},
+		// OPT: positions table with 2 extra rows.
+		{"opt-125m", "model.decoder.embed_positions.weight", []int64{2050, 768}},
+		{"opt-350m", "model.decoder.project_in.weight", []int64{1024, 512}},
+		// BERT: token types.
+		{"bert-base", "bert.embeddings.token_type_embeddings.weight", []int64{2, 768}},
+		// T5: relative bias in block 0.
+		{"t5-base", "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", []int64{32, 12}},
+		// Whisper conv stem.
+		{"whisper-small", "model.encoder.conv1.weight", []int64{768, 80, 3}},
+		{"whisper-small", "model.encoder.embed_positions.weight", []int64{1500, 768}},
+		// ViT patches + class token: (224/16)²+1 = 197.
+		{"vit-base-patch16-224", "vit.embeddings.position_embeddings", []int64{1, 197, 768}},
+		{"clip-vit-large-patch14-336", "vision_model.embeddings.position_embedding.weight", []int64{577, 1024}},
+		// LLaVA projector.
+		{"llava-1.5-7b", "multi_modal_projector.linear_1.weight", []int64{4096, 1024}},
+		{"llava-1.5-7b", "language_model.lm_head.weight", []int64{32064, 4096}},
+		// DeepSeek-V3 MLA.
+		{"deepseek-v3", "model.layers.0.self_attn.q_a_proj.weight", []int64{1536, 7168}},
+		{"deepseek-v3", "model.layers.0.self_attn.q_b_proj.weight", []int64{128 * 192, 1536}},
+		{"deepseek-v3", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight", []int64{576, 7168}},
+		{"deepseek-v3", "model.layers.0.self_attn.kv_b_proj.weight", []int64{128 * 256, 512}},
+		{"deepseek-v3", "model.layers.2.mlp.down_proj.weight", []int64{7168, 18432}},
+		{"deepseek-v3", "model.layers.3.mlp.experts.255.down_proj.weight", []int64{7168, 2048}},
+		{"deepseek-v3", "model.layers.3.mlp.shared_experts.up_proj.weight", []int64{2048, 7168}},
+		{"deepseek-v2-lite", "model.layers.0.self_attn.q_proj.weight", []int64{16 * 192, 2048}},
+		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
+		{"qwen1.5-moe-a2.7b", "model.layers.0.mlp.shared_expert_gate.weight", []int64{1, 2048}},
+		{"phi-3-mini", "model.layers.0.self_attn.qkv_proj.weight", []int64{9216, 3072}},
+		{"falcon-7b", "transformer.h.0.self_attention.query_key_value.weight", []int64{4672, 4544}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.model+"/"+tc.tensor, func(t *testing.T) {
+			t.Parallel()
+			got := find(t, get(tc.model), tc.tensor)
+			assert.Equal(t, tc.shape, got.Shape)
+		})
+	}
+	t.Run("tied embeddings counted once", func(t *testing.T) {
+		t.Parallel()
+		assert.False(t, has(get("gemma-7b"), "lm_head.weight"))
+		assert.False(t, has(get("llama-3.2-1b"), "lm_head.weight"))
+		assert.True(t, has(get("llama-3-8b"), "lm_head.weight"))
+		assert.False(t, has(get("t5-base"), "lm_head.weight"))
+	})
+	t.Run("t5 relative bias only in block 0", func(t *testing.T) {
+		t.Parallel()
+		assert.False(t, has(get("t5-base"), "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"))
+		assert.True(t, has(get("t5-base"), "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"))
+	})
+	t.Run("deepseek dense first k and fp32 router bias", func(t *testing.T) {
+		t.Parallel()
+		s := get("deepseek-v3")
+		assert.False(t, has(s, "model.layers.2.mlp.gate.weight"))
+		b := find(t, s, "model.layers.60.mlp.gate.e_score_correction_bias")
+		assert.Equal(t, gpumem.FP32, b.DType)
+		assert.Equal(t, int64(61), s.Layers)
+	})
+	t.Run("llama rmsnorm has no bias, gpt2 layernorm has", func(t *testing.T) {
+		t.Parallel()
+		assert.False(t, has(get("llama-2-7b"), "model.norm.bias"))
+		assert.True(t, has(get("gpt2"), "transformer.ln_f.bias"))
+	})
+}
+
+func TestBytes(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("llama-2-7b")
+	b, err := s.Bytes(gpumem.BF16)
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(2*6_738_415_616), b)
+	w, err := s.WeightsBytes() // config torch_dtype float16
+	require.NoError(t, err)
+	assert.Equal(t, b, w)
+	m, err := s.BytesByDType()
+	require.NoError(t, err)
+	assert.Equal(t, map[gpumem.DType]gpumem.Bytes{gpumem.FP16: b}, m)
+	_, err = s.Bytes(gpumem.Invalid)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	base, _ := Lookup("llama-2-7b")
+	tests := []struct {
+		name  string
+		edit  func(*Spec)
+		field string
+		kind  error
+	}{
+		{"zero value", func(s *Spec) { *s = Spec{} }, "Spec.Family", gpumem.ErrInvalid},
+		{"no dtype", func(s *Spec) { s.DType = gpumem.Invalid }, "Spec.DType", gpumem.ErrInvalid},
+		{"negative hidden", func(s *Spec) { s.Hidden = -1 }, "Spec.Hidden", gpumem.ErrInvalid},
+		{"huge hidden", func(s *Spec) { s.Hidden = 1 << 50 }, "Spec.Hidden", gpumem.ErrRange},
+		{"kv > heads", func(s *Spec) { s.KVHeads = 64 }, "Spec.KVHeads", gpumem.ErrInvalid},
+		{"kv not dividing", func(s *Spec) { s.KVHeads = 5 }, "Spec.KVHeads", gpumem.ErrInvalid},
+		{"no vocab", func(s *Spec) { s.Vocab = 0 }, "Spec.Vocab", gpumem.ErrInvalid},
+		{"too many layers", func(s *Spec) { s.Layers = 1 << 20 }, "Spec.Layers", gpumem.ErrRange},
+		{"experts without active", func(s *Spec) { s.MoE = MoE{Experts: 8, Intermediate: 10} }, "Spec.MoE.Active", gpumem.ErrInvalid},
+		{"too many tensors", func(s *Spec) {
+			s.Family = "mixtral"
+			s.MoE = MoE{Experts: 1 << 20, Active: 2, Intermediate: 8}
+		}, "Spec", gpumem.ErrRange},
+		{"overflowing product", func(s *Spec) { s.Hidden, s.Vocab = 1<<40, 1<<40 }, "Spec", gpumem.ErrRange},
+		{"layer types length", func(s *Spec) { s.LayerTypes = []string{"full_attention"} }, "Spec.LayerTypes", gpumem.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := base
+			tc.edit(&s)
+			err := s.Validate()
+			require.ErrorIs(t, err, tc.kind)
+			var fe *gpumem.FieldError
+			require.True(t, errors.As(err, &fe), "%v", err)
+			assert.Equal(t, tc.field, fe.Field)
+			assert.Zero(t, s.Params())
+			assert.Nil(t, s.Tensors())
+		})
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	s, ok := Lookup("meta-llama/Llama-2-7b-hf")
+	require.True(t, ok)
+	assert.Equal(t, "llama-2-7b", s.Name)
+	s, ok = Lookup("  Mixtral-8x7B ")
+	require.True(t, ok)
+	assert.Equal(t, int64(8), s.MoE.Experts)
+	for _, bad := range []string{"", "nope", "../configs/gpt2", "configs/gpt2", `a\b`} {
+		_, ok := Lookup(bad)
+		assert.False(t, ok, "Lookup(%q)", bad)
+	}
+	llava, _ := Lookup("llava-1.5-7b")
+	assert.Equal(t, int64(32), llava.LM().Layers)
+	assert.Equal(t, int64(576), llava.Vision.Image.Patches())
+}
+
+func TestComponent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		part, group string
+		layer       int
+	}{
+		{"model.layers.3.mlp.up_proj.weight", "", "layer", 3},
+		{"model.embed_tokens.weight", "", "embeddings", -1},
+		{"lm_head.weight", "", "head", -1},
+		{"model.norm.weight", "", "head", -1},
+		{"vision_tower.vision_model.encoder.layers.23.mlp.fc1.weight", "vision", "layer", 23},
+		{"multi_modal_projector.linear_2.bias", "projector", "projector", -1},
+		{"language_model.model.layers.0.self_attn.q_proj.weight", "language", "layer", 0},
+		{"decoder.block.11.layer.2.DenseReluDense.wo.weight", "decoder", "layer", 11},
+		{"transformer.h.7.ln_1.weight", "", "layer", 7},
+		{"blk.12.ffn_up_exps.weight", "", "layer", 12},
+		{"token_embd.weight", "", "embeddings", -1},
+	}
+	for _, tc := range tests {
+		part, group, layer := Component(tc.name)
+		if part != tc.part || group != tc.group || layer != tc.layer {
+			t.Errorf("Component(%q) = %q, %q, %d, want %q, %q, %d", tc.name, part, group, layer, tc.part, tc.group, tc.layer)
+		}
+	}
+	assert.True(t, IsExpert("model.layers.3.mlp.experts.5.up_proj.weight"))
+	assert.True(t, IsExpert("blk.3.ffn_up_exps.weight"))
+	assert.False(t, IsExpert("model.layers.3.mlp.shared_experts.up_proj.weight"))
+}
+
+func TestGroupsDeepSeek(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("deepseek-v3")
+	groups, err := s.Groups()
+	require.NoError(t, err)
+	var layers int
+	var experts int64
+	for _, g := range groups {
+		if g.Name == "layer" {
+			layers++
+		}
+		experts += g.Experts
+	}
+	assert.Equal(t, 61, layers)
+	// 58 MoE layers × 256 experts × 3 × 7168 × 2048.
+	assert.Equal(t, int64(58*256*3*7168*2048), experts)
+	assert.True(t, strings.HasPrefix(groups[0].Tensors[0].Name, "model.embed_tokens"))
+}
+
+func BenchmarkParams(b *testing.B) {
+	for _, name := range []string{"llama-3-8b", "deepseek-v3"} {
+		s, _ := Lookup(name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if s.Params() == 0 {
+					b.Fatal("zero")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,710 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// layout is the tensor naming and structure of a family of Hugging Face
+// classes.
+type layout uint8
+
+const (
+	layoutLlama layout = iota // llama, mistral, mixtral, qwen2(_moe), qwen3, gemma*, deepseek_v2/v3, generic
+	layoutPhi3
+	layoutPhi
+	layoutFalcon
+	layoutGPT2
+	layoutBigCode
+	layoutNeoX
+	layoutOPT
+	layoutBERT
+	layoutT5
+	layoutWhisper
+	layoutVision       // vit
+	layoutCLIPVision   // clip_vision_model
+	layoutSiglipVision // siglip_vision_model
+	layoutCLIPText     // clip_text_model
+	layoutMultimodal   // llava, clip
+)
+
+func layoutOf(s Spec) layout {
+	switch s.Family {
+	case "phi3":
+		return layoutPhi3
+	case "phi":
+		return layoutPhi
+	case "falcon":
+		return layoutFalcon
+	case "gpt2":
+		return layoutGPT2
+	case "gpt_bigcode":
+		return layoutBigCode
+	case "gpt_neox":
+		return layoutNeoX
+	case "opt":
+		return layoutOPT
+	case "bert", "roberta":
+		return layoutBERT
+	case "t5", "mt5":
+		return layoutT5
+	case "whisper":
+		return layoutWhisper
+	case "vit":
+		return layoutVision
+	case "clip_vision_model":
+		return layoutCLIPVision
+	case "siglip_vision_model":
+		return layoutSiglipVision
+	case "clip_text_model":
+		return layoutCLIPText
+	case "llava", "clip":
+		return layoutMultimodal
+	}
+	return layoutLlama
+}
+
+func (l layout) hasVocab() bool {
+	switch l {
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal:
+		return false
+	}
+	return true
+}
+
+// builder collects (or only counts) the tensors of a Spec. Counting mode
+// keeps no names, which makes Params cheap for large MoE models.
+type builder struct {
+	count   bool
+	limit   int64 // maximum tensors; 0 means no limit
+	prefix  string
+	dt      gpumem.DType
+	out     []gpumem.Tensor
+	n       int64 // elements so far
+	tensors int64
+	err     error
+}
+
+var errTooMany = errors.New("too many tensors")
+
+func (b *builder) addT(dt gpumem.DType, name string, shape ...int64) {
+	if b.err != nil {
+		return
+	}
+	e, ok := checked.MulAll(shape...)
+	if !ok {
+		b.err = fmt.Errorf("tensor %s%s of shape %v overflows int64 elements", b.prefix, name, shape)
+		return
+	}
+	if b.n, ok = checked.Add(b.n, e); !ok {
+		b.err = fmt.Errorf("parameter count overflows int64 at tensor %s%s", b.prefix, name)
+		return
+	}
+	b.tensors++
+	if b.limit > 0 && b.tensors > b.limit {
+		b.err = fmt.Errorf("%w: more than %d", errTooMany, b.limit)
+		return
+	}
+	if !b.count {
+		b.out = append(b.out, gpumem.Tensor{Name: b.prefix + name, Shape: shape, DType: dt})
+	}
+}
+
+func (b *builder) add(name string, shape ...int64) { b.addT(b.dt, name, shape...) }
+
+// linear adds an nn.Linear(in, out): weight [out, in] and optionally
+// bias [out].
+func (b *builder) linear(name string, out, in int64, bias bool) {
+	b.add(name+".weight", out, in)
+	if bias {
+		b.add(name+".bias", out)
+	}
+}
+
+// norm adds a norm over dim: weight, and bias for LayerNorm.
+func (b *builder) norm(name string, dim int64, kind Norm) {
+	b.add(name+".weight", dim)
+	if kind == LayerNorm {
+		b.add(name+".bias", dim)
+	}
+}
+
+// repeat adds fn(i) for i in [0, n). In counting mode it runs fn once and
+// multiplies, since the repeated blocks (experts) are identical.
+func (b *builder) repeat(n int64, fn func(i int64)) {
+	if !b.count || n <= 1 {
+		for i := int64(0); i < n && b.err == nil; i++ {
+			fn(i)
+		}
+		return
+	}
+	n0, t0 := b.n, b.tensors
+	fn(0)
+	if b.err != nil {
+		return
+	}
+	dn, dt := b.n-n0, b.tensors-t0
+	en, ok1 := checked.Mul(dn, n-1)
+	et, ok2 := checked.Mul(dt, n-1)
+	var ok3, ok4 bool
+	b.n, ok3 = checked.Add(b.n, en)
+	b.tensors, ok4 = checked.Add(b.tensors, et)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		b.err = errors.New("parameter count overflows int64 in repeated blocks")
+		return
+	}
+	if b.limit > 0 && b.tensors > b.limit {
+		b.err = fmt.Errorf("%w: more than %d", errTooMany, b.limit)
+	}
+}
+
+func (b *builder) sub(prefix string, s *Spec) {
+	saved, dt := b.prefix, b.dt
+	b.prefix += prefix
+	s.build(b)
+	b.prefix, b.dt = saved, dt
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func (s Spec) norm() Norm {
+	if s.Norm == 0 {
+		return RMSNorm
+	}
+	return s.Norm
+}
+
+// build emits the tensors of s in the order of the Hugging Face class's
+// named_parameters, as far as practical.
+func (s Spec) build(b *builder) {
+	b.dt = s.DType
+	switch layoutOf(s) {
+	case layoutLlama:
+		s.buildLlama(b)
+	case layoutPhi3:
+		s.buildPhi3(b)
+	case layoutPhi:
+		s.buildPhi(b)
+	case layoutFalcon:
+		s.buildFalcon(b)
+	case layoutGPT2, layoutBigCode:
+		s.buildGPT2(b)
+	case layoutNeoX:
+		s.buildNeoX(b)
+	case layoutOPT:
+		s.buildOPT(b)
+	case layoutBERT:
+		s.buildBERT(b)
+	case layoutT5:
+		s.buildT5(b)
+	case layoutWhisper:
+		s.buildWhisper(b)
+	case layoutVision:
+		s.buildViT(b)
+	case layoutCLIPVision, layoutSiglipVision, layoutCLIPText:
+		s.buildCLIPFamily(b)
+	case layoutMultimodal:
+		s.buildMultimodal(b)
+	}
+}
+
+// isMoELayer reports whether layer i has routed experts. deepseek:
+// i >= first_k_dense_replace and i % moe_layer_freq == 0
+// (modeling_deepseek_v2/v3); qwen2_moe: (i+1) % decoder_sparse_step == 0
+// (modeling_qwen2_moe); mixtral: every layer.
+func (s Spec) isMoELayer(i int64) bool {
+	if s.MoE.Experts == 0 {
+		return false
+	}
+	step := max(s.MoE.Step, 1)
+	switch s.Family {
+	case "qwen2_moe", "qwen3_moe":
+		return (i+1)%step == 0
+	}
+	return i >= s.MoE.DenseFirst && i%step == 0
+}
+
+// buildLlama is the LlamaForCausalLM layout and its relatives: embedding,
+// per layer attention (or MLA) + gated MLP (or MoE) + RMSNorms, final
+// norm, untied lm_head.
+func (s Spec) buildLlama(b *builder) {
+	H, V, D := s.Hidden, s.Vocab, s.HeadDim
+	nk := s.norm()
+	b.add("model.embed_tokens.weight", V, H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "model.layers." + itoa(i) + "."
+		if s.MLA.Enabled() {
+			m := s.MLA
+			qk := m.QKNopeHeadDim + m.QKRopeHeadDim
+			if m.QLoRARank > 0 {
+				b.linear(p+"self_attn.q_a_proj", m.QLoRARank, H, s.Bias.QKV)
+				b.add(p+"self_attn.q_a_layernorm.weight", m.QLoRARank)
+				b.linear(p+"self_attn.q_b_proj", s.Heads*qk, m.QLoRARank, false)
+			} else {
+				b.linear(p+"self_attn.q_proj", s.Heads*qk, H, false)
+			}
+			b.linear(p+"self_attn.kv_a_proj_with_mqa", m.KVLoRARank+m.QKRopeHeadDim, H, s.Bias.QKV)
+			b.add(p+"self_attn.kv_a_layernorm.weight", m.KVLoRARank)
+			b.linear(p+"self_attn.kv_b_proj", s.Heads*(m.QKNopeHeadDim+m.VHeadDim), m.KVLoRARank, false)
+			b.linear(p+"self_attn.o_proj", H, s.Heads*m.VHeadDim, s.Bias.Out)
+		} else {
+			b.linear(p+"self_attn.q_proj", s.Heads*D, H, s.Bias.QKV)
+			b.linear(p+"self_attn.k_proj", s.KVHeads*D, H, s.Bias.QKV)
+			b.linear(p+"self_attn.v_proj", s.KVHeads*D, H, s.Bias.QKV)
+			b.linear(p+"self_attn.o_proj", H, s.Heads*D, s.Bias.Out)
+			if s.QKNorm {
+				b.add(p+"self_attn.q_norm.weight", D)
+				b.add(p+"self_attn.k_norm.weight", D)
+			}
+		}
+		if s.isMoELayer(i) {
+			s.buildMoE(b, p)
+		} else {
+			s.gatedMLP(b, p+"mlp.", s.Intermediate)
+		}
+		b.norm(p+"input_layernorm", H, nk)
+		b.norm(p+"post_attention_layernorm", H, nk)
+		if s.SandwichNorm {
+			b.norm(p+"pre_feedforward_layernorm", H, nk)
+			b.norm(p+"post_feedforward_layernorm", H, nk)
+		}
+	}
+	b.norm("model.norm", H, nk)
+	if !s.TiedEmbeddings {
+		b.linear("lm_head", V, H, s.Bias.LMHead)
+	}
+}
+
+func (s Spec) gatedMLP(b *builder, p string, inter int64) {
+	H := s.Hidden
+	if s.Gated || !s.Generic {
+		b.linear(p+"gate_proj", inter, H, s.Bias.MLP)
+	}
+	b.linear(p+"up_proj", inter, H, s.Bias.MLP)
+	b.linear(p+"down_proj", H, inter, s.Bias.MLP)
+}
+
+// buildMoE adds a sparse MoE block with checkpoint names per family:
+// mixtral block_sparse_moe.{gate, experts.E.w1/w2/w3}; qwen2_moe
+// mlp.{gate, experts.E.*, shared_expert.*, shared_expert_gate};
+// deepseek mlp.{gate, experts.E.*, shared_experts.*} (v3's gate also
+// stores e_score_correction_bias, an fp32 buffer in the checkpoint).
+func (s Spec) buildMoE(b *builder, p string) {
+	H, E, I := s.Hidden, s.MoE.Experts, s.MoE.Intermediate
+	switch s.Family {
+	case "mixtral":
+		b.add(p+"block_sparse_moe.gate.weight", E, H)
+		b.repeat(E, func(e int64) {
+			q := p + "block_sparse_moe.experts." + itoa(e) + "."
+			b.add(q+"w1.weight", I, H)
+			b.add(q+"w2.weight", H, I)
+			b.add(q+"w3.weight", I, H)
+		})
+	case "qwen2_moe", "qwen3_moe":
+		b.add(p+"mlp.gate.weight", E, H)
+		b.repeat(E, func(e int64) { s.gatedMLP(b, p+"mlp.experts."+itoa(e)+".", I) })
+		if s.MoE.Shared > 0 {
+			s.gatedMLP(b, p+"mlp.shared_expert.", s.MoE.SharedIntermediate)
+			b.add(p+"mlp.shared_expert_gate.weight", 1, H)
+		}
+	default:
+		b.add(p+"mlp.gate.weight", E, H)
+		if s.Family == "deepseek_v3" {
+			b.addT(gpumem.FP32, p+"mlp.gate.e_score_correction_bias", E)
+		}
+		b.repeat(E, func(e int64) { s.gatedMLP(b, p+"mlp.experts."+itoa(e)+".", I) })
+		if s.MoE.Shared > 0 {
+			s.gatedMLP(b, p+"mlp.shared_experts.", s.MoE.SharedIntermediate)
+		}
+	}
+}
+
+// buildPhi3 is Phi3ForCausalLM: fused qkv_proj and gate_up_proj.
+func (s Spec) buildPhi3(b *builder) {
+	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
+	b.add("model.embed_tokens.weight", V, H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "model.layers." + itoa(i) + "."
+		b.add(p+"self_attn.o_proj.weight", H, s.Heads*D)
+		b.add(p+"self_attn.qkv_proj.weight", (s.Heads+2*s.KVHeads)*D, H)
+		b.add(p+"mlp.gate_up_proj.weight", 2*I, H)
+		b.add(p+"mlp.down_proj.weight", H, I)
+		b.add(p+"input_layernorm.weight", H)
+		b.add(p+"post_attention_layernorm.weight", H)
+	}
+	b.add("model.norm.weight", H)
+	if !s.TiedEmbeddings {
+		b.add("lm_head.weight", V, H)
+	}
+}
+
+// buildPhi is PhiForCausalLM (phi-1, phi-1.5, phi-2): parallel block
+// with one LayerNorm, biases everywhere, lm_head with a bias.
+func (s Spec) buildPhi(b *builder) {
+	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
+	b.add("model.embed_tokens.weight", V, H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "model.layers." + itoa(i) + "."
+		b.linear(p+"self_attn.q_proj", s.Heads*D, H, true)
+		b.linear(p+"self_attn.k_proj", s.KVHeads*D, H, true)
+		b.linear(p+"self_attn.v_proj", s.KVHeads*D, H, true)
+		b.linear(p+"self_attn.dense", H, s.Heads*D, true)
+		if s.QKNorm {
+			b.norm(p+"self_attn.q_layernorm", D, LayerNorm)
+			b.norm(p+"self_attn.k_layernorm", D, LayerNorm)
+		}
+		b.linear(p+"mlp.fc1", I, H, true)
+		b.linear(p+"mlp.fc2", H, I, true)
+		b.norm(p+"input_layernorm", H, LayerNorm)
+	}
+	b.norm("model.final_layernorm", H, LayerNorm)
+	if !s.TiedEmbeddings {
+		b.linear("lm_head", V, H, true)
+	}
+}
+
+// buildFalcon is FalconForCausalLM: fused query_key_value of
+// (heads + 2·kv_heads)·head_dim rows (covers multi_query and
+// new_decoder_architecture), parallel attention norms.
+func (s Spec) buildFalcon(b *builder) {
+	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
+	b.add("transformer.word_embeddings.weight", V, H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "transformer.h." + itoa(i) + "."
+		b.linear(p+"self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
+		b.linear(p+"self_attention.dense", H, s.Heads*D, s.Bias.Out)
+		b.linear(p+"mlp.dense_h_to_4h", I, H, s.Bias.MLP)
+		b.linear(p+"mlp.dense_4h_to_h", H, I, s.Bias.MLP)
+		switch s.ParallelNorms {
+		case 2:
+			b.norm(p+"ln_attn", H, LayerNorm)
+			b.norm(p+"ln_mlp", H, LayerNorm)
+		case 1:
+			b.norm(p+"input_layernorm", H, LayerNorm)
+		default:
+			b.norm(p+"input_layernorm", H, LayerNorm)
+			b.norm(p+"post_attention_layernorm", H, LayerNorm)
+		}
+	}
+	b.norm("transformer.ln_f", H, LayerNorm)
+	if !s.TiedEmbeddings {
+		b.add("lm_head.weight", V, H)
+	}
+}
+
+// buildGPT2 is GPT2LMHeadModel (Conv1D weights stored [in, out]) and
+// GPTBigCodeForCausalLM (nn.Linear, c_attn of H + 2·kv·head_dim rows).
+func (s Spec) buildGPT2(b *builder) {
+	H, V, I := s.Hidden, s.Vocab, s.Intermediate
+	b.add("transformer.wte.weight", V, H)
+	b.add("transformer.wpe.weight", s.Positions, H)
+	big := s.Family == "gpt_bigcode"
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "transformer.h." + itoa(i) + "."
+		b.norm(p+"ln_1", H, LayerNorm)
+		if big {
+			b.linear(p+"attn.c_attn", s.Heads*s.HeadDim+2*s.KVHeads*s.HeadDim, H, true)
+			b.linear(p+"attn.c_proj", H, s.Heads*s.HeadDim, true)
+		} else {
+			b.add(p+"attn.c_attn.weight", H, 3*H)
+			b.add(p+"attn.c_attn.bias", 3*H)
+			b.add(p+"attn.c_proj.weight", H, H)
+			b.add(p+"attn.c_proj.bias", H)
+		}
+		b.norm(p+"ln_2", H, LayerNorm)
+		if big {
+			b.linear(p+"mlp.c_fc", I, H, true)
+			b.linear(p+"mlp.c_proj", H, I, true)
+		} else {
+			b.add(p+"mlp.c_fc.weight", H, I)
+			b.add(p+"mlp.c_fc.bias", I)
+			b.add(p+"mlp.c_proj.weight", I, H)
+			b.add(p+"mlp.c_proj.bias", H)
+		}
+	}
+	b.norm("transformer.ln_f", H, LayerNorm)
+	if !s.TiedEmbeddings {
+		b.add("lm_head.weight", V, H)
+	}
+}
+
+// buildNeoX is GPTNeoXForCausalLM (pythia): fused query_key_value with
+// bias, two LayerNorms per layer, untied embed_out.
+func (s Spec) buildNeoX(b *builder) {
+	H, V, I := s.Hidden, s.Vocab, s.Intermediate
+	b.add("gpt_neox.embed_in.weight", V, H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "gpt_neox.layers." + itoa(i) + "."
+		b.norm(p+"input_layernorm", H, LayerNorm)
+		b.norm(p+"post_attention_layernorm", H, LayerNorm)
+		b.linear(p+"attention.query_key_value", 3*s.Heads*s.HeadDim, H, s.Bias.QKV)
+		b.linear(p+"attention.dense", H, s.Heads*s.HeadDim, s.Bias.QKV)
+		b.linear(p+"mlp.dense_h_to_4h", I, H, true)
+		b.linear(p+"mlp.dense_4h_to_h", H, I, true)
+	}
+	b.norm("gpt_neox.final_layer_norm", H, LayerNorm)
+	if !s.TiedEmbeddings {
+		b.add("embed_out.weight", V, H)
+	}
+}
+
+// buildOPT is OPTForCausalLM: learned positions with OPT's offset of 2
+// rows (included in Positions), optional project_in/out when
+// word_embed_proj_dim differs from hidden_size, tied lm_head.
+func (s Spec) buildOPT(b *builder) {
+	H, V, I := s.Hidden, s.Vocab, s.Intermediate
+	E := s.EmbedDim
+	if E == 0 {
+		E = H
+	}
+	p0 := "model.decoder."
+	b.add(p0+"embed_tokens.weight", V, E)
+	b.add(p0+"embed_positions.weight", s.Positions, H)
+	if !s.NoFinalNorm {
+		b.norm(p0+"final_layer_norm", H, LayerNorm)
+	}
+	if E != H {
+		b.add(p0+"project_out.weight", E, H)
+		b.add(p0+"project_in.weight", H, E)
+	}
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := p0 + "layers." + itoa(i) + "."
+		b.linear(p+"self_attn.k_proj", H, H, true)
+		b.linear(p+"self_attn.v_proj", H, H, true)
+		b.linear(p+"self_attn.q_proj", H, H, true)
+		b.linear(p+"self_attn.out_proj", H, H, true)
+		b.norm(p+"self_attn_layer_norm", H, LayerNorm)
+		b.linear(p+"fc1", I, H, true)
+		b.linear(p+"fc2", H, I, true)
+		b.norm(p+"final_layer_norm", H, LayerNorm)
+	}
+	if !s.TiedEmbeddings {
+		b.add("lm_head.weight", V, E)
+	}
+}
+
+// buildBERT is BertModel / RobertaModel (with the pooler when Pooler).
+func (s Spec) buildBERT(b *builder) {
+	H, I := s.Hidden, s.Intermediate
+	p0 := s.Family + "."
+	b.add(p0+"embeddings.word_embeddings.weight", s.Vocab, H)
+	b.add(p0+"embeddings.position_embeddings.weight", s.Positions, H)
+	if s.TypeVocab > 0 {
+		b.add(p0+"embeddings.token_type_embeddings.weight", s.TypeVocab, H)
+	}
+	b.norm(p0+"embeddings.LayerNorm", H, LayerNorm)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := p0 + "encoder.layer." + itoa(i) + "."
+		b.linear(p+"attention.self.query", s.Heads*s.HeadDim, H, true)
+		b.linear(p+"attention.self.key", s.Heads*s.HeadDim, H, true)
+		b.linear(p+"attention.self.value", s.Heads*s.HeadDim, H, true)
+		b.linear(p+"attention.output.dense", H, s.Heads*s.HeadDim, true)
+		b.norm(p+"attention.output.LayerNorm", H, LayerNorm)
+		b.linear(p+"intermediate.dense", I, H, true)
+		b.linear(p+"output.dense", H, I, true)
+		b.norm(p+"output.LayerNorm", H, LayerNorm)
+	}
+	if s.Pooler {
+		b.linear(p0+"pooler.dense", H, H, true)
+	}
+}
+
+// buildT5 is T5ForConditionalGeneration / MT5ForConditionalGeneration:
+// shared embedding (the encoder's and decoder's embed_tokens are the same
+// parameter), relative attention bias in the first block of each stack
+// only, RMS-style T5LayerNorm without bias, relu (wi, wo) or gated-gelu
+// (wi_0, wi_1, wo) FFN, lm_head untied for t5 v1.1 and mt5.
+func (s Spec) buildT5(b *builder) {
+	d, inner, ff := s.Hidden, s.Heads*s.HeadDim, s.Intermediate
+	b.add("shared.weight", s.Vocab, d)
+	attn := func(p string, rel bool) {
+		b.add(p+"q.weight", inner, d)
+		b.add(p+"k.weight", inner, d)
+		b.add(p+"v.weight", inner, d)
+		b.add(p+"o.weight", d, inner)
+		if rel {
+			b.add(p+"relative_attention_bias.weight", s.RelativeBuckets, s.Heads)
+		}
+	}
+	ffn := func(p string) {
+		if s.Gated {
+			b.add(p+"DenseReluDense.wi_0.weight", ff, d)
+			b.add(p+"DenseReluDense.wi_1.weight", ff, d)
+		} else {
+			b.add(p+"DenseReluDense.wi.weight", ff, d)
+		}
+		b.add(p+"DenseReluDense.wo.weight", d, ff)
+		b.add(p+"layer_norm.weight", d)
+	}
+	for i := int64(0); i < s.Encoder.Layers && b.err == nil; i++ {
+		p := "encoder.block." + itoa(i) + ".layer."
+		attn(p+"0.SelfAttention.", i == 0)
+		b.add(p+"0.layer_norm.weight", d)
+		ffn(p + "1.")
+	}
+	b.add("encoder.final_layer_norm.weight", d)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "decoder.block." + itoa(i) + ".layer."
+		attn(p+"0.SelfAttention.", i == 0)
+		b.add(p+"0.layer_norm.weight", d)
+		attn(p+"1.EncDecAttention.", false)
+		b.add(p+"1.layer_norm.weight", d)
+		ffn(p + "2.")
+	}
+	b.add("decoder.final_layer_norm.weight", d)
+	if !s.TiedEmbeddings {
+		b.add("lm_head.weight", s.Vocab, d)
+	}
+}
+
+// buildWhisper is WhisperForConditionalGeneration: conv stem (two
+// Conv1d, kernel 3), sinusoidal-initialised but stored position tables,
+// k_proj without bias, LayerNorms with bias, proj_out tied to the
+// decoder's embed_tokens.
+func (s Spec) buildWhisper(b *builder) {
+	d := s.Hidden
+	e := s.Encoder
+	attn := func(p string) {
+		b.linear(p+"k_proj", d, d, false)
+		b.linear(p+"v_proj", d, d, true)
+		b.linear(p+"q_proj", d, d, true)
+		b.linear(p+"out_proj", d, d, true)
+	}
+	b.add("model.encoder.conv1.weight", d, s.MelBins, 3)
+	b.add("model.encoder.conv1.bias", d)
+	b.add("model.encoder.conv2.weight", d, d, 3)
+	b.add("model.encoder.conv2.bias", d)
+	b.add("model.encoder.embed_positions.weight", e.Positions, d)
+	for i := int64(0); i < e.Layers && b.err == nil; i++ {
+		p := "model.encoder.layers." + itoa(i) + "."
+		attn(p + "self_attn.")
+		b.norm(p+"self_attn_layer_norm", d, LayerNorm)
+		b.linear(p+"fc1", e.Intermediate, d, true)
+		b.linear(p+"fc2", d, e.Intermediate, true)
+		b.norm(p+"final_layer_norm", d, LayerNorm)
+	}
+	b.norm("model.encoder.layer_norm", d, LayerNorm)
+	b.add("model.decoder.embed_tokens.weight", s.Vocab, d)
+	b.add("model.decoder.embed_positions.weight", s.Positions, d)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "model.decoder.layers." + itoa(i) + "."
+		attn(p + "self_attn.")
+		b.norm(p+"self_attn_layer_norm", d, LayerNorm)
+		attn(p + "encoder_attn.")
+		b.norm(p+"encoder_attn_layer_norm", d, LayerNorm)
+		b.linear(p+"fc1", s.Intermediate, d, true)
+		b.linear(p+"fc2", d, s.Intermediate, true)
+		b.norm(p+"final_layer_norm", d, LayerNorm)
+	}
+	b.norm("model.decoder.layer_norm", d, LayerNorm)
+	if !s.TiedEmbeddings {
+		b.add("proj_out.weight", s.Vocab, d)
+	}
+}
+
+// buildViT is ViTModel (with its pooler when Pooler): class token,
+// (patches+1) learned positions, Conv2d patch projection with bias.
+func (s Spec) buildViT(b *builder) {
+	H, I, P, C := s.Hidden, s.Intermediate, s.Image.Patch, s.Image.Channels
+	inner := s.Heads * s.HeadDim
+	p0 := "vit."
+	b.add(p0+"embeddings.cls_token", 1, 1, H)
+	b.add(p0+"embeddings.position_embeddings", 1, s.Image.Patches()+1, H)
+	b.add(p0+"embeddings.patch_embeddings.projection.weight", H, C, P, P)
+	b.add(p0+"embeddings.patch_embeddings.projection.bias", H)
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := p0 + "encoder.layer." + itoa(i) + "."
+		b.linear(p+"attention.attention.query", inner, H, s.Bias.QKV)
+		b.linear(p+"attention.attention.key", inner, H, s.Bias.QKV)
+		b.linear(p+"attention.attention.value", inner, H, s.Bias.QKV)
+		b.linear(p+"attention.output.dense", H, inner, true)
+		b.linear(p+"intermediate.dense", I, H, true)
+		b.linear(p+"output.dense", H, I, true)
+		b.norm(p+"layernorm_before", H, LayerNorm)
+		b.norm(p+"layernorm_after", H, LayerNorm)
+	}
+	b.norm(p0+"layernorm", H, LayerNorm)
+	if s.Pooler {
+		b.linear(p0+"pooler.dense", H, H, true)
+	}
+}
+
+// buildCLIPFamily is CLIPVisionModel, SiglipVisionModel and
+// CLIPTextModel: shared encoder layer layout (q/k/v/out_proj with bias,
+// layer_norm1/2, mlp.fc1/fc2).
+func (s Spec) buildCLIPFamily(b *builder) {
+	H, I := s.Hidden, s.Intermediate
+	inner := s.Heads * s.HeadDim
+	l := layoutOf(s)
+	p0 := "vision_model."
+	switch l {
+	case layoutCLIPText:
+		p0 = "text_model."
+		b.add(p0+"embeddings.token_embedding.weight", s.Vocab, H)
+		b.add(p0+"embeddings.position_embedding.weight", s.Positions, H)
+	case layoutCLIPVision:
+		P, C := s.Image.Patch, s.Image.Channels
+		b.add(p0+"embeddings.class_embedding", H)
+		b.add(p0+"embeddings.patch_embedding.weight", H, C, P, P)
+		b.add(p0+"embeddings.position_embedding.weight", s.Image.Patches()+1, H)
+		b.norm(p0+"pre_layrnorm", H, LayerNorm)
+	case layoutSiglipVision:
+		P, C := s.Image.Patch, s.Image.Channels
+		b.add(p0+"embeddings.patch_embedding.weight", H, C, P, P)
+		b.add(p0+"embeddings.patch_embedding.bias", H)
+		b.add(p0+"embeddings.position_embedding.weight", s.Image.Patches(), H)
+	}
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := p0 + "encoder.layers." + itoa(i) + "."
+		b.linear(p+"self_attn.k_proj", inner, H, true)
+		b.linear(p+"self_attn.v_proj", inner, H, true)
+		b.linear(p+"self_attn.q_proj", inner, H, true)
+		b.linear(p+"self_attn.out_proj", H, inner, true)
+		b.norm(p+"layer_norm1", H, LayerNorm)
+		b.linear(p+"mlp.fc1", I, H, true)
+		b.linear(p+"mlp.fc2", H, I, true)
+		b.norm(p+"layer_norm2", H, LayerNorm)
+	}
+	if l == layoutCLIPText {
+		b.norm(p0+"final_layer_norm", H, LayerNorm)
+		return
+	}
+	b.norm(p0+"post_layernorm", H, LayerNorm)
+	if l == layoutSiglipVision && s.Pooler {
+		// SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention
+		// (fused in_proj), LayerNorm, MLP.
+		b.add(p0+"head.probe", 1, 1, H)
+		b.add(p0+"head.attention.in_proj_weight", 3*H, H)
+		b.add(p0+"head.attention.in_proj_bias", 3*H)
+		b.linear(p0+"head.attention.out_proj", H, H, true)
+		b.norm(p0+"head.layernorm", H, LayerNorm)
+		b.linear(p0+"head.mlp.fc1", I, H, true)
+		b.linear(p0+"head.mlp.fc2", H, I, true)
+	}
+}
+
+// buildMultimodal is LlavaForConditionalGeneration (vision tower,
+// multi-modal projector, language model, with the checkpoint names of
+// the llava-hf conversions) and CLIPModel (text and vision towers,
+// projections, logit_scale).
+func (s Spec) buildMultimodal(b *builder) {
+	if s.Family == "clip" {
+		b.sub("", s.Text)
+		b.sub("", s.Vision)
+		b.add("visual_projection.weight", s.ProjectionDim, s.Vision.Hidden)
+		b.add("text_projection.weight", s.ProjectionDim, s.Text.Hidden)
+		b.add("logit_scale")
+		return
+	}
+	b.sub("vision_tower.", s.Vision)
+	in, out := s.Vision.Hidden, s.Text.Hidden
+	for j := int64(1); j <= s.ProjectorLayers; j++ {
+		b.linear("multi_modal_projector.linear_"+itoa(j), out, in, true)
+		in = out
+	}
+	b.sub("language_model.", s.Text)
+}
