@@ -134,7 +134,14 @@ func (o Adafactor) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o Adafactor) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Adafactor) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer], from a reading of the two
 // implementations (vectors of r + c elements neglected):
@@ -156,9 +163,21 @@ func (o Adafactor) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 		return 0, err
 	}
 	if o.Torch && o.Foreach {
-		return sumTransient(ts, func(p param) (int64, error) { return bytesOf(p.n, p.dtype) })
+		return sumTransient(ts, func(p param) (int64, error) {
+			if len(p.t.Shape) >= 2 {
+				if _, _, err := factors(p); err != nil {
+					return 0, err
+				}
+			}
+			return bytesOf(p.n, p.dtype)
+		})
 	}
 	return loopTransient(ts, func(p param) (temps, error) {
+		if len(p.t.Shape) >= 2 {
+			if _, _, err := factors(p); err != nil {
+				return temps{}, err
+			}
+		}
 		m, err := bytesOf(p.n, o.stateDType(p))
 		if err != nil {
 			return temps{}, err

@@ -175,8 +175,26 @@ func (o Adam8bit) AppendShared(dst []Slot, ts []gpumem.Tensor) ([]Slot, error) {
 	return o.appendShared("Adam8bit", dst, ts)
 }
 
+// SharedBytes implements [SharedState]: 2 KiB if any tensor of ts gets
+// 8-bit state, else 0.
+func (o Adam8bit) SharedBytes(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [2]Slot
+	slots, err := o.appendShared("Adam8bit", buf[:0], ts)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
+
 // State implements [Optimizer].
-func (o Adam8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Adam8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o Adam8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
@@ -193,8 +211,25 @@ func (o AdamW8bit) AppendShared(dst []Slot, ts []gpumem.Tensor) ([]Slot, error) 
 	return Adam8bit(o).appendShared("AdamW8bit", dst, ts)
 }
 
+// SharedBytes implements [SharedState], as [Adam8bit.SharedBytes].
+func (o AdamW8bit) SharedBytes(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [2]Slot
+	slots, err := Adam8bit(o).appendShared("AdamW8bit", buf[:0], ts)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
+
 // State implements [Optimizer].
-func (o AdamW8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o AdamW8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o AdamW8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {

@@ -90,9 +90,11 @@ type Layout interface {
 
 // SharedState is implemented by optimizers that keep state once per
 // optimizer rather than per tensor, as bitsandbytes keeps one 256-entry
-// quantization map per state and device. AppendShared appends those
-// slots, given the whole trainable set, to dst.
+// quantization map per state and device. Given the whole trainable set,
+// SharedBytes returns the bytes of that state and AppendShared appends
+// its slots to dst.
 type SharedState interface {
+	SharedBytes(ts []gpumem.Tensor) (gpumem.Bytes, error)
 	AppendShared(dst []Slot, ts []gpumem.Tensor) ([]Slot, error)
 }
 
@@ -119,12 +121,7 @@ func Total(opt Optimizer, ts []gpumem.Tensor) (gpumem.Bytes, error) {
 		}
 	}
 	if s, ok := opt.(SharedState); ok {
-		var buf [4]Slot
-		slots, err := s.AppendShared(buf[:0], ts)
-		if err != nil {
-			return 0, err
-		}
-		b, err := sumSlots(slots)
+		b, err := s.SharedBytes(ts)
 		if err != nil {
 			return 0, err
 		}

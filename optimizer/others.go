@@ -32,7 +32,7 @@ func (o Lion) check() error {
 	if o.Foreach && o.Triton {
 		return gpumem.Errorf("Lion.Triton", true, gpumem.ErrInvalid, "the foreach and triton variants are separate classes; choose one")
 	}
-	return checkStateDType("Lion.StateDType", o.StateDType)
+	return checkStateDType("Lion", o.StateDType)
 }
 
 // AppendSlots implements [Layout].
@@ -44,7 +44,7 @@ func (o Lion) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType("Lion.StateDType", o.StateDType, p)
+	d, err := stateDType("Lion", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -52,7 +52,14 @@ func (o Lion) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o Lion) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Lion) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]. The loop's update_fn builds
 // exp_avg.clone() and then .add(grad, ...) (not in place): two
@@ -63,7 +70,7 @@ func (o Lion) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 		return 0, err
 	}
 	moment := func(p param) (int64, error) {
-		d, err := stateDType("Lion.StateDType", o.StateDType, p)
+		d, err := stateDType("Lion", o.StateDType, p)
 		if err != nil {
 			return 0, err
 		}
@@ -113,14 +120,14 @@ func (o LAMB) String() string {
 
 // AppendSlots implements [Layout].
 func (o LAMB) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
-	if err := checkStateDType("LAMB.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("LAMB", o.StateDType); err != nil {
 		return dst, err
 	}
 	p, err := inspect(t)
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType("LAMB.StateDType", o.StateDType, p)
+	d, err := stateDType("LAMB", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -128,7 +135,14 @@ func (o LAMB) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o LAMB) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o LAMB) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]. timm's _single_tensor_lamb holds the
 // clipped gradient (grad / clip_grad_norm; max_grad_norm defaults to
@@ -138,14 +152,14 @@ func (o LAMB) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t
 // (foreach=None resolves to it on CUDA), whose lists hold at most a few
 // tensors at a time. Fused: 0.
 func (o LAMB) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
-	if err := checkStateDType("LAMB.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("LAMB", o.StateDType); err != nil {
 		return 0, err
 	}
 	return loopTransient(ts, func(p param) (temps, error) {
 		if o.Fused {
 			return temps{}, nil
 		}
-		d, err := stateDType("LAMB.StateDType", o.StateDType, p)
+		d, err := stateDType("LAMB", o.StateDType, p)
 		if err != nil {
 			return temps{}, err
 		}
@@ -225,14 +239,14 @@ func containsAny(name string, frags []string) bool {
 
 // AppendSlots implements [Layout].
 func (o Muon) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
-	if err := checkStateDType("Muon.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("Muon", o.StateDType); err != nil {
 		return dst, err
 	}
 	p, err := inspect(t)
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType("Muon.StateDType", o.StateDType, p)
+	d, err := stateDType("Muon", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -243,7 +257,14 @@ func (o Muon) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o Muon) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Muon) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // nsShape returns the batch and the short and long sides of the matrix
 // that zeropower_via_newtonschulz5 orthogonalizes: a 4-D convolution
@@ -275,7 +296,7 @@ func nsShape(s []int64) (batch, r, c int64, ok bool) {
 //     buf2c, buf2c.sqrt()+eps and the quotient (four tensors like the
 //     parameter at the peak); the update stays referenced into the next.
 func (o Muon) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
-	if err := checkStateDType("Muon.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("Muon", o.StateDType); err != nil {
 		return 0, err
 	}
 	return loopTransient(ts, func(p param) (temps, error) {
@@ -302,7 +323,7 @@ func (o Muon) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 			}
 			return temps{peak: peak, carry: carry}, nil
 		}
-		d, err := stateDType("Muon.StateDType", o.StateDType, p)
+		d, err := stateDType("Muon", o.StateDType, p)
 		if err != nil {
 			return temps{}, err
 		}

@@ -48,37 +48,40 @@ func inspect(t gpumem.Tensor) (param, error) {
 // stateDType resolves a StateDType setting: the zero value follows the
 // parameter (torch.zeros_like(p)); anything else must be a plain
 // floating-point format.
-func stateDType(field string, set gpumem.DType, p param) (gpumem.DType, error) {
+func stateDType(typ string, set gpumem.DType, p param) (gpumem.DType, error) {
 	if set == gpumem.Invalid {
 		return p.dtype, nil
 	}
-	if err := checkStateDType(field, set); err != nil {
+	if err := checkStateDType(typ, set); err != nil {
 		return gpumem.Invalid, err
 	}
 	return set, nil
 }
 
-// checkStateDType validates an explicit state dtype setting.
-func checkStateDType(field string, set gpumem.DType) error {
+// checkStateDType validates the StateDType field of the optimizer type
+// typ. Field names are built only on error, so that State does not
+// allocate.
+func checkStateDType(typ string, set gpumem.DType) error {
 	if set == gpumem.Invalid {
 		return nil
 	}
 	if !set.Valid() {
-		return gpumem.Errorf(field, set, gpumem.ErrInvalid, "unknown state dtype")
+		return gpumem.Errorf(typ+".StateDType", set, gpumem.ErrInvalid, "unknown state dtype")
 	}
 	if !set.IsFloat() || set.IsQuantized() {
-		return gpumem.Errorf(field, set, gpumem.ErrUnsupported, "optimizer state must be a plain floating-point format (fp32, bf16, fp16, ...)")
+		return gpumem.Errorf(typ+".StateDType", set, gpumem.ErrUnsupported, "optimizer state must be a plain floating-point format (fp32, bf16, fp16, ...)")
 	}
 	return nil
 }
 
-// checkCoef validates a coefficient such as momentum: finite and >= 0.
-func checkCoef(field string, v float64) error {
+// checkCoef validates the coefficient field typ.name, such as momentum:
+// finite and >= 0.
+func checkCoef(typ, name string, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return gpumem.Errorf(field, v, gpumem.ErrInvalid, "must be finite")
+		return gpumem.Errorf(typ+"."+name, v, gpumem.ErrInvalid, "must be finite")
 	}
 	if v < 0 {
-		return gpumem.Errorf(field, v, gpumem.ErrInvalid, "must not be negative")
+		return gpumem.Errorf(typ+"."+name, v, gpumem.ErrInvalid, "must not be negative")
 	}
 	return nil
 }
@@ -98,17 +101,6 @@ func stepScalar(onDevice bool) Slot {
 		where = Device
 	}
 	return Slot{Name: "step", Elems: 1, DType: gpumem.FP32, Where: where}
-}
-
-// stateOf sums the slots that appendSlots gives for t, without
-// allocating.
-func stateOf(l Layout, t gpumem.Tensor) (gpumem.Bytes, error) {
-	var buf [8]Slot
-	slots, err := l.AppendSlots(buf[:0], t)
-	if err != nil {
-		return 0, err
-	}
-	return sumSlots(slots)
 }
 
 // bytesOf returns the bytes of n elements of d, reporting overflow.

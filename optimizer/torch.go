@@ -41,12 +41,12 @@ func (i Impl) String() string {
 	return "Impl(" + strconv.Itoa(int(i)) + ")"
 }
 
-func checkImpl(field string, i Impl, fusedOK bool) error {
+func checkImpl(typ string, i Impl, fusedOK bool) error {
 	switch {
 	case i > Fused:
-		return gpumem.Errorf(field, i, gpumem.ErrInvalid, "unknown implementation")
+		return gpumem.Errorf(typ+".Impl", i, gpumem.ErrInvalid, "unknown implementation")
 	case i == Fused && !fusedOK:
-		return gpumem.Errorf(field, i, gpumem.ErrUnsupported, "this optimizer has no fused implementation")
+		return gpumem.Errorf(typ+".Impl", i, gpumem.ErrUnsupported, "this optimizer has no fused implementation")
 	}
 	return nil
 }
@@ -75,13 +75,13 @@ type SGD struct {
 func (o SGD) String() string { return "torch.optim.SGD" }
 
 func (o SGD) check() error {
-	if err := checkCoef("SGD.Momentum", o.Momentum); err != nil {
+	if err := checkCoef("SGD", "Momentum", o.Momentum); err != nil {
 		return err
 	}
-	if err := checkStateDType("SGD.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("SGD", o.StateDType); err != nil {
 		return err
 	}
-	return checkImpl("SGD.Impl", o.Impl, true)
+	return checkImpl("SGD", o.Impl, true)
 }
 
 // AppendSlots implements [Layout].
@@ -96,7 +96,7 @@ func (o SGD) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	if o.Momentum == 0 {
 		return dst, nil
 	}
-	d, err := stateDType("SGD.StateDType", o.StateDType, p)
+	d, err := stateDType("SGD", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -105,7 +105,14 @@ func (o SGD) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 
 // State implements [Optimizer]: Momentum > 0 keeps one tensor like the
 // parameter, otherwise nothing.
-func (o SGD) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o SGD) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]. SGD updates in place; it returns 0.
 // Not modelled: the gradient-sized copy that weight_decay ≠ 0 or
@@ -156,10 +163,10 @@ func (o Adam) String() string { return "torch.optim.Adam" }
 func (o AdamW) String() string { return "torch.optim.AdamW" }
 
 func (o Adam) check(name string) error {
-	if err := checkStateDType(name+".StateDType", o.StateDType); err != nil {
+	if err := checkStateDType(name, o.StateDType); err != nil {
 		return err
 	}
-	return checkImpl(name+".Impl", o.Impl, true)
+	return checkImpl(name, o.Impl, true)
 }
 
 func (o Adam) appendSlots(name string, dst []Slot, t gpumem.Tensor) ([]Slot, error) {
@@ -170,7 +177,7 @@ func (o Adam) appendSlots(name string, dst []Slot, t gpumem.Tensor) ([]Slot, err
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType(name+".StateDType", o.StateDType, p)
+	d, err := stateDType(name, o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -200,7 +207,7 @@ func (o Adam) transient(name string, ts []gpumem.Tensor) (gpumem.Bytes, error) {
 		return 0, err
 	}
 	moment := func(p param) (int64, error) {
-		d, err := stateDType(name+".StateDType", o.StateDType, p)
+		d, err := stateDType(name, o.StateDType, p)
 		if err != nil {
 			return 0, err
 		}
@@ -228,7 +235,14 @@ func (o Adam) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o Adam) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Adam) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]; see the note on [Adam.Impl].
 func (o Adam) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) { return o.transient("Adam", ts) }
@@ -239,7 +253,14 @@ func (o AdamW) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o AdamW) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o AdamW) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer], as [Adam.Transient].
 func (o AdamW) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
@@ -267,10 +288,10 @@ type Adagrad struct {
 func (o Adagrad) String() string { return "torch.optim.Adagrad" }
 
 func (o Adagrad) check() error {
-	if err := checkStateDType("Adagrad.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("Adagrad", o.StateDType); err != nil {
 		return err
 	}
-	return checkImpl("Adagrad.Impl", o.Impl, true)
+	return checkImpl("Adagrad", o.Impl, true)
 }
 
 // AppendSlots implements [Layout].
@@ -282,7 +303,7 @@ func (o Adagrad) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType("Adagrad.StateDType", o.StateDType, p)
+	d, err := stateDType("Adagrad", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -290,21 +311,28 @@ func (o Adagrad) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o Adagrad) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o Adagrad) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]; see [Adagrad.Impl].
 func (o Adagrad) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}
-	return oneStateTemp(ts, o.Impl, "Adagrad.StateDType", o.StateDType)
+	return oneStateTemp(ts, o.Impl, "Adagrad", o.StateDType)
 }
 
 // oneStateTemp is the transient of an update that builds one state-sized
 // temporary per parameter (Adagrad's std, RMSprop's avg).
-func oneStateTemp(ts []gpumem.Tensor, impl Impl, field string, set gpumem.DType) (gpumem.Bytes, error) {
+func oneStateTemp(ts []gpumem.Tensor, impl Impl, typ string, set gpumem.DType) (gpumem.Bytes, error) {
 	moment := func(p param) (int64, error) {
-		d, err := stateDType(field, set, p)
+		d, err := stateDType(typ, set, p)
 		if err != nil {
 			return 0, err
 		}
@@ -351,13 +379,13 @@ type RMSprop struct {
 func (o RMSprop) String() string { return "torch.optim.RMSprop" }
 
 func (o RMSprop) check() error {
-	if err := checkCoef("RMSprop.Momentum", o.Momentum); err != nil {
+	if err := checkCoef("RMSprop", "Momentum", o.Momentum); err != nil {
 		return err
 	}
-	if err := checkStateDType("RMSprop.StateDType", o.StateDType); err != nil {
+	if err := checkStateDType("RMSprop", o.StateDType); err != nil {
 		return err
 	}
-	return checkImpl("RMSprop.Impl", o.Impl, false)
+	return checkImpl("RMSprop", o.Impl, false)
 }
 
 // AppendSlots implements [Layout].
@@ -369,7 +397,7 @@ func (o RMSprop) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	if err != nil {
 		return dst, err
 	}
-	d, err := stateDType("RMSprop.StateDType", o.StateDType, p)
+	d, err := stateDType("RMSprop", o.StateDType, p)
 	if err != nil {
 		return dst, err
 	}
@@ -387,12 +415,19 @@ func (o RMSprop) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 }
 
 // State implements [Optimizer].
-func (o RMSprop) State(t gpumem.Tensor) (gpumem.Bytes, error) { return stateOf(o, t) }
+func (o RMSprop) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
 
 // Transient implements [Optimizer]; see [RMSprop.Impl].
 func (o RMSprop) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}
-	return oneStateTemp(ts, o.Impl, "RMSprop.StateDType", o.StateDType)
+	return oneStateTemp(ts, o.Impl, "RMSprop", o.StateDType)
 }
