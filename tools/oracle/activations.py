@@ -1,0 +1,563 @@
+#!/usr/bin/python3
+"""CPU oracle for gpumem's activation model (issue 5, model.Activations).
+
+What it measures
+----------------
+For small plain-torch re-implementations of three Hugging Face eager models it
+records, per transformer block, the bytes of every tensor that autograd saves
+for backward during the forward pass, counted by *storage* (a view and its base
+count once; REFERENCE.md §2, recipe 4). Parameters are excluded (matmul saves
+the weight, which is not an activation). Each storage is attributed to the
+first part of the model that packs it:
+
+  layers[i]   block i (a tensor produced by block i-1 and first saved by
+              block i, e.g. the block input saved by its first norm, counts
+              in block i)
+  embedding   the token/position embeddings (and BERT's embedding LayerNorm)
+  final_norm  the final norm (llama norm, gpt2 ln_f, bert MLM transform)
+  head        the LM head and the loss (fp32 upcast, log-softmax, ...)
+  shared      model-level tensors computed once and saved by every block:
+              rotary cos/sin, causal/padding masks, buffers (GPT-2's `bias`)
+  ids         integer tensors (token ids saved by the embedding, labels saved
+              by nll_loss)
+
+The blocks reproduce the op order of transformers' eager code paths
+(transformers 4.5x: modeling_llama.py LlamaRMSNorm / LlamaAttention /
+eager_attention_forward / LlamaMLP / LlamaDecoderLayer; modeling_gpt2.py
+GPT2Block with Conv1D, NewGELUActivation ("gelu_new") and the eager attention
+with the `bias` causal buffer; modeling_bert.py BertLayer, post-LN, GELU,
+additive extended attention mask). The code below is written from that op
+order, not copied. Dropout probabilities are 0 so that CPU and CUDA agree
+(REFERENCE.md §2: CPU dropout saves a noise tensor in the input dtype where
+CUDA saves a 1-byte mask); F.dropout(p=0) is the identity on both devices.
+
+Known CPU/CUDA difference that remains: LayerNorm on a 16-bit input saves its
+mean and rstd (b·s elements each) in the input dtype on CPU but in fp32 on
+CUDA. Each case therefore also records `layers_cuda` etc., in which those two
+statistics count 4 bytes per element.
+
+A torch 1.13 artifact: the backward of mean.dim saves its input (so
+LlamaRMSNorm's x² in fp32, b·s·h elements, is saved); torch 2.x saves only its
+sizes (tools/autograd/derivatives.yaml: `mean_backward(grad, self.sym_sizes(),
+dim, self.sym_numel(), keepdim)`). The `*_cuda` figures drop a storage that
+only MeanBackward1 saves. So `*_cuda` = what torch 2.x on CUDA saves, the
+figure gpumem predicts; the plain figures are what 1.13 on CPU saved.
+
+Checkpointing: `ckpt` = "none", "reentrant" (torch.utils.checkpoint with
+use_reentrant=True, which saves the block's tensor inputs through
+ctx.save_for_backward, visible to the outer hook) or "nonreentrant"
+(use_reentrant=False installs its own saved_tensors_hooks, so the outer hook
+sees nothing inside a block: the recorded per-layer figure is 0, and what
+stays resident is the block input kept alive by the recomputation closure,
+which the script records as `resident_inputs`).
+
+Also recorded: the CPU profiler's peak of live bytes during forward+backward
+(REFERENCE.md §2 item 5), relative to the bytes live before the forward.
+
+How to regenerate testdata/oracle/activations.json
+--------------------------------------------------
+  apt-get update && apt-get install -y python3-torch   # Debian bookworm: torch 1.13 (reports 1.13.0a0), CPU only
+  cd <repo root> && /usr/bin/python3 tools/oracle/activations.py > testdata/oracle/activations.json
+Use /usr/bin/python3 (Debian's torch is invisible to a pyenv python). No
+downloads; about a minute on one core. Output is deterministic except for
+`profiler_peak_bytes`, which can move by a few hundred bytes between runs.
+"""
+
+import json
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+
+# ---------------------------------------------------------------------------
+# Measurement: a pack hook that attributes storages to the current phase.
+# ---------------------------------------------------------------------------
+
+class Meter:
+    def __init__(self, model):
+        self.phase = "embedding"
+        self.params = {p.storage().data_ptr() for p in model.parameters()}
+        self.pre = {}  # storage ptr -> bucket, for model-level tensors
+        self.saved = {}  # storage ptr -> (bucket, nbytes, dtype, shape)
+        self.ln_stats = set()  # storage ptrs of LayerNorm mean/rstd
+        self.in_ln = False
+
+    def preassign(self, t, bucket="shared"):
+        if t is not None:
+            self.pre.setdefault(t.storage().data_ptr(), bucket)
+
+    def pack(self, t):
+        s = t.storage()
+        k = s.data_ptr()
+        if k in self.params:
+            return t
+        if self.in_ln and t.dim() >= 2 and t.shape[-1] == 1:
+            self.ln_stats.add(k)
+        if k in self.saved:
+            b, n, d, sh = self.saved[k]
+            self.saved[k] = (b, max(n, s.nbytes()), d, sh)
+            return t
+        if t.dtype in (torch.int64, torch.int32, torch.bool, torch.uint8) and k not in self.pre:
+            bucket = "ids"
+        else:
+            bucket = self.pre.get(k, self.phase)
+        self.saved[k] = (bucket, s.nbytes(), str(t.dtype).replace("torch.", ""), list(t.shape))
+        return t
+
+    def totals(self, cuda=False, ops=None):
+        out = {}
+        for k, (b, n, d, sh) in self.saved.items():
+            if cuda and k in self.ln_stats and d in ("bfloat16", "float16"):
+                n = n * 2  # CUDA keeps LayerNorm mean/rstd in fp32
+            if cuda and ops is not None and set(ops.get(k, [])) == {"MeanBackward1.self"}:
+                n = 0  # torch 2.x mean.dim saves only sizes and numel
+            out[b] = out.get(b, 0) + n
+        return out
+
+
+METER = None
+
+
+def set_phase(p):
+    if METER is not None:
+        METER.phase = p
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm that tells the meter which saved tensors are its mean/rstd."""
+
+    def forward(self, x):
+        if METER is None:
+            return super().forward(x)
+        METER.in_ln = True  # the pack hook marks the (..., 1)-shaped mean and rstd
+        try:
+            return super().forward(x)
+        finally:
+            METER.in_ln = False
+
+
+def run_blocks(blocks, h, ckpt, extra):
+    """Runs the blocks in order, checkpointing each one if asked."""
+    resident = 0
+    for i, blk in enumerate(blocks):
+        set_phase("layer%d" % i)
+        if ckpt == "none":
+            h = blk(h, *extra)
+        elif ckpt == "reentrant":
+            h = cp.checkpoint(blk, h, *extra, use_reentrant=True)
+        else:
+            resident += h.storage().nbytes()
+            h = cp.checkpoint(blk, h, *extra, use_reentrant=False)
+    return h, resident
+
+
+def causal_lm_loss(logits, labels):
+    """transformers' ForCausalLMLoss: fp32 upcast, labels shifted by padding."""
+    logits = logits.float()
+    labels = F.pad(labels, (0, 1), value=-100)
+    shift = labels[..., 1:].contiguous()
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), shift.view(-1), ignore_index=-100)
+
+
+# ---------------------------------------------------------------------------
+# Llama (LlamaForCausalLM, eager attention)
+# ---------------------------------------------------------------------------
+
+class RMSNorm(nn.Module):
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(h))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.to(torch.float32)  # upcast: pow saves this fp32 copy
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)  # saves x (fp32) and rsqrt (fp32, b·s)
+        return self.weight * x.to(dt)  # saves the normalized input in dt
+
+
+def rotate_half(x):
+    a = x[..., : x.shape[-1] // 2]
+    b = x[..., x.shape[-1] // 2:]
+    return torch.cat((-b, a), dim=-1)
+
+
+def repeat_kv(x, n):
+    if n == 1:
+        return x
+    b, kv, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, kv, n, s, d).reshape(b, kv * n, s, d)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, H, KV, I = c["hidden"], c["heads"], c["kv_heads"], c["intermediate"]
+        self.H, self.KV, self.d = H, KV, h // H
+        self.input_layernorm = RMSNorm(h)
+        self.q_proj = nn.Linear(h, H * self.d, bias=False)
+        self.k_proj = nn.Linear(h, KV * self.d, bias=False)
+        self.v_proj = nn.Linear(h, KV * self.d, bias=False)
+        self.o_proj = nn.Linear(H * self.d, h, bias=False)
+        self.post_attention_layernorm = RMSNorm(h)
+        self.gate_proj = nn.Linear(h, I, bias=False)
+        self.up_proj = nn.Linear(h, I, bias=False)
+        self.down_proj = nn.Linear(I, h, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, _ = x.shape
+        res = x
+        x = self.input_layernorm(x)
+        q = self.q_proj(x).view(b, s, -1, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, -1, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, -1, self.d).transpose(1, 2)
+        c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = (q * c) + (rotate_half(q) * sn)
+        k = (k * c) + (rotate_half(k) * sn)
+        # eager_attention_forward
+        k = repeat_kv(k, self.H // self.KV)
+        v = repeat_kv(v, self.H // self.KV)
+        w = torch.matmul(q, k.transpose(2, 3)) * (self.d ** -0.5)
+        w = w + mask[:, :, :, : k.shape[-2]]
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        w = F.dropout(w, p=0.0, training=True)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()
+        o = self.o_proj(o.reshape(b, s, -1).contiguous())
+        x = res + o
+        res = x
+        x = self.post_attention_layernorm(x)
+        x = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return res + x
+
+
+class Llama(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c["vocab"], c["hidden"])
+        self.layers = nn.ModuleList([LlamaBlock(c) for _ in range(c["layers"])])
+        self.norm = RMSNorm(c["hidden"])
+        self.lm_head = nn.Linear(c["hidden"], c["vocab"], bias=False)
+        d = c["hidden"] // c["heads"]
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)), persistent=False)
+
+    def forward(self, ids, labels, ckpt):
+        b, s = ids.shape
+        set_phase("embedding")
+        h = self.embed_tokens(ids)
+        set_phase("shared")
+        with torch.no_grad():  # LlamaRotaryEmbedding.forward is no_grad
+            pos = torch.arange(s)[None, :].expand(b, s).float()
+            fr = (self.inv_freq.float()[None, :, None].expand(b, -1, 1) @ pos[:, None, :]).transpose(1, 2)
+            emb = torch.cat((fr, fr), dim=-1)
+            cos, sin = emb.cos().to(h.dtype), emb.sin().to(h.dtype)
+            mask = torch.full((s, s), torch.finfo(h.dtype).min, dtype=h.dtype).triu(1)[None, None].expand(b, 1, s, s)
+        for t in (cos, sin, mask):
+            METER and METER.preassign(t)
+        h, resident = run_blocks(self.layers, h, ckpt, (cos, sin, mask))
+        set_phase("final_norm")
+        h = self.norm(h)
+        set_phase("head")
+        logits = self.lm_head(h)
+        loss = causal_lm_loss(logits, labels)
+        return logits, loss, resident
+
+
+# ---------------------------------------------------------------------------
+# GPT-2 (GPT2LMHeadModel, eager attention, gelu_new)
+# ---------------------------------------------------------------------------
+
+class Conv1D(nn.Module):
+    """transformers' Conv1D: addmm(bias, x.view(-1, nx), weight[nx, nf])."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(nf))
+        self.nf = nf
+
+    def forward(self, x):
+        out = x.size()[:-1] + (self.nf,)
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(out)
+
+
+def gelu_new(x):
+    """NewGELUActivation, the tanh approximation written out in Python ops."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, I = c["hidden"], c["intermediate"]
+        self.H, self.d, self.h = c["heads"], h // c["heads"], h
+        self.ln_1 = LayerNorm(h, eps=1e-5)
+        self.c_attn = Conv1D(3 * h, h)
+        self.c_proj = Conv1D(h, h)
+        self.ln_2 = LayerNorm(h, eps=1e-5)
+        self.c_fc = Conv1D(I, h)
+        self.mlp_proj = Conv1D(h, I)
+
+    def forward(self, x, bias):
+        res = x
+        x = self.ln_1(x)
+        q, k, v = self.c_attn(x).split(self.h, dim=2)
+        shp = q.shape[:-1] + (-1, self.d)
+        q, k, v = (t.view(shp).transpose(1, 2) for t in (q, k, v))
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype)
+        ql, kl = q.size(-2), k.size(-2)
+        causal = bias[:, :, kl - ql: kl, :kl]
+        mv = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
+        w = torch.where(causal, w.to(w.dtype), mv)
+        w = F.softmax(w, dim=-1).type(v.dtype)
+        w = F.dropout(w, p=0.0, training=True)
+        o = torch.matmul(w, v).transpose(1, 2)
+        o = o.reshape(*o.shape[:-2], -1).contiguous()
+        o = F.dropout(self.c_proj(o), p=0.0, training=True)
+        x = o + res
+        res = x
+        x = self.ln_2(x)
+        x = F.dropout(self.mlp_proj(gelu_new(self.c_fc(x))), p=0.0, training=True)
+        return res + x
+
+
+class GPT2(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.wte = nn.Embedding(c["vocab"], c["hidden"])
+        self.wpe = nn.Embedding(c["positions"], c["hidden"])
+        self.h = nn.ModuleList([GPT2Block(c) for _ in range(c["layers"])])
+        self.ln_f = LayerNorm(c["hidden"], eps=1e-5)
+        n = c["positions"]
+        self.register_buffer("bias", torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n), persistent=False)
+
+    def forward(self, ids, labels, ckpt):
+        b, s = ids.shape
+        set_phase("embedding")
+        pos = torch.arange(s).unsqueeze(0)
+        METER and METER.preassign(pos)
+        METER and METER.preassign(self.bias)
+        h = self.wte(ids) + self.wpe(pos)
+        h = F.dropout(h, p=0.0, training=True)
+        h, resident = run_blocks(self.h, h, ckpt, (self.bias,))
+        set_phase("final_norm")
+        h = self.ln_f(h)
+        set_phase("head")
+        logits = F.linear(h, self.wte.weight)  # tied lm_head
+        loss = causal_lm_loss(logits, labels)
+        return logits, loss, resident
+
+
+# ---------------------------------------------------------------------------
+# BERT (BertForMaskedLM, eager attention, post-LN)
+# ---------------------------------------------------------------------------
+
+class BertBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, I = c["hidden"], c["intermediate"]
+        self.H, self.d = c["heads"], h // c["heads"]
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.attn_out = nn.Linear(h, h)
+        self.attn_ln = LayerNorm(h, eps=1e-12)
+        self.inter = nn.Linear(h, I)
+        self.out = nn.Linear(I, h)
+        self.out_ln = LayerNorm(h, eps=1e-12)
+
+    def split(self, x):
+        return x.view(x.size()[:-1] + (self.H, self.d)).permute(0, 2, 1, 3)
+
+    def forward(self, x, ext_mask):
+        mq = self.query(x)
+        k = self.split(self.key(x))
+        v = self.split(self.value(x))
+        q = self.split(mq)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+        w = w + ext_mask
+        w = F.softmax(w, dim=-1)
+        w = F.dropout(w, p=0.0, training=True)
+        o = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous()
+        o = o.view(o.size()[:-2] + (self.H * self.d,))
+        o = F.dropout(self.attn_out(o), p=0.0, training=True)
+        a = self.attn_ln(o + x)
+        i = F.gelu(self.inter(a))
+        o = F.dropout(self.out(i), p=0.0, training=True)
+        return self.out_ln(o + a)
+
+
+class Bert(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden"]
+        self.word = nn.Embedding(c["vocab"], h)
+        self.pos = nn.Embedding(c["positions"], h)
+        self.typ = nn.Embedding(2, h)
+        self.emb_ln = LayerNorm(h, eps=1e-12)
+        self.layer = nn.ModuleList([BertBlock(c) for _ in range(c["layers"])])
+        self.t_dense = nn.Linear(h, h)  # BertPredictionHeadTransform
+        self.t_ln = LayerNorm(h, eps=1e-12)
+        self.dec_bias = nn.Parameter(torch.zeros(c["vocab"]))
+
+    def forward(self, ids, labels, ckpt):
+        b, s = ids.shape
+        set_phase("embedding")
+        pos = torch.arange(s).unsqueeze(0)
+        tt = torch.zeros_like(ids)
+        att = torch.ones(b, s, dtype=self.word.weight.dtype)
+        ext = ((1.0 - att[:, None, None, :]) * torch.finfo(att.dtype).min).to(att.dtype)
+        for t in (pos, tt, ext):
+            METER and METER.preassign(t)
+        h = self.word(ids) + self.typ(tt) + self.pos(pos)
+        h = F.dropout(self.emb_ln(h), p=0.0, training=True)
+        h, resident = run_blocks(self.layer, h, ckpt, (ext,))
+        set_phase("final_norm")
+        h = self.t_ln(F.gelu(self.t_dense(h)))
+        set_phase("head")
+        logits = F.linear(h, self.word.weight, self.dec_bias)  # tied decoder
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1))  # MLM: no shift
+        return logits, loss, resident
+
+
+MODELS = {"llama": Llama, "gpt2": GPT2, "bert": Bert}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def build(c):
+    torch.manual_seed(0)
+    m = MODELS[c["arch"]](c).to(DTYPES[c["dtype"]])
+    m.train()
+    return m
+
+
+def saved_by_op(root):
+    """Maps storage ptr -> ["OpBackward.attr", ...] by walking the autograd graph."""
+    seen, stack, out = set(), [root], {}
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        for a in dir(n):
+            if a.startswith("_saved_"):
+                try:
+                    v = getattr(n, a)
+                except Exception:
+                    continue
+                for t in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if torch.is_tensor(t):
+                        out.setdefault(t.storage().data_ptr(), []).append(type(n).__name__ + "." + a[7:])
+        stack.extend(f for f, _ in n.next_functions)
+    return out
+
+
+def measure(c):
+    global METER
+    m = build(c)
+    torch.manual_seed(1)
+    ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    METER = Meter(m)
+    with torch.autograd.graph.saved_tensors_hooks(METER.pack, lambda t: t):
+        logits, loss, resident = m(ids, labels, c["ckpt"])
+    ops = saved_by_op(loss.grad_fn)
+    raw, cuda = METER.totals(), METER.totals(cuda=True, ops=ops)
+    log = {}
+    for k, (b, nb, d, sh) in METER.saved.items():
+        log.setdefault(b, []).append([sh, d, nb, sorted(set(ops.get(k, [])))])
+    METER = None
+    loss.backward()  # the graph must be consistent
+    del logits, loss
+    n = c["layers"]
+    rec = {
+        "layers": [raw.get("layer%d" % i, 0) for i in range(n)],
+        "layers_cuda": [cuda.get("layer%d" % i, 0) for i in range(n)],
+    }
+    for k in ("embedding", "final_norm", "head", "shared", "ids"):
+        rec[k] = raw.get(k, 0)
+        rec[k + "_cuda"] = cuda.get(k, 0)
+    rec["resident_inputs"] = resident
+    rec["layer0_saved"] = log.get("layer0", [])
+    rec["profiler_peak_bytes"] = profile_peak(c)
+    return rec
+
+
+def profile_peak(c):
+    from torch.profiler import profile, ProfilerActivity
+    m = build(c)
+    torch.manual_seed(1)
+    ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        logits, loss, _ = m(ids, labels, c["ckpt"])
+        loss.backward()
+        del logits, loss
+    ev = sorted((e.start_us(), e.nbytes()) for e in p.profiler.kineto_results.events() if e.name() == "[memory]")
+    cur = peak = 0
+    for _, n in ev:
+        cur += n
+        peak = max(peak, cur)
+    return peak
+
+
+def grid():
+    shapes = {
+        # (batch, seq, hidden, heads, kv_heads, intermediate, vocab)
+        "llama": [(1, 16, 64, 4, 4, 172, 1000), (2, 32, 64, 4, 2, 128, 1000), (2, 64, 128, 8, 2, 344, 1000),
+                  (1, 128, 256, 8, 1, 512, 1000), (4, 32, 96, 6, 3, 256, 1000)],
+        "gpt2": [(1, 16, 64, 4, 4, 256, 1000), (2, 32, 96, 6, 6, 384, 1000), (2, 64, 128, 4, 4, 512, 1000),
+                 (1, 128, 64, 2, 2, 256, 1000)],
+        "bert": [(1, 16, 64, 4, 4, 256, 1000), (2, 32, 96, 6, 6, 384, 1000), (2, 64, 128, 4, 4, 512, 1000),
+                 (3, 128, 64, 2, 2, 256, 1000)],
+    }
+    for arch, rows in shapes.items():
+        for (b, s, h, H, KV, I, V) in rows:
+            for dt in ("fp32", "bf16"):
+                for ck in ("none", "reentrant"):
+                    c = dict(arch=arch, batch=b, seq=s, hidden=h, heads=H, kv_heads=KV, head_dim=h // H,
+                             intermediate=I, vocab=V, layers=2, dtype=dt, ckpt=ck, dropout=0.0)
+                    if arch != "llama":
+                        c["positions"] = 256
+                    yield c
+    # The non-reentrant path, once per architecture.
+    for arch in ("llama", "gpt2", "bert"):
+        c = dict(arch=arch, batch=2, seq=32, hidden=64, heads=4, kv_heads=4, head_dim=16, intermediate=256,
+                 vocab=1000, layers=2, dtype="bf16", ckpt="nonreentrant", dropout=0.0)
+        if arch != "llama":
+            c["positions"] = 256
+        yield c
+
+
+def main():
+    cases = []
+    for c in grid():
+        r = measure(c)
+        cases.append({"config": c, "saved": r})
+        print(c["arch"], c["dtype"], c["ckpt"], c["batch"], c["seq"], c["hidden"], r["layers"], file=sys.stderr)
+    out = {
+        "generator": "tools/oracle/activations.py",
+        "torch_version": torch.__version__,
+        "units": "bytes",
+        "method": "saved_tensors_hooks pack hook, counted by storage, parameters excluded, "
+                  "attributed to the first model part that saves the storage; *_cuda: LayerNorm "
+                  "mean/rstd of 16-bit inputs counted in fp32 as CUDA keeps them, and storages saved "
+                  "only by MeanBackward1 dropped (torch 2.x saves sizes only)",
+        "cases": cases,
+    }
+    json.dump(out, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
