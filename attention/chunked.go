@@ -1,0 +1,313 @@
+package attention
+
+import "github.com/gpumem/gpumem"
+
+// HeadChunked runs Inner on groups of Heads query heads, one group after
+// the other, and concatenates the outputs, as seed 003's
+// _compute_block_attention_chunked_gpu does: the quadratic intermediates
+// of one group are live at a time, so the forward peak falls from
+// O(heads·s²) to O(Heads·s²).
+//
+// Under Shape.NoGrad that is the whole story: the 32-head, 32k-token layer
+// of seed 003 needs 128 GiB for its fp32 probabilities, chunks of 8 heads
+// need 32 GiB. In training every group's saved tensors stay for backward,
+// so Saved is the same as Inner's and only the transient above it shrinks;
+// the backward peak holds one group's workspace plus the gradients of the
+// groups done so far, and the split's backward concatenates them into
+// full-size dq, dk, dv (so for a kernel whose backward is already linear,
+// such as [Flash], chunking can raise the backward peak by up to one copy
+// of the input gradients).
+//
+// A group takes Heads/(Heads/KVHeads) KV heads; Heads must be a multiple
+// or a divisor of the group size Heads/KVHeads of the shape. The last
+// group may be smaller.
+type HeadChunked struct {
+	// Heads is the number of query heads per chunk, at least 1.
+	Heads int
+	// Inner is the kernel that runs each chunk.
+	Inner Kernel
+}
+
+// Saved implements [Kernel].
+func (k HeadChunked) Saved(s Shape) (gpumem.Bytes, error) { return savedOf(k.figures(s)) }
+
+// Forward implements [Kernel].
+func (k HeadChunked) Forward(s Shape) (gpumem.Bytes, error) { return forwardOf(k.figures(s)) }
+
+// Backward implements [Kernel].
+func (k HeadChunked) Backward(s Shape) (gpumem.Bytes, error) { return backwardOf(k.figures(s)) }
+
+func (k HeadChunked) figures(s Shape) (figs, error) {
+	if err := s.Validate(); err != nil {
+		return figs{}, err
+	}
+	if k.Inner == nil {
+		return figs{}, gpumem.Errorf("HeadChunked.Inner", nil, gpumem.ErrInvalid, "no kernel")
+	}
+	if k.Heads < 1 {
+		return figs{}, gpumem.Errorf("HeadChunked.Heads", k.Heads, gpumem.ErrInvalid, "must be at least 1")
+	}
+	h, hk := s.Heads, s.kvHeads()
+	c := min(k.Heads, h)
+	if c == h {
+		return figuresOf(k.Inner, s)
+	}
+	g := h / hk // query heads per KV head
+	var ckv int
+	switch {
+	case c%g == 0:
+		ckv = c / g
+	case g%c == 0:
+		ckv = 1
+	default:
+		return figs{}, gpumem.Errorf("HeadChunked.Heads", k.Heads, gpumem.ErrInvalid,
+			"must be a multiple or a divisor of the %d query heads per KV head", g)
+	}
+	n := (h + c - 1) / c
+	cs := s
+	cs.Heads, cs.KVHeads = c, ckv
+	full, err := figuresOf(k.Inner, cs)
+	if err != nil {
+		return figs{}, err
+	}
+	last := full
+	if r := h - (n-1)*c; r != c {
+		ls := s
+		ls.Heads, ls.KVHeads = r, r/g
+		if last, err = figuresOf(k.Inner, ls); err != nil {
+			return figs{}, err
+		}
+	}
+	f := chunkFigs(int64(n), full, last, s)
+	if !s.NoGrad {
+		f.inQ = full.inQ*int64(n-1) + last.inQ
+		if c < g {
+			f.inKV = full.inKV * int64(hk) // chunks of one group share its K/V slice
+		} else {
+			f.inKV = full.inKV*int64(n-1) + last.inKV
+		}
+	}
+	return f, nil
+}
+
+// chunkFigs composes n sequential chunks of a kernel (n−1 like full, the
+// last like last) whose outputs are concatenated into the output of s.
+// It sets everything but the input references (inQ, inKV), which depend
+// on how the chunks slice q, k and v.
+func chunkFigs(n int64, full, last figs, s Shape) figs {
+	d, _ := dimsOf(s) // s was validated by the caller
+	in := (d.q + 2*d.kv) * d.e
+	f := figs{out: d.q * d.e, inputs: in, grads: in}
+	f.retained = full.retained*(n-1) + last.retained
+
+	// Forward: chunk i runs on top of the saved tensors and outputs of the
+	// chunks before it (own+out each, growing), then torch.cat copies all
+	// outputs. Chunks 0..n−2 are alike, so the largest full chunk peak is
+	// the last of them.
+	keep := func(c figs) int64 {
+		if s.NoGrad {
+			return c.out
+		}
+		return c.own + c.out
+	}
+	peak := (n-1)*keep(full) + last.fwd
+	if p := (n-2)*keep(full) + full.fwd; p > peak {
+		peak = p
+	}
+	if p := (n-1)*keep(full) + keep(last) + f.out; p > peak {
+		peak = p
+	}
+	f.fwd = peak
+	if s.NoGrad {
+		return f
+	}
+	f.own = full.own*(n-1) + last.own
+
+	// Backward: the last chunk's node runs first, then the others. Each
+	// releases its saved tensors and leaves gradient pieces; the pieces
+	// together never exceed the full-size gradients (disjoint slices sum to
+	// them, shared K/V slices accumulate in place), and the split's
+	// backward finally concatenates them into full-size dq, dk, dv.
+	done := func(j int64) int64 { // live after j chunks, j ≥ 1
+		g := min(last.grads+(j-1)*full.grads, f.grads)
+		return g - last.own - (j-1)*full.own
+	}
+	bp := last.bwd
+	cands := [3]int64{1, n - 1, 1}
+	if full.grads > 0 {
+		cands[2] = max(1, min(n-1, (f.grads-last.grads)/full.grads+1))
+	}
+	for _, j := range cands {
+		if p := done(j) + full.bwd; p > bp {
+			bp = p
+		}
+	}
+	if p := done(n) + f.grads; p > bp {
+		bp = p
+	}
+	f.bwd = bp
+	return f
+}
+
+// QueryChunked runs Inner on blocks of Rows query rows, one after the
+// other, against all keys, and concatenates the outputs: the quadratic
+// intermediates of one block (Rows·s_k per head) are live at a time. Every
+// block reads the whole K and V, which are kept once; with Shape.Causal a
+// block is modelled with all keys (a key-truncating implementation uses
+// less). As for [HeadChunked], in training the blocks' saved tensors
+// accumulate, so the saving is in the forward transient and, under
+// Shape.NoGrad, in the whole peak.
+type QueryChunked struct {
+	// Rows is the number of query rows per block, at least 1.
+	Rows int
+	// Inner is the kernel that runs each block.
+	Inner Kernel
+}
+
+// Saved implements [Kernel].
+func (k QueryChunked) Saved(s Shape) (gpumem.Bytes, error) { return savedOf(k.figures(s)) }
+
+// Forward implements [Kernel].
+func (k QueryChunked) Forward(s Shape) (gpumem.Bytes, error) { return forwardOf(k.figures(s)) }
+
+// Backward implements [Kernel].
+func (k QueryChunked) Backward(s Shape) (gpumem.Bytes, error) { return backwardOf(k.figures(s)) }
+
+func (k QueryChunked) figures(s Shape) (figs, error) {
+	if err := s.Validate(); err != nil {
+		return figs{}, err
+	}
+	if k.Inner == nil {
+		return figs{}, gpumem.Errorf("QueryChunked.Inner", nil, gpumem.ErrInvalid, "no kernel")
+	}
+	if k.Rows < 1 {
+		return figs{}, gpumem.Errorf("QueryChunked.Rows", k.Rows, gpumem.ErrInvalid, "must be at least 1")
+	}
+	r := min(k.Rows, s.QueryLen)
+	if r == s.QueryLen {
+		return figuresOf(k.Inner, s)
+	}
+	n := (s.QueryLen + r - 1) / r
+	cs := s
+	cs.QueryLen = r
+	full, err := figuresOf(k.Inner, cs)
+	if err != nil {
+		return figs{}, err
+	}
+	last := full
+	if lr := s.QueryLen - (n-1)*r; lr != r {
+		ls := s
+		ls.QueryLen = lr
+		if last, err = figuresOf(k.Inner, ls); err != nil {
+			return figs{}, err
+		}
+	}
+	f := chunkFigs(int64(n), full, last, s)
+	if !s.NoGrad {
+		f.inQ = full.inQ*int64(n-1) + last.inQ
+		f.inKV = full.inKV // one K and V, shared by every block
+	}
+	return f, nil
+}
+
+// SlidingWindow is local attention computed in blocks: every query
+// attends to at most Window keys before it (Shape.Causal) or Window keys
+// on each side, and the queries are processed in blocks of Window rows
+// that each see the keys of their own block and of the neighbouring
+// block(s): 2·Window keys when causal, 3·Window otherwise, capped at
+// KeyLen. All blocks run at once through Inner as a batch of
+// Batch·ceil(QueryLen/Window) sequences (Longformer's sliding-chunks
+// attention; Beltagy et al. 2020, §3), after gathering those overlapping
+// key and value blocks into copies. Memory is then linear in the sequence
+// length: about b·h·s·2w score elements instead of b·h·s².
+//
+// When blocking would need more memory than the plain kernel (sequences
+// of a few windows), the figures are Inner's on the whole shape.
+//
+// This is the memory of a blocked implementation. Kernels that take the
+// window as a mask on the full matrix ([Eager] with Mistral's sliding
+// window mask) keep their full s² cost, and FlashAttention's window_size
+// changes only the work, not the memory; model those with the kernel
+// itself.
+type SlidingWindow struct {
+	// Window is the number of keys each query sees on a side, at least 1.
+	Window int
+	// Inner is the kernel that runs the blocks.
+	Inner Kernel
+}
+
+// Saved implements [Kernel].
+func (k SlidingWindow) Saved(s Shape) (gpumem.Bytes, error) { return savedOf(k.figures(s)) }
+
+// Forward implements [Kernel].
+func (k SlidingWindow) Forward(s Shape) (gpumem.Bytes, error) { return forwardOf(k.figures(s)) }
+
+// Backward implements [Kernel].
+func (k SlidingWindow) Backward(s Shape) (gpumem.Bytes, error) { return backwardOf(k.figures(s)) }
+
+func (k SlidingWindow) figures(s Shape) (figs, error) {
+	d, err := dimsOf(s)
+	if err != nil {
+		return figs{}, err
+	}
+	if k.Inner == nil {
+		return figs{}, gpumem.Errorf("SlidingWindow.Inner", nil, gpumem.ErrInvalid, "no kernel")
+	}
+	if k.Window < 1 {
+		return figs{}, gpumem.Errorf("SlidingWindow.Window", k.Window, gpumem.ErrInvalid, "must be at least 1")
+	}
+	w := int64(k.Window)
+	span := 3 * w
+	if s.Causal {
+		span = 2 * w
+	}
+	plain, err := figuresOf(k.Inner, s)
+	if err != nil || w >= d.sq || span >= d.sk {
+		return plain, err // one block covers everything
+	}
+	nb := (d.sq + w - 1) / w
+	bs := s
+	bs.Batch, bs.QueryLen, bs.KeyLen = int(d.b*nb), int(w), int(span)
+	in, err := figuresOf(k.Inner, bs)
+	if err != nil {
+		return figs{}, err
+	}
+	e := d.e
+	q, kv := d.q*e, d.kv*e
+	gathered := 2 * d.b * d.hk * nb * span * d.d * e // overlapping K and V blocks
+	var qpad int64
+	if d.sq%w != 0 {
+		qpad = d.b * d.h * nb * w * d.d * e // q padded to whole blocks
+	}
+	f := figs{out: q, inputs: q + 2*kv, grads: q + 2*kv, retained: in.retained}
+	f.fwd = gathered + qpad + in.fwd
+	if qpad > 0 {
+		f.fwd += q // the output sliced back to QueryLen rows, made contiguous
+	}
+	if s.NoGrad {
+		return f, nil
+	}
+	f.own = in.own
+	if in.inKV > 0 {
+		f.own += gathered // Inner keeps the gathered blocks
+	}
+	if in.inQ > 0 {
+		if qpad > 0 {
+			f.own += qpad
+		} else {
+			f.inQ = q
+		}
+	}
+	// Backward: Inner's, then the gathered blocks' gradients are
+	// scatter-added into full-size dk and dv (and dq unpadded).
+	f.bwd = in.bwd + 2*kv
+	if qpad > 0 {
+		f.bwd += q
+	}
+	// Blocking only pays once the sequence is a few windows long; below
+	// that an implementation runs the plain kernel, and so does the model.
+	if f.peak() > plain.peak() {
+		return plain, nil
+	}
+	return f, nil
+}
