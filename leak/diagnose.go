@@ -1,0 +1,395 @@
+package leak
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Cause is why an allocation failed, as [OOM.Diagnose] reads the numbers.
+type Cause uint8
+
+// Causes, in the order Diagnose tests them.
+const (
+	// CauseUnknown: the message does not state enough numbers.
+	CauseUnknown Cause = iota
+	// CauseTooLarge: one request is larger than the whole device (or
+	// than the allocator's cap); no setting of this job's other memory
+	// makes it fit.
+	CauseTooLarge
+	// CauseLimit: a cap, quota or limit refused memory the device has:
+	// the request fits in the stated free memory, or exceeds an
+	// "allowed" cap (set_per_process_memory_fraction, MPS watermark).
+	CauseLimit
+	// CauseFragmentation: the allocator holds at least the requested
+	// amount reserved but unallocated, in pieces too small for the
+	// request.
+	CauseFragmentation
+	// CauseOtherProcesses: memory held outside this process's allocator
+	// (other processes, or memory the message cannot attribute) covers
+	// the shortfall.
+	CauseOtherProcesses
+	// CauseExhausted: this process's allocator holds the device; the job
+	// needs less memory.
+	CauseExhausted
+)
+
+// String returns the cause's name ("fragmentation").
+func (c Cause) String() string {
+	switch c {
+	case CauseTooLarge:
+		return "request larger than device"
+	case CauseLimit:
+		return "cap or limit"
+	case CauseFragmentation:
+		return "fragmentation"
+	case CauseOtherProcesses:
+		return "other processes"
+	case CauseExhausted:
+		return "exhausted by this process"
+	}
+	return "unknown"
+}
+
+// Action is one change that makes room, in gpumem's vocabulary.
+type Action uint8
+
+// Actions that [Advice] recommends.
+const (
+	ActionExpandableSegments Action = iota + 1 // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+	ActionMaxSplitSize                         // PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N (PyTorch 1.10–2.0)
+	ActionLowerBatch                           // a smaller micro-batch, with gradient accumulation for the same global batch
+	ActionCheckpointing                        // activation (gradient) checkpointing
+	ActionFlashAttention                       // a fused attention kernel instead of eager attention
+	ActionOptimizer8bit                        // an 8-bit optimizer (bitsandbytes) or a factored one
+	ActionFreeOtherProcess                     // stop or move the other processes on the device
+	ActionRaiseLimit                           // raise or remove the cap
+	ActionShard                                // shard, offload or quantize: the model does not fit one device
+	ActionChunk                                // split the one large operation into chunks
+	ActionFrameworkSetting                     // a framework's own memory setting (JAX preallocation, TF memory growth)
+)
+
+// Advice is one ranked recommendation with its reason.
+type Advice struct {
+	Action Action
+	Text   string // what to change and why, with the numbers
+}
+
+// Diagnosis is the verdict on an [OOM] with the numbers behind it.
+//
+// Sizes are those of the message (stated or derived); a zero size may mean
+// "not stated": check the OOM's fields. Fragmentation is (Reserved −
+// Allocated) / Reserved, as seed 001 exercise 9.2 computes it, or −1 when
+// the message does not give both.
+type Diagnosis struct {
+	Cause Cause
+
+	Requested           gpumem.Bytes
+	Capacity            gpumem.Bytes
+	Free                gpumem.Bytes
+	Allocated           gpumem.Bytes
+	Reserved            gpumem.Bytes
+	ReservedUnallocated gpumem.Bytes
+	Allowed             gpumem.Bytes
+	// Shortfall is Requested − Free when positive: what had to be found.
+	Shortfall gpumem.Bytes
+	// OtherProcesses is memory of the processes the message lists (not
+	// counting a process identified as this one).
+	OtherProcesses gpumem.Bytes
+	// Outside is Capacity − Free − Reserved: memory on the device that
+	// this allocator does not hold (other processes, the CUDA context,
+	// libraries' workspaces, the display).
+	Outside gpumem.Bytes
+
+	Fragmentation float64 // in [0, 1], or −1 when unknown
+	Reason        string  // one sentence with the numbers that decide
+	Advice        []Advice
+}
+
+// contextAllowance is memory outside PyTorch's allocator that every CUDA
+// process holds: the CUDA context plus cuBLAS/cuDNN workspaces, 300–500
+// MiB on current GPUs (ARCHITECTURE.md, "Device" level). Memory outside
+// the allocator beyond this is attributed to other holders.
+const contextAllowance = 512 * gpumem.MiB
+
+// minFragmentation is the share of reserved memory that must be
+// unallocated before an OOM is called fragmentation rather than
+// exhaustion: below 5%, compacting the cache would give back less than 5%
+// of what the process holds, and the job would fail again at its next
+// peak (the seed's 9.2 answer calls 0.23% "very low").
+const minFragmentation = 0.05
+
+// Diagnose decides why the allocation failed. It tests, in order: a
+// request larger than the device (or cap); a cap (reserved + requested >
+// allowed); a limit (free exceeds the request by at least 512 MiB);
+// fragmentation (reserved but unallocated ≥ requested and ≥ 5% of
+// reserved); other listed
+// processes covering the shortfall; a full device (free just covers the
+// request and this process holds half of it); a limit (free covers the
+// request); for cudaMallocAsync, memory neither free nor allocated (its
+// pool's cache) covering the shortfall, called fragmentation; memory outside the allocator, beyond a 512 MiB context
+// allowance, covering the shortfall; else exhaustion by this process.
+//
+// In a container NVML lists the job's own process under its host PID
+// ("Process 20398 has …" without "this process"); when exactly one listed
+// process holds at least the allocator's reserved memory, it is taken to
+// be this process.
+func (o OOM) Diagnose() Diagnosis {
+	d := Diagnosis{Fragmentation: -1}
+	k := o.Known
+	if k(FieldRequested) {
+		d.Requested = o.Requested
+	}
+	if k(FieldCapacity) {
+		d.Capacity = o.Capacity
+	}
+	if k(FieldFree) {
+		d.Free = o.Free
+	}
+	if k(FieldAllocated) {
+		d.Allocated = o.Allocated
+	}
+	if k(FieldReserved) {
+		d.Reserved = o.Reserved
+	}
+	if k(FieldReservedUnallocated) {
+		d.ReservedUnallocated = o.ReservedUnallocated
+	}
+	if k(FieldAllowed) {
+		d.Allowed = o.Allowed
+	}
+	if k(FieldReserved|FieldAllocated) && o.Reserved > 0 {
+		f := float64(o.Reserved-o.Allocated) / float64(o.Reserved)
+		d.Fragmentation = max(f, 0)
+	}
+	if k(FieldRequested|FieldFree) && o.Requested > o.Free {
+		d.Shortfall = o.Requested - o.Free
+	}
+	selfPID := int64(-1)
+	if !o.Has(FieldSelf) && k(FieldReserved) {
+		n := 0
+		for _, p := range o.ProcessList() {
+			if p.Used >= o.Reserved {
+				n++
+				selfPID = p.PID
+			}
+		}
+		if n != 1 {
+			selfPID = -1
+		}
+	}
+	for _, p := range o.ProcessList() {
+		if p.PID != selfPID {
+			d.OtherProcesses += p.Used
+		}
+	}
+	if k(FieldCapacity|FieldFree|FieldReserved) {
+		d.Outside = max(o.Capacity-o.Free-o.Reserved, 0)
+	}
+	env := allocConfName(&o)
+	bigRequest := o.Requested >= gpumem.GiB
+	// held is what this process holds: NVML's figure for it, else its
+	// allocator's reserve, else its allocated bytes.
+	held := gpumem.Bytes(0)
+	switch {
+	case o.Has(FieldSelf):
+		held = o.Self
+	case k(FieldReserved):
+		held = o.Reserved
+	case k(FieldAllocated):
+		held = o.Allocated
+	}
+	if !k(FieldReserved) && k(FieldCapacity|FieldFree|FieldAllocated) {
+		d.Outside = max(o.Capacity-o.Free-o.Allocated, 0)
+	}
+	capped := o.Has(FieldAllowed) && (!k(FieldCapacity) || o.Allowed < o.Capacity)
+
+	switch {
+	case !k(FieldRequested):
+		d.Cause = CauseUnknown
+		d.Reason = "the message states no request size"
+	case k(FieldCapacity) && o.Requested > o.Capacity:
+		d.Cause = CauseTooLarge
+		d.Reason = fmt.Sprintf("one request of %s is larger than the whole device (%s)", o.Requested.Human(), o.Capacity.Human())
+	case capped && o.Requested > o.Allowed:
+		d.Cause = CauseTooLarge
+		d.Reason = fmt.Sprintf("one request of %s is larger than the cap of %s", o.Requested.Human(), o.Allowed.Human())
+	case capped && heldBy(&o)+o.Requested > o.Allowed:
+		d.Cause = CauseLimit
+		d.Reason = fmt.Sprintf("%s held + %s requested exceeds the cap of %s", heldBy(&o).Human(), o.Requested.Human(), o.Allowed.Human())
+	case k(FieldFree) && o.Free-o.Requested >= contextAllowance:
+		d.Cause = CauseLimit
+		d.Reason = fmt.Sprintf("the driver reports %s free, well above the %s requested: a limit refused it (memory fraction, MIG slice, WDDM, or the driver's own fragmentation)", o.Free.Human(), o.Requested.Human())
+	case k(FieldReservedUnallocated) && o.ReservedUnallocated >= o.Requested && d.Fragmentation >= minFragmentation && o.Framework == PyTorch:
+		d.Cause = CauseFragmentation
+		d.Reason = fmt.Sprintf("%s is reserved but unallocated (%.1f%% of reserved), at least the %s requested, yet no free block is large enough",
+			o.ReservedUnallocated.Human(), 100*d.Fragmentation, o.Requested.Human())
+	case d.OtherProcesses > 0 && d.OtherProcesses >= d.Shortfall && k(FieldFree):
+		d.Cause = CauseOtherProcesses
+		d.Reason = fmt.Sprintf("other processes hold %s, more than the %s shortfall (%s requested, %s free)",
+			d.OtherProcesses.Human(), d.Shortfall.Human(), o.Requested.Human(), o.Free.Human())
+	case k(FieldFree) && o.Free >= o.Requested && k(FieldCapacity) && held >= o.Capacity/2:
+		d.Cause = CauseExhausted
+		d.Reason = fmt.Sprintf("%s free barely covers the %s requested while this process holds %s of %s: the device is full",
+			o.Free.Human(), o.Requested.Human(), held.Human(), o.Capacity.Human())
+	case k(FieldFree) && o.Free >= o.Requested:
+		d.Cause = CauseLimit
+		d.Reason = fmt.Sprintf("the driver reports %s free, enough for the %s requested: the driver refused a block that large (granularity, fragmentation of device memory, or a limit)", o.Free.Human(), o.Requested.Human())
+	case o.Era == EraAsync && d.Shortfall > 0 && d.Outside-contextAllowance >= d.Shortfall:
+		d.Cause = CauseFragmentation
+		d.Reason = fmt.Sprintf("%s of the device is neither free nor allocated by PyTorch: cudaMallocAsync's pool keeps freed memory, or other processes hold it; it exceeds the %s shortfall",
+			d.Outside.Human(), d.Shortfall.Human())
+	case d.Shortfall > 0 && o.NumProcesses == 0 && !o.Has(FieldSelf) && d.Outside-contextAllowance >= d.Shortfall:
+		d.Cause = CauseOtherProcesses
+		d.Reason = fmt.Sprintf("%s of the device is held outside this allocator (capacity %s − free %s − reserved %s), more than the %s shortfall plus a CUDA context",
+			d.Outside.Human(), o.Capacity.Human(), o.Free.Human(), o.Reserved.Human(), d.Shortfall.Human())
+	case k(FieldFree):
+		d.Cause = CauseExhausted
+		d.Reason = fmt.Sprintf("%s requested but %s free; this process holds %s (%s allocated, %.2f%% fragmentation)",
+			o.Requested.Human(), o.Free.Human(), held.Human(), d.Allocated.Human(), 100*max(d.Fragmentation, 0))
+	case k(FieldCapacity) && held > 0 && held+o.Requested > o.Capacity:
+		d.Cause = CauseExhausted
+		d.Reason = fmt.Sprintf("%s in use + %s requested exceeds the allocator's limit of %s", held.Human(), o.Requested.Human(), o.Capacity.Human())
+	case k(FieldCapacity) && (k(FieldReserved) || k(FieldAllocated)):
+		d.Cause = CauseLimit
+		d.Reason = fmt.Sprintf("%s held + %s requested fits the %s device: a limit of the platform or driver refused it", held.Human(), o.Requested.Human(), o.Capacity.Human())
+	default:
+		d.Cause = CauseUnknown
+		d.Reason = fmt.Sprintf("%s requested; the message does not say what else holds the device", o.Requested.Human())
+	}
+	d.Advice = advise(&o, &d, env, bigRequest)
+	return d
+}
+
+// heldBy returns what counts against an "allowed" cap: reserved memory
+// for the caching allocators, allocated plus other allocations on MPS.
+func heldBy(o *OOM) gpumem.Bytes {
+	switch {
+	case o.Backend == MPS:
+		return o.Allocated + o.Other
+	case o.Known(FieldReserved):
+		return o.Reserved
+	}
+	return o.Allocated
+}
+
+// allocConfName returns the allocator environment variable the message's
+// build reads.
+func allocConfName(o *OOM) string {
+	switch {
+	case o.Hint&HintAllocConf != 0:
+		return "PYTORCH_ALLOC_CONF"
+	case o.Hint&HintHIPAllocConf != 0:
+		return "PYTORCH_HIP_ALLOC_CONF"
+	case o.Hint&HintCUDAAllocConf != 0:
+		return "PYTORCH_CUDA_ALLOC_CONF"
+	case o.Backend == HIP:
+		return "PYTORCH_HIP_ALLOC_CONF"
+	}
+	return "PYTORCH_CUDA_ALLOC_CONF"
+}
+
+func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
+	var a []Advice
+	add := func(act Action, format string, args ...any) {
+		a = append(a, Advice{Action: act, Text: fmt.Sprintf(format, args...)})
+	}
+	// expandable_segments exists from PyTorch 2.1; older eras get max_split_size_mb.
+	old := o.Era == EraCached || o.Era == EraReservedTotal
+	reduce := func() {
+		add(ActionLowerBatch, "lower the micro-batch (keep the global batch with gradient accumulation): activations scale with it")
+		add(ActionCheckpointing, "enable activation checkpointing: keep only layer inputs and recompute the rest in backward")
+		if big {
+			add(ActionFlashAttention, "a single %s request often is an eager attention score matrix: use flash / memory-efficient attention (SDPA)", o.Requested.Human())
+		} else {
+			add(ActionFlashAttention, "use flash / memory-efficient attention (SDPA) instead of eager attention")
+		}
+		add(ActionOptimizer8bit, "use an 8-bit optimizer (bitsandbytes AdamW8bit): Adam's two fp32 states shrink from 8 to about 2 bytes per parameter")
+	}
+	switch d.Cause {
+	case CauseFragmentation:
+		if o.Era == EraAsync {
+			add(ActionExpandableSegments, "switch %s from backend:cudaMallocAsync to the native allocator with expandable_segments:True; the async pool keeps %s it cannot reuse for this request",
+				env, d.Outside.Human())
+			add(ActionFreeOtherProcess, "check nvidia-smi for other processes on GPU %d: they are part of the same %s", o.Device, d.Outside.Human())
+			reduce()
+			break
+		}
+		if old {
+			add(ActionMaxSplitSize, "set %s=max_split_size_mb:%d so large blocks are not split (PyTorch 1.10+); from 2.1 prefer expandable_segments:True",
+				env, splitSizeMB(o.Requested))
+			add(ActionExpandableSegments, "after upgrading to PyTorch 2.1+, set %s=expandable_segments:True", env)
+		} else {
+			add(ActionExpandableSegments, "set %s=expandable_segments:True: segments grow in place instead of leaving %s stranded in split blocks",
+				env, o.ReservedUnallocated.Human())
+			add(ActionMaxSplitSize, "or set %s=max_split_size_mb:%d so that blocks of the request's size are not split", env, splitSizeMB(o.Requested))
+		}
+		add(ActionLowerBatch, "if it persists, lower the micro-batch: variable-size batches fragment the cache")
+	case CauseOtherProcesses:
+		if d.OtherProcesses > 0 {
+			var pids []string
+			for _, p := range o.ProcessList() {
+				pids = append(pids, fmt.Sprintf("%d (%s)", p.PID, p.Used.Human()))
+			}
+			add(ActionFreeOtherProcess, "free the other processes on GPU %d: %s, or move this job to an idle GPU", o.Device, strings.Join(pids, ", "))
+		} else {
+			add(ActionFreeOtherProcess, "find what else holds %s of GPU %d (nvidia-smi): other jobs, a notebook kernel, the display; free it or use another GPU", d.Outside.Human(), o.Device)
+		}
+		reduce()
+	case CauseTooLarge:
+		add(ActionChunk, "split the operation that asks for %s into chunks (batch, heads or sequence), since it alone exceeds the device", o.Requested.Human())
+		add(ActionFlashAttention, "if it is an attention score matrix, flash / memory-efficient attention never materializes it")
+		add(ActionShard, "otherwise shard (tensor parallel, FSDP/ZeRO-3), offload or quantize the tensor")
+		add(ActionLowerBatch, "lower the micro-batch or sequence length")
+	case CauseLimit:
+		switch {
+		case o.Backend == MPS:
+			add(ActionRaiseLimit, "raise PYTORCH_MPS_HIGH_WATERMARK_RATIO (0.0 removes the %s cap, at the risk of system instability)", d.Allowed.Human())
+		case o.Has(FieldAllowed):
+			add(ActionRaiseLimit, "raise torch.cuda.set_per_process_memory_fraction: the cap is %s of %s", d.Allowed.Human(), d.Capacity.Human())
+		default:
+			add(ActionRaiseLimit, "check for a memory cap: set_per_process_memory_fraction, a MIG slice, a container limit, or Windows WDDM")
+			if o.Framework == PyTorch {
+				add(ActionExpandableSegments, "set %s=expandable_segments:True to avoid large contiguous cudaMalloc calls", env)
+			}
+		}
+		reduce()
+	case CauseExhausted:
+		reduce()
+		if o.Has(FieldSelf) && o.Self-d.Reserved > gpumem.GiB {
+			add(ActionFreeOtherProcess, "this process holds %s outside PyTorch's allocator (other libraries, a second framework)", (o.Self - d.Reserved).Human())
+		}
+	default:
+		switch o.Framework {
+		case JAX:
+			add(ActionFrameworkSetting, "XLA preallocates 75%% of the device: set XLA_PYTHON_CLIENT_PREALLOCATE=false or XLA_PYTHON_CLIENT_MEM_FRACTION to see real use")
+		case TensorFlow:
+			add(ActionFrameworkSetting, "enable tf.config.experimental.set_memory_growth so TensorFlow does not hold the whole device")
+		case LlamaCpp:
+			add(ActionShard, "offload fewer layers to the GPU (--n-gpu-layers) or use a smaller context (-c)")
+		}
+		reduce()
+	}
+	return a
+}
+
+// splitSizeMB suggests max_split_size_mb: the request rounded up to a
+// multiple of 128 MiB and at least 128 (blocks at least this large are
+// not split).
+func splitSizeMB(req gpumem.Bytes) int64 {
+	mb := (int64(req) + (128<<20 - 1)) / (128 << 20) * 128
+	return max(mb, 128)
+}
+
+// LogValue implements [slog.LogValuer].
+func (d Diagnosis) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("cause", d.Cause.String()),
+		slog.Int64("requested", int64(d.Requested)),
+		slog.Int64("free", int64(d.Free)),
+		slog.Int64("shortfall", int64(d.Shortfall)),
+		slog.Float64("fragmentation", d.Fragmentation),
+	)
+}
