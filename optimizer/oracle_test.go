@@ -40,9 +40,94 @@ type oracleCase struct {
 	Params    []oracleParam `json:"params"`
 }
 
+type oracleRun struct {
+	Optimizer  string           `json:"optimizer"`
+	DType      string           `json:"dtype"`
+	ByDevice   map[string]int64 `json:"by_device"`
+	StateBytes []int64          `json:"state_bytes"`
+}
+
+// oracleInventory is a real model's parameter list (name, shape) with one
+// run per optimizer and dtype, on torch's meta device: state bytes per
+// parameter, and by device ("cpu" for the step counters torch hosts on
+// the CPU, "meta" for what would be on the accelerator).
+type oracleInventory struct {
+	Model  string      `json:"model"`
+	Params [][2]any    `json:"params"`
+	Runs   []oracleRun `json:"runs"`
+}
+
 type oracleOutput struct {
-	TorchVersion string       `json:"torch_version"`
-	Cases        []oracleCase `json:"cases"`
+	TorchVersion string            `json:"torch_version"`
+	Inventories  []oracleInventory `json:"inventories"`
+	Cases        []oracleCase      `json:"cases"`
+}
+
+func loadOracle(t *testing.T) oracleOutput {
+	t.Helper()
+	raw, err := os.ReadFile(oracleFile)
+	require.NoError(t, err)
+	var out oracleOutput
+	require.NoError(t, json.Unmarshal(raw, &out))
+	require.Equal(t, "1.13.0a0", out.TorchVersion)
+	return out
+}
+
+// TestOracleInventories compares State, Total and the host/device split
+// with torch 1.13 on every parameter of BERT-large (335,141,888
+// parameters) and T5-base (222,903,552), in fp32 and bf16.
+func TestOracleInventories(t *testing.T) {
+	t.Parallel()
+	out := loadOracle(t)
+	require.Len(t, out.Inventories, 2)
+	wantParams := map[string]int64{"bert-large-uncased": 335_141_888, "t5-base": 222_903_552}
+	opts := oracleOptimizers()
+	for _, inv := range out.Inventories {
+		var shapes [][]int64
+		var names []string
+		var count int64
+		for _, p := range inv.Params {
+			name, _ := p[0].(string)
+			dims, _ := p[1].([]any)
+			shape := make([]int64, len(dims))
+			n := int64(1)
+			for i, d := range dims {
+				f, _ := d.(float64)
+				shape[i] = int64(f)
+				n *= shape[i]
+			}
+			names, shapes = append(names, name), append(shapes, shape)
+			count += n
+		}
+		require.Equal(t, wantParams[inv.Model], count, "%s parameter count", inv.Model)
+		for _, run := range inv.Runs {
+			opt, ok := opts[run.Optimizer]
+			require.True(t, ok, "no Go optimizer for %q", run.Optimizer)
+			t.Run(inv.Model+"/"+run.Optimizer+"/"+run.DType, func(t *testing.T) {
+				t.Parallel()
+				d, err := gpumem.ParseDType(run.DType)
+				require.NoError(t, err)
+				require.Len(t, run.StateBytes, len(shapes))
+				ts := make([]gpumem.Tensor, len(shapes))
+				var want int64
+				for i := range shapes {
+					ts[i] = gpumem.Tensor{Name: names[i], Shape: shapes[i], DType: d}
+					got, err := opt.State(ts[i])
+					require.NoError(t, err)
+					if int64(got) != run.StateBytes[i] {
+						t.Errorf("%v.State(%s %v %s) = %d, want %d (oracle)", opt, names[i], shapes[i], d, got, run.StateBytes[i])
+					}
+					want += run.StateBytes[i]
+				}
+				bd, err := Describe(opt, ts)
+				require.NoError(t, err)
+				if int64(bd.State) != want || int64(bd.Host) != run.ByDevice["cpu"] || int64(bd.Device) != run.ByDevice["meta"] {
+					t.Errorf("Describe(%v, %s): state %d host %d device %d, want %d, %d, %d (oracle)",
+						opt, inv.Model, bd.State, bd.Host, bd.Device, want, run.ByDevice["cpu"], run.ByDevice["meta"])
+				}
+			})
+		}
+	}
 }
 
 // oracleOptimizers maps the oracle's optimizer names to the Go values
@@ -65,11 +150,7 @@ func oracleOptimizers() map[string]Optimizer {
 
 func TestOracle(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(oracleFile)
-	require.NoError(t, err)
-	var out oracleOutput
-	require.NoError(t, json.Unmarshal(raw, &out))
-	require.Equal(t, "1.13.0a0", out.TorchVersion)
+	out := loadOracle(t)
 	require.Len(t, out.Cases, 40)
 	opts := oracleOptimizers()
 	for _, c := range out.Cases {

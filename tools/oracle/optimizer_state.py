@@ -20,6 +20,12 @@ else exp_avg_sq; state["RMS"] = norm/sqrt(numel), a 0-dim tensor; step an
 int; 16-bit gradients upcast to float32). It checks the bookkeeping of the
 Go formula on real shapes, not transformers itself.
 
+Real inventories (BERT-large, T5-base) are built from their published
+configurations as bare parameters on the "meta" device: full shapes, no
+storage, so one step of each optimizer runs in milliseconds. There the step
+counters that torch keeps on the CPU show up as device "cpu" while the rest
+is on "meta", which checks where gpumem says each state tensor lives.
+
 One frozen parameter per model (requires_grad=False, as LoRA freezes the base)
 checks that torch creates no state for it: it is recorded with "frozen": true.
 """
@@ -174,12 +180,77 @@ def run(model_name, make_model, opt_name, dtype_name):
     return dict(model=model_name, optimizer=opt_name, dtype=dtype_name, params=params)
 
 
+def bert_large():
+    """bert-large-uncased (BertModel with pooler): 335,141,888 parameters."""
+    d, ff, L = 1024, 4096, 24
+    ps = [("embeddings.word_embeddings.weight", [30522, d]),
+          ("embeddings.position_embeddings.weight", [512, d]),
+          ("embeddings.token_type_embeddings.weight", [2, d]),
+          ("embeddings.LayerNorm.weight", [d]), ("embeddings.LayerNorm.bias", [d])]
+    for i in range(L):
+        pre = "encoder.layer.%d." % i
+        for m in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            ps += [(pre + m + ".weight", [d, d]), (pre + m + ".bias", [d])]
+        ps += [(pre + "attention.output.LayerNorm.weight", [d]), (pre + "attention.output.LayerNorm.bias", [d]),
+               (pre + "intermediate.dense.weight", [ff, d]), (pre + "intermediate.dense.bias", [ff]),
+               (pre + "output.dense.weight", [d, ff]), (pre + "output.dense.bias", [d]),
+               (pre + "output.LayerNorm.weight", [d]), (pre + "output.LayerNorm.bias", [d])]
+    ps += [("pooler.dense.weight", [d, d]), ("pooler.dense.bias", [d])]
+    return ps
+
+
+def t5_base():
+    """t5-base (T5ForConditionalGeneration, lm_head tied to shared): 222,903,552 parameters."""
+    d, ff, L, heads, buckets = 768, 3072, 12, 12, 32
+    ps = [("shared.weight", [32128, d])]
+    for stack, attns in (("encoder", ("SelfAttention",)), ("decoder", ("SelfAttention", "EncDecAttention"))):
+        for i in range(L):
+            pre = "%s.block.%d.layer." % (stack, i)
+            for j, a in enumerate(attns):
+                for m in "qkvo":
+                    ps.append(("%s%d.%s.%s.weight" % (pre, j, a, m), [d, d]))
+                if i == 0 and a == "SelfAttention":
+                    ps.append(("%s%d.%s.relative_attention_bias.weight" % (pre, j, a), [buckets, heads]))
+                ps.append(("%s%d.layer_norm.weight" % (pre, j), [d]))
+            j = len(attns)
+            ps += [("%s%d.DenseReluDense.wi.weight" % (pre, j), [ff, d]),
+                   ("%s%d.DenseReluDense.wo.weight" % (pre, j), [d, ff]),
+                   ("%s%d.layer_norm.weight" % (pre, j), [d])]
+        ps.append(("%s.final_layer_norm.weight" % stack, [d]))
+    return ps
+
+
+def run_inventory(shapes, opt_name, dtype_name):
+    """One step on meta-device parameters; state bytes per parameter and by device."""
+    params = []
+    for _, shape in shapes:
+        p = nn.Parameter(torch.empty(shape, device="meta", dtype=DTYPES[dtype_name]))
+        p.grad = torch.zeros_like(p)
+        params.append(p)
+    opt = OPTIMIZERS[opt_name](params)
+    opt.step()
+    per, by_device = [], {}
+    for p in params:
+        total = 0
+        for t in opt.state[p].values():
+            if torch.is_tensor(t):
+                b = t.numel() * t.element_size()
+                total += b
+                by_device[t.device.type] = by_device.get(t.device.type, 0) + b
+        per.append(total)
+    return dict(optimizer=opt_name, dtype=dtype_name, by_device=by_device, state_bytes=per)
+
+
 def main():
     cases = []
     for model_name, make_model in (("TinyGPT", TinyGPT), ("TinyCNN", TinyCNN)):
         for opt_name in OPTIMIZERS:
             for dtype_name in DTYPES:
                 cases.append(run(model_name, make_model, opt_name, dtype_name))
+    inventories = []
+    for model_name, shapes in (("bert-large-uncased", bert_large()), ("t5-base", t5_base())):
+        runs = [run_inventory(shapes, o, dt) for o in OPTIMIZERS for dt in DTYPES]
+        inventories.append(dict(model=model_name, params=[[n, s] for n, s in shapes], runs=runs))
     out = dict(
         generator="tools/oracle/optimizer_state.py",
         torch_version=torch.__version__,
@@ -189,7 +260,12 @@ def main():
     )
     # One parameter per line keeps the file small and its diffs readable.
     head = json.dumps({k: v for k, v in out.items() if k != "cases"})[:-1]
-    sys.stdout.write(head + ', "cases": [\n')
+    sys.stdout.write(head + ', "inventories": [\n')
+    for i, inv in enumerate(inventories):
+        sys.stdout.write(json.dumps(dict(model=inv["model"], params=inv["params"]))[:-1] + ', "runs": [\n')
+        sys.stdout.write(",\n".join(json.dumps(r) for r in inv["runs"]))
+        sys.stdout.write("\n]}" + ("," if i + 1 < len(inventories) else "") + "\n")
+    sys.stdout.write('], "cases": [\n')
     for i, c in enumerate(cases):
         sys.stdout.write(json.dumps({k: v for k, v in c.items() if k != "params"})[:-1] + ', "params": [\n')
         sys.stdout.write(",\n".join(json.dumps(p) for p in c["params"]))
