@@ -185,7 +185,7 @@ func (o OOM) Diagnose() Diagnosis {
 			d.OtherProcesses += p.Used
 		}
 	}
-	if k(FieldCapacity|FieldFree|FieldReserved) {
+	if k(FieldCapacity | FieldFree | FieldReserved) {
 		d.Outside = max(o.Capacity-o.Free-o.Reserved, 0)
 	}
 	env := allocConfName(&o)
