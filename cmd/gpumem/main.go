@@ -5,7 +5,6 @@
 // Usage:
 //
 //	gpumem inspect  --model NAME | --config config.json   [--json]
-
 //	gpumem oom      [FILE]                                 [--json]
 //	gpumem devices
 //
