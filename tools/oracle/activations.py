@@ -40,7 +40,8 @@ A torch 1.13 artifact: the backward of mean.dim saves its input (so
 LlamaRMSNorm's x² in fp32, b·s·h elements, is saved); torch 2.x saves only its
 sizes (tools/autograd/derivatives.yaml: `mean_backward(grad, self.sym_sizes(),
 dim, self.sym_numel(), keepdim)`). The `*_cuda` figures drop a storage that
-only MeanBackward1 saves. So `*_cuda` = what torch 2.x on CUDA saves, the
+only MeanBackward1 saves, and the 0-dim float64 tensors that wrap a Python
+float operand (`x * 0.5` saves it; on CUDA it stays a CPU scalar). So `*_cuda` = what torch 2.x on CUDA saves, the
 figure gpumem predicts; the plain figures are what 1.13 on CPU saved.
 
 Checkpointing: `ckpt` = "none", "reentrant" (torch.utils.checkpoint with
@@ -118,6 +119,8 @@ class Meter:
                 n = n * 2  # CUDA keeps LayerNorm mean/rstd in fp32
             if cuda and ops is not None and set(ops.get(k, [])) == {"MeanBackward1.self"}:
                 n = 0  # torch 2.x mean.dim saves only sizes and numel
+            if cuda and sh == [] and d == "float64":
+                n = 0  # a Python float operand (wrapped number): a CPU scalar, no GPU memory
             out[b] = out.get(b, 0) + n
         return out
 
@@ -552,7 +555,8 @@ def main():
         "method": "saved_tensors_hooks pack hook, counted by storage, parameters excluded, "
                   "attributed to the first model part that saves the storage; *_cuda: LayerNorm "
                   "mean/rstd of 16-bit inputs counted in fp32 as CUDA keeps them, and storages saved "
-                  "only by MeanBackward1 dropped (torch 2.x saves sizes only)",
+                  "only by MeanBackward1 dropped (torch 2.x saves sizes only), 0-dim float64 wrapped "
+                  "Python scalars dropped (CPU scalars on CUDA)",
         "cases": cases,
     }
     json.dump(out, sys.stdout, indent=1)
