@@ -16,8 +16,9 @@ import "github.com/gpumem/gpumem"
 //     (kAlignLSE = 32, "block size of backward"); kernels with head dims
 //     above 128 (the 32×128 kMaxK=65536 instance) accumulate the output in
 //     an fp32 buffer of the output's size when DType is not FP32
-//     (kNeedsOutputAccumulatorBuffer); dropout keeps a philox seed and
-//     offset (two int64), no mask;
+//     (kNeedsOutputAccumulatorBuffer); dropout draws from a philox seed and
+//     offset (two 0-dim int64 tensors, returned and saved with or without
+//     dropout), so no mask is kept;
 //   - Mask4D: the [b, 1, s_q, s_k] additive mask in DType is passed as a
 //     bias; preprocess_mask (attention.cpp) pads it to a multiple of 8 keys
 //     when s_k is not one, and that per-call padded copy is saved for
@@ -97,10 +98,7 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 	} else {
 		f.inKV = 2 * kv
 	}
-	f.own += lse + bias
-	if s.dropout() {
-		f.own += 2 * 8 // philox seed and offset
-	}
+	f.own += lse + bias + 2*8 // philox seed and offset: two 0-dim int64 tensors, returned even without dropout
 
 	delta := d.b * d.h * roundUp(d.sq, 32) * 4
 	var ws int64
