@@ -113,6 +113,12 @@ func (o Adam8bit) settings(tn string) (block, min8 int64, err error) {
 func (o Adam8bit) quantized(n, min8 int64) bool { return !o.Bits32 && n >= min8 }
 
 func (o Adam8bit) appendSlots(tn string, dst []Slot, t gpumem.Tensor) ([]Slot, error) {
+	return o.appendStates(tn, 2, dst, t)
+}
+
+// appendStates appends the slots of Optimizer2State (states = 2) or
+// Optimizer1State (states = 1).
+func (o Adam8bit) appendStates(tn string, states int, dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	block, min8, err := o.settings(tn)
 	if err != nil {
 		return dst, err
@@ -126,19 +132,29 @@ func (o Adam8bit) appendSlots(tn string, dst []Slot, t gpumem.Tensor) ([]Slot, e
 		where = Managed
 	}
 	if !o.quantized(p.n, min8) {
-		return append(dst,
-			Slot{Name: "state1", Elems: p.n, DType: gpumem.FP32, Where: where},
-			Slot{Name: "state2", Elems: p.n, DType: gpumem.FP32, Where: where}), nil
+		dst = append(dst, Slot{Name: "state1", Elems: p.n, DType: gpumem.FP32, Where: where})
+		if states == 2 {
+			dst = append(dst, Slot{Name: "state2", Elems: p.n, DType: gpumem.FP32, Where: where})
+		}
+		return dst, nil
 	}
 	blocks, _ := checked.CeilDiv(p.n, block)
-	return append(dst,
+	dst = append(dst,
 		Slot{Name: "state1", Elems: p.n, DType: gpumem.UINT8, Where: where},
-		Slot{Name: "absmax1", Elems: blocks, DType: gpumem.FP32, Where: Device},
-		Slot{Name: "state2", Elems: p.n, DType: gpumem.UINT8, Where: where},
-		Slot{Name: "absmax2", Elems: blocks, DType: gpumem.FP32, Where: Device}), nil
+		Slot{Name: "absmax1", Elems: blocks, DType: gpumem.FP32, Where: Device})
+	if states == 2 {
+		dst = append(dst,
+			Slot{Name: "state2", Elems: p.n, DType: gpumem.UINT8, Where: where},
+			Slot{Name: "absmax2", Elems: blocks, DType: gpumem.FP32, Where: Device})
+	}
+	return dst, nil
 }
 
 func (o Adam8bit) appendShared(tn string, dst []Slot, ts []gpumem.Tensor) ([]Slot, error) {
+	return o.appendSharedN(tn, 2, dst, ts)
+}
+
+func (o Adam8bit) appendSharedN(tn string, states int, dst []Slot, ts []gpumem.Tensor) ([]Slot, error) {
 	_, min8, err := o.settings(tn)
 	if err != nil {
 		return dst, err
@@ -149,9 +165,11 @@ func (o Adam8bit) appendShared(tn string, dst []Slot, ts []gpumem.Tensor) ([]Slo
 			return dst, err
 		}
 		if o.quantized(p.n, min8) {
-			return append(dst,
-				Slot{Name: "qmap1", Elems: bnbQmapEntries, DType: gpumem.FP32, Where: Device},
-				Slot{Name: "qmap2", Elems: bnbQmapEntries, DType: gpumem.FP32, Where: Device}), nil
+			dst = append(dst, Slot{Name: "qmap1", Elems: bnbQmapEntries, DType: gpumem.FP32, Where: Device})
+			if states == 2 {
+				dst = append(dst, Slot{Name: "qmap2", Elems: bnbQmapEntries, DType: gpumem.FP32, Where: Device})
+			}
+			return dst, nil
 		}
 	}
 	return dst, nil
@@ -234,4 +252,63 @@ func (o AdamW8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o AdamW8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 	return Adam8bit(o).transient("AdamW8bit", ts)
+}
+
+// Lion8bit is bitsandbytes' Lion8bit and, with Paged, PagedLion8bit
+// (bitsandbytes/optim/lion.py over Optimizer1State): Lion's single
+// momentum as state1 with the same rules as [Adam8bit] — uint8 plus one
+// float32 absmax1 per Block elements from Min8bitSize elements, float32
+// below, unified memory for paged buffers from 100,000 elements — and
+// one shared 256-entry float32 qmap1. Bits32 models Lion32bit and
+// bnb.optim.Lion's default optim_bits=32 (Hugging Face's "lion_32bit").
+type Lion8bit Adam8bit
+
+// String returns "bnb.optim.Lion8bit", "bnb.optim.PagedLion8bit",
+// "bnb.optim.Lion32bit" or "bnb.optim.PagedLion32bit".
+func (o Lion8bit) String() string {
+	s := "bnb.optim."
+	if o.Paged {
+		s += "Paged"
+	}
+	if o.Bits32 {
+		return s + "Lion32bit"
+	}
+	return s + "Lion8bit"
+}
+
+// AppendSlots implements [Layout].
+func (o Lion8bit) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
+	return Adam8bit(o).appendStates("Lion8bit", 1, dst, t)
+}
+
+// AppendShared implements [SharedState]: qmap1, if any tensor of ts gets
+// 8-bit state.
+func (o Lion8bit) AppendShared(dst []Slot, ts []gpumem.Tensor) ([]Slot, error) {
+	return Adam8bit(o).appendSharedN("Lion8bit", 1, dst, ts)
+}
+
+// SharedBytes implements [SharedState]: 1 KiB if any tensor of ts gets
+// 8-bit state, else 0.
+func (o Lion8bit) SharedBytes(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [2]Slot
+	slots, err := Adam8bit(o).appendSharedN("Lion8bit", 1, buf[:0], ts)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
+
+// State implements [Optimizer].
+func (o Lion8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
+	var buf [8]Slot
+	slots, err := o.AppendSlots(buf[:0], t)
+	if err != nil {
+		return 0, err
+	}
+	return sumSlots(slots)
+}
+
+// Transient implements [Optimizer]: 0, the update is a fused kernel.
+func (o Lion8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return Adam8bit(o).transient("Lion8bit", ts)
 }

@@ -26,6 +26,7 @@ func allOptimizers() []Optimizer {
 		AdamW{}, AdamW{StateDType: gpumem.BF16, Impl: ForLoop},
 		Adam8bit{}, Adam8bit{Paged: true}, Adam8bit{Block: 2048}, Adam8bit{Bits32: true, Paged: true},
 		AdamW8bit{}, AdamW8bit{Paged: true, Min8bitSize: 1},
+		Lion8bit{}, Lion8bit{Paged: true, Bits32: true},
 		Adafactor{}, Adafactor{FirstMoment: true}, Adafactor{Torch: true}, Adafactor{Torch: true, Foreach: true},
 		Lion{}, Lion{Foreach: true}, Lion{Triton: true},
 		Adagrad{}, Adagrad{Impl: ForLoop}, Adagrad{Impl: Fused},
@@ -86,6 +87,10 @@ func TestStateClosedForm(t *testing.T) {
 		{"Adam8bit 0.43 blocks", Adam8bit{Block: 2048}, w32, 2*nm + 2*4*(nm/2048)},
 		{"PagedAdamW8bit", AdamW8bit{Paged: true}, w32, 2*nm + 2*4*(nm/256)},
 		{"PagedAdamW32bit", AdamW8bit{Paged: true, Bits32: true}, w16, 2 * 4 * nm},
+		// bitsandbytes Optimizer1State: state1 (+ absmax1) only.
+		{"Lion8bit", Lion8bit{}, w16, nm + 4*(nm/256)},
+		{"Lion8bit small", Lion8bit{}, tensor("v", gpumem.BF16, 100), 4 * 100},
+		{"Lion32bit", Lion8bit{Bits32: true}, w16, 4 * nm},
 		// lion_pytorch: exp_avg only.
 		{"Lion", Lion{}, w16, 2 * nm},
 		// timm Lamb: exp_avg + exp_avg_sq, step per group.
@@ -167,6 +172,7 @@ func TestShared(t *testing.T) {
 		{"two 8-bit", AdamW8bit{}, []gpumem.Tensor{tensor("a", gpumem.FP32, 4096), tensor("b", gpumem.FP32, 4096)},
 			2*(2*4096+8*16) + 2048},
 		{"32-bit variant", Adam8bit{Bits32: true}, []gpumem.Tensor{tensor("b", gpumem.FP32, 4096)}, 8 * 4096},
+		{"Lion8bit one qmap", Lion8bit{}, []gpumem.Tensor{tensor("b", gpumem.FP32, 4096)}, 4096 + 4*16 + 1024},
 		{"empty set", Adam8bit{}, nil, 0},
 	}
 	for _, tc := range tests {
@@ -469,6 +475,7 @@ func TestStrings(t *testing.T) {
 		{Adagrad{}, "torch.optim.Adagrad"}, {RMSprop{}, "torch.optim.RMSprop"},
 		{Adam8bit{}, "bnb.optim.Adam8bit"}, {AdamW8bit{Paged: true}, "bnb.optim.PagedAdamW8bit"},
 		{AdamW8bit{Paged: true, Bits32: true}, "bnb.optim.PagedAdamW32bit"},
+		{Lion8bit{}, "bnb.optim.Lion8bit"}, {Lion8bit{Paged: true, Bits32: true}, "bnb.optim.PagedLion32bit"},
 		{Adafactor{}, "transformers.Adafactor"}, {Adafactor{Torch: true}, "torch.optim.Adafactor"},
 		{Lion{}, "lion_pytorch.Lion"}, {LAMB{}, "timm.optim.Lamb"}, {LAMB{Fused: true}, "apex.optimizers.FusedLAMB"},
 		{Muon{}, "muon.MuonWithAuxAdam"},
@@ -482,5 +489,47 @@ func TestStrings(t *testing.T) {
 	}
 	if got := DefaultMuonAux(); !cmp.Equal(got, []string{"embed", "embd", "lm_head", "wte", "wpe"}) {
 		t.Errorf("DefaultMuonAux() = %q", got)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		want Optimizer
+	}{
+		{"adamw_torch", AdamW{}},
+		{"ADAMW_TORCH_FUSED", AdamW{Impl: Fused}},
+		{"adamw_8bit", AdamW8bit{}},
+		{"adamw_bnb_8bit", AdamW8bit{}},
+		{"paged_adamw_8bit", AdamW8bit{Paged: true}},
+		{"paged_adamw_32bit", AdamW8bit{Paged: true, Bits32: true}},
+		{"lion_32bit", Lion8bit{Bits32: true}},
+		{"paged_lion_8bit", Lion8bit{Paged: true}},
+		{" adafactor ", Adafactor{}},
+		{"sgd", SGD{}},
+		{"rmsprop", RMSprop{}},
+		{"torch.optim.Adafactor", Adafactor{Torch: true}},
+		{"bnb.optim.PagedAdam32bit", Adam8bit{Paged: true, Bits32: true}},
+		{"apex.optimizers.FusedLAMB", LAMB{Fused: true}},
+		{"muon", Muon{}},
+	}
+	for _, tc := range tests {
+		got, ok := Lookup(tc.name)
+		if !ok || !cmp.Equal(tc.want, got) {
+			t.Errorf("Lookup(%q) = %v, %v, want %v", tc.name, got, ok, tc.want)
+		}
+	}
+	for _, name := range []string{"adamw_hf", "adamw_anyprecision", "", "galore_adamw"} {
+		if got, ok := Lookup(name); ok {
+			t.Errorf("Lookup(%q) = %v, true, want false", name, got)
+		}
+	}
+	// Every optimizer's String reads back.
+	for _, opt := range allOptimizers() {
+		got, ok := Lookup(opt.String())
+		if !ok || got.String() != opt.String() {
+			t.Errorf("Lookup(%q) = %v, %v", opt.String(), got, ok)
+		}
 	}
 }
