@@ -136,6 +136,8 @@ func TestLocations(t *testing.T) {
 		{"PagedAdam8bit", Adam8bit{Paged: true}, 8*391 + 2*99_999 + 8*391 + 8*10 + 2*1024, 0, 2 * 100_000},
 		{"PagedAdam32bit", Adam8bit{Paged: true, Bits32: true}, 8*99_999 + 8*10, 0, 8 * 100_000},
 		{"torch Adafactor", Adafactor{Torch: true}, 4*(1000+100) + 4*99_999 + 4*10, 12, 0},
+		{"RMSprop capturable", RMSprop{Capturable: true}, 4*(100_000+99_999+10) + 12, 0, 0},
+		{"RMSprop 1.13", RMSprop{IntStep: true}, 4 * (100_000 + 99_999 + 10), 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

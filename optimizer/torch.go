@@ -353,8 +353,9 @@ func oneStateTemp(ts []gpumem.Tensor, impl Impl, typ string, set gpumem.DType) (
 // RMSprop is torch.optim.RMSprop (torch/optim/rmsprop.py): square_avg =
 // zeros_like(p); momentum_buffer too when Momentum > 0; grad_avg too when
 // Centered; and a step counter, which PyTorch 1.13 keeps as a Python int
-// (state['step'] = 0, no tensor) and 2.x as a float32 scalar tensor on
-// the CPU (set IntStep for 1.13).
+// (state['step'] = 0, no tensor) and 2.x as a float32 scalar tensor
+// (torch.zeros((), dtype=_get_scalar_dtype())) on the CPU, or on the
+// device when capturable (set IntStep for 1.13).
 //
 // The zero value is PyTorch ≥ 2.0's default on CUDA: no momentum, not
 // centered, foreach.
@@ -368,6 +369,8 @@ type RMSprop struct {
 	StateDType gpumem.DType
 	// IntStep models PyTorch 1.13, whose step is a Python int.
 	IntStep bool
+	// Capturable (PyTorch 2.x) keeps the step counter on the device.
+	Capturable bool
 	// Impl is the implementation: the update builds avg =
 	// square_avg.sqrt() (centered: square_avg.addcmul(...).sqrt_()), one
 	// state-sized temporary per parameter (ForLoop: one at a time, kept
@@ -402,7 +405,7 @@ func (o RMSprop) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 		return dst, err
 	}
 	if !o.IntStep {
-		dst = append(dst, stepScalar(false))
+		dst = append(dst, stepScalar(o.Capturable))
 	}
 	dst = append(dst, full("square_avg", p, d))
 	if o.Momentum > 0 {
