@@ -12,12 +12,14 @@ import (
 // State returns the persistent state the optimizer keeps for one
 // trainable tensor after its first step, in bytes: what
 // Σ numel·element_size over the tensors in PyTorch's opt.state[p] gives.
-// State shared by all tensors (bitsandbytes' quantization maps) is not
-// counted per tensor; [Total] and [Describe] add it once.
+// It counts every state tensor wherever it lives, including the 4-byte
+// step counters PyTorch keeps on the CPU; [Describe] splits the total by
+// [Location]. State shared by all tensors (bitsandbytes' quantization
+// maps) is not counted per tensor; [Total] and [Describe] add it once.
 //
-// Transient returns the largest amount of temporary memory one step
-// allocates on top of the persistent state, for the tensors in the order
-// the optimizer visits them.
+// Transient returns the largest amount of temporary device memory one
+// step allocates on top of the persistent state, for the tensors in the
+// order the optimizer visits them (the order of model.parameters()).
 //
 // String names the implementation followed, as its users spell it
 // ("torch.optim.AdamW", "bnb.optim.PagedAdamW8bit").
