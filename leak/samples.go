@@ -1,0 +1,686 @@
+package leak
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Column is a set of the values a [Sample] holds.
+type Column uint8
+
+// Columns of a Sample.
+const (
+	ColStep      Column = 1 << iota // Sample.Step
+	ColTime                         // Sample.Time
+	ColAllocated                    // Sample.Allocated
+	ColReserved                     // Sample.Reserved
+	ColUsed                         // Sample.Used
+	ColCapacity                     // Sample.Capacity
+)
+
+// ColMemory is any of the memory columns.
+const ColMemory = ColAllocated | ColReserved | ColUsed
+
+// Sample is one reading of a job's memory.
+//
+// Allocated and Reserved are PyTorch's meanings (tensors; the caching
+// allocator's hold); Used is memory as the device or a log reports it for
+// the process (nvidia-smi memory.used, or a log's unqualified "Memory=").
+type Sample struct {
+	Step      int64     // training step or iteration, when ColStep
+	Time      time.Time // when the sample was taken, when ColTime
+	Device    int       // GPU index when the source names one (nvidia-smi "index"), else 0
+	Line      int       // 1-based line of the input it was read from
+	Has       Column    // which fields are set
+	Peak      bool      // memory columns are running peaks (max_memory_allocated, max_mem, Max_MA): they never decrease
+	OOM       bool      // the line reports an out-of-memory failure at Step (no memory values)
+	Allocated gpumem.Bytes
+	Reserved  gpumem.Bytes
+	Used      gpumem.Bytes
+	Capacity  gpumem.Bytes // device capacity when the source states it (nvidia-smi memory.total)
+}
+
+// Limits on what ParseSamples reads; beyond them it fails rather than
+// allocate without bound.
+const (
+	MaxLineBytes = 1 << 20    // longest line read
+	MaxSamples   = 10_000_000 // most samples returned
+)
+
+// ParseSamples reads memory samples from a log, detecting the format line
+// by line:
+//
+//   - free-form training logs with a step and a memory value with units
+//     anywhere on the line ("Step 100: Loss=2.34, Memory=18.2GB",
+//     "iter 20 | mem 10.5 GiB", "global_step=300 allocated=1.2GiB");
+//   - nvidia-smi --query-gpu=…memory.used… --format=csv, with or without
+//     the header and with or without units (nounits: MiB);
+//   - torch.cuda.memory_stats() dumps as JSON or Python dict repr
+//     ("allocated_bytes.all.current", "reserved_bytes.all.current"), one
+//     sample per dump, and memory_allocated()/memory_reserved() lines;
+//   - torch.cuda.memory_summary() tables (the Cur Usage of "Allocated
+//     memory" and "GPU reserved memory");
+//   - DeepSpeed see_memory_usage lines ("MA 1.2 GB Max_MA 1.3 GB CA 1.5 GB
+//     Max_CA 2 GB"; DeepSpeed divides by 1024³, so its GB are GiB);
+//   - mmdetection/mmengine "Epoch [e][i/n] … memory: 3795" and detectron2
+//     "iter: 19 … max_mem: 2345M": running peaks of max_memory_allocated in
+//     MiB, marked Peak.
+//
+// Units follow [gpumem.ParseBytes] ("18.2GB" is 18.2·10⁹ bytes, "GiB"
+// binary) except a bare K/M/G, which tools print for binary units. A value
+// without unit is bytes when it is an integer of at least 2^20, else MiB.
+// A line reporting an out-of-memory failure at a step ("Step 1000: CUDA
+// OOM") becomes a Sample with OOM set. Lines without a memory value are
+// skipped. Errors are *[gpumem.FieldError] values naming the line.
+func ParseSamples(r io.Reader) ([]Sample, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), MaxLineBytes)
+	p := sampleParser{}
+	n := 0
+	for sc.Scan() {
+		n++
+		if err := p.line(sc.Text(), n); err != nil {
+			return nil, err
+		}
+		if len(p.out) > MaxSamples {
+			return nil, gpumem.Errorf(lineField(n), len(p.out), gpumem.ErrRange, "more than %d samples", MaxSamples)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, gpumem.Errorf(lineField(n+1), "", gpumem.ErrRange, "line longer than %d bytes", MaxLineBytes)
+		}
+		return nil, err
+	}
+	p.flushStats()
+	return p.out, nil
+}
+
+func lineField(n int) string { return "line " + strconv.Itoa(n) }
+
+// sampleParser keeps the state of multi-line formats.
+type sampleParser struct {
+	out []Sample
+	// nvidia-smi CSV columns (index+1; 0 = absent), set by a header.
+	csv                                  bool
+	csvTime, csvUsed, csvTotal, csvIndex int
+	csvCols                              int
+	csvUnit                              gpumem.Bytes // unit of unit-less values (MiB)
+	stats                                Sample       // pending memory_stats / memory_summary sample
+	statsOpen                            bool
+	lastStep                             int64
+}
+
+func (p *sampleParser) emit(s Sample) {
+	p.out = append(p.out, s)
+	if s.Has&ColStep != 0 {
+		p.lastStep = s.Step
+	}
+}
+
+func (p *sampleParser) flushStats() {
+	if p.statsOpen && p.stats.Has&ColMemory != 0 {
+		if p.stats.Has&ColStep == 0 {
+			p.stats.Step = int64(len(p.out))
+			p.stats.Has |= ColStep
+		}
+		p.emit(p.stats)
+	}
+	p.stats = Sample{}
+	p.statsOpen = false
+}
+
+func (p *sampleParser) line(line string, n int) error {
+	t := strings.TrimSpace(line)
+	if t == "" {
+		return nil
+	}
+	// nvidia-smi header.
+	if strings.Contains(t, "memory.used") && !strings.ContainsAny(t, "=:") {
+		p.csvHeader(t)
+		return nil
+	}
+	if p.csv || looksLikeSMIRow(t) {
+		if s, ok, err := p.csvRow(t, n); err != nil || ok {
+			if ok {
+				p.emit(s)
+			}
+			return err
+		}
+	}
+	// torch.cuda.memory_stats() keys, possibly one per line.
+	if strings.Contains(t, "allocated_bytes.all.current") || strings.Contains(t, "reserved_bytes.all.current") {
+		return p.statsLine(t, n)
+	}
+	// torch.cuda.memory_summary() rows.
+	if strings.HasPrefix(t, "|") {
+		return p.summaryRow(t, n)
+	}
+	return p.freeForm(line, n)
+}
+
+func (p *sampleParser) csvHeader(t string) {
+	p.csv = true
+	p.csvTime, p.csvUsed, p.csvTotal, p.csvIndex = 0, 0, 0, 0
+	p.csvUnit = gpumem.MiB
+	cols := strings.Split(t, ",")
+	p.csvCols = len(cols)
+	for i, c := range cols {
+		c = strings.TrimSpace(c)
+		name, _, _ := strings.Cut(c, " ")
+		switch name {
+		case "timestamp":
+			p.csvTime = i + 1
+		case "memory.used":
+			p.csvUsed = i + 1
+		case "memory.total":
+			p.csvTotal = i + 1
+		case "index":
+			p.csvIndex = i + 1
+		}
+	}
+}
+
+// smiTime is nvidia-smi's timestamp layout.
+const smiTime = "2006/01/02 15:04:05.000"
+
+// looksLikeSMIRow reports a header-less nvidia-smi row: a timestamp then
+// comma-separated fields.
+func looksLikeSMIRow(t string) bool {
+	first, rest, ok := strings.Cut(t, ",")
+	if !ok || !strings.Contains(rest, ",") && !strings.Contains(rest, "MiB") {
+		return false
+	}
+	_, err := time.Parse(smiTime, strings.TrimSpace(first))
+	return err == nil
+}
+
+func (p *sampleParser) csvRow(t string, n int) (Sample, bool, error) {
+	fields := strings.Split(t, ",")
+	if !p.csv {
+		// Header-less rows follow the documented query order
+		// timestamp, memory.used, memory.total.
+		p.csv = true
+		p.csvTime, p.csvUsed, p.csvTotal, p.csvIndex = 1, 2, 3, 0
+		p.csvCols = len(fields)
+		p.csvUnit = gpumem.MiB
+		if len(fields) < 3 {
+			p.csvTotal = 0
+		}
+	}
+	if p.csvCols > 0 && len(fields) != p.csvCols {
+		// Not a CSV row (a log line between CSV blocks); leave CSV mode.
+		p.csv = false
+		return Sample{}, false, nil
+	}
+	s := Sample{Line: n}
+	get := func(col int) string { return strings.TrimSpace(fields[col-1]) }
+	if p.csvTime > 0 {
+		tm, err := time.Parse(smiTime, get(p.csvTime))
+		if err != nil {
+			return s, false, gpumem.Errorf(lineField(n), get(p.csvTime), gpumem.ErrSyntax, "nvidia-smi timestamp: want %s", smiTime)
+		}
+		s.Time = tm
+		s.Has |= ColTime
+	}
+	if p.csvIndex > 0 {
+		d, err := strconv.Atoi(get(p.csvIndex))
+		if err != nil {
+			return s, false, gpumem.Errorf(lineField(n), get(p.csvIndex), gpumem.ErrSyntax, "nvidia-smi index")
+		}
+		s.Device = d
+	}
+	if p.csvUsed > 0 {
+		v, err := p.smiSize(get(p.csvUsed))
+		if err != nil {
+			return s, false, gpumem.Errorf(lineField(n), get(p.csvUsed), gpumem.ErrSyntax, "nvidia-smi memory.used: %v", err)
+		}
+		s.Used = v
+		s.Has |= ColUsed
+	}
+	if p.csvTotal > 0 {
+		v, err := p.smiSize(get(p.csvTotal))
+		if err != nil {
+			return s, false, gpumem.Errorf(lineField(n), get(p.csvTotal), gpumem.ErrSyntax, "nvidia-smi memory.total: %v", err)
+		}
+		s.Capacity = v
+		s.Has |= ColCapacity
+	}
+	if s.Has&ColUsed == 0 {
+		return s, false, nil
+	}
+	return s, true, nil
+}
+
+func (p *sampleParser) smiSize(f string) (gpumem.Bytes, error) {
+	if f == "[N/A]" || f == "N/A" {
+		return 0, errors.New("not available")
+	}
+	if v, err := strconv.ParseInt(f, 10, 64); err == nil {
+		if v < 0 || v > 1<<40 {
+			return 0, gpumem.ErrRange
+		}
+		return gpumem.Bytes(v) * p.csvUnit, nil
+	}
+	return gpumem.ParseBytes(f)
+}
+
+// statsLine reads "allocated_bytes.all.current" and
+// "reserved_bytes.all.current" values; a repeated key starts a new dump.
+func (p *sampleParser) statsLine(t string, n int) error {
+	for _, key := range [...]struct {
+		name string
+		col  Column
+	}{{"allocated_bytes.all.current", ColAllocated}, {"reserved_bytes.all.current", ColReserved}} {
+		i := strings.Index(t, key.name)
+		if i < 0 {
+			continue
+		}
+		j := i + len(key.name)
+		for j < len(t) && (t[j] == '"' || t[j] == '\'' || t[j] == ':' || t[j] == ',' || t[j] == ' ' || t[j] == '=') {
+			j++
+		}
+		v, _, ok := readSize(t, j)
+		if !ok {
+			return gpumem.Errorf(lineField(n), t, gpumem.ErrSyntax, "%s without a byte count", key.name)
+		}
+		if p.statsOpen && p.stats.Has&key.col != 0 {
+			p.flushStats()
+		}
+		if !p.statsOpen {
+			p.stats = Sample{Line: n}
+			p.statsOpen = true
+		}
+		if key.col == ColAllocated {
+			p.stats.Allocated = v
+		} else {
+			p.stats.Reserved = v
+		}
+		p.stats.Has |= key.col
+	}
+	if p.stats.Has&(ColAllocated|ColReserved) == ColAllocated|ColReserved {
+		p.flushStats()
+	}
+	return nil
+}
+
+// summaryRow reads the Cur Usage column of memory_summary()'s "Allocated
+// memory" and "GPU reserved memory" rows.
+func (p *sampleParser) summaryRow(t string, n int) error {
+	cells := strings.Split(strings.Trim(t, "|"), "|")
+	if len(cells) < 2 {
+		return nil
+	}
+	label := strings.TrimSpace(cells[0])
+	var col Column
+	switch label {
+	case "Allocated memory":
+		col = ColAllocated
+	case "GPU reserved memory":
+		col = ColReserved
+	default:
+		return nil
+	}
+	cur := strings.TrimSpace(cells[1])
+	v, err := parseSummarySize(cur)
+	if err != nil {
+		return gpumem.Errorf(lineField(n), cur, gpumem.ErrSyntax, "memory_summary %s: %v", label, err)
+	}
+	if p.statsOpen && p.stats.Has&col != 0 {
+		p.flushStats()
+	}
+	if !p.statsOpen {
+		p.stats = Sample{Line: n}
+		p.statsOpen = true
+	}
+	if col == ColAllocated {
+		p.stats.Allocated = v
+	} else {
+		p.stats.Reserved = v
+	}
+	p.stats.Has |= col
+	if col == ColReserved {
+		p.flushStats()
+	}
+	return nil
+}
+
+// parseSummarySize reads memory_summary's sizes: "1234 MiB", "512 KiB",
+// "0 B", "12 GiB" (its own _format_size: B, KiB, MiB, GiB, TiB, PiB).
+func parseSummarySize(s string) (gpumem.Bytes, error) {
+	return gpumem.ParseBytes(s)
+}
+
+// pair is one "key sep value [unit]" found on a free-form line.
+type pair struct {
+	key  string // lower-case
+	num  string // the number as written
+	unit string // the unit as written, or ""
+	end  int
+}
+
+// pairs finds key/value pairs: an identifier, optional blanks, an
+// optional ':' or '=', blanks, a number and an optional unit.
+func pairs(line string) []pair {
+	var ps []pair
+	i := 0
+	for i < len(line) {
+		c := line[i]
+		if !(isLetter(c) || c == '_') || (i > 0 && isIdent(line[i-1])) {
+			i++
+			continue
+		}
+		k := i
+		for k < len(line) && (isIdent(line[k]) || line[k] == '.') {
+			k++
+		}
+		key := strings.ToLower(strings.TrimRight(line[i:k], "."))
+		j := k
+		for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
+			j++
+		}
+		if j < len(line) && (line[j] == ':' || line[j] == '=') {
+			j++
+			for j < len(line) && (line[j] == ' ' || line[j] == '\t' || line[j] == '"' || line[j] == '\'') {
+				j++
+			}
+		}
+		st := j
+		for j < len(line) && isDigit(line[j]) {
+			j++
+		}
+		if j == st {
+			i = k
+			continue
+		}
+		if j+1 < len(line) && line[j] == '.' && isDigit(line[j+1]) {
+			j++
+			for j < len(line) && isDigit(line[j]) {
+				j++
+			}
+		}
+		num := line[st:j]
+		u := j
+		for u < len(line) && (line[u] == ' ' || line[u] == '\t') && u-j < 2 {
+			u++
+		}
+		ue := u
+		for ue < len(line) && isLetter(line[ue]) {
+			ue++
+		}
+		unit := ""
+		end := j
+		if ue > u && (isUnit(line[u:ue]) || looksLikeUnit(line[u:ue])) {
+			unit = line[u:ue]
+			end = ue
+		}
+		ps = append(ps, pair{key: key, num: num, unit: unit, end: end})
+		i = end
+	}
+	return ps
+}
+
+// looksLikeUnit reports a word that is meant as a size unit but that
+// ParseBytes may reject ("Gb", "mb", "GiBs"), so that the error names it
+// rather than the value being read without unit.
+func looksLikeUnit(w string) bool {
+	if len(w) < 2 || len(w) > 4 || !strings.ContainsRune("kKmMgGtTpP", rune(w[0])) {
+		return false
+	}
+	switch strings.ToLower(w[1:]) {
+	case "b", "ib", "bit", "bs":
+		return true
+	}
+	return false
+}
+
+func isIdent(c byte) bool { return isLetter(c) || isDigit(c) || c == '_' }
+
+// freeForm reads a training-log line.
+func (p *sampleParser) freeForm(line string, n int) error {
+	ps := pairs(line)
+	s := Sample{Line: n}
+	stepRank := 0
+	setStep := func(v int64, rank int) {
+		if rank > stepRank {
+			s.Step, stepRank = v, rank
+			s.Has |= ColStep
+		}
+	}
+	deepspeed := false
+	mmdet := false
+	for _, q := range ps {
+		if q.key == "max_ma" || q.key == "max_ca" {
+			deepspeed = true
+		}
+	}
+	if e, it, per, ok := mmdetEpoch(line); ok {
+		setStep((e-1)*per+it, 4)
+		mmdet = true
+	}
+	for _, q := range ps {
+		var col Column
+		peak := false
+		switch q.key {
+		case "global_step":
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				setStep(v, 5)
+			}
+			continue
+		case "step", "steps", "iter", "iteration", "iters", "it", "batch":
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				setStep(v, 3)
+			}
+			continue
+		case "epoch":
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				setStep(v, 1)
+			}
+			continue
+		case "memory", "mem", "gpu_mem", "gpu_memory", "vram", "cuda_mem", "cuda_memory", "memory_used", "used", "gpu":
+			col = ColUsed
+			if mmdet && (q.key == "memory") {
+				col, peak = ColAllocated, true
+			}
+		case "max_mem":
+			col, peak = ColAllocated, true
+		case "allocated", "alloc", "memory_allocated", "mem_allocated", "ma", "allocated_memory":
+			col = ColAllocated
+		case "max_memory_allocated", "max_allocated", "peak_allocated", "peak_memory", "peak_mem", "max_memory":
+			col, peak = ColAllocated, true
+		case "reserved", "memory_reserved", "mem_reserved", "ca", "cached", "memory_cached", "reserved_memory":
+			col = ColReserved
+		case "max_memory_reserved", "max_reserved", "peak_reserved":
+			col, peak = ColReserved, true
+		default:
+			continue
+		}
+		if (q.key == "ma" || q.key == "ca") && !deepspeed {
+			continue
+		}
+		if q.key == "gpu" && q.unit == "" {
+			continue
+		}
+		if s.Has&col != 0 {
+			continue
+		}
+		v, err := sampleSize(q, deepspeed)
+		if err != nil {
+			return gpumem.Errorf(lineField(n), q.num+q.unit, gpumem.ErrSyntax, "%s: %v", q.key, err)
+		}
+		switch col {
+		case ColUsed:
+			s.Used = v
+		case ColAllocated:
+			s.Allocated = v
+		case ColReserved:
+			s.Reserved = v
+		}
+		s.Has |= col
+		s.Peak = s.Peak || peak
+	}
+	if tm, ok := leadingTime(line); ok {
+		s.Time = tm
+		s.Has |= ColTime
+	}
+	if s.Has&ColMemory == 0 {
+		if reportsOOM(line) && s.Has&(ColStep|ColTime) != 0 {
+			s.OOM = true
+			p.emit(s)
+		}
+		return nil
+	}
+	if deepspeed && s.Has&ColStep == 0 {
+		s.Step = int64(len(p.out))
+		s.Has |= ColStep
+	}
+	p.emit(s)
+	return nil
+}
+
+// sampleSize converts a pair's value to bytes (see ParseSamples).
+func sampleSize(q pair, deepspeed bool) (gpumem.Bytes, error) {
+	var bin gpumem.Bytes
+	switch q.unit {
+	case "":
+		if !strings.Contains(q.num, ".") {
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil && v >= 1<<20 {
+				return gpumem.Bytes(v), nil
+			}
+		}
+		bin = gpumem.MiB
+	case "K", "k":
+		bin = gpumem.KiB
+	case "M":
+		bin = gpumem.MiB
+	case "G":
+		bin = gpumem.GiB
+	case "T":
+		bin = gpumem.TiB
+	case "KB", "MB", "GB":
+		if deepspeed {
+			switch q.unit {
+			case "KB":
+				bin = gpumem.KiB
+			case "MB":
+				bin = gpumem.MiB
+			default:
+				bin = gpumem.GiB
+			}
+		}
+	}
+	if bin != 0 {
+		v := scaleDecimal(q.num, bin, -1)
+		if v < 0 {
+			return 0, gpumem.ErrRange
+		}
+		return v, nil
+	}
+	return gpumem.ParseBytes(q.num + q.unit)
+}
+
+// mmdetEpoch reads mmdetection's "Epoch [e][i/n]" and mmengine's
+// "Epoch(train) [e][ i/n]".
+func mmdetEpoch(line string) (epoch, iter, per int64, ok bool) {
+	i := strings.Index(line, "Epoch")
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	j := i + len("Epoch")
+	if strings.HasPrefix(line[j:], "(train)") {
+		j += len("(train)")
+	}
+	j = skipSpace(line, j)
+	if j >= len(line) || line[j] != '[' {
+		return 0, 0, 0, false
+	}
+	e, j, ok1 := readInt(line, j+1)
+	if !ok1 || j+1 >= len(line) || line[j] != ']' || line[j+1] != '[' {
+		return 0, 0, 0, false
+	}
+	it, j, ok2 := readInt(line, j+2)
+	if !ok2 || j >= len(line) || line[j] != '/' {
+		return 0, 0, 0, false
+	}
+	n, j, ok3 := readInt(line, j+1)
+	if !ok3 || j >= len(line) || line[j] != ']' || e < 1 || n < 1 {
+		return 0, 0, 0, false
+	}
+	return e, it, n, true
+}
+
+// leadingTime parses a timestamp at the start of a line: "2024-01-15
+// 10:00:00", with 'T', a fraction after '.' or ',', or in brackets.
+func leadingTime(line string) (time.Time, bool) {
+	t := strings.TrimLeft(line, "[ ")
+	if len(t) < 19 || !isDigit(t[0]) || t[4] != '-' {
+		return time.Time{}, false
+	}
+	head := []byte(t[:19])
+	if head[10] == 'T' {
+		head[10] = ' '
+	}
+	tm, err := time.Parse("2006-01-02 15:04:05", string(head))
+	if err != nil {
+		return time.Time{}, false
+	}
+	rest := t[19:]
+	if len(rest) > 1 && (rest[0] == '.' || rest[0] == ',') && isDigit(rest[1]) {
+		k := 1
+		var frac, scale int64 = 0, 1
+		for k < len(rest) && isDigit(rest[k]) && scale < 1e9 {
+			frac = frac*10 + int64(rest[k]-'0')
+			scale *= 10
+			k++
+		}
+		tm = tm.Add(time.Duration(frac * (1e9 / scale)))
+	}
+	return tm, true
+}
+
+// reportsOOM reports whether a log line announces an out-of-memory
+// failure.
+func reportsOOM(line string) bool {
+	if _, ok := ParseOOM(line); ok {
+		return true
+	}
+	return strings.Contains(line, " OOM") || strings.Contains(line, "out of memory") || strings.Contains(line, "OutOfMemoryError")
+}
+
+// String returns a one-line form of s for logs and test failures.
+func (s Sample) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "line %d:", s.Line)
+	if s.Has&ColStep != 0 {
+		fmt.Fprintf(&b, " step=%d", s.Step)
+	}
+	if s.Has&ColTime != 0 {
+		fmt.Fprintf(&b, " time=%s", s.Time.Format(time.RFC3339Nano))
+	}
+	if s.Has&ColAllocated != 0 {
+		fmt.Fprintf(&b, " allocated=%s", s.Allocated.Human())
+	}
+	if s.Has&ColReserved != 0 {
+		fmt.Fprintf(&b, " reserved=%s", s.Reserved.Human())
+	}
+	if s.Has&ColUsed != 0 {
+		fmt.Fprintf(&b, " used=%s", s.Used.Human())
+	}
+	if s.Has&ColCapacity != 0 {
+		fmt.Fprintf(&b, " capacity=%s", s.Capacity.Human())
+	}
+	if s.Peak {
+		b.WriteString(" peak")
+	}
+	if s.OOM {
+		b.WriteString(" OOM")
+	}
+	return b.String()
+}
