@@ -32,7 +32,7 @@ func allOptimizers() []Optimizer {
 		Adagrad{}, Adagrad{Impl: ForLoop}, Adagrad{Impl: Fused},
 		RMSprop{}, RMSprop{Momentum: 0.9, Centered: true, Impl: ForLoop}, RMSprop{IntStep: true},
 		LAMB{}, LAMB{Fused: true},
-		Muon{}, Muon{Aux: []string{}},
+		Muon{}, Muon{Aux: "none"}, Muon{Aux: "head, embed"},
 	}
 }
 
@@ -100,7 +100,9 @@ func TestStateClosedForm(t *testing.T) {
 		{"Muon embedding", Muon{}, tensor("model.embed_tokens.weight", gpumem.BF16, 32000, n), 2 * 2 * 32000 * n},
 		{"Muon head", Muon{}, tensor("lm_head.weight", gpumem.BF16, 32000, n), 2 * 2 * 32000 * n},
 		{"Muon norm", Muon{}, tensor("model.norm.weight", gpumem.BF16, n), 2 * 2 * n},
-		{"Muon no aux", Muon{Aux: []string{}}, tensor("lm_head.weight", gpumem.BF16, 32000, n), 2 * 32000 * n},
+		{"Muon no aux", Muon{Aux: "none"}, tensor("lm_head.weight", gpumem.BF16, 32000, n), 2 * 32000 * n},
+		{"Muon custom aux", Muon{Aux: "up_proj, embed"}, tensor("model.layers.0.mlp.up_proj.weight", gpumem.BF16, m, n), 2 * 2 * nm},
+		{"Muon custom aux miss", Muon{Aux: "up_proj, embed"}, tensor("lm_head.weight", gpumem.BF16, 32000, n), 2 * 32000 * n},
 		{"empty tensor", Adam{}, tensor("z", gpumem.FP32, 0, 7), 4},
 	}
 	for _, tc := range tests {
@@ -467,6 +469,17 @@ func TestNoAllocs(t *testing.T) {
 	}
 }
 
+// TestComparable checks that every optimizer value can be compared with
+// ==, so that a scheduler may store and compare jobs that hold one.
+func TestComparable(t *testing.T) {
+	t.Parallel()
+	for _, opt := range allOptimizers() {
+		if opt != opt { //nolint:staticcheck // comparing an interface with itself panics if the type is not comparable
+			t.Errorf("%v is not equal to itself", opt)
+		}
+	}
+}
+
 func TestStrings(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -488,9 +501,6 @@ func TestStrings(t *testing.T) {
 		if got := tc.v.String(); got != tc.want {
 			t.Errorf("String() = %q, want %q", got, tc.want)
 		}
-	}
-	if got := DefaultMuonAux(); !cmp.Equal(got, []string{"embed", "embd", "lm_head", "wte", "wpe"}) {
-		t.Errorf("DefaultMuonAux() = %q", got)
 	}
 }
 
@@ -533,5 +543,23 @@ func TestLookup(t *testing.T) {
 		if !ok || got.String() != opt.String() {
 			t.Errorf("Lookup(%q) = %v, %v", opt.String(), got, ok)
 		}
+	}
+}
+
+func BenchmarkTotal(b *testing.B) {
+	var ts []gpumem.Tensor
+	for range 32 {
+		ts = append(ts, tensor("model.layers.0.mlp.up_proj.weight", gpumem.BF16, 11008, 4096),
+			tensor("model.layers.0.input_layernorm.weight", gpumem.BF16, 4096))
+	}
+	for _, opt := range []Optimizer{AdamW{}, AdamW8bit{}, Adafactor{}} {
+		b.Run(opt.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Total(opt, ts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

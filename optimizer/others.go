@@ -176,14 +176,14 @@ func (o LAMB) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 	})
 }
 
-// DefaultMuonAux lists the name fragments that [Muon] sends to its
-// auxiliary AdamW when the Aux field is nil: input embeddings and output
-// heads, which Muon's reference README says to optimize with AdamW
-// ("Other parameters, such as embeddings, classifier heads, and hidden
-// gains/biases should be optimized using standard AdamW"). "embed" and
-// "lm_head" are Hugging Face's names, "wte"/"wpe" GPT-2's, "embd"
-// GGUF's token_embd. It returns a new slice each call.
-func DefaultMuonAux() []string { return []string{"embed", "embd", "lm_head", "wte", "wpe"} }
+// DefaultMuonAux lists, comma-separated, the name fragments that [Muon]
+// sends to its auxiliary AdamW when its Aux field is empty: input
+// embeddings and output heads, which Muon's reference README says to
+// optimize with AdamW ("Other parameters, such as embeddings, classifier
+// heads, and hidden gains/biases should be optimized using standard
+// AdamW"). "embed" and "lm_head" are Hugging Face's names, "wte"/"wpe"
+// GPT-2's, "embd" GGUF's token_embd.
+const DefaultMuonAux = "embed,embd,lm_head,wte,wpe"
 
 // Muon is the Muon optimizer as KellerJordan/Muon implements it
 // (muon.py, SingleDeviceMuonWithAuxAdam and MuonWithAuxAdam, read at
@@ -203,10 +203,10 @@ func DefaultMuonAux() []string { return []string{"embed", "embd", "lm_head", "wt
 // robin), so its per-rank Muon state is about 1/world of State's;
 // the AdamW state is replicated.
 type Muon struct {
-	// Aux lists name fragments that send a ≥ 2-D tensor to AdamW; nil
-	// means [DefaultMuonAux]. An empty non-nil slice sends every ≥ 2-D
-	// tensor to Muon.
-	Aux []string
+	// Aux lists, comma-separated, the name fragments that send a ≥ 2-D
+	// tensor to AdamW. Empty means [DefaultMuonAux]; "none" sends every
+	// ≥ 2-D tensor to Muon. A string keeps Muon comparable.
+	Aux string
 	// StateDType is the dtype of the buffers; the zero value follows the
 	// parameter.
 	StateDType gpumem.DType
@@ -221,20 +221,21 @@ func (o Muon) UsesMuon(t gpumem.Tensor) bool {
 	if len(t.Shape) < 2 {
 		return false
 	}
-	if o.Aux == nil {
-		def := [...]string{"embed", "embd", "lm_head", "wte", "wpe"} // as DefaultMuonAux
-		return !containsAny(t.Name, def[:])
+	aux := o.Aux
+	switch aux {
+	case "":
+		aux = DefaultMuonAux
+	case "none":
+		return true
 	}
-	return !containsAny(t.Name, o.Aux)
-}
-
-func containsAny(name string, frags []string) bool {
-	for _, f := range frags {
-		if f != "" && strings.Contains(name, f) {
-			return true
+	for aux != "" {
+		var frag string
+		frag, aux, _ = strings.Cut(aux, ",")
+		if frag = strings.TrimSpace(frag); frag != "" && strings.Contains(t.Name, frag) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // AppendSlots implements [Layout].
