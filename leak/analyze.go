@@ -1,0 +1,727 @@
+package leak
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpumem/gpumem"
+	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Shape is the form of a memory series.
+type Shape uint8
+
+// Shapes that [Analyze] tells apart.
+const (
+	ShapeInsufficient Shape = iota // fewer usable samples than Options.MinSamples
+	ShapeFlat                      // no growth beyond noise
+	ShapeSaturating                // growth in the first half that levels off (warm-up, cache filling)
+	ShapeStepChange                // one jump, flat before and after (a larger batch, an eval pass)
+	ShapeLinear                    // steady growth: a linear leak
+	ShapeAccelerating              // growth that speeds up: an accelerating leak
+	ShapeSawtooth                  // repeated rises and releases (cache flushes, eval/train alternation)
+	ShapeDeclining                 // memory falls
+	ShapeIrregular                 // none of the above
+)
+
+// String returns the shape's name ("accelerating leak").
+func (s Shape) String() string {
+	switch s {
+	case ShapeInsufficient:
+		return "not enough data"
+	case ShapeFlat:
+		return "flat"
+	case ShapeSaturating:
+		return "saturating warm-up"
+	case ShapeStepChange:
+		return "step change"
+	case ShapeLinear:
+		return "linear leak"
+	case ShapeAccelerating:
+		return "accelerating leak"
+	case ShapeSawtooth:
+		return "sawtooth"
+	case ShapeDeclining:
+		return "declining"
+	}
+	return "irregular"
+}
+
+// Axis is what the trend is measured against.
+type Axis uint8
+
+// Axes.
+const (
+	AxisIndex Axis = iota // sample number (neither step nor time in every sample)
+	AxisStep              // training step
+	AxisTime              // seconds since the first sample
+)
+
+// Options tunes [Analyze]. The zero value, and a nil *Options, mean the
+// defaults.
+type Options struct {
+	// Capacity is the device memory the forecast runs to. Default: the
+	// largest Capacity among the samples (nvidia-smi memory.total), else
+	// no forecast.
+	Capacity gpumem.Bytes
+	// Column is the memory column to analyze (ColUsed, ColReserved or
+	// ColAllocated). Default: the one most samples have, preferring
+	// Used, then Reserved, then Allocated.
+	Column Column
+	// WarmUp is the number of leading samples to drop. Default (0):
+	// 10% of the samples when there are at least 20, else none; −1: none.
+	WarmUp int
+	// MinSamples is the fewest samples analyzed. Default 5, at least 3.
+	MinSamples int
+	// Significance is the one-sided p-value below which growth counts as
+	// a leak and curvature as acceleration. Default 0.01.
+	Significance float64
+}
+
+func (o *Options) withDefaults() Options {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	if v.MinSamples < 3 {
+		v.MinSamples = 5
+	}
+	if v.Significance <= 0 || v.Significance >= 1 {
+		v.Significance = 0.01
+	}
+	return v
+}
+
+// Report is the analysis of a memory series, with the numbers behind it.
+// Slopes are in bytes per unit of Axis (per step, per second, per sample).
+type Report struct {
+	Samples int    // samples analyzed, after warm-up removal
+	WarmUp  int    // leading samples dropped
+	Column  Column // the memory column analyzed
+	Axis    Axis
+	Peak    bool // the column is a running peak: growth is not read as a leak
+
+	Shape        Shape
+	Leak         bool    // significant growth (linear or accelerating), not a running peak
+	Accelerating bool    // the growth rate increases significantly
+	Confidence   float64 // 1 − the one-sided p-value of the OLS slope being > 0
+
+	BytesPerStep float64 // Theil–Sen slope (median of pairwise slopes), bytes per Axis unit
+	BytesPerHour float64 // growth per hour when samples carry times, else 0
+	OLSSlope     float64 // least-squares slope (gonum stat.LinearRegression)
+	OLSStdErr    float64 // its standard error
+	RSquared     float64 // of the linear fit
+	Curvature    float64 // second derivative of the quadratic fit, bytes per Axis unit²
+	FirstSlope   float64 // OLS slope of the first half
+	SecondSlope  float64 // OLS slope of the second half
+
+	First, Last, Min, Max gpumem.Bytes // observed values
+
+	Capacity        gpumem.Bytes // from Options or the samples; 0 if unknown
+	OOM             Forecast     // Forecast(Capacity)
+	ObservedOOM     bool         // the log reports an OOM
+	ObservedOOMStep int64        // its step, when ObservedOOM and the log has steps
+
+	Reason string // one sentence with the numbers
+
+	fit fitState
+}
+
+// fitState keeps what Forecast needs.
+type fitState struct {
+	x0, xLast, xMean, xScale float64 // axis origin, last x (relative), centering and scaling of the quadratic
+	tsIntercept, tsSlope     float64 // Theil–Sen line (relative x)
+	q                        [3]float64
+	lastY                    float64
+	secondSlope              float64
+	timeOrigin               time.Time
+	secondsPerX              float64 // when the axis is steps and samples carry times
+	hasTime                  bool
+	growing                  bool
+	accelerating             bool
+}
+
+// Forecast is when memory is expected to reach a capacity.
+type Forecast struct {
+	OK        bool    // the trend reaches the capacity
+	Step      float64 // Axis value (step, seconds since the first sample, or sample number) where it does
+	Low, High float64 // range of that value: the quadratic and the linear extrapolations, and the OLS slope ± 2 standard errors
+	Time      time.Time
+	TimeLow   time.Time
+	TimeHigh  time.Time
+	HasTime   bool
+	Reason    string
+}
+
+// Analyze fits the trend of a memory series and classifies it.
+//
+// Method: the series is the chosen column against steps (when every
+// sample has one), else times, else sample numbers; leading warm-up
+// samples are dropped. The slope is estimated robustly by Theil–Sen
+// (median of pairwise slopes; on at most 400 evenly spaced samples) and by
+// least squares (gonum stat.LinearRegression) whose t statistic gives the
+// one-sided p-value of growth (Student's t, n−2 degrees of freedom).
+// Curvature comes from a least-squares quadratic on the centred axis; it
+// counts as acceleration when the F test of the quadratic term
+// (1, n−3 degrees of freedom) is significant, the term is positive and the
+// second half's slope exceeds the first half's. Samples with OOM set are
+// not fitted; the first one is reported as ObservedOOM.
+//
+// Analyze returns Shape ShapeInsufficient, not an error, below
+// Options.MinSamples; it returns an error for invalid options.
+func Analyze(samples []Sample, opts *Options) (Report, error) {
+	o := opts.withDefaults()
+	var r Report
+	switch o.Column {
+	case 0, ColUsed, ColReserved, ColAllocated:
+	default:
+		return r, gpumem.Errorf("Options.Column", o.Column, gpumem.ErrInvalid, "want ColUsed, ColReserved or ColAllocated")
+	}
+	if o.Capacity < 0 {
+		return r, gpumem.Errorf("Options.Capacity", o.Capacity, gpumem.ErrRange, "negative capacity")
+	}
+	if o.WarmUp < -1 {
+		return r, gpumem.Errorf("Options.WarmUp", o.WarmUp, gpumem.ErrRange, "want −1, 0 (automatic) or a count")
+	}
+	r.Capacity = o.Capacity
+	for _, s := range samples {
+		if s.OOM && !r.ObservedOOM {
+			r.ObservedOOM = true
+			r.ObservedOOMStep = s.Step
+		}
+		if o.Capacity == 0 && s.Has&ColCapacity != 0 && s.Capacity > r.Capacity {
+			r.Capacity = s.Capacity
+		}
+	}
+	r.Column = o.Column
+	if r.Column == 0 {
+		r.Column = pickColumn(samples)
+	}
+	// The usable samples.
+	use := make([]Sample, 0, len(samples))
+	allStep, allTime := true, true
+	for _, s := range samples {
+		if s.OOM || s.Has&r.Column == 0 {
+			continue
+		}
+		use = append(use, s)
+		allStep = allStep && s.Has&ColStep != 0
+		allTime = allTime && s.Has&ColTime != 0
+		r.Peak = r.Peak || s.Peak
+	}
+	switch {
+	case len(use) > 0 && allStep:
+		r.Axis = AxisStep
+	case len(use) > 0 && allTime:
+		r.Axis = AxisTime
+	}
+	warm := o.WarmUp
+	switch {
+	case warm == -1:
+		warm = 0
+	case warm == 0 && len(use) >= 20:
+		warm = len(use) / 10
+	}
+	if warm > len(use) {
+		warm = len(use)
+	}
+	r.WarmUp = warm
+	use = use[warm:]
+	r.Samples = len(use)
+	if len(use) < o.MinSamples {
+		r.Shape = ShapeInsufficient
+		r.Reason = fmt.Sprintf("%d usable samples, fewer than the %d needed", len(use), o.MinSamples)
+		r.OOM = Forecast{Reason: "not enough data"}
+		return r, nil
+	}
+	n := len(use)
+	x := make([]float64, n)
+	y := make([]float64, n)
+	r.fit.timeOrigin = use[0].Time
+	for i, s := range use {
+		switch r.Axis {
+		case AxisStep:
+			x[i] = float64(s.Step)
+		case AxisTime:
+			x[i] = s.Time.Sub(use[0].Time).Seconds()
+		default:
+			x[i] = float64(i)
+		}
+		y[i] = float64(value(s, r.Column))
+	}
+	// Sort by x (logs may interleave); keep pairs together.
+	if !slices.IsSorted(x) {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(x[a], x[b]) })
+		x2, y2 := make([]float64, n), make([]float64, n)
+		for i, j := range idx {
+			x2[i], y2[i] = x[j], y[j]
+		}
+		x, y = x2, y2
+	}
+	r.fit.x0 = x[0]
+	for i := range x {
+		x[i] -= r.fit.x0
+	}
+	span := x[n-1]
+	if span <= 0 {
+		r.Shape = ShapeInsufficient
+		r.Reason = "all samples share one step or time"
+		r.OOM = Forecast{Reason: "not enough data"}
+		return r, nil
+	}
+	r.fit.xLast = span
+	r.fit.lastY = y[n-1]
+	r.First, r.Last = gpumem.Bytes(y[0]), gpumem.Bytes(y[n-1])
+	minY, maxY := slices.Min(y), slices.Max(y)
+	r.Min, r.Max = gpumem.Bytes(minY), gpumem.Bytes(maxY)
+	meanY := stat.Mean(y, nil)
+
+	// Robust slope.
+	r.BytesPerStep = theilSen(x, y)
+	r.fit.tsSlope = r.BytesPerStep
+	r.fit.tsIntercept = interceptMedian(x, y, r.BytesPerStep)
+
+	// Least squares and its significance.
+	alpha, beta := stat.LinearRegression(x, y, nil, false)
+	r.OLSSlope = beta
+	r.RSquared = stat.RSquared(x, y, nil, alpha, beta)
+	rssLin, sxx := 0.0, 0.0
+	mx := stat.Mean(x, nil)
+	for i := range x {
+		e := y[i] - alpha - beta*x[i]
+		rssLin += e * e
+		sxx += (x[i] - mx) * (x[i] - mx)
+	}
+	p := 1.0
+	if n > 2 && sxx > 0 {
+		r.OLSStdErr = math.Sqrt(rssLin / float64(n-2) / sxx)
+		switch {
+		case r.OLSStdErr > 0:
+			t := beta / r.OLSStdErr
+			p = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}.Survival(t)
+		case beta > 0:
+			p = 0
+		}
+	}
+	r.Confidence = 1 - p
+
+	// Halves.
+	h := n / 2
+	r.FirstSlope = olsSlope(x[:h+n%2], y[:h+n%2])
+	r.SecondSlope = olsSlope(x[h:], y[h:])
+	r.fit.secondSlope = r.SecondSlope
+
+	// Quadratic on the centred, scaled axis.
+	r.fit.xMean = mx
+	r.fit.xScale = math.Sqrt(sxx / float64(n))
+	q, rssQuad, okQ := quadFit(x, y, mx, r.fit.xScale)
+	pQuad := 1.0
+	if okQ {
+		r.fit.q = q
+		r.Curvature = 2 * q[2] / (r.fit.xScale * r.fit.xScale)
+		if n > 3 && rssQuad > 0 {
+			f := (rssLin - rssQuad) / (rssQuad / float64(n-3))
+			if f > 0 {
+				pQuad = distuv.F{D1: 1, D2: float64(n - 3)}.Survival(f)
+			}
+		} else if n > 3 && rssLin > 0 {
+			pQuad = 0
+		}
+	}
+	r.Accelerating = okQ && q[2] > 0 && pQuad < o.Significance && r.SecondSlope > r.FirstSlope && p < o.Significance
+
+	// Times for per-hour rates and forecasts.
+	if r.Axis == AxisTime {
+		r.fit.hasTime = true
+		r.fit.secondsPerX = 1
+	} else if allTime {
+		tx := make([]float64, n)
+		ts := make([]float64, n)
+		for i, s := range use {
+			tx[i] = float64(i)
+			if r.Axis == AxisStep {
+				tx[i] = float64(s.Step) - r.fit.x0
+			}
+			ts[i] = s.Time.Sub(use[0].Time).Seconds()
+		}
+		_, b := stat.LinearRegression(tx, ts, nil, false)
+		if b > 0 {
+			r.fit.hasTime = true
+			r.fit.secondsPerX = b
+		}
+	}
+	if r.fit.hasTime {
+		r.BytesPerHour = r.BytesPerStep / r.fit.secondsPerX * 3600
+	}
+
+	r.Shape = classify(&r, x, y, meanY, p, o.Significance)
+	r.Leak = !r.Peak && (r.Shape == ShapeLinear || r.Shape == ShapeAccelerating)
+	r.fit.growing = r.Shape == ShapeLinear || r.Shape == ShapeAccelerating
+	r.fit.accelerating = r.Shape == ShapeAccelerating
+	r.OOM = r.Forecast(r.Capacity)
+	r.Reason = describe(&r)
+	return r, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pickColumn returns the memory column most samples have, preferring
+// Used, Reserved, Allocated on ties.
+func pickColumn(samples []Sample) Column {
+	var nu, nr, na int
+	for _, s := range samples {
+		if s.Has&ColUsed != 0 {
+			nu++
+		}
+		if s.Has&ColReserved != 0 {
+			nr++
+		}
+		if s.Has&ColAllocated != 0 {
+			na++
+		}
+	}
+	switch {
+	case nu >= nr && nu >= na && nu > 0:
+		return ColUsed
+	case nr >= na && nr > 0:
+		return ColReserved
+	case na > 0:
+		return ColAllocated
+	}
+	return ColUsed
+}
+
+func value(s Sample, c Column) gpumem.Bytes {
+	switch c {
+	case ColAllocated:
+		return s.Allocated
+	case ColReserved:
+		return s.Reserved
+	}
+	return s.Used
+}
+
+// theilSenMax is the most points Theil–Sen pairs exactly; longer series
+// are thinned to this many evenly spaced points (O(n²) pairs otherwise).
+const theilSenMax = 400
+
+// theilSen returns the median of the pairwise slopes (y_j − y_i)/(x_j −
+// x_i) over pairs with x_j > x_i (Sen 1968).
+func theilSen(x, y []float64) float64 {
+	n := len(x)
+	step := 1.0
+	m := n
+	if n > theilSenMax {
+		m = theilSenMax
+		step = float64(n-1) / float64(m-1)
+	}
+	pick := func(k int) int { return int(math.Round(float64(k) * step)) }
+	slopes := make([]float64, 0, m*(m-1)/2)
+	for a := 0; a < m; a++ {
+		i := pick(a)
+		for b := a + 1; b < m; b++ {
+			j := pick(b)
+			if dx := x[j] - x[i]; dx > 0 {
+				slopes = append(slopes, (y[j]-y[i])/dx)
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return 0
+	}
+	return median(slopes)
+}
+
+// interceptMedianMax is the most residuals whose median gives the
+// Theil–Sen intercept; longer series are thinned evenly (sorting every
+// residual of a million samples costs more than the rest of Analyze).
+const interceptMedianMax = 10000
+
+// interceptMedian returns the median of y − slope·x (the Theil–Sen
+// intercept).
+func interceptMedian(x, y []float64, slope float64) float64 {
+	n := len(x)
+	m := min(n, interceptMedianMax)
+	res := make([]float64, m)
+	for k := range res {
+		i := k
+		if n > m {
+			i = int(int64(k) * int64(n-1) / int64(m-1))
+		}
+		res[k] = y[i] - slope*x[i]
+	}
+	return median(res)
+}
+
+// median returns the median of v, reordering v.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func olsSlope(x, y []float64) float64 {
+	if len(x) < 2 || x[len(x)-1] == x[0] {
+		return 0
+	}
+	_, b := stat.LinearRegression(x, y, nil, false)
+	return b
+}
+
+// quadFit fits y = q0 + q1·z + q2·z², z = (x − mean)/scale, by least
+// squares (normal equations solved with gonum/mat), and returns the
+// residual sum of squares.
+func quadFit(x, y []float64, mean, scale float64) ([3]float64, float64, bool) {
+	var q [3]float64
+	if len(x) < 3 || scale <= 0 {
+		return q, 0, false
+	}
+	var s [5]float64
+	var t [3]float64
+	for i := range x {
+		z := (x[i] - mean) / scale
+		zk := 1.0
+		for k := 0; k < 5; k++ {
+			s[k] += zk
+			if k < 3 {
+				t[k] += zk * y[i]
+			}
+			zk *= z
+		}
+	}
+	a := mat.NewDense(3, 3, []float64{s[0], s[1], s[2], s[1], s[2], s[3], s[2], s[3], s[4]})
+	b := mat.NewVecDense(3, t[:])
+	var sol mat.VecDense
+	if err := sol.SolveVec(a, b); err != nil {
+		return q, 0, false
+	}
+	q = [3]float64{sol.AtVec(0), sol.AtVec(1), sol.AtVec(2)}
+	rss := 0.0
+	for i := range x {
+		z := (x[i] - mean) / scale
+		e := y[i] - (q[0] + q[1]*z + q[2]*z*z)
+		rss += e * e
+	}
+	return q, rss, true
+}
+
+// flatTolerance is growth indistinguishable from noise: 2% of the mean
+// level or 32 MiB (the caching allocator's 2 MiB / 20 MiB segment rounding
+// makes smaller steps common), whichever is larger.
+func flatTolerance(meanY float64) float64 {
+	return math.Max(0.02*meanY, float64(32*gpumem.MiB))
+}
+
+func classify(r *Report, x, y []float64, meanY, p, alpha float64) Shape {
+	n := len(y)
+	tol := flatTolerance(meanY)
+	rng := float64(r.Max - r.Min)
+	growth := r.BytesPerStep * r.fit.xLast
+	// Sawtooth: at least two releases of a quarter of the range.
+	if !r.Peak && rng > tol {
+		drops := 0
+		for i := 1; i < n; i++ {
+			if y[i-1]-y[i] >= 0.25*rng {
+				drops++
+			}
+		}
+		if drops >= 2 {
+			return ShapeSawtooth
+		}
+	}
+	if rng <= tol || (math.Abs(growth) <= tol && p >= alpha) {
+		return ShapeFlat
+	}
+	// Step change: one rise holds at least half the range and the
+	// segments on either side are flat.
+	big, at := 0.0, 0
+	for i := 1; i < n; i++ {
+		if d := y[i] - y[i-1]; d > big {
+			big, at = d, i
+		}
+	}
+	if big >= 0.5*rng && at >= 2 && n-at >= 2 {
+		before := math.Abs(olsSlope(x[:at], y[:at]) * (x[at-1] - x[0]))
+		after := math.Abs(olsSlope(x[at:], y[at:]) * (x[n-1] - x[at]))
+		if before <= tol && after <= tol {
+			return ShapeStepChange
+		}
+	}
+	if growth < -tol {
+		return ShapeDeclining
+	}
+	// Saturating: the second half barely grows while the first did.
+	h := n / 2
+	secondGrowth := r.SecondSlope * (x[n-1] - x[h])
+	firstGrowth := r.FirstSlope * (x[h] - x[0])
+	if firstGrowth > tol && secondGrowth <= math.Max(tol, 0.2*firstGrowth) {
+		return ShapeSaturating
+	}
+	if p < alpha && growth > tol {
+		if r.Accelerating {
+			return ShapeAccelerating
+		}
+		return ShapeLinear
+	}
+	return ShapeIrregular
+}
+
+// Forecast returns when the fitted trend reaches capacity: for an
+// accelerating series the quadratic's crossing (earliest) and the second
+// half's straight line (latest); for a linear one the Theil–Sen line, with
+// the OLS slope ± 2 standard errors as range. A series that does not grow
+// gets OK false.
+func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
+	f := Forecast{}
+	c := float64(capacity)
+	switch {
+	case capacity <= 0:
+		f.Reason = "no capacity given"
+		return f
+	case r.Shape == ShapeInsufficient:
+		f.Reason = "not enough data"
+		return f
+	case r.fit.lastY >= c:
+		f.OK = true
+		f.Step = r.fit.x0 + r.fit.xLast
+		f.Low, f.High = f.Step, f.Step
+		f.Reason = fmt.Sprintf("the last sample (%s) is already at or above %s", gpumem.Bytes(r.fit.lastY).Human(), capacity.Human())
+		r.fillTime(&f)
+		return f
+	case !r.fit.growing:
+		f.Reason = fmt.Sprintf("memory is not growing (%s)", r.Shape)
+		return f
+	}
+	xl := r.fit.xLast
+	var cands []float64
+	lin := math.Inf(1)
+	if r.fit.tsSlope > 0 {
+		lin = (c - r.fit.tsIntercept) / r.fit.tsSlope
+		lin = math.Max(lin, xl)
+		cands = append(cands, lin)
+	}
+	for _, s := range []float64{r.OLSSlope - 2*r.OLSStdErr, r.OLSSlope + 2*r.OLSStdErr} {
+		if s > 0 {
+			cands = append(cands, xl+(c-r.fit.lastY)/s)
+		}
+	}
+	central := lin
+	if r.fit.accelerating {
+		if xq, ok := r.quadCrossing(c); ok {
+			central = xq
+			cands = append(cands, xq)
+		}
+		if r.fit.secondSlope > 0 {
+			cands = append(cands, xl+(c-r.fit.lastY)/r.fit.secondSlope)
+		}
+	}
+	if math.IsInf(central, 1) || len(cands) == 0 {
+		f.Reason = "the trend does not reach the capacity"
+		return f
+	}
+	f.OK = true
+	f.Step = r.fit.x0 + central
+	f.Low = r.fit.x0 + slices.Min(cands)
+	f.High = r.fit.x0 + slices.Max(cands)
+	r.fillTime(&f)
+	f.Reason = fmt.Sprintf("%s reaches %s at %.0f (range %.0f–%.0f)", r.Shape, capacity.Human(), f.Step, f.Low, f.High)
+	return f
+}
+
+// quadCrossing returns the first x ≥ xLast where the quadratic reaches c.
+func (r Report) quadCrossing(c float64) (float64, bool) {
+	q := r.fit.q
+	a, b, cc := q[2], q[1], q[0]-c
+	var roots []float64
+	if a == 0 {
+		if b == 0 {
+			return 0, false
+		}
+		roots = append(roots, -cc/b)
+	} else {
+		disc := b*b - 4*a*cc
+		if disc < 0 {
+			return 0, false
+		}
+		sq := math.Sqrt(disc)
+		roots = append(roots, (-b-sq)/(2*a), (-b+sq)/(2*a))
+	}
+	zLast := (r.fit.xLast - r.fit.xMean) / r.fit.xScale
+	best := math.Inf(1)
+	for _, z := range roots {
+		if z >= zLast && z < best {
+			best = z
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0, false
+	}
+	return r.fit.xMean + best*r.fit.xScale, true
+}
+
+func (r Report) fillTime(f *Forecast) {
+	if !r.fit.hasTime {
+		return
+	}
+	at := func(x float64) time.Time {
+		sec := (x - r.fit.x0) * r.fit.secondsPerX
+		if math.IsNaN(sec) || math.Abs(sec) > 1e11 {
+			return time.Time{}
+		}
+		return r.fit.timeOrigin.Add(time.Duration(sec * 1e9))
+	}
+	f.HasTime = true
+	f.Time, f.TimeLow, f.TimeHigh = at(f.Step), at(f.Low), at(f.High)
+}
+
+func describe(r *Report) string {
+	if r.Shape == ShapeInsufficient {
+		return r.Reason
+	}
+	unit := map[Axis]string{AxisStep: "step", AxisTime: "second", AxisIndex: "sample"}[r.Axis]
+	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen), R² %.2f, confidence %.3f",
+		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), gpumem.Bytes(math.Round(r.BytesPerStep)).Human(), unit, r.RSquared, r.Confidence)
+	if r.Accelerating {
+		s += fmt.Sprintf("; slope rose from %s to %s per %s", gpumem.Bytes(math.Round(r.FirstSlope)).Human(), gpumem.Bytes(math.Round(r.SecondSlope)).Human(), unit)
+	}
+	if r.Peak {
+		s += "; running-peak column: growth means a new largest batch, not a leak"
+	}
+	if r.OOM.OK {
+		s += fmt.Sprintf("; OOM at %s %.0f (%.0f–%.0f)", unit, r.OOM.Step, r.OOM.Low, r.OOM.High)
+	}
+	return s
+}
+
+// LogValue implements [slog.LogValuer].
+func (r Report) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("shape", r.Shape.String()),
+		slog.Int("samples", r.Samples),
+		slog.Bool("leak", r.Leak),
+		slog.Float64("bytes_per_step", r.BytesPerStep),
+		slog.Bool("accelerating", r.Accelerating),
+		slog.Bool("oom", r.OOM.OK),
+		slog.Float64("oom_step", r.OOM.Step),
+	)
+}
