@@ -216,13 +216,19 @@ func (k QueryChunked) figures(s Shape) (figs, error) {
 // that each see the keys of their own block and of the neighbouring
 // block(s): 2·Window keys when causal, 3·Window otherwise, capped at
 // KeyLen. All blocks run at once through Inner as a batch of
-// Batch·ceil(QueryLen/Window) sequences (Longformer's sliding-chunks
-// attention; Beltagy et al. 2020, §3), after gathering those overlapping
-// key and value blocks into copies. Memory is then linear in the sequence
-// length: about b·h·s·2w score elements instead of b·h·s².
+// Batch·ceil(QueryLen/Window) sequences, after the queries are copied into
+// whole blocks and the overlapping key and value blocks are gathered into
+// copies; the output is cut back to QueryLen rows and made contiguous.
+// This is the scheme of Longformer's sliding-chunks attention (Beltagy et
+// al. 2020, §3; transformers' LongformerSelfAttention
+// ._sliding_chunks_query_key_matmul), which differs in its chunk
+// bookkeeping. Memory is then linear in the sequence length: about
+// b·h·s·2w (causal) or b·h·s·3w score elements instead of b·h·s².
 //
-// When blocking would need more memory than the plain kernel (sequences
-// of a few windows), the figures are Inner's on the whole shape.
+// When one block covers the queries, or blocking would need more memory
+// than the plain kernel (sequences of a few windows), the figures are
+// Inner's on the queries and the last QueryLen + Window keys
+// (QueryLen + 2·Window without a causal mask), with k and v counted whole.
 //
 // This is the memory of a blocked implementation. Kernels that take the
 // window as a mask on the full matrix ([Eager] with Mistral's sliding
@@ -261,8 +267,20 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	if s.Causal {
 		span = 2 * w
 	}
-	plain, err := figuresOf(k.Inner, s)
+	// Unblocked, the queries still see only the last s_q + Window keys
+	// (s_q + 2·Window without a causal mask): the queries sit at the end of
+	// the keys, as in a prefill against a cache.
+	ps := s
+	if s.Causal {
+		ps.KeyLen = int(min(d.sk, d.sq+w))
+	} else {
+		ps.KeyLen = int(min(d.sk, d.sq+2*w))
+	}
+	plain, err := figuresOf(k.Inner, ps)
 	if err != nil || w >= d.sq || span >= d.sk {
+		if err == nil && ps.KeyLen != s.KeyLen {
+			plain = withInputsOf(plain, d) // k and v are still given whole
+		}
 		return plain, err // one block covers everything
 	}
 	nb := (d.sq + w - 1) / w
@@ -275,15 +293,9 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	e := d.e
 	q, kv := d.q*e, d.kv*e
 	gathered := 2 * d.b * d.hk * nb * span * d.d * e // overlapping K and V blocks
-	var qpad int64
-	if d.sq%w != 0 {
-		qpad = d.b * d.h * nb * w * d.d * e // q padded to whole blocks
-	}
+	qb := d.b * d.h * nb * w * d.d * e               // q copied into whole blocks
 	f := figs{out: q, inputs: q + 2*kv, grads: q + 2*kv, retained: in.retained}
-	f.fwd = gathered + qpad + in.fwd
-	if qpad > 0 {
-		f.fwd += q // the output sliced back to QueryLen rows, made contiguous
-	}
+	f.fwd = gathered + qb + in.fwd + q // and the output cut back to QueryLen rows
 	if s.NoGrad {
 		return f, nil
 	}
@@ -292,22 +304,32 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 		f.own += gathered // Inner keeps the gathered blocks
 	}
 	if in.inQ > 0 {
-		if qpad > 0 {
-			f.own += qpad
-		} else {
-			f.inQ = q
-		}
+		f.own += qb
 	}
 	// Backward: Inner's, then the gathered blocks' gradients are
 	// scatter-added into full-size dk and dv (and dq unpadded).
-	f.bwd = in.bwd + 2*kv
-	if qpad > 0 {
-		f.bwd += q
-	}
+	f.bwd = in.bwd + 2*kv + q
 	// Blocking only pays once the sequence is a few windows long; below
 	// that an implementation runs the plain kernel, and so does the model.
+	if ps.KeyLen != s.KeyLen {
+		plain = withInputsOf(plain, d)
+	}
 	if f.peak() > plain.peak() {
 		return plain, nil
 	}
 	return f, nil
+}
+
+// withInputsOf adjusts the figures of a kernel run on the last keys of k
+// and v (a view) to the whole call: the kept references are views of the
+// given k and v, whose storage is whole, and the gradients are whole.
+func withInputsOf(f figs, d dims) figs {
+	in := (d.q + 2*d.kv) * d.e
+	extra := in - f.inputs
+	f.inputs, f.grads = in, in
+	if f.inKV > 0 {
+		f.inKV = 2 * d.kv * d.e
+	}
+	f.bwd += extra // dk and dv are whole (zeros outside the window)
+	return f
 }

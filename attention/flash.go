@@ -36,6 +36,10 @@ import "github.com/gpumem/gpumem"
 // outputs (FlashAttention-2 picks num_splits > 1 only when
 // batch·heads·ceil(s_q/64) underfills the GPU, as in decoding), the
 // deterministic backward's per-split dq_accum, and varlen packing.
+//
+// FlashAttention accepts fp16 and bf16 (FlashAttention-3 also fp8 e4m3)
+// and head dims up to 256; other shapes fail with gpumem.ErrUnsupported,
+// as the library does.
 type Flash struct {
 	// Version is 2 (the default when zero) for FlashAttention-2 or 3 for
 	// FlashAttention-3 (Hopper).
@@ -55,6 +59,12 @@ func (k Flash) figures(s Shape) (figs, error) {
 	d, err := dimsOf(s)
 	if err != nil {
 		return figs{}, err
+	}
+	switch {
+	case s.DType == gpumem.FP16 || s.DType == gpumem.BF16:
+	case k.Version == 3 && (s.DType == gpumem.FP8E4M3):
+	default:
+		return figs{}, gpumem.Errorf("Shape.DType", s.DType, gpumem.ErrUnsupported, "FlashAttention computes in fp16 or bf16 (FlashAttention-3 also fp8_e4m3)")
 	}
 	switch k.Version {
 	case 0, 2:

@@ -75,7 +75,8 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 	if expand {
 		t.alloc(2 * kvUsed) // repeat_kv copies
 	}
-	t.alloc(q) // output
+	t.alloc(q)     // output
+	t.alloc(2 * 8) // philox seed and offset
 	lse := int64(0)
 	if grad {
 		lse = d.b * d.h * roundUp(d.sq, 32) * 4
