@@ -352,10 +352,33 @@ func (p *sampleParser) summaryRow(t string, n int) error {
 	return nil
 }
 
-// parseSummarySize reads memory_summary's sizes: "1234 MiB", "512 KiB",
-// "0 B", "12 GiB" (its own _format_size: B, KiB, MiB, GiB, TiB, PiB).
+// parseSummarySize reads memory_summary's sizes: "1234 MiB", "0 B" in
+// current releases; PyTorch 1.x's _format_size printed the same
+// 1024-based amounts as "KB", "MB", "GB" (seen in R-Drop #9), read here
+// as KiB, MiB, GiB.
 func parseSummarySize(s string) (gpumem.Bytes, error) {
-	return gpumem.ParseBytes(s)
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), " ")
+	unit = strings.TrimSpace(unit)
+	var bin gpumem.Bytes
+	switch unit {
+	case "KB":
+		bin = gpumem.KiB
+	case "MB":
+		bin = gpumem.MiB
+	case "GB":
+		bin = gpumem.GiB
+	case "TB":
+		bin = gpumem.TiB
+	default:
+		return gpumem.ParseBytes(s)
+	}
+	if _, err := gpumem.ParseBytes(num); err != nil {
+		return 0, err
+	}
+	if v := scaleDecimal(num, bin, -1); v >= 0 {
+		return v, nil
+	}
+	return 0, gpumem.ErrRange
 }
 
 // pair is one "key sep value [unit]" found on a free-form line.

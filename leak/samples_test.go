@@ -84,6 +84,16 @@ func TestParseSamples(t *testing.T) {
 			},
 		},
 		{
+			name: "memory_summary of PyTorch 1.x (MB are MiB); Allocated rows from R-Drop #9, reserved row illustrative",
+			in: "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n" +
+				"| Allocated memory      |   15046 MB |   15114 MB |   14505 GB |   14490 GB |\n" +
+				"|       from large pool |   15015 MB |   15083 MB |   14253 GB |   14239 GB |\n" +
+				"| GPU reserved memory   |   15236 MB |   15236 MB |   15236 MB |       0 B  |\n",
+			want: []Sample{
+				{Line: 2, Step: 0, Allocated: mib(15046), Reserved: mib(15236), Has: ColStep | ColAllocated | ColReserved},
+			},
+		},
+		{
 			name: "DeepSpeed see_memory_usage (GB are GiB)",
 			in: "[2024-03-01 10:00:00,123] [INFO] [utils.py:800:see_memory_usage] After forward\n" +
 				"[2024-03-01 10:00:00,124] [INFO] [utils.py:801:see_memory_usage] MA 12.5 GB         Max_MA 13.25 GB         CA 14 GB         Max_CA 15 GB \n",
