@@ -1,6 +1,10 @@
 package attention
 
-import "github.com/gpumem/gpumem"
+import (
+	"errors"
+
+	"github.com/gpumem/gpumem"
+)
 
 // HeadChunked runs Inner on groups of Heads query heads, one group after
 // the other, and concatenates the outputs, as seed 003's
@@ -276,12 +280,15 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	} else {
 		ps.KeyLen = int(min(d.sk, d.sq+2*w))
 	}
-	plain, err := figuresOf(k.Inner, ps)
-	if err != nil || w >= d.sq || span >= d.sk {
-		if err == nil && ps.KeyLen != s.KeyLen {
-			plain = withInputsOf(plain, d) // k and v are still given whole
-		}
-		return plain, err // one block covers everything
+	plain, perr := figuresOf(k.Inner, ps)
+	if perr == nil && ps.KeyLen != s.KeyLen {
+		plain = withInputsOf(plain, d) // k and v are still given whole
+	}
+	if w >= d.sq || span >= d.sk {
+		return plain, perr // one block covers everything
+	}
+	if perr != nil && !errors.Is(perr, gpumem.ErrRange) {
+		return figs{}, perr
 	}
 	nb := (d.sq + w - 1) / w
 	bs := s
@@ -311,10 +318,7 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	f.bwd = in.bwd + 2*kv + q
 	// Blocking only pays once the sequence is a few windows long; below
 	// that an implementation runs the plain kernel, and so does the model.
-	if ps.KeyLen != s.KeyLen {
-		plain = withInputsOf(plain, d)
-	}
-	if f.peak() > plain.peak() {
+	if perr == nil && f.peak() > plain.peak() {
 		return plain, nil
 	}
 	return f, nil

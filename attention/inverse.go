@@ -85,7 +85,11 @@ func MaxHeadChunk(inner Kernel, s Shape, limit gpumem.Bytes) (int, error) {
 	if _, err := Peak(inner, one); err != nil && !errors.Is(err, gpumem.ErrRange) {
 		return 0, err
 	}
+	g := s.Heads / s.kvHeads()
 	for c := s.Heads; c >= 1; c-- {
+		if c < s.Heads && c%g != 0 && g%c != 0 {
+			continue // HeadChunked rejects chunks that straddle KV groups
+		}
 		p, err := Peak(HeadChunked{Heads: c, Inner: inner}, s)
 		if err != nil {
 			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrRange) {
