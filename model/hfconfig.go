@@ -71,9 +71,50 @@ func FromHFConfig(r io.Reader) (Spec, error) {
 		s.Name, _ = c.str("_name_or_path", "")
 	}
 	if err := s.Validate(); err != nil {
-		return Spec{}, err
+		return Spec{}, configField(err)
 	}
 	return s, nil
+}
+
+// specKeys maps Spec fields to the config.json keys they come from, so
+// that a validation error names the field the user wrote.
+var specKeys = map[string]string{
+	"Hidden": "hidden_size", "Layers": "num_hidden_layers", "Heads": "num_attention_heads",
+	"KVHeads": "num_key_value_heads", "HeadDim": "head_dim", "Vocab": "vocab_size",
+	"Intermediate": "intermediate_size", "LayerTypes": "layer_types", "SlidingWindow": "sliding_window",
+	"MoE.Experts": "num_experts", "MoE.Active": "num_experts_per_tok", "MoE.Intermediate": "moe_intermediate_size",
+	"MoE.SharedIntermediate": "shared_expert_intermediate_size", "MoE.DenseFirst": "first_k_dense_replace",
+	"MLA.KVLoRARank": "kv_lora_rank", "MLA.QLoRARank": "q_lora_rank", "MLA.VHeadDim": "v_head_dim",
+	"MLA.QKNopeHeadDim": "qk_nope_head_dim", "Image.Size": "image_size", "Image.Patch": "patch_size",
+	"Image.Channels": "num_channels", "Positions": "max_position_embeddings", "MelBins": "num_mel_bins",
+	"Encoder.Layers": "encoder_layers", "Encoder.Heads": "encoder_attention_heads",
+	"Encoder.Intermediate": "encoder_ffn_dim", "Encoder.Positions": "max_source_positions",
+	"ProjectionDim": "projection_dim",
+}
+
+// configField renames a Spec validation error's field to the config key
+// ("Spec.Text.KVHeads" → "config.text_config.num_key_value_heads (Spec.Text.KVHeads)").
+func configField(err error) error {
+	var fe *gpumem.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	rest, ok := strings.CutPrefix(fe.Field, "Spec")
+	if !ok {
+		return err
+	}
+	rest = strings.TrimPrefix(rest, ".")
+	path := "config"
+	for _, part := range []struct{ spec, key string }{{"Text.", "text_config"}, {"Vision.", "vision_config"}} {
+		if r, ok := strings.CutPrefix(rest, part.spec); ok {
+			rest, path = r, path+"."+part.key
+		}
+	}
+	key, ok := specKeys[rest]
+	if !ok {
+		return err
+	}
+	return &gpumem.FieldError{Field: path + "." + key + " (" + fe.Field + ")", Value: fe.Value, Err: fe.Err}
 }
 
 func decodeObject(data []byte) (map[string]any, error) {
@@ -280,7 +321,7 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3":
 		e.err = c.decoder(&s)
 	case "gemma3":
-		return c.nestedText(s, "gemma3_text")
+		return c.gemma3(s)
 	case "phi", "phi3":
 		e.err = c.phi(&s)
 	case "falcon":
@@ -478,6 +519,9 @@ func (c *config) decoder(s *Spec) error {
 	s.SlidingWindow = window
 	if e.err != nil {
 		return e.err
+	}
+	if s.Layers > maxLayers {
+		return gpumem.Errorf(c.field("num_hidden_layers"), s.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
 	}
 	types, err := c.layerTypes(s.Layers)
 	if err != nil {
@@ -798,20 +842,39 @@ func (c *config) encoder(s *Spec) error {
 	return e.err
 }
 
-// nestedText reads a multimodal config's text_config as the whole model
-// (gemma3: the text model only, vision tower not modelled).
-func (c *config) nestedText(s Spec, family string) (Spec, error) {
-	tc, ok, err := c.sub("text_config")
+// gemma3 reads Gemma3Config: text_config (Gemma3TextConfig) and
+// vision_config (SiglipVisionConfig of the released checkpoints: 1152
+// hidden, 27 layers, 896 px, patch 14, no pooling head).
+func (c *config) gemma3(s Spec) (Spec, error) {
+	tc, _, err := c.sub("text_config")
 	if err != nil {
 		return Spec{}, err
 	}
-	if !ok {
-		return Spec{}, gpumem.Errorf(c.field("text_config"), nil, gpumem.ErrInvalid, "missing for %s", s.Family)
-	}
 	if _, has := tc.m["model_type"]; !has {
-		tc.m = maps(tc.m, "model_type", family)
+		tc.m = maps(tc.m, "model_type", "gemma3_text")
 	}
-	return tc.spec(s.DType)
+	t, err := tc.spec(s.DType)
+	if err != nil {
+		return Spec{}, err
+	}
+	vc, _, err := c.sub("vision_config")
+	if err != nil {
+		return Spec{}, err
+	}
+	vd := map[string]any{"model_type": "siglip_vision_model", "hidden_size": json.Number("1152"),
+		"intermediate_size": json.Number("4304"), "num_hidden_layers": json.Number("27"),
+		"num_attention_heads": json.Number("16"), "image_size": json.Number("896"), "patch_size": json.Number("14"),
+		"vision_use_head": false}
+	for k, v := range vc.m {
+		vd[k] = v
+	}
+	vc.m = vd
+	v, err := vc.spec(s.DType)
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Vision, s.Text = &v, &t
+	return s, nil
 }
 
 func maps(m map[string]any, k string, v any) map[string]any {

@@ -232,11 +232,15 @@ func (s Spec) LM() Spec {
 // maxTensors bounds the inventory a Spec may describe, so that a config
 // with 10^9 layers or experts fails validation instead of exhausting
 // memory. DeepSeek-V3 has about 92,000 checkpoint tensors.
-const maxTensors = 1 << 22
+const maxTensors = 1 << 20
 
 // maxDim bounds every size field; no real model comes near it and it keeps
 // every product of two fields far from overflow checks' edge.
 const maxDim = 1 << 40
+
+// maxLayers bounds the layers of one stack; the deepest published models
+// have a few hundred.
+const maxLayers = 1 << 16
 
 // Validate reports the first field of s that makes it unusable, as a
 // *gpumem.FieldError naming the field ("Spec.KVHeads") and value. A nil
@@ -317,8 +321,8 @@ func (s Spec) validate(path string) error {
 			return err
 		}
 	}
-	if s.Layers > 1<<16 {
-		return gpumem.Errorf(path+".Layers", s.Layers, gpumem.ErrRange, "more than 65536 layers")
+	if s.Layers > maxLayers {
+		return gpumem.Errorf(path+".Layers", s.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
 	}
 	if s.KVHeads > s.Heads {
 		return gpumem.Errorf(path+".KVHeads", s.KVHeads, gpumem.ErrInvalid, "more KV heads than the %d query heads", s.Heads)
@@ -407,8 +411,8 @@ func (s Spec) validate(path string) error {
 				return err
 			}
 		}
-		if e.Layers > 1<<16 {
-			return gpumem.Errorf(path+".Encoder.Layers", e.Layers, gpumem.ErrRange, "more than 65536 layers")
+		if e.Layers > maxLayers {
+			return gpumem.Errorf(path+".Encoder.Layers", e.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
 		}
 		if l == layoutWhisper {
 			if err := pos("MelBins", s.MelBins); err != nil {

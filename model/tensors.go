@@ -62,7 +62,7 @@ func layoutOf(s Spec) layout {
 		return layoutSiglipVision
 	case "clip_text_model":
 		return layoutCLIPText
-	case "llava", "clip":
+	case "llava", "clip", "gemma3":
 		return layoutMultimodal
 	}
 	return layoutLlama
@@ -698,6 +698,16 @@ func (s Spec) buildMultimodal(b *builder) {
 		b.add("visual_projection.weight", s.ProjectionDim, s.Vision.Hidden)
 		b.add("text_projection.weight", s.ProjectionDim, s.Text.Hidden)
 		b.add("logit_scale")
+		return
+	}
+	if s.Family == "gemma3" {
+		// Gemma3ForConditionalGeneration: SigLIP tower without head,
+		// Gemma3MultiModalProjector (a bare [vision, text] weight and an
+		// RMSNorm over the vision width), Gemma3 text model.
+		b.sub("vision_tower.", s.Vision)
+		b.add("multi_modal_projector.mm_input_projection_weight", s.Vision.Hidden, s.Text.Hidden)
+		b.add("multi_modal_projector.mm_soft_emb_norm.weight", s.Vision.Hidden)
+		b.sub("language_model.", s.Text)
 		return
 	}
 	b.sub("vision_tower.", s.Vision)

@@ -1,0 +1,1265 @@
+//go:build gpumem_act
+
+package model
+
+// # Activations: what each layer saves for backward
+//
+// This file derives, op by op, the bytes that autograd saves for the
+// backward pass during a training forward pass, in the manner of
+// Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models" (2022), §4.1: list each op of the block, the tensors
+// its backward needs, their dtype and shape. The op sequences are those of
+// Hugging Face transformers' eager implementations (modeling_llama.py,
+// modeling_gpt2.py, modeling_bert.py, modeling_t5.py, modeling_whisper.py,
+// modeling_vit.py, modeling_clip.py, modeling_mixtral.py, modeling_llava.py)
+// run by PyTorch 2.x on CUDA. Tensors are counted by storage: a view and
+// its base count once, and a storage counts in the first part of the model
+// that saves it (a block's input, saved by the block's first norm, counts
+// in that block; the last block's output counts in the final norm).
+//
+// # Accuracy
+//
+// Per-layer saved bytes, and the embedding, final-norm, head and token-id
+// figures, are checked against an exact CPU oracle
+// (tools/oracle/activations.py: plain-torch Llama, GPT-2 and BERT blocks
+// in the op order of the transformers eager code, saved tensors summed by
+// storage with saved_tensors_hooks, torch 1.13.0a0) on 55 grid points
+// (batch 1–4, sequence 16–128, hidden 64–256, MHA/GQA/MQA, fp32 and bf16,
+// no checkpointing, reentrant and non-reentrant full checkpointing),
+// recorded in testdata/oracle/activations.json. The oracle's "_cuda"
+// figures, which the tests use, apply three documented corrections for
+// CPU/1.13 artefacts (LayerNorm statistics of 16-bit inputs are fp32 on
+// CUDA; torch 2.x mean.dim saves no input; Python-float operands stay CPU
+// scalars). Against those, every grid point matches exactly: worst
+// relative error 0 (median 0) over the 55 cases (TestActivationsOracle).
+// Dropout masks (1 byte per element on CUDA), SDPA and Flash kernels, MoE,
+// T5, Whisper, ViT/CLIP and LLaVA blocks follow the same derivation but
+// have no oracle (the CPU torch has neither CUDA dropout nor fused
+// attention kernels); forward and backward transients are modelled, not
+// measured.
+
+import (
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// AttentionKernel is the implementation of the attention core (scores,
+// softmax, weighted sum) whose saved tensors an estimate assumes. The zero
+// value is [Eager].
+type AttentionKernel uint8
+
+const (
+	// Eager is the Hugging Face "eager" implementation: the score and
+	// probability matrices (batch·heads·s_q·s_k elements) are
+	// materialized and the probabilities saved for backward. The softmax
+	// dtype follows the family: llama-style decoders, T5, phi, phi3 and
+	// gpt_bigcode compute it in fp32 (softmax(..., dtype=float32)) and
+	// save the fp32 result plus the cast copy; GPT-2, BERT, OPT, Whisper,
+	// ViT and CLIP keep the compute dtype. GQA keys and values are
+	// expanded to all heads (repeat_kv).
+	Eager AttentionKernel = iota
+	// SDPA is torch's scaled_dot_product_attention with the
+	// memory-efficient backend, as Hugging Face's "sdpa" path calls it:
+	// keys and values expanded to all heads (repeat_kv), nothing
+	// quadratic saved, plus an fp32 log-sum-exp of batch·heads·s_q rows
+	// padded to a multiple of 32 (PyTorch's _efficient_attention_forward).
+	SDPA
+	// Flash is FlashAttention-2 (Hugging Face "flash_attention_2"): keys
+	// and values stay at KVHeads, and the kernel saves q, k, v, the output
+	// and an fp32 log-sum-exp of batch·heads·s_q (Dao, 2023).
+	Flash
+
+	numKernels
+)
+
+// String returns "eager", "sdpa" or "flash".
+func (k AttentionKernel) String() string {
+	switch k {
+	case Eager:
+		return "eager"
+	case SDPA:
+		return "sdpa"
+	case Flash:
+		return "flash"
+	}
+	return "AttentionKernel(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Checkpointing is an activation checkpointing (recomputation) policy.
+// The zero value is [NoCheckpointing].
+type Checkpointing uint8
+
+const (
+	// NoCheckpointing keeps every saved tensor until backward.
+	NoCheckpointing Checkpointing = iota
+	// FullCheckpointing keeps only each block's input (torch.utils.checkpoint
+	// around every block, Hugging Face gradient_checkpointing) and
+	// recomputes one block at a time in backward: Korthikanti et al. §5,
+	// "2sbh per layer" in 16 bits.
+	FullCheckpointing
+	// SelectiveCheckpointing drops the attention core (scores,
+	// probabilities, their dropout masks, or the kernel's log-sum-exp)
+	// and recomputes it (Korthikanti et al. §5, "selective activation
+	// recomputation").
+	SelectiveCheckpointing
+	// EveryKCheckpointing checkpoints one block in every
+	// [Workload.CheckpointEvery] (ceil(layers/k) blocks keep only their
+	// input; the rest keep everything).
+	EveryKCheckpointing
+	// OffloadActivations moves every saved tensor to host memory as it is
+	// saved (torch.autograd.graph.save_on_cpu): nothing stays on the GPU
+	// but the block being computed; nothing is recomputed.
+	OffloadActivations
+
+	numPolicies
+)
+
+// String returns "none", "full", "selective", "every-k" or "offload".
+func (c Checkpointing) String() string {
+	switch c {
+	case NoCheckpointing:
+		return "none"
+	case FullCheckpointing:
+		return "full"
+	case SelectiveCheckpointing:
+		return "selective"
+	case EveryKCheckpointing:
+		return "every-k"
+	case OffloadActivations:
+		return "offload"
+	}
+	return "Checkpointing(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Workload is the shape of one forward/backward pass whose activations
+// [Spec.Activations] estimates.
+type Workload struct {
+	// Batch is the micro-batch size in sequences (images for a vision
+	// encoder). It must be at least 1.
+	Batch int64
+	// SeqLen is the number of text tokens per sequence: the language
+	// model's input without image tokens, the decoder's input of an
+	// encoder–decoder. It must be at least 1, except for a vision encoder,
+	// whose sequence is set by its image size.
+	SeqLen int64
+	// EncoderLen is the encoder's sequence length of an encoder–decoder.
+	// Zero means SeqLen for T5 and the encoder's Positions (1500 frames,
+	// 30 s of audio) for Whisper, which always pads to 30 s.
+	EncoderLen int64
+	// DType is the compute dtype of activations: FP32, TF32, BF16 or
+	// FP16. Zero means the Spec's DType when that is one of these, else
+	// BF16.
+	DType gpumem.DType
+	// Attention is the attention kernel (zero: Eager).
+	Attention AttentionKernel
+	// Checkpointing is the recomputation policy (zero: none).
+	Checkpointing Checkpointing
+	// CheckpointEvery is k for EveryKCheckpointing (zero means 1, which
+	// equals full checkpointing).
+	CheckpointEvery int64
+	// Dropout says that the model's dropout layers are active (p > 0):
+	// each saves a 1-byte mask per element on CUDA (ATen native_dropout),
+	// and eager attention also saves the dropped probabilities.
+	Dropout bool
+	// Train says that autograd records the graph. When false (inference,
+	// torch.no_grad) nothing is saved; only transients and logits remain.
+	Train bool
+	// Images is the number of images per sequence of a multimodal model
+	// (zero: none).
+	Images int64
+	// ImageTokens overrides the number of language-model tokens per image.
+	// Zero means the vision tower's patch count ((336/14)² = 576 for
+	// LLaVA-1.5; the CLS token is dropped, vision_feature_select_strategy
+	// "default").
+	ImageTokens int64
+	// FreezeVision says that the vision tower of a multimodal model is
+	// frozen and its input needs no gradient (LLaVA's second stage): the
+	// tower saves nothing.
+	FreezeVision bool
+}
+
+// LayerActivations is the activation memory of one kind of block, the same
+// for each of its Count identical instances.
+type LayerActivations struct {
+	// Part is the sub-model: "" for a single model, "encoder", "decoder",
+	// "vision", "projector" or "language".
+	Part string
+	// Kind names the block: "decoder", "moe", "dense" (the dense layers of
+	// an MoE model), "encoder", "cross" (a decoder block with
+	// cross-attention), "projector".
+	Kind string
+	// Count is the number of identical blocks.
+	Count int64
+	// Tokens is the sequence length the block sees.
+	Tokens int64
+	// Saved is the bytes one block saves for backward without
+	// checkpointing.
+	Saved gpumem.Bytes
+	// Attention is the part of Saved that selective recomputation drops:
+	// the eager probabilities (and softmax copies, dropout masks and
+	// soft-capping tanh), or a fused kernel's log-sum-exp.
+	Attention gpumem.Bytes
+	// Input is the block's input, what full checkpointing keeps.
+	Input gpumem.Bytes
+	// Kept is the bytes one block keeps on the GPU under the workload's
+	// policy (for EveryKCheckpointing, the average over the blocks, rounded
+	// up; KeptTotal is exact).
+	Kept gpumem.Bytes
+	// KeptTotal is the bytes all Count blocks keep under the policy.
+	KeptTotal gpumem.Bytes
+	// Forward is the largest transient of one block during forward, on top
+	// of what it saves: the eager score matrix and its scaled/masked copy,
+	// rotary temporaries.
+	Forward gpumem.Bytes
+	// Backward is the largest transient of one block during backward:
+	// gradients of the probabilities (with the fp32 copy), of the MLP's
+	// inner tensors, or a fused kernel's fp32 accumulators.
+	Backward gpumem.Bytes
+	// FLOPs is one block's forward floating-point operations (2 per
+	// multiply-add), for recomputation costs.
+	FLOPs int64
+	// AttentionFLOPs is the part of FLOPs in the attention core (the two
+	// batched matrix products).
+	AttentionFLOPs int64
+}
+
+// Activations is the activation memory of one training (or inference)
+// step of a Spec under a Workload.
+type Activations struct {
+	// Layers lists each kind of block once, with its count.
+	Layers []LayerActivations
+	// Tokens is the language model's (or decoder's) sequence length,
+	// including image tokens.
+	Tokens int64
+	// ImageTokens is the number of language-model tokens per image.
+	ImageTokens int64
+	// Embedding is what the embeddings save: BERT's embedding LayerNorm,
+	// a ViT's pixel input to the patch convolution, Whisper's
+	// convolutional front-end, dropout masks.
+	Embedding gpumem.Bytes
+	// TokenIDs is the integer tensors saved: token ids (by the embedding)
+	// and labels (by the loss), int64.
+	TokenIDs gpumem.Bytes
+	// Shared is what every block reads but is computed once: rotary
+	// cos/sin tables (batch·seq·head_dim each), an encoder's output read
+	// by every cross-attention, T5's relative-position bucket indices.
+	Shared gpumem.Bytes
+	// FinalNorm is what the final norm saves (and BERT's MLM transform).
+	FinalNorm gpumem.Bytes
+	// Head is what the LM head and the loss save: the head's input and
+	// the fp32 log-softmax of batch·seq·vocab (cross_entropy).
+	Head gpumem.Bytes
+	// Logits is the output logits, batch·seq·vocab in the compute dtype,
+	// held by the model output until backward.
+	Logits gpumem.Bytes
+	// LogitsFP32 is the fp32 upcast of the logits (transformers'
+	// ForCausalLMLoss: logits.float()), a transient of the loss in forward;
+	// 0 when the compute dtype is 4 bytes.
+	LogitsFP32 gpumem.Bytes
+	// LossGrad is the largest transient of the loss backward: the fp32
+	// gradients of the log-softmax output and of its input, live together
+	// (8 bytes per logit).
+	LossGrad gpumem.Bytes
+	// Forward is the largest per-block transient during forward.
+	Forward gpumem.Bytes
+	// Backward is the largest per-block transient during backward, with
+	// the recomputed block's saved tensors under full or every-k
+	// checkpointing.
+	Backward gpumem.Bytes
+	// Recompute is the extra forward work the policy costs in backward,
+	// as a fraction of one forward pass's FLOPs (0 for none and offload;
+	// about 0.9–1 for full).
+	Recompute float64
+	// Offloaded is the bytes moved to host memory under
+	// OffloadActivations (0 otherwise).
+	Offloaded gpumem.Bytes
+	// FLOPs is one forward pass's floating-point operations.
+	FLOPs int64
+}
+
+// LayersTotal returns the total bytes all blocks keep under the policy.
+func (a Activations) LayersTotal() gpumem.Bytes {
+	var t gpumem.Bytes
+	for _, l := range a.Layers {
+		t += l.KeptTotal
+	}
+	return t
+}
+
+// Total returns the activation bytes resident on the GPU at the end of the
+// forward pass: every block's kept bytes, the embedding, token ids, shared
+// tables, final norm, head and logits. Transients (Forward, Backward,
+// LogitsFP32, LossGrad) come on top at their own phases.
+func (a Activations) Total() gpumem.Bytes {
+	return a.LayersTotal() + a.Embedding + a.TokenIDs + a.Shared + a.FinalNorm + a.Head + a.Logits
+}
+
+// Peak returns the largest activation footprint of the step: Total plus
+// the largest of the transients (forward block, loss forward, loss
+// backward, backward block). It is an upper bound: each transient is
+// taken at the moment everything saved is still live.
+func (a Activations) Peak() gpumem.Bytes {
+	m := a.Forward
+	for _, x := range []gpumem.Bytes{a.LogitsFP32, a.LossGrad, a.Backward} {
+		if x > m {
+			m = x
+		}
+	}
+	return a.Total() + m
+}
+
+// maxTokens bounds Batch, SeqLen and the like: 2^40 is far beyond any job
+// and keeps products of a few of them checkable.
+const maxTokens = 1 << 40
+
+// Activations estimates the activation memory of one step of s under w:
+// per kind of block (identical blocks computed once and multiplied by
+// their count), the embedding, final norm, head, logits and loss, the
+// forward and backward transients and the policy's recompute cost. The
+// derivation is described at the top of activations.go. It fails with a
+// *gpumem.FieldError naming the field for an invalid Spec or Workload, and
+// with gpumem.ErrRange when a size overflows int64.
+func (s Spec) Activations(w Workload) (Activations, error) {
+	if s.Inventory != nil && s.Hidden == 0 {
+		return Activations{}, gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
+	}
+	if err := s.checkAct("Spec"); err != nil {
+		return Activations{}, err
+	}
+	e, err := w.check(s)
+	if err != nil {
+		return Activations{}, err
+	}
+	var c calc
+	var a Activations
+	switch layoutOf(s) {
+	case layoutMultimodal:
+		c.multimodal(&a, s, w, e)
+	case layoutT5, layoutWhisper:
+		c.encDec(&a, s, w, e)
+	case layoutVision, layoutCLIPVision, layoutSiglipVision:
+		c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		c.finish(&a, w)
+	default:
+		c.decoderOnly(&a, s, w, e, "", w.SeqLen)
+	}
+	if c.bad {
+		return Activations{}, gpumem.Errorf("Workload", w.Batch, gpumem.ErrRange, "activation bytes overflow int64 (batch %d, sequence %d)", w.Batch, w.SeqLen)
+	}
+	return a, nil
+}
+
+// checkAct checks the fields the activation model reads; it is cheaper
+// than [Spec.Validate], which builds the tensor inventory.
+func (s Spec) checkAct(path string) error {
+	if s.Family == "" {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	l := layoutOf(s)
+	if l == layoutMultimodal {
+		if s.Vision == nil {
+			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)
+		}
+		if s.Text == nil {
+			return gpumem.Errorf(path+".Text", nil, gpumem.ErrInvalid, "%s needs a language model", s.Family)
+		}
+		if err := s.Vision.checkAct(path + ".Vision"); err != nil {
+			return err
+		}
+		return s.Text.checkAct(path + ".Text")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Layers", s.Layers}, {"Hidden", s.Hidden}, {"Heads", s.Heads}, {"KVHeads", s.KVHeads}, {"HeadDim", s.HeadDim}} {
+		if f.v <= 0 || f.v > maxDim {
+			return gpumem.Errorf(path+"."+f.name, f.v, gpumem.ErrInvalid, "must be in [1, 2^40]")
+		}
+	}
+	if s.Layers > 1<<16 {
+		return gpumem.Errorf(path+".Layers", s.Layers, gpumem.ErrRange, "more than 65536 layers")
+	}
+	if s.KVHeads > s.Heads || s.Heads%s.KVHeads != 0 {
+		return gpumem.Errorf(path+".KVHeads", s.KVHeads, gpumem.ErrInvalid, "must divide the %d query heads", s.Heads)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Intermediate", s.Intermediate}, {"Vocab", s.Vocab}, {"MoE.Experts", s.MoE.Experts}, {"MoE.Active", s.MoE.Active},
+		{"MoE.Intermediate", s.MoE.Intermediate}, {"MoE.Shared", s.MoE.Shared}, {"MoE.SharedIntermediate", s.MoE.SharedIntermediate},
+		{"MoE.DenseFirst", s.MoE.DenseFirst}, {"MoE.Step", s.MoE.Step}, {"Image.Size", s.Image.Size},
+		{"Image.Patch", s.Image.Patch}, {"Image.Channels", s.Image.Channels}, {"MelBins", s.MelBins},
+		{"MLA.KVLoRARank", s.MLA.KVLoRARank}, {"MLA.QLoRARank", s.MLA.QLoRARank},
+		{"MLA.QKNopeHeadDim", s.MLA.QKNopeHeadDim}, {"MLA.QKRopeHeadDim", s.MLA.QKRopeHeadDim}, {"MLA.VHeadDim", s.MLA.VHeadDim}} {
+		if f.v < 0 || f.v > maxDim {
+			return gpumem.Errorf(path+"."+f.name, f.v, gpumem.ErrInvalid, "must be in [0, 2^40]")
+		}
+	}
+	if s.MoE.Experts > 0 {
+		if s.MoE.Active <= 0 || s.MoE.Active > s.MoE.Experts {
+			return gpumem.Errorf(path+".MoE.Active", s.MoE.Active, gpumem.ErrInvalid, "must be in [1, %d experts]", s.MoE.Experts)
+		}
+		if s.MoE.Intermediate <= 0 {
+			return gpumem.Errorf(path+".MoE.Intermediate", s.MoE.Intermediate, gpumem.ErrInvalid, "must be positive")
+		}
+	}
+	switch l {
+	case layoutVision, layoutCLIPVision, layoutSiglipVision:
+		if s.Image.Patch <= 0 || s.Image.Size < s.Image.Patch {
+			return gpumem.Errorf(path+".Image.Patch", s.Image.Patch, gpumem.ErrInvalid, "must be positive and at most the %d-pixel image", s.Image.Size)
+		}
+		if s.Image.Size > 1<<20 {
+			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrRange, "exceeds 2^20 pixels")
+		}
+	case layoutT5, layoutWhisper:
+		if s.Encoder == nil {
+			return gpumem.Errorf(path+".Encoder", nil, gpumem.ErrInvalid, "%s needs an encoder", s.Family)
+		}
+		enc := *s.Encoder
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"Encoder.Layers", enc.Layers}, {"Encoder.Heads", enc.Heads}, {"Encoder.Intermediate", enc.Intermediate}} {
+			if f.v <= 0 || f.v > maxDim {
+				return gpumem.Errorf(path+"."+f.name, f.v, gpumem.ErrInvalid, "must be in [1, 2^40]")
+			}
+		}
+		if enc.Layers > 1<<16 {
+			return gpumem.Errorf(path+".Encoder.Layers", enc.Layers, gpumem.ErrRange, "more than 65536 layers")
+		}
+		if l == layoutWhisper && (enc.Positions <= 0 || enc.Positions > maxTokens) {
+			return gpumem.Errorf(path+".Encoder.Positions", enc.Positions, gpumem.ErrInvalid, "must be positive (1500 audio frames for 30 s)")
+		}
+	}
+	if layoutOf(s).hasVocab() && s.Vocab <= 0 {
+		return gpumem.Errorf(path+".Vocab", s.Vocab, gpumem.ErrInvalid, "must be positive")
+	}
+	return nil
+}
+
+// check validates w and returns the compute dtype's element size.
+func (w Workload) check(s Spec) (int64, error) {
+	if w.Batch < 1 || w.Batch > maxTokens {
+		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
+	}
+	l := layoutOf(s)
+	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision
+	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > maxTokens {
+		return 0, gpumem.Errorf("Workload.SeqLen", w.SeqLen, gpumem.ErrInvalid, "must be in [1, 2^40]")
+	}
+	if w.EncoderLen < 0 || w.EncoderLen > maxTokens {
+		return 0, gpumem.Errorf("Workload.EncoderLen", w.EncoderLen, gpumem.ErrInvalid, "must be in [0, 2^40]")
+	}
+	if w.Images < 0 || w.Images > 1<<20 {
+		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
+	}
+	if w.ImageTokens < 0 || w.ImageTokens > 1<<30 {
+		return 0, gpumem.Errorf("Workload.ImageTokens", w.ImageTokens, gpumem.ErrInvalid, "must be in [0, 2^30]")
+	}
+	if w.Attention >= numKernels {
+		return 0, gpumem.Errorf("Workload.Attention", w.Attention, gpumem.ErrInvalid, "unknown attention kernel")
+	}
+	if w.Checkpointing >= numPolicies {
+		return 0, gpumem.Errorf("Workload.Checkpointing", w.Checkpointing, gpumem.ErrInvalid, "unknown checkpointing policy")
+	}
+	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
+		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
+	}
+	d := w.DType
+	if d == gpumem.Invalid {
+		d = s.DType
+		if l == layoutMultimodal && s.Text != nil && d == gpumem.Invalid {
+			d = s.Text.DType
+		}
+		switch d {
+		case gpumem.FP32, gpumem.TF32, gpumem.BF16, gpumem.FP16:
+		default:
+			d = gpumem.BF16
+		}
+	}
+	switch d {
+	case gpumem.FP32, gpumem.TF32:
+		return 4, nil
+	case gpumem.BF16, gpumem.FP16:
+		return 2, nil
+	}
+	return 0, gpumem.Errorf("Workload.DType", d, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+}
+
+// calc does checked int64 arithmetic; any overflow sets bad, and the
+// caller reports one ErrRange.
+type calc struct{ bad bool }
+
+// m returns the product of xs.
+func (c *calc) m(xs ...int64) int64 {
+	v, ok := checked.MulAll(xs...)
+	if !ok {
+		c.bad = true
+		return 0
+	}
+	return v
+}
+
+// a returns the sum of xs.
+func (c *calc) a(xs ...int64) int64 {
+	var s int64
+	for _, x := range xs {
+		var ok bool
+		if s, ok = checked.Add(s, x); !ok {
+			c.bad = true
+			return 0
+		}
+	}
+	return s
+}
+
+func max64(xs ...int64) int64 {
+	var m int64
+	for _, x := range xs {
+		if x > m {
+			m = x
+		}
+	}
+	return m
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// normKind is how a block's norm saves its input.
+type normKind uint8
+
+const (
+	// normLN is nn.LayerNorm (native_layer_norm): it saves its input and
+	// the per-row mean and rstd, kept in fp32 on CUDA for 16-bit inputs:
+	// e·T·h + 8·T bytes.
+	normLN normKind = iota
+	// normRMS is LlamaRMSNorm: x.to(fp32) (the fp32 copy is saved by pow
+	// and by the multiply: 4·T·h), rsqrt(mean(x²)+eps) (saved: 4·T), the
+	// normalized fp32 tensor cast back to the compute dtype (saved by
+	// weight*x: e·T·h). mean.dim saves only sizes in torch 2.x.
+	normRMS
+	// normGemma is GemmaRMSNorm: like normRMS, but the weight multiply
+	// runs in fp32, x_norm*(1+weight.float()), saving the fp32 normalized
+	// tensor (4·T·h) and the fp32 1+weight (4·h); the output is cast back.
+	normGemma
+	// normT5 is T5LayerNorm: pow saves the fp32 copy (4·T·h), the
+	// multiply hidden*rsqrt saves the input in its own dtype (e·T·h, the
+	// same storage as the copy in fp32) and rsqrt (4·T), and weight*x
+	// saves the cast-back copy (e·T·h, 16-bit only).
+	normT5
+)
+
+// act is an MLP's activation as Hugging Face implements it; its count is
+// the number of batch·seq·intermediate tensors the MLP saves, including
+// the input of the down projection.
+type act uint8
+
+const (
+	actGated     act = iota // SiLU/GELU(gate)·up: act input, act output, up, product (4)
+	actGELU                 // F.gelu, exact or tanh: input, output (2)
+	actGELUNew              // NewGELUActivation in Python ops: x (pow), tanh, 0.5·x, 1+tanh, output (5)
+	actQuickGELU            // x·sigmoid(1.702x): x, sigmoid, output (3)
+	actReLU                 // ReLU saves its result, also the down projection's input (1)
+	actGatedNew             // T5 gated-gelu: gelu_new on wi_0 (5), wi_1 output, product (7)
+)
+
+func (a act) tensors() int64 {
+	return [...]int64{actGated: 4, actGELU: 2, actGELUNew: 5, actQuickGELU: 3, actReLU: 1, actGatedNew: 7}[a]
+}
+
+// gated reports whether the MLP has three matrices (for FLOPs).
+func (a act) gated() bool { return a == actGated || a == actGatedNew }
+
+// block describes one kind of transformer block for the derivation.
+type block struct {
+	h, H, KV, d, dv, I int64 // hidden, heads, KV heads, q/k head dim, v head dim, MLP inner
+	norm               normKind
+	post               bool  // post-LN (BERT): the input is saved by the q/k/v projections
+	parallel           bool  // attention and MLP read the same normed input (falcon, phi, neox)
+	pnorms             int64 // norms of a parallel block (1 or 2)
+	sandwich           bool  // gemma2/3: norms after attention and after the MLP too
+	qkNorm             bool  // per-head RMSNorm on q and k (qwen3, gemma3)
+	upcast             bool  // eager softmax in fp32
+	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
+	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
+	act                act
+	attnDrop           bool  // dropout on the attention probabilities
+	residDrop          int64 // dropout sites on batch·seq·hidden tensors
+	mlpDrop            bool  // dropout inside the MLP (T5)
+	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
+	moe                *MoE  // routed experts replace the MLP
+	mla                *MLA  // DeepSeek latent attention projections
+}
+
+// shape is the workload as one block sees it.
+type shape struct {
+	b, s, sk int64 // batch, sequence, cross-attention key length
+	e        int64 // compute dtype bytes
+	k        AttentionKernel
+	drop     bool
+}
+
+// cost is one block's figures.
+type cost struct {
+	saved, attn, input, fwd, bwd, flops, attnFlops int64
+}
+
+// attention returns what the attention core of one (self or cross)
+// attention saves, with sq queries over sk keys:
+//
+//   - q: batch·H·sq·d (eager: the post-RoPE query, or the contiguous copy
+//     that torch.matmul's reshape makes of a transposed view; fused
+//     kernels: the query they are given);
+//   - k, v: batch·H·sk·d with eager and SDPA, which expand GQA heads with
+//     repeat_kv (a copy), batch·KV·sk·d with Flash (and for a single KV
+//     head, whose expansion is a view: see below);
+//   - out: batch·sq·H·dv, the input of the output projection (eager: the
+//     contiguous transpose of probs@v; fused: the kernel's output itself,
+//     which the kernel also saves);
+//   - eager: the probabilities P = batch·H·sq·sk: softmax saves its result
+//     (4·P with the fp32 upcast, else e·P); probs@v saves the probabilities
+//     it multiplies: the cast copy (e·P) after an upcast, or with dropout
+//     the 1-byte mask plus the dropped copy ((1+e)·P);
+//   - SDPA: an fp32 log-sum-exp of batch·H·ceil32(sq); Flash: of batch·H·sq.
+//
+// part is the portion selective recomputation drops.
+func (c *calc) attention(bl *block, sh shape, sq, sk int64) (saved, part, fwd, bwd, attnFlops int64) {
+	b, e := sh.b, sh.e
+	kvH := bl.H
+	switch {
+	case sh.k == Flash:
+		kvH = bl.KV
+	case bl.KV == 1 && (sh.k == SDPA || b == 1):
+		// MQA: repeat_kv's expand+reshape of a single KV head is a
+		// stride-0 view, not a copy; SDPA saves that view, and eager's
+		// matmul reshapes it without a copy when batch is 1.
+		kvH = 1
+	}
+	q := c.m(e, b, bl.H, sq, bl.d)
+	k := c.m(e, b, kvH, sk, bl.d)
+	v := c.m(e, b, kvH, sk, bl.dv)
+	out := c.m(e, b, sq, bl.H, bl.dv)
+	P := c.m(b, bl.H, sq, sk)
+	switch sh.k {
+	case Eager:
+		sm := e // softmax saves its result, in fp32 after an upcast
+		if bl.upcast {
+			sm = 4
+		}
+		part = c.m(sm, P)
+		switch {
+		case sh.drop && bl.attnDrop:
+			part = c.a(part, c.m(1+e, P)) // mask + dropped copy, saved by probs@v
+		case sm != e:
+			part = c.a(part, c.m(e, P)) // the cast copy, saved by probs@v
+		}
+		if bl.softcap {
+			part = c.a(part, c.m(e, P))
+		}
+		if bl.scalar {
+			part = c.a(part, e)
+		}
+		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P).
+		fwd = c.m(2*e, P)
+		// Backward: the gradient of the probabilities, its fp32 copy
+		// after an upcast, and softmax's input gradient.
+		if bl.upcast && e != 4 {
+			bwd = c.m(4+2*e, P)
+		} else {
+			bwd = c.m(2*e, P)
+		}
+	case SDPA:
+		rows, _ := checked.CeilDiv(sq, 32)
+		part = c.m(4, b, bl.H, rows, 32)
+		// Backward: fp32 gradient accumulators for q and the gradients of
+		// q, k, v.
+		bwd = c.a(c.m(4, b, bl.H, sq, bl.d), q, k, v)
+	default: // Flash
+		part = c.m(4, b, bl.H, sq)
+		// Backward: dq accumulated in fp32, dq, dk and dv at all heads
+		// before the GQA reduction, and the fp32 rowwise dot(dO, O).
+		bwd = c.a(c.m(4, b, bl.H, sq, bl.d), q, c.m(e, b, bl.H, sk, bl.d), c.m(e, b, bl.H, sk, bl.dv), c.m(4, b, bl.H, sq))
+	}
+	saved = c.a(q, k, v, out, part)
+	attnFlops = c.m(2, b, bl.H, sq, sk, bl.d+bl.dv)
+	return saved, part, fwd, bwd, attnFlops
+}
+
+// normSaved returns what a norm over rows of width w saves, without its
+// output (which the next projection saves, or the residual add does not).
+func (c *calc) normSaved(k normKind, T, w, e int64) int64 {
+	switch k {
+	case normRMS:
+		return c.a(c.m(4, T, w), c.m(4, T), c.m(e, T, w))
+	case normGemma:
+		return c.a(c.m(8, T, w), c.m(4, T), c.m(4, w))
+	case normT5:
+		x := c.a(c.m(4, T, w), c.m(4, T), c.m(e, T, w))
+		if e != 4 {
+			x = c.a(x, c.m(e, T, w))
+		}
+		return x
+	}
+	return c.a(c.m(e, T, w), c.m(8, T))
+}
+
+// block returns one block's figures. A pre-norm block (llama, GPT-2):
+//
+//	norm1 (normSaved) → its output, saved by q/k/v (e·T·h)
+//	[q/k norms] → attention core (see attention) → [post-attention norm]
+//	→ residual dropout mask (T·h) → norm2 → its output, saved by the
+//	MLP's input projections (e·T·h) → MLP (act.tensors()·e·T·I) →
+//	[post-MLP norm] → residual dropout mask (T·h).
+//
+// A post-norm block (BERT) saves its input (by q/k/v), the attention core,
+// norm1's input and output and norm2's input; its output is the next
+// block's input. A parallel block (falcon, phi, neox) normalizes the input
+// once or twice (the input is saved once), then runs attention and MLP on
+// the normed input. A decoder block with cross-attention adds a norm, the
+// query projection's input and a core over sk encoder positions; the
+// encoder output that its k/v projections save is shared by all blocks
+// ([Activations.Shared]).
+func (c *calc) block(bl *block, sh shape) cost {
+	b, s, e := sh.b, sh.s, sh.e
+	T := c.m(b, s)
+	eTh := c.m(e, T, bl.h)
+	var x cost
+	x.input = eTh
+	norm := c.normSaved(bl.norm, T, bl.h, e)
+	var saved int64
+	switch {
+	case bl.post:
+		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
+	case bl.parallel:
+		saved = c.a(norm, eTh)
+		if bl.pnorms > 1 {
+			// The second norm reads the same input storage: only its
+			// statistics (and normalized copy for RMS) are new.
+			saved = c.a(saved, c.normSaved(bl.norm, T, bl.h, e)-c.m(e, T, bl.h), eTh)
+		}
+	default:
+		saved = c.a(norm, eTh, norm, eTh)
+		if bl.sandwich {
+			saved = c.a(saved, norm, norm)
+		}
+	}
+	if bl.qkNorm {
+		saved = c.a(saved, c.normSaved(normRMS, c.m(T, bl.H), bl.d, e), c.normSaved(normRMS, c.m(T, bl.KV), bl.d, e))
+	}
+	if bl.mla != nil {
+		// DeepSeek MLA: the latent projections and their RMSNorms save the
+		// q and kv latents (q_a_layernorm, kv_a_layernorm) and their
+		// normalized outputs; the decompressed q, k, v enter the core.
+		m := bl.mla
+		if m.QLoRARank > 0 {
+			saved = c.a(saved, c.normSaved(normRMS, T, m.QLoRARank, e), c.m(e, T, m.QLoRARank))
+		}
+		saved = c.a(saved, c.normSaved(normRMS, T, m.KVLoRARank, e), c.m(e, T, m.KVLoRARank))
+	}
+	as, ap, af, ab, aflops := c.attention(bl, sh, s, s)
+	saved = c.a(saved, as)
+	x.attn = ap
+	x.fwd, x.bwd = af, ab
+	x.attnFlops = aflops
+	if sh.drop {
+		saved = c.a(saved, c.m(bl.residDrop, T, bl.h))
+	}
+	if bl.cross {
+		cs, cp, cf, cb, cflops := c.attention(bl, sh, s, sh.sk)
+		// The cross core's k and v are projections of the encoder output
+		// and are this block's own; the query's input is norm3's output.
+		saved = c.a(saved, norm, eTh, cs)
+		x.attn = c.a(x.attn, cp)
+		x.fwd, x.bwd = max64(x.fwd, cf), max64(x.bwd, cb)
+		x.attnFlops = c.a(x.attnFlops, cflops)
+	}
+	// MLP.
+	var mlp, mlpBwd int64
+	if bl.moe != nil {
+		mlp, mlpBwd = c.moe(bl, T, e)
+	} else {
+		eTI := c.m(e, T, bl.I)
+		mlp = c.m(bl.act.tensors(), eTI)
+		if sh.drop && bl.mlpDrop {
+			mlp = c.a(mlp, c.m(T, bl.I))
+			if bl.act == actReLU {
+				mlp = c.a(mlp, eTI)
+			}
+		}
+		mlpBwd = c.m(3, eTI)
+	}
+	saved = c.a(saved, mlp)
+	x.saved = saved
+	// Rotary and head-splitting temporaries in forward: about three
+	// copies of q.
+	x.fwd = max64(x.fwd, c.m(3, e, T, bl.H, bl.d))
+	x.bwd = max64(x.bwd, mlpBwd)
+	x.flops = c.a(c.flops(bl, T, sh), aflops)
+	if bl.cross {
+		x.flops = c.a(x.flops, x.attnFlops-aflops, c.m(2, T, bl.h, bl.H, bl.d), c.m(2, T, bl.H, bl.dv, bl.h), c.m(2, sh.b, sh.sk, bl.h, bl.KV, bl.d+bl.dv))
+	}
+	return x
+}
+
+// moe returns what a mixture-of-experts MLP saves (Mixtral's
+// MixtralSparseMoeBlock, Qwen2-MoE, DeepSeek), for T tokens each routed
+// to Active of Experts experts without capacity limits (Hugging Face's
+// implementations drop no token):
+//
+//   - router: fp32 softmax of T·E logits (4·T·E), top-k indices (8·T·k),
+//     the renormalized fp32 weights and their sum (4·T·k + 4·T), the cast
+//     copy (e·T·k);
+//   - per routed token: the gathered input (e·h), the expert's SwiGLU
+//     (4·e·I_expert), the expert output multiplied by its routing weight
+//     (e·h + e), the gather and index_add indices (2×8);
+//   - shared experts: one SwiGLU over all tokens (4·e·T·I_shared), with
+//     Qwen2-MoE's sigmoid gate (e·T) and gated product (e·T·h).
+func (c *calc) moe(bl *block, T, e int64) (saved, bwd int64) {
+	m := bl.moe
+	Tk := c.m(T, m.Active)
+	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk), c.m(4, Tk), c.m(4, T), c.m(e, Tk))
+	per := c.a(c.m(2, e, bl.h), c.m(4, e, m.Intermediate), e, 16)
+	saved = c.a(saved, c.m(Tk, per))
+	if m.Shared > 0 && m.SharedIntermediate > 0 {
+		saved = c.a(saved, c.m(4, e, T, m.SharedIntermediate), c.m(e, T), c.m(e, T, bl.h))
+	}
+	bwd = c.m(3, e, Tk, m.Intermediate)
+	return saved, bwd
+}
+
+// flops returns the forward FLOPs of one block's projections and MLP
+// (2 per multiply-add), without the attention core.
+func (c *calc) flops(bl *block, T int64, sh shape) int64 {
+	proj := c.a(c.m(bl.h, bl.H, bl.d), c.m(bl.h, bl.KV, bl.d+bl.dv), c.m(bl.H, bl.dv, bl.h))
+	var mlp int64
+	if bl.moe != nil {
+		m := bl.moe
+		mlp = c.a(c.m(bl.h, m.Experts), c.m(m.Active, 3, bl.h, m.Intermediate))
+		if m.Shared > 0 {
+			mlp = c.a(mlp, c.m(3, bl.h, m.SharedIntermediate))
+		}
+	} else {
+		n := int64(2)
+		if bl.act.gated() {
+			n = 3
+		}
+		mlp = c.m(n, bl.h, bl.I)
+	}
+	return c.m(2, T, c.a(proj, mlp))
+}
+
+// family returns the block description of a decoder-only or encoder
+// Spec's layers (MLP fields filled from Intermediate; MoE set by the
+// caller).
+func family(s Spec) block {
+	bl := block{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
+		norm: normLN, act: actGELU, attnDrop: true, residDrop: 2}
+	switch layoutOf(s) {
+	case layoutLlama, layoutPhi3:
+		bl.norm, bl.act, bl.upcast, bl.residDrop = normRMS, actGated, true, 0
+		switch s.Family {
+		case "gemma", "gemma2", "gemma3_text":
+			bl.norm = normGemma
+			bl.softcap = s.Family == "gemma2"
+		}
+		if !s.Gated {
+			bl.act = actGELU
+		}
+		bl.qkNorm, bl.sandwich = s.QKNorm, s.SandwichNorm
+		if s.Family == "phi3" {
+			bl.residDrop = 2 // resid_attn_dropout, resid_mlp_dropout
+		}
+		if s.MLA.Enabled() {
+			m := s.MLA
+			bl.mla = &m
+			bl.d, bl.dv = m.QKNopeHeadDim+m.QKRopeHeadDim, m.VHeadDim
+		}
+	case layoutPhi:
+		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
+	case layoutFalcon:
+		bl.parallel, bl.pnorms, bl.residDrop = true, max64(1, s.ParallelNorms), 1
+	case layoutNeoX:
+		bl.parallel, bl.pnorms = true, 2
+	case layoutGPT2:
+		bl.act, bl.scalar = actGELUNew, true
+	case layoutBigCode:
+		bl.upcast = true // attention_softmax_in_fp32
+	case layoutOPT:
+		bl.act = actReLU
+		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
+	case layoutBERT:
+		bl.post = true
+	case layoutCLIPVision, layoutCLIPText:
+		bl.act = actQuickGELU
+	}
+	return bl
+}
+
+// stack adds blocks to a: Count blocks of one kind, computed once.
+func (c *calc) stack(a *Activations, w Workload, part, kind string, bl *block, sh shape, count int64, train bool) LayerActivations {
+	x := c.block(bl, sh)
+	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: sh.s,
+		Saved: gpumem.Bytes(x.saved), Attention: gpumem.Bytes(x.attn), Input: gpumem.Bytes(x.input),
+		Forward: gpumem.Bytes(x.fwd), Backward: gpumem.Bytes(x.bwd), FLOPs: x.flops, AttentionFLOPs: x.attnFlops}
+	if !train {
+		// Inference: nothing is saved; a block's live set is about its
+		// saved tensors, freed as the block proceeds.
+		l.Saved, l.Attention, l.Input = 0, 0, 0
+		l.Forward = gpumem.Bytes(max64(x.fwd, x.attn, c.m(3, sh.e, sh.b, sh.s, bl.I)))
+		l.Backward = 0
+		a.Layers = append(a.Layers, l)
+		return l
+	}
+	kept := x.saved
+	total := c.m(kept, count)
+	switch w.Checkpointing {
+	case FullCheckpointing:
+		kept, total = x.input, c.m(x.input, count)
+		l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
+	case SelectiveCheckpointing:
+		kept = x.saved - x.attn
+		total = c.m(kept, count)
+		l.Backward = gpumem.Bytes(c.a(x.attn, x.bwd))
+	case EveryKCheckpointing:
+		k := max64(1, w.CheckpointEvery)
+		n, _ := checked.CeilDiv(count, k)
+		total = c.a(c.m(n, x.input), c.m(count-n, x.saved))
+		kept, _ = checked.CeilDiv(total, count)
+		if n > 0 {
+			l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
+		}
+	case OffloadActivations:
+		a.Offloaded = gpumem.Bytes(c.a(int64(a.Offloaded), c.m(x.saved, count)))
+		kept, total = 0, 0
+		// The block being computed holds its saved tensors until they
+		// are copied out.
+		l.Forward = gpumem.Bytes(c.a(x.fwd, x.saved))
+		l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
+	}
+	l.Kept, l.KeptTotal = gpumem.Bytes(kept), gpumem.Bytes(total)
+	a.Layers = append(a.Layers, l)
+	return l
+}
+
+// decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
+// language model with seq tokens per sequence, under part.
+func (c *calc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
+	sh := shape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout}
+	bl := family(s)
+	a.Tokens = seq
+	T := c.m(w.Batch, seq)
+	layers := s.Layers
+	if s.MoE.Experts > 0 {
+		step := max64(1, s.MoE.Step)
+		dense := s.MoE.DenseFirst
+		if dense > layers {
+			dense = layers
+		}
+		moeLayers := (layers - dense) / step
+		if step > 1 {
+			// qwen2_moe decoder_sparse_step: layer i is MoE when (i+1) % step == 0.
+			moeLayers = 0
+			for i := dense; i < layers; i++ {
+				if (i+1)%step == 0 {
+					moeLayers++
+				}
+			}
+		}
+		if dense+moeLayers < layers || dense > 0 {
+			c.stack(a, w, part, "dense", &bl, sh, layers-moeLayers, w.Train)
+		}
+		mb := bl
+		m := s.MoE
+		mb.moe = &m
+		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
+	} else {
+		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
+	}
+	l := layoutOf(s)
+	eTh := c.m(e, T, s.Hidden)
+	// Rotary tables: cos and sin, batch·seq·head_dim each, computed once
+	// (LlamaRotaryEmbedding) and saved by every block's q·cos, k·cos.
+	switch l {
+	case layoutLlama, layoutPhi3, layoutPhi, layoutFalcon, layoutNeoX:
+		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+			// A reentrant checkpoint saves the block's tensor arguments:
+			// the eager 4-D causal mask too (s·s in the compute dtype,
+			// one storage expanded over the batch).
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, seq, seq)))
+		}
+	}
+	// Embedding: the lookup saves the ids (counted in TokenIDs); BERT's
+	// embedding LayerNorm saves its input and statistics; embedding
+	// dropout saves a mask.
+	emb := int64(0)
+	if l == layoutBERT {
+		emb = c.normSaved(normLN, T, s.Hidden, e)
+	}
+	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
+		emb = c.a(emb, c.m(T, s.Hidden))
+	}
+	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
+		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
+	}
+	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
+	// Final norm: the last block's output and the norm's own tensors.
+	var fin int64
+	switch {
+	case l == layoutBERT:
+		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
+		fin = c.a(eTh, eTh, c.normSaved(normLN, T, s.Hidden, e))
+	case bl.post || s.NoFinalNorm:
+		fin = eTh // the last block's output, saved by the head
+		if bl.post {
+			fin = 0
+		}
+	default:
+		fin = c.normSaved(bl.norm, T, s.Hidden, e)
+	}
+	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
+	var flops int64
+	for _, x := range a.Layers {
+		flops = c.a(flops, c.m(x.FLOPs, x.Count))
+	}
+	if !w.Train {
+		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
+	}
+	c.head(a, s, w, e, T, l == layoutBERT || (s.NoFinalNorm && !bl.post))
+	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, s.Vocab))
+	c.finish(a, w)
+}
+
+// head sets the LM head, logits and loss of a language model with T
+// tokens: the head's input (e·T·h; counted in FinalNorm when it is the
+// last block's output), cross_entropy's log-softmax (T·V) and its 0-dim
+// fp32 total weight, the logits (e·T·V), the loss gradient (8·T·V); ids
+// and labels are int64 (16·T). Causal LMs compute the loss through
+// transformers' ForCausalLMLoss, which upcasts the logits to fp32 first
+// (logits.float(): LogitsFP32, and an fp32 log-softmax); BERT's MLM loss,
+// T5 and Whisper call CrossEntropyLoss on the logits as they are.
+func (c *calc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted bool) {
+	V := s.Vocab
+	TV := c.m(T, V)
+	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
+	if !w.Train {
+		return
+	}
+	h := int64(0)
+	if !inputCounted {
+		h = c.m(e, T, s.Hidden)
+	}
+	if layoutOf(s) == layoutBERT {
+		h = c.m(e, T, s.Hidden) // the transform's LayerNorm output
+	}
+	if s.Family == "gemma2" {
+		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
+	}
+	lsm := int64(4)
+	switch layoutOf(s) {
+	case layoutBERT, layoutT5, layoutWhisper:
+		lsm = e
+	default:
+		if e != 4 {
+			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+		}
+	}
+	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
+	ids := c.m(16, T)
+	if lsm == 4 && w.Batch == 1 {
+		// ForCausalLMLoss pads the labels by one and slices them:
+		// with one sequence the slice is already contiguous, so the loss
+		// saves a view of the padded (s+1)-long tensor.
+		ids = c.a(ids, 8)
+	}
+	a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids))
+	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(2*lsm, TV)))
+}
+
+// finish computes the peaks and the recompute fraction from a.Layers.
+func (c *calc) finish(a *Activations, w Workload) {
+	var f, b gpumem.Bytes
+	var flops, recompute int64
+	for _, l := range a.Layers {
+		f = max(f, l.Forward)
+		b = max(b, l.Backward)
+		flops = c.a(flops, c.m(l.FLOPs, l.Count))
+		if !w.Train || l.Count == 0 {
+			continue
+		}
+		switch w.Checkpointing {
+		case FullCheckpointing:
+			recompute = c.a(recompute, c.m(l.FLOPs, l.Count))
+		case SelectiveCheckpointing:
+			recompute = c.a(recompute, c.m(l.AttentionFLOPs, l.Count))
+		case EveryKCheckpointing:
+			n, _ := checked.CeilDiv(l.Count, max64(1, w.CheckpointEvery))
+			recompute = c.a(recompute, c.m(l.FLOPs, n))
+		}
+	}
+	a.Forward, a.Backward = f, b
+	if a.FLOPs < flops {
+		a.FLOPs = flops
+	}
+	if a.FLOPs > 0 {
+		a.Recompute = float64(recompute) / float64(a.FLOPs)
+	}
+	if !w.Train {
+		a.Recompute = 0
+	}
+}
+
+// vision adds a ViT/CLIP/SigLIP encoder over n images to a: patch tokens
+// plus CLS, the patch convolution's pixel input (e·n·C·size²), CLIP's
+// pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
+func (c *calc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
+	tokens := s.Image.Patches() + b2i(s.ClassToken)
+	sh := shape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout}
+	bl := family(s)
+	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
+	if !w.Train || frozen {
+		return tokens
+	}
+	T := c.m(n, tokens)
+	emb := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
+	if layoutOf(s) == layoutCLIPVision {
+		emb = c.a(emb, c.normSaved(normLN, T, s.Hidden, e)) // pre_layrnorm
+	}
+	if w.Dropout && layoutOf(s) == layoutVision {
+		emb = c.a(emb, c.m(T, s.Hidden))
+	}
+	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
+	if part == "" {
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(normLN, T, s.Hidden, e)))
+		a.Tokens = tokens
+	}
+	return tokens
+}
+
+// multimodal fills a for a LLaVA-style model: the vision tower over
+// Batch·Images images, the projector (Linear, GELU, Linear: it saves the
+// selected features, the GELU input and output), then the language model
+// over SeqLen + Images·ImageTokens tokens. Hugging Face scatters the image
+// features into the embeddings with masked_scatter, which saves a 1-byte
+// mask per position (counted in TokenIDs).
+func (c *calc) multimodal(a *Activations, s Spec, w Workload, e int64) {
+	v, t := *s.Vision, *s.Text
+	n := c.m(w.Batch, w.Images)
+	per := w.ImageTokens
+	if per == 0 {
+		per = v.Image.Patches() // LLaVA drops CLS ("default" feature strategy)
+	}
+	if n > 0 {
+		c.vision(a, v, w, e, "vision", n, w.FreezeVision)
+		ph := t.Hidden
+		T := c.m(n, per)
+		saved := c.a(c.m(e, T, v.Hidden), c.m(2, e, T, ph))
+		l := LayerActivations{Part: "projector", Kind: "projector", Count: 1, Tokens: per, Input: gpumem.Bytes(c.m(e, T, v.Hidden)),
+			FLOPs: c.m(2, T, c.a(c.m(v.Hidden, ph), c.m(ph, ph))), Backward: gpumem.Bytes(c.m(2, e, T, ph))}
+		if w.Train {
+			l.Saved = gpumem.Bytes(saved)
+			l.Kept, l.KeptTotal = l.Saved, l.Saved
+			if w.Checkpointing == OffloadActivations {
+				l.Kept, l.KeptTotal = 0, 0
+				a.Offloaded = gpumem.Bytes(c.a(int64(a.Offloaded), saved))
+			}
+		} else {
+			l.Forward = gpumem.Bytes(c.m(2, e, T, ph))
+		}
+		a.Layers = append(a.Layers, l)
+	}
+	seq := c.a(w.SeqLen, c.m(w.Images, per))
+	c.decoderOnly(a, t, w, e, "language", seq)
+	a.ImageTokens = per
+	if w.Train && n > 0 {
+		a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), c.m(w.Batch, seq)))
+	}
+}
+
+// encDec fills a for T5 or Whisper: encoder blocks over the encoder
+// length, decoder blocks (self-attention, cross-attention over the encoder
+// output, MLP) over SeqLen, the head over SeqLen.
+//
+// T5: T5LayerNorm (normT5), no attention scaling, fp32 softmax
+// (scores.float()), dropout after every sub-block and inside the MLP,
+// ReLU or gated-gelu (gelu_new) MLP; the relative-position bucket indices
+// (int64 s·s) are saved once per stack by the bias embedding; the decoder
+// output is scaled by d_model^-0.5 before a tied head (a new tensor, saved
+// by the head).
+//
+// Whisper: pre-LN blocks with GELU; the encoder front-end is two
+// convolutions with GELU over 2×frames mel frames (conv1 saves the mel
+// input, e·M·2F; GELU saves conv1's output, conv2 the GELU output, each
+// e·h·2F; the second GELU saves conv2's output, e·h·F).
+func (c *calc) encDec(a *Activations, s Spec, w Workload, e int64) {
+	enc := *s.Encoder
+	l := layoutOf(s)
+	encLen := w.EncoderLen
+	if encLen == 0 {
+		encLen = w.SeqLen
+		if l == layoutWhisper {
+			encLen = enc.Positions
+		}
+	}
+	eb := block{h: s.Hidden, H: enc.Heads, KV: max64(1, enc.KVHeads), d: max64(1, enc.HeadDim), I: enc.Intermediate,
+		norm: normLN, act: actGELU, attnDrop: true, residDrop: 2}
+	if enc.KVHeads == 0 {
+		eb.KV = enc.Heads
+	}
+	if enc.HeadDim == 0 {
+		eb.d = s.HeadDim
+	}
+	eb.dv = eb.d
+	db := block{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
+		norm: normLN, act: actGELU, attnDrop: true, residDrop: 3, cross: true}
+	if l == layoutT5 {
+		for _, b := range []*block{&eb, &db} {
+			b.norm, b.upcast, b.act, b.mlpDrop = normT5, true, actReLU, true
+			if s.Gated {
+				b.act = actGatedNew
+			}
+		}
+	}
+	esh := shape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout}
+	dsh := shape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout}
+	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
+	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
+	a.Tokens = w.SeqLen
+	eT := c.m(w.Batch, encLen)
+	dT := c.m(w.Batch, w.SeqLen)
+	if w.Train {
+		// The encoder's final norm, and its output read by every
+		// decoder block's cross k/v projections (saved once).
+		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
+		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
+		if l == layoutT5 {
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
+		}
+		emb := int64(0)
+		if l == layoutWhisper {
+			F := encLen
+			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+		}
+		if w.Dropout {
+			emb = c.a(emb, c.m(eT, s.Hidden), c.m(dT, s.Hidden))
+		}
+		a.Embedding = gpumem.Bytes(emb)
+		if l == layoutT5 {
+			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
+		}
+	}
+	c.head(a, s, w, e, dT, false)
+	var flops int64
+	for _, x := range a.Layers {
+		flops = c.a(flops, c.m(x.FLOPs, x.Count))
+	}
+	a.FLOPs = c.a(flops, c.m(2, dT, s.Hidden, s.Vocab))
+	c.finish(a, w)
+}

@@ -1,0 +1,401 @@
+//go:build gpumem_act
+
+package model_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+)
+
+// oracleCase is one grid point of testdata/oracle/activations.json,
+// written by tools/oracle/activations.py (torch 1.13.0a0, CPU). The
+// "_cuda" figures are what torch 2.x on CUDA saves (see the script's
+// header for the three corrections).
+type oracleCase struct {
+	Config struct {
+		Arch         string `json:"arch"`
+		Batch        int64  `json:"batch"`
+		Seq          int64  `json:"seq"`
+		Hidden       int64  `json:"hidden"`
+		Heads        int64  `json:"heads"`
+		KVHeads      int64  `json:"kv_heads"`
+		HeadDim      int64  `json:"head_dim"`
+		Intermediate int64  `json:"intermediate"`
+		Vocab        int64  `json:"vocab"`
+		Layers       int64  `json:"layers"`
+		DType        string `json:"dtype"`
+		Ckpt         string `json:"ckpt"`
+		Positions    int64  `json:"positions"`
+	} `json:"config"`
+	Saved struct {
+		Layers         []int64 `json:"layers_cuda"`
+		Embedding      int64   `json:"embedding_cuda"`
+		FinalNorm      int64   `json:"final_norm_cuda"`
+		Head           int64   `json:"head_cuda"`
+		Shared         int64   `json:"shared_cuda"`
+		IDs            int64   `json:"ids_cuda"`
+		ResidentInputs int64   `json:"resident_inputs"`
+	} `json:"saved"`
+}
+
+func loadOracle(t testing.TB) []oracleCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "oracle", "activations.json"))
+	require.NoError(t, err)
+	var f struct {
+		Torch string       `json:"torch_version"`
+		Cases []oracleCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(data, &f))
+	require.NotEmpty(t, f.Cases)
+	return f.Cases
+}
+
+func oracleSpec(t testing.TB, c oracleCase) (model.Spec, model.Workload) {
+	cfg := c.Config
+	dt := gpumem.FP32
+	if cfg.DType == "bf16" {
+		dt = gpumem.BF16
+	}
+	s := model.Spec{Family: cfg.Arch, DType: dt, Layers: cfg.Layers, Hidden: cfg.Hidden, Intermediate: cfg.Intermediate,
+		Heads: cfg.Heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, Vocab: cfg.Vocab}
+	switch cfg.Arch {
+	case "llama":
+		s.Norm, s.Gated = model.RMSNorm, true
+	case "gpt2":
+		s.Norm, s.Positions, s.TiedEmbeddings = model.LayerNorm, cfg.Positions, true
+	case "bert":
+		s.Norm, s.Positions, s.TypeVocab, s.TiedEmbeddings = model.LayerNorm, cfg.Positions, 2, true
+	default:
+		t.Fatalf("unknown oracle arch %q", cfg.Arch)
+	}
+	w := model.Workload{Batch: cfg.Batch, SeqLen: cfg.Seq, DType: dt, Train: true}
+	if cfg.Ckpt != "none" {
+		w.Checkpointing = model.FullCheckpointing
+	}
+	return s, w
+}
+
+func relErr(got, want int64) float64 {
+	if want == 0 {
+		if got == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Abs(float64(got-want)) / float64(want)
+}
+
+// TestActivationsOracle compares per-layer saved bytes, and the embedding,
+// final-norm, head, token-id and rotary figures, with the CPU oracle
+// (testdata/oracle/activations.json, tools/oracle/activations.py, torch
+// 1.13.0a0, "_cuda" figures). Tolerance: 1% on every grid point.
+func TestActivationsOracle(t *testing.T) {
+	t.Parallel()
+	cases := loadOracle(t)
+	var errs []float64
+	worst, worstName := 0.0, ""
+	for i, c := range cases {
+		cfg := c.Config
+		name := fmt.Sprintf("%d/%s/%s/%s/b%d/s%d/h%d/H%d/kv%d", i, cfg.Arch, cfg.DType, cfg.Ckpt, cfg.Batch, cfg.Seq, cfg.Hidden, cfg.Heads, cfg.KVHeads)
+		s, w := oracleSpec(t, c)
+		a, err := s.Activations(w)
+		require.NoError(t, err, name)
+		require.Len(t, a.Layers, 1, name)
+		l := a.Layers[0]
+		require.Equal(t, cfg.Layers, l.Count, name)
+		type pair struct {
+			what      string
+			got, want int64
+		}
+		var checks []pair
+		if cfg.Ckpt == "nonreentrant" {
+			// The non-reentrant checkpoint hides everything from an
+			// outer hook; what stays resident is each block's input.
+			checks = append(checks, pair{"resident inputs", int64(l.KeptTotal), c.Saved.ResidentInputs})
+		} else {
+			for j, want := range c.Saved.Layers {
+				checks = append(checks, pair{fmt.Sprintf("layer %d", j), int64(l.Kept), want})
+			}
+		}
+		checks = append(checks,
+			pair{"embedding", int64(a.Embedding), c.Saved.Embedding},
+			pair{"final norm", int64(a.FinalNorm), c.Saved.FinalNorm},
+			pair{"head", int64(a.Head), c.Saved.Head},
+			pair{"token ids", int64(a.TokenIDs), c.Saved.IDs})
+		if cfg.Arch == "llama" && cfg.Ckpt != "nonreentrant" {
+			checks = append(checks, pair{"rotary cos/sin", int64(a.Shared), c.Saved.Shared})
+		}
+		for _, p := range checks {
+			e := relErr(p.got, p.want)
+			if strings.HasPrefix(p.what, "layer") || p.what == "resident inputs" {
+				errs = append(errs, e)
+				if e >= worst {
+					worst, worstName = e, name
+				}
+			}
+			if e > 0.01 {
+				t.Errorf("%s: %s = %d, want %d (oracle), error %.3f%%", name, p.what, p.got, p.want, 100*e)
+			}
+		}
+	}
+	sort.Float64s(errs)
+	t.Logf("per-layer saved bytes vs oracle over %d cases (%d layer figures): median error %.4f%%, worst %.4f%% (%s)",
+		len(cases), len(errs), 100*errs[len(errs)/2], 100*worst, worstName)
+}
+
+func mustLookup(t testing.TB, name string) model.Spec {
+	t.Helper()
+	s, ok := model.Lookup(name)
+	if !ok {
+		t.Fatalf("Lookup(%q) failed", name)
+	}
+	return s
+}
+
+var propertyModels = []string{"llama-2-7b", "llama-3-8b", "gpt2", "bert-base", "opt-125m", "pythia-160m", "phi-2",
+	"falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite", "gemma-2-2b", "qwen3-8b", "t5-small", "mt5-small",
+	"whisper-small", "vit-base-patch16-224", "clip-vit-large-patch14-336", "llava-1.5-7b"}
+
+func total(t *testing.T, s model.Spec, w model.Workload) model.Activations {
+	t.Helper()
+	a, err := s.Activations(w)
+	require.NoError(t, err, "%s %+v", s.Family, w)
+	return a
+}
+
+// TestActivationsMonotone: activations never decrease as batch or
+// sequence length grow, for every kernel and policy.
+func TestActivationsMonotone(t *testing.T) {
+	t.Parallel()
+	for _, name := range propertyModels {
+		s := mustLookup(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for k := model.Eager; k <= model.Flash; k++ {
+				for p := model.NoCheckpointing; p <= model.OffloadActivations; p++ {
+					for _, drop := range []bool{false, true} {
+						base := model.Workload{Batch: 1, SeqLen: 64, Train: true, Attention: k, Checkpointing: p, Dropout: drop, Images: 1, CheckpointEvery: 2}
+						prev := total(t, s, base)
+						for _, grow := range []func(*model.Workload){
+							func(w *model.Workload) { w.Batch *= 2 },
+							func(w *model.Workload) { w.SeqLen *= 3 },
+							func(w *model.Workload) { w.SeqLen++ },
+							func(w *model.Workload) { w.Batch++ },
+						} {
+							w := base
+							for i := 0; i < 3; i++ {
+								grow(&w)
+								a := total(t, s, w)
+								if a.Total() < prev.Total() || a.Peak() < prev.Peak() {
+									t.Errorf("%v: Total/Peak = %v/%v, below %v/%v at a smaller workload", w, a.Total(), a.Peak(), prev.Total(), prev.Peak())
+								}
+								prev = a
+							}
+							prev = total(t, s, base)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestActivationsCheckpointing: no policy keeps more than no
+// checkpointing, and full keeps no more than every-k or selective.
+func TestActivationsCheckpointing(t *testing.T) {
+	t.Parallel()
+	for _, name := range propertyModels {
+		s := mustLookup(t, name)
+		for _, k := range []model.AttentionKernel{model.Eager, model.SDPA, model.Flash} {
+			for _, seq := range []int64{16, 512, 4096} {
+				w := model.Workload{Batch: 2, SeqLen: seq, Train: true, Attention: k, Images: 1, CheckpointEvery: 4, Dropout: seq == 512}
+				none := total(t, s, w)
+				for p := model.FullCheckpointing; p <= model.OffloadActivations; p++ {
+					w.Checkpointing = p
+					a := total(t, s, w)
+					if a.LayersTotal() > none.LayersTotal() || a.Total() > none.Total() {
+						t.Errorf("%s %v seq %d: %v keeps %v (total %v), more than none's %v (%v)", name, k, seq, p, a.LayersTotal(), a.Total(), none.LayersTotal(), none.Total())
+					}
+					if p == model.NoCheckpointing || p == model.OffloadActivations {
+						require.Zero(t, a.Recompute)
+					} else if a.Recompute <= 0 || a.Recompute > 1 {
+						t.Errorf("%s %v: recompute fraction %v outside (0, 1]", name, p, a.Recompute)
+					}
+				}
+				w.Checkpointing = model.FullCheckpointing
+				full := total(t, s, w)
+				w.Checkpointing = model.EveryKCheckpointing
+				every := total(t, s, w)
+				if full.LayersTotal() > every.LayersTotal() || full.Recompute < every.Recompute {
+					t.Errorf("%s: full keeps %v (recompute %v), every-4 %v (%v)", name, full.LayersTotal(), full.Recompute, every.LayersTotal(), every.Recompute)
+				}
+			}
+		}
+	}
+}
+
+// TestActivationsKernels: Flash <= SDPA <= Eager for saved bytes per layer,
+// totals and peaks, for sequences of at least 16 tokens (below that,
+// SDPA's log-sum-exp, padded to 32 rows, can exceed eager's s² probabilities).
+func TestActivationsKernels(t *testing.T) {
+	t.Parallel()
+	for _, name := range propertyModels {
+		s := mustLookup(t, name)
+		for _, seq := range []int64{16, 100, 1024, 8192} {
+			for _, drop := range []bool{false, true} {
+				var prev model.Activations
+				for i, k := range []model.AttentionKernel{model.Flash, model.SDPA, model.Eager} {
+					a := total(t, s, model.Workload{Batch: 1, SeqLen: seq, Train: true, Attention: k, Dropout: drop, Images: 1})
+					if i > 0 {
+						for j := range a.Layers {
+							if a.Layers[j].Saved < prev.Layers[j].Saved {
+								t.Errorf("%s seq %d: %v layer %d saves %v, less than %v's... kernel order broken", name, seq, k, j, a.Layers[j].Saved, prev.Layers[j].Saved)
+							}
+						}
+						if a.Total() < prev.Total() || a.Peak() < prev.Peak() {
+							t.Errorf("%s seq %d drop %v: %v total/peak %v/%v below the previous kernel's %v/%v", name, seq, drop, k, a.Total(), a.Peak(), prev.Total(), prev.Peak())
+						}
+					}
+					prev = a
+				}
+			}
+		}
+	}
+}
+
+// TestActivationsParts: Total is the sum of its parts, and inference saves
+// nothing.
+func TestActivationsParts(t *testing.T) {
+	t.Parallel()
+	for _, name := range propertyModels {
+		s := mustLookup(t, name)
+		a := total(t, s, model.Workload{Batch: 2, SeqLen: 256, Train: true, Images: 1})
+		var sum gpumem.Bytes
+		for _, l := range a.Layers {
+			require.Equal(t, l.Kept*gpumem.Bytes(l.Count), l.KeptTotal, name)
+			sum += l.KeptTotal
+		}
+		require.Equal(t, sum+a.Embedding+a.TokenIDs+a.Shared+a.FinalNorm+a.Head+a.Logits, a.Total(), name)
+		require.Positive(t, int64(a.Total()), name)
+		inf := total(t, s, model.Workload{Batch: 2, SeqLen: 256, Images: 1})
+		require.Zero(t, inf.LayersTotal(), name)
+		require.Equal(t, inf.Logits, inf.Total(), name)
+	}
+}
+
+// TestActivationsKorthikanti: a GPT-style block in 16 bits with dropout,
+// all per-op tensors as Korthikanti et al. §4.1 count them, except for the
+// differences of Hugging Face's eager GPT-2 code: the fp32 LayerNorm
+// statistics (16·s·b), gelu_new written in five Python ops (20·s·b·h
+// instead of 8·s·b·h with a fused GELU), and the scaling scalar (2 bytes).
+func TestActivationsKorthikanti(t *testing.T) {
+	t.Parallel()
+	const b, sq, h, a = 2, 512, 1024, 16
+	s := model.Spec{Family: "gpt2", DType: gpumem.BF16, Layers: 1, Hidden: h, Heads: a, KVHeads: a, HeadDim: h / a,
+		Intermediate: 4 * h, Vocab: 1000, Positions: 1024, Norm: model.LayerNorm, TiedEmbeddings: true}
+	act, err := s.Activations(model.Workload{Batch: b, SeqLen: sq, Train: true, Dropout: true})
+	require.NoError(t, err)
+	paper := int64(sq*b*h*34 + 5*a*sq*sq*b)
+	want := paper + 16*sq*b + (20-8)*sq*b*4*h/4*1 + 2
+	// (20-8)·s·b·h: gelu_new keeps 5 tensors of s·b·4h in 2 bytes = 40sbh,
+	// a fused GELU keeps 1 of them plus the down projection's input
+	// (2 tensors) = 16sbh, Korthikanti's count of the MLP activation is
+	// 8sbh (GeLU input) + 8sbh (second linear's input): 24sbh more here.
+	want = paper + 16*sq*b + 24*sq*b*h + 2
+	require.Equal(t, want, int64(act.Layers[0].Saved))
+}
+
+// TestActivationsSeeds reproduces the seed documents' numbers.
+func TestActivationsSeeds(t *testing.T) {
+	t.Parallel()
+	// seed 000: Whisper-small encoder, one 30 s clip: 1500 frames, 12
+	// heads, fp32 eager: 1500·1500·12·4 bytes of probabilities per layer.
+	s := mustLookup(t, "whisper-small")
+	a := total(t, s, model.Workload{Batch: 1, SeqLen: 448, DType: gpumem.FP32, Train: true})
+	require.Equal(t, "encoder", a.Layers[0].Part)
+	require.Equal(t, int64(1500), a.Layers[0].Tokens)
+	require.Equal(t, gpumem.Bytes(1500*1500*12*4), a.Layers[0].Attention) // 103 MiB
+	// seed 001: LLaVA-1.5 at 336 px: 576 image tokens.
+	l := total(t, mustLookup(t, "llava-1.5-7b"), model.Workload{Batch: 1, SeqLen: 1472, Images: 1, Train: true})
+	require.Equal(t, int64(576), l.ImageTokens)
+	require.Equal(t, int64(2048), l.Tokens)
+}
+
+// TestActivationsErrors: bad input gives a *gpumem.FieldError naming the
+// field, never a panic.
+func TestActivationsErrors(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "llama-2-7b")
+	for _, tc := range []struct {
+		field string
+		w     model.Workload
+		s     func(*model.Spec)
+		kind  error
+	}{
+		{"Workload.Batch", model.Workload{SeqLen: 1}, nil, gpumem.ErrInvalid},
+		{"Workload.Batch", model.Workload{Batch: -3, SeqLen: 1}, nil, gpumem.ErrInvalid},
+		{"Workload.SeqLen", model.Workload{Batch: 1}, nil, gpumem.ErrInvalid},
+		{"Workload.SeqLen", model.Workload{Batch: 1, SeqLen: 1 << 50}, nil, gpumem.ErrInvalid},
+		{"Workload.DType", model.Workload{Batch: 1, SeqLen: 1, DType: gpumem.Q4_K}, nil, gpumem.ErrUnsupported},
+		{"Workload.Attention", model.Workload{Batch: 1, SeqLen: 1, Attention: 9}, nil, gpumem.ErrInvalid},
+		{"Workload.Checkpointing", model.Workload{Batch: 1, SeqLen: 1, Checkpointing: 9}, nil, gpumem.ErrInvalid},
+		{"Workload.CheckpointEvery", model.Workload{Batch: 1, SeqLen: 1, CheckpointEvery: -1}, nil, gpumem.ErrInvalid},
+		{"Workload", model.Workload{Batch: 1 << 40, SeqLen: 1 << 40, Train: true}, nil, gpumem.ErrRange},
+		{"Spec.KVHeads", model.Workload{Batch: 1, SeqLen: 1}, func(s *model.Spec) { s.KVHeads = 5 }, gpumem.ErrInvalid},
+		{"Spec.Hidden", model.Workload{Batch: 1, SeqLen: 1}, func(s *model.Spec) { s.Hidden = 0 }, gpumem.ErrInvalid},
+		{"Spec.Family", model.Workload{Batch: 1, SeqLen: 1}, func(s *model.Spec) { s.Family = "" }, gpumem.ErrInvalid},
+	} {
+		sp := s
+		if tc.s != nil {
+			tc.s(&sp)
+		}
+		_, err := sp.Activations(tc.w)
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe, tc.field)
+		require.Equal(t, tc.field, fe.Field)
+		require.True(t, errors.Is(err, tc.kind), "%s: %v", tc.field, err)
+	}
+	_, err := model.Spec{}.Activations(model.Workload{Batch: 1, SeqLen: 1})
+	require.Error(t, err)
+}
+
+func BenchmarkActivations70B(b *testing.B) {
+	s := mustLookup(b, "llama-2-70b")
+	w := model.Workload{Batch: 1, SeqLen: 4096, Train: true, DType: gpumem.BF16, Attention: model.Flash, Checkpointing: model.FullCheckpointing}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Activations(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// LLaVA-1.5 at 336 pixels turns each image into (336/14)² = 576 tokens of
+// its language model's sequence (the CLIP tower's CLS token is dropped).
+func ExampleSpec_Activations_llava() {
+	s, _ := model.Lookup("llava-1.5-7b")
+	a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 1472, Images: 1, Train: true, DType: gpumem.BF16,
+		Attention: model.Flash, FreezeVision: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("image tokens:", a.ImageTokens, "LM sequence:", a.Tokens)
+	for _, l := range a.Layers {
+		fmt.Printf("%-9s %-9s ×%d tokens %d saved %.1f MiB each\n", l.Part, l.Kind, l.Count, l.Tokens, l.Saved.MiB())
+	}
+	// Output:
+}
