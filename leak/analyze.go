@@ -81,6 +81,9 @@ type Options struct {
 	// Significance is the one-sided p-value below which growth counts as
 	// a leak and curvature as acceleration. Default 0.01.
 	Significance float64
+	// Device selects one GPU when the samples name several (nvidia-smi
+	// rows with an index column). Default 0: GPU 0.
+	Device int
 }
 
 func (o *Options) withDefaults() Options {
@@ -185,6 +188,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	if o.Capacity < 0 {
 		return r, gpumem.Errorf("Options.Capacity", o.Capacity, gpumem.ErrRange, "negative capacity")
 	}
+	if o.Device < 0 {
+		return r, gpumem.Errorf("Options.Device", o.Device, gpumem.ErrRange, "negative device index")
+	}
 	if o.WarmUp < -1 {
 		return r, gpumem.Errorf("Options.WarmUp", o.WarmUp, gpumem.ErrRange, "want −1, 0 (automatic) or a count")
 	}
@@ -206,7 +212,7 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	use := make([]Sample, 0, len(samples))
 	allStep, allTime := true, true
 	for _, s := range samples {
-		if s.OOM || s.Has&r.Column == 0 {
+		if s.OOM || s.Has&r.Column == 0 || s.Device != o.Device {
 			continue
 		}
 		use = append(use, s)

@@ -164,3 +164,19 @@ func BenchmarkAnalyzeMillion(b *testing.B) {
 		_, _ = Analyze(s, nil)
 	}
 }
+
+func TestAnalyzeDevice(t *testing.T) {
+	t.Parallel()
+	var s []Sample
+	for i := range 40 {
+		// GPU 0 flat, GPU 1 leaking, interleaved as nvidia-smi prints them.
+		s = append(s, Sample{Step: int64(i), Device: 0, Used: 10 * gpumem.GiB, Has: ColStep | ColUsed})
+		s = append(s, Sample{Step: int64(i), Device: 1, Used: 10*gpumem.GiB + gpumem.Bytes(i)*100*gpumem.MiB, Has: ColStep | ColUsed})
+	}
+	r0, err := Analyze(s, nil)
+	require.NoError(t, err)
+	r1, err := Analyze(s, &Options{Device: 1})
+	require.NoError(t, err)
+	assert.Equal(t, ShapeFlat, r0.Shape)
+	assert.Equal(t, ShapeLinear, r1.Shape)
+}

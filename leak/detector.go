@@ -60,6 +60,9 @@ type DetectorOptions struct {
 	// Column to watch. Default: the first sample's Used, else Reserved,
 	// else Allocated.
 	Column Column
+	// Device is the GPU index to watch; samples of other devices are
+	// ignored. Default 0.
+	Device int
 }
 
 // Detector watches memory samples as they arrive, as a sidecar does, and
@@ -113,7 +116,7 @@ func (d *Detector) Add(s Sample) (Alert, bool) {
 			return Alert{}, false
 		}
 	}
-	if s.Has&d.opt.Column == 0 {
+	if s.Has&d.opt.Column == 0 || s.Device != d.opt.Device {
 		return Alert{}, false
 	}
 	if d.opt.Capacity == 0 && s.Has&ColCapacity != 0 {
@@ -144,7 +147,7 @@ func (d *Detector) Add(s Sample) (Alert, bool) {
 	if len(window) < 8 {
 		return Alert{}, false
 	}
-	r, err := Analyze(window, &Options{Capacity: capa, Column: d.opt.Column, WarmUp: -1, MinSamples: 8})
+	r, err := Analyze(window, &Options{Capacity: capa, Column: d.opt.Column, WarmUp: -1, MinSamples: 8, Device: d.opt.Device})
 	if err != nil || !r.Leak {
 		d.growing = false
 		return Alert{}, false

@@ -180,6 +180,7 @@ func (o OOM) Diagnose() Diagnosis {
 			selfPID = -1
 		}
 	}
+	d.OtherProcesses = o.MoreUsed
 	for _, p := range o.ProcessList() {
 		if p.PID != selfPID {
 			d.OtherProcesses += p.Used

@@ -230,6 +230,7 @@ type OOM struct {
 	Processes     [MaxProcesses]Process // other processes, in message order; see NumProcesses
 	NumProcesses  int                   // entries used in Processes
 	MoreProcesses int                   // entries beyond MaxProcesses that were not kept
+	MoreUsed      gpumem.Bytes          // memory of the entries not kept
 
 	Hint      Hint  // remedies the message suggests
 	Stated    Field // fields the message printed
@@ -248,9 +249,10 @@ func (o *OOM) Known(f Field) bool { return (o.Stated|o.Derived)&f == f }
 // ProcessList returns the kept process entries; it aliases o.Processes.
 func (o *OOM) ProcessList() []Process { return o.Processes[:o.NumProcesses] }
 
-// OtherProcesses returns the memory used by the listed processes.
+// OtherProcesses returns the memory used by the listed processes,
+// including those beyond MaxProcesses.
 func (o *OOM) OtherProcesses() gpumem.Bytes {
-	var sum gpumem.Bytes
+	sum := o.MoreUsed
 	for _, p := range o.ProcessList() {
 		sum += p.Used
 	}
@@ -624,6 +626,7 @@ func parseSentences(s string, i int, o *OOM) int {
 				o.NumProcesses++
 			} else {
 				o.MoreProcesses++
+				o.MoreUsed += v
 			}
 			o.Stated |= FieldProcesses
 			i = skipInUse(s, j)

@@ -1,6 +1,7 @@
 package leak
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,5 +248,82 @@ func FuzzParseOOM(f *testing.F) {
 			t.Fatalf("message %q not found again", s[o.Start:o.End])
 		}
 		_ = o2
+		d := o.Diagnose()
+		if d.Fragmentation > 1 || d.Shortfall < 0 {
+			t.Fatalf("Diagnose = %+v", d)
+		}
+		if _, err := json.Marshal(o); err != nil {
+			t.Fatalf("json.Marshal(OOM): %v", err)
+		}
+		if _, err := json.Marshal(d); err != nil {
+			t.Fatalf("json.Marshal(Diagnosis): %v", err)
+		}
 	})
+}
+
+// TestParseOOMConstructed covers formats for which no real message was
+// found in public threads; each input is built from the allocator's format
+// string quoted in REFERENCE.md §3, not copied from a report.
+func TestParseOOMConstructed(t *testing.T) {
+	t.Parallel()
+	g := gpumem.MustParseBytes
+	tests := []struct {
+		name   string
+		in     string
+		era    Era
+		stated Field
+		check  func(o *OOM) bool
+		hint   Hint
+	}{
+		{
+			name:   "1.8-1.9 allowed in parentheses (PR #48172)",
+			in:     "RuntimeError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 11.91 GiB total capacity; 4.50 GiB already allocated; 6.20 GiB free; 4.77 GiB allowed; 4.74 GiB reserved in total by PyTorch)",
+			era:    EraReservedTotal,
+			stated: FieldDevice | FieldRequested | FieldCapacity | FieldAllocated | FieldFree | FieldAllowed | FieldReserved,
+			check:  func(o *OOM) bool { return o.Allowed == g("4.77 GiB") && o.Diagnose().Cause == CauseLimit },
+		},
+		{
+			name:   "1.x C++ what() with the malloc location suffix",
+			in:     "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity; 9.80 GiB already allocated; 11.44 MiB free; 9.98 GiB reserved in total by PyTorch) (malloc at /opt/conda/conda-bld/pytorch_1595629403081/work/c10/cuda/CUDACachingAllocator.cpp:272)",
+			era:    EraReservedTotal,
+			stated: FieldDevice | FieldRequested | FieldCapacity | FieldAllocated | FieldFree | FieldReserved,
+			check:  func(o *OOM) bool { return !o.Truncated && o.Reserved == g("9.98 GiB") },
+		},
+		{
+			name:   "2025+ PYTORCH_ALLOC_CONF hint",
+			in:     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.16 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch, and 7.51 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+			era:    EraCapacity,
+			stated: FieldDevice | FieldRequested | FieldCapacity | FieldFree | FieldSelf | FieldAllocated | FieldReservedUnallocated,
+			hint:   HintExpandableSegments | HintAllocConf,
+			check: func(o *OOM) bool {
+				d := o.Diagnose()
+				return d.Cause == CauseFragmentation && strings.Contains(d.Advice[0].Text, "PYTORCH_ALLOC_CONF=")
+			},
+		},
+		{
+			name:   "2.x message cut inside the process list",
+			in:     "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 23.69 GiB of which 3.12 MiB is free. Process 1234 has 12.00 GiB memory in use. Process 56",
+			era:    EraCapacity,
+			stated: FieldDevice | FieldRequested | FieldCapacity | FieldFree | FieldProcesses,
+			check:  func(o *OOM) bool { return o.Truncated && o.NumProcesses == 1 },
+		},
+		{
+			name:   "more processes than kept",
+			in:     "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 79.33 GiB of which 0 bytes is free." + strings.Repeat(" Process 7 has 7.00 GiB memory in use.", 11) + " Of the allocated memory 1.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+			era:    EraCapacity,
+			stated: FieldDevice | FieldRequested | FieldCapacity | FieldFree | FieldProcesses | FieldAllocated | FieldReservedUnallocated,
+			check:  func(o *OOM) bool { return o.NumProcesses == MaxProcesses && o.MoreProcesses == 3 && !o.Truncated },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o, ok := ParseOOM(tc.in)
+			require.True(t, ok)
+			if o.Era != tc.era || o.Stated != tc.stated || o.Hint&tc.hint != tc.hint || !tc.check(&o) {
+				t.Errorf("ParseOOM(%s) = era %v stated %012b hint %07b %+v; want era %v stated %012b hint %07b",
+					tc.name, o.Era, o.Stated, o.Hint, o, tc.era, tc.stated, tc.hint)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package leak
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -204,6 +205,13 @@ func FuzzParseSamples(f *testing.F) {
 			if x.Has&ColMemory == 0 && !x.OOM {
 				t.Fatalf("sample without memory: %v", x)
 			}
+		}
+		r, err := Analyze(got, &Options{Capacity: 24 * gpumem.GiB})
+		if err != nil {
+			t.Fatalf("Analyze: %v", err)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("json.Marshal(Report): %v", err)
 		}
 	})
 }
