@@ -1,5 +1,3 @@
-//go:build gpumem_act
-
 package model
 
 // # Activations: what each layer saves for backward
@@ -310,9 +308,9 @@ func (a Activations) Peak() gpumem.Bytes {
 	return a.Total() + m
 }
 
-// maxTokens bounds Batch, SeqLen and the like: 2^40 is far beyond any job
+// actMaxTokens bounds Batch, SeqLen and the like: 2^40 is far beyond any job
 // and keeps products of a few of them checkable.
-const maxTokens = 1 << 40
+const actMaxTokens = 1 << 40
 
 // Activations estimates the activation memory of one step of s under w:
 // per kind of block (identical blocks computed once and multiplied by
@@ -332,7 +330,7 @@ func (s Spec) Activations(w Workload) (Activations, error) {
 	if err != nil {
 		return Activations{}, err
 	}
-	var c calc
+	var c actCalc
 	var a Activations
 	switch layoutOf(s) {
 	case layoutMultimodal:
@@ -429,7 +427,7 @@ func (s Spec) checkAct(path string) error {
 		if enc.Layers > 1<<16 {
 			return gpumem.Errorf(path+".Encoder.Layers", enc.Layers, gpumem.ErrRange, "more than 65536 layers")
 		}
-		if l == layoutWhisper && (enc.Positions <= 0 || enc.Positions > maxTokens) {
+		if l == layoutWhisper && (enc.Positions <= 0 || enc.Positions > actMaxTokens) {
 			return gpumem.Errorf(path+".Encoder.Positions", enc.Positions, gpumem.ErrInvalid, "must be positive (1500 audio frames for 30 s)")
 		}
 	}
@@ -441,15 +439,15 @@ func (s Spec) checkAct(path string) error {
 
 // check validates w and returns the compute dtype's element size.
 func (w Workload) check(s Spec) (int64, error) {
-	if w.Batch < 1 || w.Batch > maxTokens {
+	if w.Batch < 1 || w.Batch > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
 	l := layoutOf(s)
 	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision
-	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > maxTokens {
+	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.SeqLen", w.SeqLen, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
-	if w.EncoderLen < 0 || w.EncoderLen > maxTokens {
+	if w.EncoderLen < 0 || w.EncoderLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.EncoderLen", w.EncoderLen, gpumem.ErrInvalid, "must be in [0, 2^40]")
 	}
 	if w.Images < 0 || w.Images > 1<<20 {
@@ -488,12 +486,12 @@ func (w Workload) check(s Spec) (int64, error) {
 	return 0, gpumem.Errorf("Workload.DType", d, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
 }
 
-// calc does checked int64 arithmetic; any overflow sets bad, and the
+// actCalc does checked int64 arithmetic; any overflow sets bad, and the
 // caller reports one ErrRange.
-type calc struct{ bad bool }
+type actCalc struct{ bad bool }
 
 // m returns the product of xs.
-func (c *calc) m(xs ...int64) int64 {
+func (c *actCalc) m(xs ...int64) int64 {
 	v, ok := checked.MulAll(xs...)
 	if !ok {
 		c.bad = true
@@ -503,7 +501,7 @@ func (c *calc) m(xs ...int64) int64 {
 }
 
 // a returns the sum of xs.
-func (c *calc) a(xs ...int64) int64 {
+func (c *actCalc) a(xs ...int64) int64 {
 	var s int64
 	for _, x := range xs {
 		var ok bool
@@ -515,7 +513,7 @@ func (c *calc) a(xs ...int64) int64 {
 	return s
 }
 
-func max64(xs ...int64) int64 {
+func actMax(xs ...int64) int64 {
 	var m int64
 	for _, x := range xs {
 		if x > m {
@@ -525,62 +523,62 @@ func max64(xs ...int64) int64 {
 	return m
 }
 
-func b2i(b bool) int64 {
+func actB2i(b bool) int64 {
 	if b {
 		return 1
 	}
 	return 0
 }
 
-// normKind is how a block's norm saves its input.
-type normKind uint8
+// actNorm is how a block's norm saves its input.
+type actNorm uint8
 
 const (
-	// normLN is nn.LayerNorm (native_layer_norm): it saves its input and
+	// actLN is nn.LayerNorm (native_layer_norm): it saves its input and
 	// the per-row mean and rstd, kept in fp32 on CUDA for 16-bit inputs:
 	// e·T·h + 8·T bytes.
-	normLN normKind = iota
-	// normRMS is LlamaRMSNorm: x.to(fp32) (the fp32 copy is saved by pow
+	actLN actNorm = iota
+	// actRMS is LlamaRMSNorm: x.to(fp32) (the fp32 copy is saved by pow
 	// and by the multiply: 4·T·h), rsqrt(mean(x²)+eps) (saved: 4·T), the
 	// normalized fp32 tensor cast back to the compute dtype (saved by
 	// weight*x: e·T·h). mean.dim saves only sizes in torch 2.x.
-	normRMS
-	// normGemma is GemmaRMSNorm: like normRMS, but the weight multiply
+	actRMS
+	// actGemmaRMS is GemmaRMSNorm: like actRMS, but the weight multiply
 	// runs in fp32, x_norm*(1+weight.float()), saving the fp32 normalized
 	// tensor (4·T·h) and the fp32 1+weight (4·h); the output is cast back.
-	normGemma
-	// normT5 is T5LayerNorm: pow saves the fp32 copy (4·T·h), the
+	actGemmaRMS
+	// actT5RMS is T5LayerNorm: pow saves the fp32 copy (4·T·h), the
 	// multiply hidden*rsqrt saves the input in its own dtype (e·T·h, the
 	// same storage as the copy in fp32) and rsqrt (4·T), and weight*x
 	// saves the cast-back copy (e·T·h, 16-bit only).
-	normT5
+	actT5RMS
 )
 
-// act is an MLP's activation as Hugging Face implements it; its count is
+// mlpAct is an MLP's activation as Hugging Face implements it; its count is
 // the number of batch·seq·intermediate tensors the MLP saves, including
 // the input of the down projection.
-type act uint8
+type mlpAct uint8
 
 const (
-	actGated     act = iota // SiLU/GELU(gate)·up: act input, act output, up, product (4)
-	actGELU                 // F.gelu, exact or tanh: input, output (2)
-	actGELUNew              // NewGELUActivation in Python ops: x (pow), tanh, 0.5·x, 1+tanh, output (5)
-	actQuickGELU            // x·sigmoid(1.702x): x, sigmoid, output (3)
-	actReLU                 // ReLU saves its result, also the down projection's input (1)
-	actGatedNew             // T5 gated-gelu: gelu_new on wi_0 (5), wi_1 output, product (7)
+	actGated     mlpAct = iota // SiLU/GELU(gate)·up: act input, act output, up, product (4)
+	actGELU                    // F.gelu, exact or tanh: input, output (2)
+	actGELUNew                 // NewGELUActivation in Python ops: x (pow), tanh, 0.5·x, 1+tanh, output (5)
+	actQuickGELU               // x·sigmoid(1.702x): x, sigmoid, output (3)
+	actReLU                    // ReLU saves its result, also the down projection's input (1)
+	actGatedNew                // T5 gated-gelu: gelu_new on wi_0 (5), wi_1 output, product (7)
 )
 
-func (a act) tensors() int64 {
+func (a mlpAct) tensors() int64 {
 	return [...]int64{actGated: 4, actGELU: 2, actGELUNew: 5, actQuickGELU: 3, actReLU: 1, actGatedNew: 7}[a]
 }
 
 // gated reports whether the MLP has three matrices (for FLOPs).
-func (a act) gated() bool { return a == actGated || a == actGatedNew }
+func (a mlpAct) gated() bool { return a == actGated || a == actGatedNew }
 
-// block describes one kind of transformer block for the derivation.
-type block struct {
+// actBlock describes one kind of transformer block for the derivation.
+type actBlock struct {
 	h, H, KV, d, dv, I int64 // hidden, heads, KV heads, q/k head dim, v head dim, MLP inner
-	norm               normKind
+	norm               actNorm
 	post               bool  // post-LN (BERT): the input is saved by the q/k/v projections
 	parallel           bool  // attention and MLP read the same normed input (falcon, phi, neox)
 	pnorms             int64 // norms of a parallel block (1 or 2)
@@ -589,7 +587,7 @@ type block struct {
 	upcast             bool  // eager softmax in fp32
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
-	act                act
+	act                mlpAct
 	attnDrop           bool  // dropout on the attention probabilities
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
 	mlpDrop            bool  // dropout inside the MLP (T5)
@@ -598,16 +596,16 @@ type block struct {
 	mla                *MLA  // DeepSeek latent attention projections
 }
 
-// shape is the workload as one block sees it.
-type shape struct {
+// actShape is the workload as one block sees it.
+type actShape struct {
 	b, s, sk int64 // batch, sequence, cross-attention key length
 	e        int64 // compute dtype bytes
 	k        AttentionKernel
 	drop     bool
 }
 
-// cost is one block's figures.
-type cost struct {
+// actCost is one block's figures.
+type actCost struct {
 	saved, attn, input, fwd, bwd, flops, attnFlops int64
 }
 
@@ -630,7 +628,7 @@ type cost struct {
 //   - SDPA: an fp32 log-sum-exp of batch·H·ceil32(sq); Flash: of batch·H·sq.
 //
 // part is the portion selective recomputation drops.
-func (c *calc) attention(bl *block, sh shape, sq, sk int64) (saved, part, fwd, bwd, attnFlops int64) {
+func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops int64) {
 	b, e := sh.b, sh.e
 	kvH := bl.H
 	switch {
@@ -694,13 +692,13 @@ func (c *calc) attention(bl *block, sh shape, sq, sk int64) (saved, part, fwd, b
 
 // normSaved returns what a norm over rows of width w saves, without its
 // output (which the next projection saves, or the residual add does not).
-func (c *calc) normSaved(k normKind, T, w, e int64) int64 {
+func (c *actCalc) normSaved(k actNorm, T, w, e int64) int64 {
 	switch k {
-	case normRMS:
+	case actRMS:
 		return c.a(c.m(4, T, w), c.m(4, T), c.m(e, T, w))
-	case normGemma:
+	case actGemmaRMS:
 		return c.a(c.m(8, T, w), c.m(4, T), c.m(4, w))
-	case normT5:
+	case actT5RMS:
 		x := c.a(c.m(4, T, w), c.m(4, T), c.m(e, T, w))
 		if e != 4 {
 			x = c.a(x, c.m(e, T, w))
@@ -726,11 +724,11 @@ func (c *calc) normSaved(k normKind, T, w, e int64) int64 {
 // query projection's input and a core over sk encoder positions; the
 // encoder output that its k/v projections save is shared by all blocks
 // ([Activations.Shared]).
-func (c *calc) block(bl *block, sh shape) cost {
+func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	b, s, e := sh.b, sh.s, sh.e
 	T := c.m(b, s)
 	eTh := c.m(e, T, bl.h)
-	var x cost
+	var x actCost
 	x.input = eTh
 	norm := c.normSaved(bl.norm, T, bl.h, e)
 	var saved int64
@@ -751,7 +749,7 @@ func (c *calc) block(bl *block, sh shape) cost {
 		}
 	}
 	if bl.qkNorm {
-		saved = c.a(saved, c.normSaved(normRMS, c.m(T, bl.H), bl.d, e), c.normSaved(normRMS, c.m(T, bl.KV), bl.d, e))
+		saved = c.a(saved, c.normSaved(actRMS, c.m(T, bl.H), bl.d, e), c.normSaved(actRMS, c.m(T, bl.KV), bl.d, e))
 	}
 	if bl.mla != nil {
 		// DeepSeek MLA: the latent projections and their RMSNorms save the
@@ -759,9 +757,9 @@ func (c *calc) block(bl *block, sh shape) cost {
 		// normalized outputs; the decompressed q, k, v enter the core.
 		m := bl.mla
 		if m.QLoRARank > 0 {
-			saved = c.a(saved, c.normSaved(normRMS, T, m.QLoRARank, e), c.m(e, T, m.QLoRARank))
+			saved = c.a(saved, c.normSaved(actRMS, T, m.QLoRARank, e), c.m(e, T, m.QLoRARank))
 		}
-		saved = c.a(saved, c.normSaved(normRMS, T, m.KVLoRARank, e), c.m(e, T, m.KVLoRARank))
+		saved = c.a(saved, c.normSaved(actRMS, T, m.KVLoRARank, e), c.m(e, T, m.KVLoRARank))
 	}
 	as, ap, af, ab, aflops := c.attention(bl, sh, s, s)
 	saved = c.a(saved, as)
@@ -777,7 +775,7 @@ func (c *calc) block(bl *block, sh shape) cost {
 		// and are this block's own; the query's input is norm3's output.
 		saved = c.a(saved, norm, eTh, cs)
 		x.attn = c.a(x.attn, cp)
-		x.fwd, x.bwd = max64(x.fwd, cf), max64(x.bwd, cb)
+		x.fwd, x.bwd = actMax(x.fwd, cf), actMax(x.bwd, cb)
 		x.attnFlops = c.a(x.attnFlops, cflops)
 	}
 	// MLP.
@@ -799,8 +797,8 @@ func (c *calc) block(bl *block, sh shape) cost {
 	x.saved = saved
 	// Rotary and head-splitting temporaries in forward: about three
 	// copies of q.
-	x.fwd = max64(x.fwd, c.m(3, e, T, bl.H, bl.d))
-	x.bwd = max64(x.bwd, mlpBwd)
+	x.fwd = actMax(x.fwd, c.m(3, e, T, bl.H, bl.d))
+	x.bwd = actMax(x.bwd, mlpBwd)
 	x.flops = c.a(c.flops(bl, T, sh), aflops)
 	if bl.cross {
 		x.flops = c.a(x.flops, x.attnFlops-aflops, c.m(2, T, bl.h, bl.H, bl.d), c.m(2, T, bl.H, bl.dv, bl.h), c.m(2, sh.b, sh.sk, bl.h, bl.KV, bl.d+bl.dv))
@@ -821,7 +819,7 @@ func (c *calc) block(bl *block, sh shape) cost {
 //     (e·h + e), the gather and index_add indices (2×8);
 //   - shared experts: one SwiGLU over all tokens (4·e·T·I_shared), with
 //     Qwen2-MoE's sigmoid gate (e·T) and gated product (e·T·h).
-func (c *calc) moe(bl *block, T, e int64) (saved, bwd int64) {
+func (c *actCalc) moe(bl *actBlock, T, e int64) (saved, bwd int64) {
 	m := bl.moe
 	Tk := c.m(T, m.Active)
 	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk), c.m(4, Tk), c.m(4, T), c.m(e, Tk))
@@ -836,7 +834,7 @@ func (c *calc) moe(bl *block, T, e int64) (saved, bwd int64) {
 
 // flops returns the forward FLOPs of one block's projections and MLP
 // (2 per multiply-add), without the attention core.
-func (c *calc) flops(bl *block, T int64, sh shape) int64 {
+func (c *actCalc) flops(bl *actBlock, T int64, sh actShape) int64 {
 	proj := c.a(c.m(bl.h, bl.H, bl.d), c.m(bl.h, bl.KV, bl.d+bl.dv), c.m(bl.H, bl.dv, bl.h))
 	var mlp int64
 	if bl.moe != nil {
@@ -855,18 +853,18 @@ func (c *calc) flops(bl *block, T int64, sh shape) int64 {
 	return c.m(2, T, c.a(proj, mlp))
 }
 
-// family returns the block description of a decoder-only or encoder
+// actFamily returns the block description of a decoder-only or encoder
 // Spec's layers (MLP fields filled from Intermediate; MoE set by the
 // caller).
-func family(s Spec) block {
-	bl := block{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
-		norm: normLN, act: actGELU, attnDrop: true, residDrop: 2}
+func actFamily(s Spec) actBlock {
+	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
+		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
 	switch layoutOf(s) {
 	case layoutLlama, layoutPhi3:
-		bl.norm, bl.act, bl.upcast, bl.residDrop = normRMS, actGated, true, 0
+		bl.norm, bl.act, bl.upcast, bl.residDrop = actRMS, actGated, true, 0
 		switch s.Family {
 		case "gemma", "gemma2", "gemma3_text":
-			bl.norm = normGemma
+			bl.norm = actGemmaRMS
 			bl.softcap = s.Family == "gemma2"
 		}
 		if !s.Gated {
@@ -884,7 +882,7 @@ func family(s Spec) block {
 	case layoutPhi:
 		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
 	case layoutFalcon:
-		bl.parallel, bl.pnorms, bl.residDrop = true, max64(1, s.ParallelNorms), 1
+		bl.parallel, bl.pnorms, bl.residDrop = true, actMax(1, s.ParallelNorms), 1
 	case layoutNeoX:
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
@@ -903,7 +901,7 @@ func family(s Spec) block {
 }
 
 // stack adds blocks to a: Count blocks of one kind, computed once.
-func (c *calc) stack(a *Activations, w Workload, part, kind string, bl *block, sh shape, count int64, train bool) LayerActivations {
+func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBlock, sh actShape, count int64, train bool) LayerActivations {
 	x := c.block(bl, sh)
 	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: sh.s,
 		Saved: gpumem.Bytes(x.saved), Attention: gpumem.Bytes(x.attn), Input: gpumem.Bytes(x.input),
@@ -912,7 +910,7 @@ func (c *calc) stack(a *Activations, w Workload, part, kind string, bl *block, s
 		// Inference: nothing is saved; a block's live set is about its
 		// saved tensors, freed as the block proceeds.
 		l.Saved, l.Attention, l.Input = 0, 0, 0
-		l.Forward = gpumem.Bytes(max64(x.fwd, x.attn, c.m(3, sh.e, sh.b, sh.s, bl.I)))
+		l.Forward = gpumem.Bytes(actMax(x.fwd, x.attn, c.m(3, sh.e, sh.b, sh.s, bl.I)))
 		l.Backward = 0
 		a.Layers = append(a.Layers, l)
 		return l
@@ -928,7 +926,7 @@ func (c *calc) stack(a *Activations, w Workload, part, kind string, bl *block, s
 		total = c.m(kept, count)
 		l.Backward = gpumem.Bytes(c.a(x.attn, x.bwd))
 	case EveryKCheckpointing:
-		k := max64(1, w.CheckpointEvery)
+		k := actMax(1, w.CheckpointEvery)
 		n, _ := checked.CeilDiv(count, k)
 		total = c.a(c.m(n, x.input), c.m(count-n, x.saved))
 		kept, _ = checked.CeilDiv(total, count)
@@ -950,14 +948,14 @@ func (c *calc) stack(a *Activations, w Workload, part, kind string, bl *block, s
 
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
-func (c *calc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
-	sh := shape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout}
-	bl := family(s)
+func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout}
+	bl := actFamily(s)
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
 	layers := s.Layers
 	if s.MoE.Experts > 0 {
-		step := max64(1, s.MoE.Step)
+		step := actMax(1, s.MoE.Step)
 		dense := s.MoE.DenseFirst
 		if dense > layers {
 			dense = layers
@@ -1001,7 +999,7 @@ func (c *calc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part str
 	// dropout saves a mask.
 	emb := int64(0)
 	if l == layoutBERT {
-		emb = c.normSaved(normLN, T, s.Hidden, e)
+		emb = c.normSaved(actLN, T, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
 		emb = c.a(emb, c.m(T, s.Hidden))
@@ -1015,7 +1013,7 @@ func (c *calc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part str
 	switch {
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
-		fin = c.a(eTh, eTh, c.normSaved(normLN, T, s.Hidden, e))
+		fin = c.a(eTh, eTh, c.normSaved(actLN, T, s.Hidden, e))
 	case bl.post || s.NoFinalNorm:
 		fin = eTh // the last block's output, saved by the head
 		if bl.post {
@@ -1045,7 +1043,7 @@ func (c *calc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part str
 // transformers' ForCausalLMLoss, which upcasts the logits to fp32 first
 // (logits.float(): LogitsFP32, and an fp32 log-softmax); BERT's MLM loss,
 // T5 and Whisper call CrossEntropyLoss on the logits as they are.
-func (c *calc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted bool) {
+func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted bool) {
 	V := s.Vocab
 	TV := c.m(T, V)
 	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
@@ -1062,10 +1060,10 @@ func (c *calc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted
 	if s.Family == "gemma2" {
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
 	}
-	lsm := int64(4)
+	lsm, causal := int64(4), true
 	switch layoutOf(s) {
 	case layoutBERT, layoutT5, layoutWhisper:
-		lsm = e
+		lsm, causal = e, false
 	default:
 		if e != 4 {
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
@@ -1073,7 +1071,7 @@ func (c *calc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted
 	}
 	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
 	ids := c.m(16, T)
-	if lsm == 4 && w.Batch == 1 {
+	if causal && w.Batch == 1 {
 		// ForCausalLMLoss pads the labels by one and slices them:
 		// with one sequence the slice is already contiguous, so the loss
 		// saves a view of the padded (s+1)-long tensor.
@@ -1084,7 +1082,7 @@ func (c *calc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted
 }
 
 // finish computes the peaks and the recompute fraction from a.Layers.
-func (c *calc) finish(a *Activations, w Workload) {
+func (c *actCalc) finish(a *Activations, w Workload) {
 	var f, b gpumem.Bytes
 	var flops, recompute int64
 	for _, l := range a.Layers {
@@ -1100,7 +1098,7 @@ func (c *calc) finish(a *Activations, w Workload) {
 		case SelectiveCheckpointing:
 			recompute = c.a(recompute, c.m(l.AttentionFLOPs, l.Count))
 		case EveryKCheckpointing:
-			n, _ := checked.CeilDiv(l.Count, max64(1, w.CheckpointEvery))
+			n, _ := checked.CeilDiv(l.Count, actMax(1, w.CheckpointEvery))
 			recompute = c.a(recompute, c.m(l.FLOPs, n))
 		}
 	}
@@ -1119,10 +1117,10 @@ func (c *calc) finish(a *Activations, w Workload) {
 // vision adds a ViT/CLIP/SigLIP encoder over n images to a: patch tokens
 // plus CLS, the patch convolution's pixel input (e·n·C·size²), CLIP's
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
-func (c *calc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
-	tokens := s.Image.Patches() + b2i(s.ClassToken)
-	sh := shape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout}
-	bl := family(s)
+func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
+	tokens := s.Image.Patches() + actB2i(s.ClassToken)
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout}
+	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
 		return tokens
@@ -1130,14 +1128,14 @@ func (c *calc) vision(a *Activations, s Spec, w Workload, e int64, part string, 
 	T := c.m(n, tokens)
 	emb := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
 	if layoutOf(s) == layoutCLIPVision {
-		emb = c.a(emb, c.normSaved(normLN, T, s.Hidden, e)) // pre_layrnorm
+		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
 	if w.Dropout && layoutOf(s) == layoutVision {
 		emb = c.a(emb, c.m(T, s.Hidden))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	if part == "" {
-		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(normLN, T, s.Hidden, e)))
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actLN, T, s.Hidden, e)))
 		a.Tokens = tokens
 	}
 	return tokens
@@ -1149,7 +1147,7 @@ func (c *calc) vision(a *Activations, s Spec, w Workload, e int64, part string, 
 // over SeqLen + Images·ImageTokens tokens. Hugging Face scatters the image
 // features into the embeddings with masked_scatter, which saves a 1-byte
 // mask per position (counted in TokenIDs).
-func (c *calc) multimodal(a *Activations, s Spec, w Workload, e int64) {
+func (c *actCalc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 	v, t := *s.Vision, *s.Text
 	n := c.m(w.Batch, w.Images)
 	per := w.ImageTokens
@@ -1187,7 +1185,7 @@ func (c *calc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 // length, decoder blocks (self-attention, cross-attention over the encoder
 // output, MLP) over SeqLen, the head over SeqLen.
 //
-// T5: T5LayerNorm (normT5), no attention scaling, fp32 softmax
+// T5: T5LayerNorm (actT5RMS), no attention scaling, fp32 softmax
 // (scores.float()), dropout after every sub-block and inside the MLP,
 // ReLU or gated-gelu (gelu_new) MLP; the relative-position bucket indices
 // (int64 s·s) are saved once per stack by the bias embedding; the decoder
@@ -1198,7 +1196,7 @@ func (c *calc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 // convolutions with GELU over 2×frames mel frames (conv1 saves the mel
 // input, e·M·2F; GELU saves conv1's output, conv2 the GELU output, each
 // e·h·2F; the second GELU saves conv2's output, e·h·F).
-func (c *calc) encDec(a *Activations, s Spec, w Workload, e int64) {
+func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	enc := *s.Encoder
 	l := layoutOf(s)
 	encLen := w.EncoderLen
@@ -1208,8 +1206,8 @@ func (c *calc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			encLen = enc.Positions
 		}
 	}
-	eb := block{h: s.Hidden, H: enc.Heads, KV: max64(1, enc.KVHeads), d: max64(1, enc.HeadDim), I: enc.Intermediate,
-		norm: normLN, act: actGELU, attnDrop: true, residDrop: 2}
+	eb := actBlock{h: s.Hidden, H: enc.Heads, KV: actMax(1, enc.KVHeads), d: actMax(1, enc.HeadDim), I: enc.Intermediate,
+		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
 	if enc.KVHeads == 0 {
 		eb.KV = enc.Heads
 	}
@@ -1217,18 +1215,18 @@ func (c *calc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		eb.d = s.HeadDim
 	}
 	eb.dv = eb.d
-	db := block{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
-		norm: normLN, act: actGELU, attnDrop: true, residDrop: 3, cross: true}
+	db := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
+		norm: actLN, act: actGELU, attnDrop: true, residDrop: 3, cross: true}
 	if l == layoutT5 {
-		for _, b := range []*block{&eb, &db} {
-			b.norm, b.upcast, b.act, b.mlpDrop = normT5, true, actReLU, true
+		for _, b := range []*actBlock{&eb, &db} {
+			b.norm, b.upcast, b.act, b.mlpDrop = actT5RMS, true, actReLU, true
 			if s.Gated {
 				b.act = actGatedNew
 			}
 		}
 	}
-	esh := shape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout}
-	dsh := shape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen

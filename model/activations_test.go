@@ -1,5 +1,3 @@
-//go:build gpumem_act
-
 package model_test
 
 import (
@@ -398,4 +396,8 @@ func ExampleSpec_Activations_llava() {
 		fmt.Printf("%-9s %-9s ×%d tokens %d saved %.1f MiB each\n", l.Part, l.Kind, l.Count, l.Tokens, l.Saved.MiB())
 	}
 	// Output:
+	// image tokens: 576 LM sequence: 2048
+	// vision    encoder   ×24 tokens 577 saved 0.0 MiB each
+	// projector projector ×1 tokens 576 saved 10.1 MiB each
+	// language  decoder   ×32 tokens 2048 saved 364.3 MiB each
 }

@@ -429,7 +429,8 @@ class Bert(nn.Module):
         h = self.t_ln(F.gelu(self.t_dense(h)))
         set_phase("head")
         logits = F.linear(h, self.word.weight, self.dec_bias)  # tied decoder
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1))  # MLM: no shift
+        # BertForMaskedLM: CrossEntropyLoss on the logits as they are (no upcast, no shift).
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
         return logits, loss, resident
 
 
