@@ -172,8 +172,8 @@ func TestHandDerived(t *testing.T) {
 		{"eager fp32", attention.Eager{}, small, fig{
 			saved: 4*512 + 8*1024 + 4*1024,
 			fwd:   2 * 4 * 1024,
-			// dP (4N) + dV (4K) + dS (4N) = 12288, then dS·scale 4N on top
-			// of dV after dP and probs are gone: peak 12288.
+			// the dO copy (4Q) dies after dV (4K) and dP (4N) exist; then dS
+			// (4N): peak dV + dP + dS = 12288.
 			bwd: 4*1024 + 4*1024 + 4*1024,
 		}},
 		// dropout adds the bool mask (N) and the dropped probabilities (4N).
@@ -183,9 +183,10 @@ func TestHandDerived(t *testing.T) {
 			// at the end: softmax 4N + dropped 4N + mask N + the raw and the
 			// contiguous output 2·4Q.
 			fwd: 4*1024 + 4*1024 + 1024 + 2*4*512,
-			// dP 4N + dV 4K; the dropped probabilities are released (−4N)
-			// before dropout's backward allocates 4N again.
-			bwd: 4*1024 + 4*1024,
+			// torch.matmul copies the transposed dO (4Q, b > 1), then dV 4K
+			// and dP 4N; the copy dies and the dropped probabilities are
+			// released (−4N) before dropout's backward allocates 4N again.
+			bwd: 4*512 + 4*1024 + 4*1024,
 		}},
 		// bf16 with an fp32 softmax (SoftMax.cpp copies bf16 to fp32 first):
 		// saved 2Q+4K + 4N (fp32 softmax) + 2N (cast copy); forward peak =

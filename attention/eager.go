@@ -179,10 +179,23 @@ func (k Eager) figures(s Shape) (figs, error) {
 	// Backward, in the autograd engine's order (latest node first). Saved
 	// tensors are released as their node finishes.
 	var b tally
-	b.alloc(n * e)  // dP = dO @ v^T
+	// dO arrives in the [b, s_q, h, d] layout of o. torch.matmul folds the
+	// batch and head dims of its [b, h, s_q, d] view with reshape, which
+	// copies it unless b = 1 or s_q = 1 (UnsafeViewBackward0 → clone); the
+	// copy lives until the second matmul's backward ends.
+	var dOCopy int64
+	if d.b > 1 && d.sq > 1 {
+		dOCopy = o
+	}
+	b.alloc(dOCopy)
 	b.alloc(kvUsed) // dV (of the expansion when expanded) = P^T @ dO
+	b.alloc(n * e)  // dP = dO @ v^T
+	b.free(dOCopy)
 	if !softmaxOutIsProbs {
 		b.free(probs) // the second matmul's probabilities are released
+	}
+	if expand {
+		b.free(kvUsed) // so is value_states, saved by it alone
 	}
 	if drop {
 		b.alloc(n * e) // dropout backward: dP * mask * scale
@@ -213,8 +226,11 @@ func (k Eager) figures(s Shape) (figs, error) {
 	b.alloc(kvUsed) // dK (of the expansion) = dS^T @ Q
 	b.free(n * e)   // dS dies
 	if expand {
+		b.free(kvUsed) // key_states is released
+	}
+	if expand {
 		b.alloc(2 * kvBytes) // repeat_kv backward: sum over the groups
-		b.free(2 * kvUsed)
+		b.free(2 * kvUsed)   // the expanded gradients die
 	}
 	if b.bad {
 		return figs{}, errOverflow(s)

@@ -95,7 +95,7 @@ func ExampleMaxSeqLen() {
 	}, 40*gpumem.GiB)
 	fmt.Printf("seed 003 in 40 GiB: %d heads at a time (%v)\n", c, err)
 	// Output:
-	// attention.Eager: 4676 tokens in 8 GiB (<nil>)
+	// attention.Eager: 4687 tokens in 8 GiB (<nil>)
 	// attention.Flash: 130560 tokens in 8 GiB (<nil>)
 	// seed 003 in 40 GiB: 6 heads at a time (<nil>)
 }

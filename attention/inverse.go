@@ -90,7 +90,8 @@ func MaxHeadChunk(inner Kernel, s Shape, limit gpumem.Bytes) (int, error) {
 		if c < s.Heads && c%g != 0 && g%c != 0 {
 			continue // HeadChunked rejects chunks that straddle KV groups
 		}
-		p, err := Peak(HeadChunked{Heads: c, Inner: inner}, s)
+		f, err := HeadChunked{Heads: c, Inner: inner}.figures(s)
+		p := gpumem.Bytes(f.peak())
 		if err != nil {
 			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrRange) {
 				continue // a chunk size HeadChunked rejects, or too large to count

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""CPU oracle for attention.Eager (and the SDPA math ops it shares).
+
+Runs transformers' eager_attention_forward op for op in plain torch on
+q, k, v that require grad, and records, per configuration:
+
+  saved    bytes of the storages autograd saves (saved_tensors_hooks, by
+           storage, as REFERENCE.md §2 recipe 4);
+  forward  peak of live CPU-allocator bytes during the forward above the
+           bytes live at entry (torch.profiler memory events);
+  backward peak during out.backward(dO) above the bytes live at entry.
+
+Run with Debian's torch: /usr/bin/python3 attention/testdata/eager_oracle.py
+> attention/testdata/eager_oracle.json. torch 1.13 on CPU: dropout uses the
+non-fused path (noise in the input dtype), and softmax(dtype=float32) of a
+bf16/fp16 input copies to fp32 first, so the Go side compares with
+Eager{CPUDropout: true, CastBeforeSoftmax: true}.
+"""
+import json
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+torch.manual_seed(0)
+
+
+def repeat_kv(x, n_rep):
+    b, hk, s, d = x.shape
+    if n_rep == 1:
+        return x
+    x = x[:, :, None, :, :].expand(b, hk, n_rep, s, d)
+    return x.reshape(b, hk * n_rep, s, d)
+
+
+def eager(q, k, v, mask, n_rep, softmax_fp32, dropout, expand):
+    if expand:
+        k = repeat_kv(k, n_rep)
+        v = repeat_kv(v, n_rep)
+    w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5)
+    if mask is not None:
+        w = w + mask
+    if softmax_fp32:
+        w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    else:
+        w = torch.nn.functional.softmax(w, dim=-1)
+    w = torch.nn.functional.dropout(w, p=dropout, training=True)
+    o = torch.matmul(w, v)
+    return o.transpose(1, 2).contiguous()
+
+
+def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand):
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    q = torch.randn(b, h, sq, d, dtype=dt, requires_grad=True)
+    k = torch.randn(b, hk, sk, d, dtype=dt, requires_grad=True)
+    v = torch.randn(b, hk, sk, d, dtype=dt, requires_grad=True)
+    mask = torch.zeros(b, 1, sq, sk, dtype=dt) if mask4d else None
+    inputs = {q.storage().data_ptr(), k.storage().data_ptr(), v.storage().data_ptr()}
+
+    saved = {}
+
+    def pack(t):
+        s = t.storage()
+        saved[s.data_ptr()] = s.nbytes()
+        return t
+
+    dout = torch.randn(b, sq, h, d, dtype=dt)
+    # One profiler session for forward and backward, so that every free is
+    # matched with its allocation (a session does not report frees of
+    # blocks allocated before it started).
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function("phase:forward"):
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                out = eager(q, k, v, mask, h // hk, softmax_fp32, dropout, expand)
+        with record_function("phase:backward"):
+            out.backward(dout)
+    events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_us())
+    marks = {e.name(): e.start_us() for e in events if e.name().startswith("phase:")}
+    live = 0
+    fwd_base = bwd_base = None
+    fwd = bwd = 0
+    for e in events:
+        if e.name() != "[memory]":
+            continue
+        t = e.start_us()
+        if t >= marks["phase:backward"]:
+            if bwd_base is None:
+                bwd_base = live
+            live += e.nbytes()
+            bwd = max(bwd, live - bwd_base)
+        elif t >= marks["phase:forward"]:
+            if fwd_base is None:
+                fwd_base = live
+            live += e.nbytes()
+            fwd = max(fwd, live - fwd_base)
+        else:
+            live += e.nbytes()
+    # The mask is the model's; the Go figure counts it in Forward when
+    # Mask4D, as allocated before the layers. Here it was allocated before
+    # the profiler started, so add it.
+    if mask is not None:
+        fwd += mask.numel() * mask.element_size()
+    out_bytes = out.numel() * out.element_size()
+    return {
+        "batch": b, "heads": h, "kv_heads": hk, "query_len": sq, "key_len": sk, "head_dim": d,
+        "dtype": dtype, "softmax_fp32": softmax_fp32, "dropout": dropout, "mask4d": mask4d, "expand_kv": expand,
+        "saved_bytes": sum(saved.values()),
+        "saved_input_bytes": sum(n for p, n in saved.items() if p in inputs),
+        "forward_peak_bytes": fwd, "backward_peak_bytes": bwd, "output_bytes": out_bytes,
+    }
+
+
+def main():
+    cases = []
+    for dtype in ["fp32", "bf16"]:
+        for softmax_fp32 in [False, True]:
+            for dropout in [0.0, 0.1]:
+                for mask4d in [False, True]:
+                    for (h, hk, expand) in [(4, 4, False), (8, 2, True), (8, 2, False)]:
+                        for (b, sq, sk, d) in [(2, 64, 64, 16), (1, 100, 36, 8)]:
+                            if not expand and hk != h:
+                                # broadcasting matmul: q grouped to (b, hk, g·sq, d)
+                                continue
+                            cases.append(run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand))
+    json.dump({"source": "attention/testdata/eager_oracle.py, torch " + torch.__version__ + " (CPU)",
+               "cases": cases}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
