@@ -23,19 +23,24 @@ import (
 // header for the three corrections).
 type oracleCase struct {
 	Config struct {
-		Arch         string `json:"arch"`
-		Batch        int64  `json:"batch"`
-		Seq          int64  `json:"seq"`
-		Hidden       int64  `json:"hidden"`
-		Heads        int64  `json:"heads"`
-		KVHeads      int64  `json:"kv_heads"`
-		HeadDim      int64  `json:"head_dim"`
-		Intermediate int64  `json:"intermediate"`
-		Vocab        int64  `json:"vocab"`
-		Layers       int64  `json:"layers"`
-		DType        string `json:"dtype"`
-		Ckpt         string `json:"ckpt"`
-		Positions    int64  `json:"positions"`
+		Arch         string  `json:"arch"`
+		Batch        int64   `json:"batch"`
+		Seq          int64   `json:"seq"`
+		Hidden       int64   `json:"hidden"`
+		Heads        int64   `json:"heads"`
+		KVHeads      int64   `json:"kv_heads"`
+		HeadDim      int64   `json:"head_dim"`
+		Intermediate int64   `json:"intermediate"`
+		Vocab        int64   `json:"vocab"`
+		Layers       int64   `json:"layers"`
+		DType        string  `json:"dtype"`
+		Ckpt         string  `json:"ckpt"`
+		Positions    int64   `json:"positions"`
+		Experts      int64   `json:"experts"`
+		Active       int64   `json:"active"`
+		Image        int64   `json:"image"`
+		Patch        int64   `json:"patch"`
+		Dropout      float64 `json:"dropout"`
 	} `json:"config"`
 	Saved struct {
 		Layers         []int64 `json:"layers_cuda"`
@@ -76,10 +81,17 @@ func oracleSpec(t testing.TB, c oracleCase) (model.Spec, model.Workload) {
 		s.Norm, s.Positions, s.TiedEmbeddings = model.LayerNorm, cfg.Positions, true
 	case "bert":
 		s.Norm, s.Positions, s.TypeVocab, s.TiedEmbeddings = model.LayerNorm, cfg.Positions, 2, true
+	case "mixtral":
+		s.Norm, s.Gated = model.RMSNorm, true
+		s.MoE = model.MoE{Experts: cfg.Experts, Active: cfg.Active, Intermediate: cfg.Intermediate}
+	case "vit", "clip":
+		s.Family = map[string]string{"vit": "vit", "clip": "clip_vision_model"}[cfg.Arch]
+		s.Norm, s.Vocab, s.ClassToken = model.LayerNorm, 0, true
+		s.Image = model.Image{Size: cfg.Image, Patch: cfg.Patch, Channels: 3}
 	default:
 		t.Fatalf("unknown oracle arch %q", cfg.Arch)
 	}
-	w := model.Workload{Batch: cfg.Batch, SeqLen: cfg.Seq, DType: dt, Train: true}
+	w := model.Workload{Batch: cfg.Batch, SeqLen: cfg.Seq, DType: dt, Train: true, Dropout: cfg.Dropout > 0}
 	if cfg.Ckpt != "none" {
 		w.Checkpointing = model.FullCheckpointing
 	}
@@ -107,11 +119,11 @@ func TestActivationsOracle(t *testing.T) {
 	worst, worstName := 0.0, ""
 	for i, c := range cases {
 		cfg := c.Config
-		name := fmt.Sprintf("%d/%s/%s/%s/b%d/s%d/h%d/H%d/kv%d", i, cfg.Arch, cfg.DType, cfg.Ckpt, cfg.Batch, cfg.Seq, cfg.Hidden, cfg.Heads, cfg.KVHeads)
+		name := fmt.Sprintf("%d/%s/%s/%s/p%g/b%d/s%d/h%d/H%d/kv%d", i, cfg.Arch, cfg.DType, cfg.Ckpt, cfg.Dropout, cfg.Batch, cfg.Seq, cfg.Hidden, cfg.Heads, cfg.KVHeads)
 		s, w := oracleSpec(t, c)
 		a, err := s.Activations(w)
 		require.NoError(t, err, name)
-		require.Len(t, a.Layers, 1, name)
+		require.Len(t, a.Layers, 1, name) // MoE: every layer is an MoE layer
 		l := a.Layers[0]
 		require.Equal(t, cfg.Layers, l.Count, name)
 		type pair struct {
@@ -130,10 +142,15 @@ func TestActivationsOracle(t *testing.T) {
 		}
 		checks = append(checks,
 			pair{"embedding", int64(a.Embedding), c.Saved.Embedding},
-			pair{"final norm", int64(a.FinalNorm), c.Saved.FinalNorm},
-			pair{"head", int64(a.Head), c.Saved.Head},
-			pair{"token ids", int64(a.TokenIDs), c.Saved.IDs})
-		if cfg.Arch == "llama" && cfg.Ckpt != "nonreentrant" {
+			pair{"final norm", int64(a.FinalNorm), c.Saved.FinalNorm})
+		if cfg.Arch != "vit" && cfg.Arch != "clip" { // the oracle's classifier head is not modelled
+			checks = append(checks,
+				pair{"head", int64(a.Head), c.Saved.Head},
+				pair{"token ids", int64(a.TokenIDs), c.Saved.IDs})
+		} else {
+			require.Equal(t, cfg.Seq, l.Tokens, name)
+		}
+		if (cfg.Arch == "llama" || cfg.Arch == "mixtral") && cfg.Ckpt != "nonreentrant" {
 			checks = append(checks, pair{"rotary cos/sin", int64(a.Shared), c.Saved.Shared})
 		}
 		for _, p := range checks {

@@ -18,8 +18,9 @@ first part of the model that packs it:
   head        the LM head and the loss (fp32 upcast, log-softmax, ...)
   shared      model-level tensors computed once and saved by every block:
               rotary cos/sin, causal/padding masks, buffers (GPT-2's `bias`)
-  ids         integer tensors (token ids saved by the embedding, labels saved
-              by nll_loss)
+  ids         integer tensors saved by the embedding (token ids) and the
+              loss (labels); integer tensors saved inside a block (MoE
+              routing indices) count in the block
 
 The blocks reproduce the op order of transformers' eager code paths
 (transformers 4.5x: modeling_llama.py LlamaRMSNorm / LlamaAttention /
@@ -27,9 +28,11 @@ eager_attention_forward / LlamaMLP / LlamaDecoderLayer; modeling_gpt2.py
 GPT2Block with Conv1D, NewGELUActivation ("gelu_new") and the eager attention
 with the `bias` causal buffer; modeling_bert.py BertLayer, post-LN, GELU,
 additive extended attention mask). The code below is written from that op
-order, not copied. Dropout probabilities are 0 so that CPU and CUDA agree
-(REFERENCE.md §2: CPU dropout saves a noise tensor in the input dtype where
-CUDA saves a 1-byte mask); F.dropout(p=0) is the identity on both devices.
+order, not copied. Dropout: most cases use p = 0 (the identity on both
+devices); the cases with "dropout" > 0 call torch.native_dropout, the op
+CUDA's F.dropout dispatches to, which saves a 1-byte bool mask on CPU too
+(plain CPU F.dropout would save a noise tensor in the input dtype instead,
+REFERENCE.md §2).
 
 Known CPU/CUDA difference that remains: LayerNorm on a 16-bit input saves its
 mean and rstd (b·s elements each) in the input dtype on CPU but in fp32 on
@@ -105,7 +108,7 @@ class Meter:
             b, n, d, sh = self.saved[k]
             self.saved[k] = (b, max(n, s.nbytes()), d, sh)
             return t
-        if t.dtype in (torch.int64, torch.int32, torch.bool, torch.uint8) and k not in self.pre:
+        if t.dtype in (torch.int64, torch.int32) and k not in self.pre and self.phase in ("embedding", "head"):
             bucket = "ids"
         else:
             bucket = self.pre.get(k, self.phase)
@@ -126,6 +129,17 @@ class Meter:
 
 
 METER = None
+DROP = 0.0  # dropout probability of the case being measured
+
+
+def drop(x):
+    """Dropout as CUDA runs it: ATen native_dropout, which saves a bool mask
+    (1 byte per element). On CPU, F.dropout with p > 0 would instead save a
+    noise tensor in the input dtype, so the oracle calls native_dropout, whose
+    CPU kernel exists and saves the same bool mask. p = 0 is the identity."""
+    if DROP > 0:
+        return torch.native_dropout(x, DROP, True)[0]
+    return x
 
 
 def set_phase(p):
@@ -231,13 +245,17 @@ class LlamaBlock(nn.Module):
         w = torch.matmul(q, k.transpose(2, 3)) * (self.d ** -0.5)
         w = w + mask[:, :, :, : k.shape[-2]]
         w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
-        w = F.dropout(w, p=0.0, training=True)
+        w = drop(w)
         o = torch.matmul(w, v).transpose(1, 2).contiguous()
         o = self.o_proj(o.reshape(b, s, -1).contiguous())
         x = res + o
         res = x
         x = self.post_attention_layernorm(x)
-        x = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        moe = getattr(self, "mlp_override", None)
+        if moe is not None:
+            x = moe(x)
+        else:
+            x = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         return res + x
 
 
@@ -322,14 +340,14 @@ class GPT2Block(nn.Module):
         mv = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
         w = torch.where(causal, w.to(w.dtype), mv)
         w = F.softmax(w, dim=-1).type(v.dtype)
-        w = F.dropout(w, p=0.0, training=True)
+        w = drop(w)
         o = torch.matmul(w, v).transpose(1, 2)
         o = o.reshape(*o.shape[:-2], -1).contiguous()
-        o = F.dropout(self.c_proj(o), p=0.0, training=True)
+        o = drop(self.c_proj(o))
         x = o + res
         res = x
         x = self.ln_2(x)
-        x = F.dropout(self.mlp_proj(gelu_new(self.c_fc(x))), p=0.0, training=True)
+        x = drop(self.mlp_proj(gelu_new(self.c_fc(x))))
         return res + x
 
 
@@ -351,7 +369,7 @@ class GPT2(nn.Module):
         METER and METER.preassign(pos)
         METER and METER.preassign(self.bias)
         h = self.wte(ids) + self.wpe(pos)
-        h = F.dropout(h, p=0.0, training=True)
+        h = drop(h)
         h, resident = run_blocks(self.h, h, ckpt, (self.bias,))
         set_phase("final_norm")
         h = self.ln_f(h)
@@ -390,13 +408,13 @@ class BertBlock(nn.Module):
         w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
         w = w + ext_mask
         w = F.softmax(w, dim=-1)
-        w = F.dropout(w, p=0.0, training=True)
+        w = drop(w)
         o = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous()
         o = o.view(o.size()[:-2] + (self.H * self.d,))
-        o = F.dropout(self.attn_out(o), p=0.0, training=True)
+        o = drop(self.attn_out(o))
         a = self.attn_ln(o + x)
         i = F.gelu(self.inter(a))
-        o = F.dropout(self.out(i), p=0.0, training=True)
+        o = drop(self.out(i))
         return self.out_ln(o + a)
 
 
@@ -423,7 +441,7 @@ class Bert(nn.Module):
         for t in (pos, tt, ext):
             METER and METER.preassign(t)
         h = self.word(ids) + self.typ(tt) + self.pos(pos)
-        h = F.dropout(self.emb_ln(h), p=0.0, training=True)
+        h = drop(self.emb_ln(h))
         h, resident = run_blocks(self.layer, h, ckpt, (ext,))
         set_phase("final_norm")
         h = self.t_ln(F.gelu(self.t_dense(h)))
@@ -434,7 +452,130 @@ class Bert(nn.Module):
         return logits, loss, resident
 
 
-MODELS = {"llama": Llama, "gpt2": GPT2, "bert": Bert}
+# ---------------------------------------------------------------------------
+# Mixtral (MixtralForCausalLM: a Llama block whose MLP is MixtralSparseMoeBlock)
+# ---------------------------------------------------------------------------
+
+class Expert(nn.Module):
+    def __init__(self, h, I):
+        super().__init__()
+        self.w1 = nn.Linear(h, I, bias=False)
+        self.w2 = nn.Linear(I, h, bias=False)
+        self.w3 = nn.Linear(h, I, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class SparseMoE(nn.Module):
+    """The op order of MixtralSparseMoeBlock: fp32 router softmax, top-k,
+    renormalization, then a loop over experts gathering their tokens."""
+
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden"]
+        self.E, self.k = c["experts"], c["active"]
+        self.gate = nn.Linear(h, self.E, bias=False)
+        self.experts = nn.ModuleList([Expert(h, c["intermediate"]) for _ in range(self.E)])
+
+    def forward(self, x):
+        b, s, h = x.shape
+        x = x.view(-1, h)
+        logits = self.gate(x)
+        rw = F.softmax(logits, dim=1, dtype=torch.float)
+        rw, sel = torch.topk(rw, self.k, dim=-1)
+        rw /= rw.sum(dim=-1, keepdim=True)
+        rw = rw.to(x.dtype)
+        out = torch.zeros((b * s, h), dtype=x.dtype)
+        mask = F.one_hot(sel, num_classes=self.E).permute(2, 1, 0)
+        for e in range(self.E):
+            idx, top_x = torch.where(mask[e])
+            cur = x[None, top_x].reshape(-1, h)
+            y = self.experts[e](cur) * rw[top_x, idx, None]
+            out.index_add_(0, top_x, y.to(x.dtype))
+        return out.reshape(b, s, h)
+
+
+class MixtralBlock(LlamaBlock):
+    def __init__(self, c):
+        super().__init__(c)
+        del self.gate_proj, self.up_proj, self.down_proj
+        self.moe = SparseMoE(c)
+
+    def forward(self, x, cos, sin, mask):
+        self.mlp_override = self.moe
+        return super().forward(x, cos, sin, mask)
+
+
+class Mixtral(Llama):
+    def __init__(self, c):
+        super().__init__(c)
+        self.layers = nn.ModuleList([MixtralBlock(c) for _ in range(c["layers"])])
+
+
+# ---------------------------------------------------------------------------
+# ViT (ViTForImageClassification) and CLIP's vision tower (quick_gelu, pre-LN)
+# ---------------------------------------------------------------------------
+
+class ViTBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, I = c["hidden"], c["intermediate"]
+        self.H, self.d = c["heads"], h // c["heads"]
+        self.clip = c["arch"] == "clip"
+        self.ln1 = LayerNorm(h, eps=1e-12)
+        self.q, self.k, self.v, self.o = (nn.Linear(h, h) for _ in range(4))
+        self.ln2 = LayerNorm(h, eps=1e-12)
+        self.fc1 = nn.Linear(h, I)
+        self.fc2 = nn.Linear(I, h)
+
+    def split(self, x):
+        return x.view(x.size()[:-1] + (self.H, self.d)).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        y = self.ln1(x)
+        k, v, q = self.split(self.k(y)), self.split(self.v(y)), self.split(self.q(y))
+        # eager_attention_forward of modeling_vit.py / modeling_clip.py: fp32 softmax
+        w = torch.matmul(q, k.transpose(-1, -2)) * (self.d ** -0.5)
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        w = drop(w)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()
+        o = drop(self.o(o.view(o.size()[:-2] + (self.H * self.d,))))
+        x = o + x
+        y = self.fc1(self.ln2(x))
+        y = y * torch.sigmoid(1.702 * y) if self.clip else F.gelu(y)  # quick_gelu / gelu
+        return drop(self.fc2(y)) + x
+
+
+class ViT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, P = c["hidden"], c["patch"]
+        self.patch = nn.Conv2d(3, h, P, stride=P)
+        self.cls = nn.Parameter(torch.randn(1, 1, h))
+        self.pos = nn.Parameter(torch.randn(1, (c["image"] // P) ** 2 + 1, h))
+        self.pre = LayerNorm(h, eps=1e-5) if c["arch"] == "clip" else None
+        self.layers = nn.ModuleList([ViTBlock(c) for _ in range(c["layers"])])
+        self.norm = LayerNorm(h, eps=1e-12)
+        self.classifier = nn.Linear(h, c["vocab"])
+
+    def forward(self, pixels, labels, ckpt):
+        b = pixels.shape[0]
+        set_phase("embedding")
+        e = self.patch(pixels).flatten(2).transpose(1, 2)
+        e = torch.cat((self.cls.expand(b, -1, -1), e), dim=1) + self.pos
+        e = drop(e)
+        if self.pre is not None:
+            e = self.pre(e)
+        h, resident = run_blocks(self.layers, e, ckpt, ())
+        set_phase("final_norm")
+        h = self.norm(h)
+        set_phase("head")
+        logits = self.classifier(h[:, 0, :])
+        return logits, F.cross_entropy(logits.float(), labels), resident
+
+
+MODELS = {"llama": Llama, "gpt2": GPT2, "bert": Bert, "mixtral": Mixtral, "vit": ViT, "clip": ViT}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -466,12 +607,20 @@ def saved_by_op(root):
     return out
 
 
-def measure(c):
-    global METER
-    m = build(c)
+def inputs(c):
     torch.manual_seed(1)
+    if c["arch"] in ("vit", "clip"):
+        pixels = torch.randn(c["batch"], 3, c["image"], c["image"]).to(DTYPES[c["dtype"]])
+        return pixels, torch.randint(0, c["vocab"], (c["batch"],))
     ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
-    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    return ids, torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+
+
+def measure(c):
+    global METER, DROP
+    DROP = c["dropout"]
+    m = build(c)
+    ids, labels = inputs(c)
     METER = Meter(m)
     with torch.autograd.graph.saved_tensors_hooks(METER.pack, lambda t: t):
         logits, loss, resident = m(ids, labels, c["ckpt"])
@@ -500,9 +649,7 @@ def measure(c):
 def profile_peak(c):
     from torch.profiler import profile, ProfilerActivity
     m = build(c)
-    torch.manual_seed(1)
-    ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
-    labels = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    ids, labels = inputs(c)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
         logits, loss, _ = m(ids, labels, c["ckpt"])
         loss.backward()
@@ -534,6 +681,31 @@ def grid():
                     if arch != "llama":
                         c["positions"] = 256
                     yield c
+    # Dropout p = 0.1 (native_dropout: 1-byte masks, as on CUDA).
+    for arch, (b, s, h, H, KV, I, V) in (("llama", (2, 32, 64, 4, 2, 128, 1000)), ("gpt2", (2, 32, 96, 6, 6, 384, 1000)),
+                                         ("bert", (2, 32, 96, 6, 6, 384, 1000)), ("gpt2", (1, 64, 64, 4, 4, 256, 1000))):
+        for dt in ("fp32", "bf16"):
+            c = dict(arch=arch, batch=b, seq=s, hidden=h, heads=H, kv_heads=KV, head_dim=h // H, intermediate=I,
+                     vocab=V, layers=2, dtype=dt, ckpt="none", dropout=0.1)
+            if arch != "llama":
+                c["positions"] = 256
+            yield c
+    # Mixtral-style MoE blocks: E experts, top-k routing.
+    for (b, s, h, H, KV, I, E, k) in ((1, 16, 64, 4, 2, 96, 4, 2), (2, 32, 64, 4, 4, 128, 8, 2), (2, 24, 96, 6, 2, 64, 3, 1)):
+        for dt in ("fp32", "bf16"):
+            for ck in ("none", "reentrant"):
+                yield dict(arch="mixtral", batch=b, seq=s, hidden=h, heads=H, kv_heads=KV, head_dim=h // H,
+                           intermediate=I, experts=E, active=k, vocab=1000, layers=2, dtype=dt, ckpt=ck, dropout=0.0)
+    # ViT (gelu) and CLIP vision (quick_gelu, pre-LayerNorm): patches + CLS.
+    for arch, (b, img, P, h, H, I) in (("vit", (2, 32, 8, 64, 4, 256)), ("vit", (1, 48, 8, 96, 6, 384)),
+                                       ("clip", (2, 28, 7, 64, 4, 256))):
+        for dt in ("fp32", "bf16"):
+            for ck, p in (("none", 0.0), ("reentrant", 0.0), ("none", 0.1)):
+                if arch == "clip" and p > 0:
+                    continue
+                yield dict(arch=arch, batch=b, seq=(img // P) ** 2 + 1, image=img, patch=P, hidden=h, heads=H,
+                           kv_heads=H, head_dim=h // H, intermediate=I, vocab=10, layers=2, dtype=dt, ckpt=ck,
+                           dropout=p)
     # The non-reentrant path, once per architecture.
     for arch in ("llama", "gpt2", "bert"):
         c = dict(arch=arch, batch=2, seq=32, hidden=64, heads=4, kv_heads=4, head_dim=16, intermediate=256,
