@@ -373,6 +373,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	r.Leak = !r.Peak && (r.Shape == ShapeLinear || r.Shape == ShapeAccelerating)
 	r.fit.growing = r.Shape == ShapeLinear || r.Shape == ShapeAccelerating
 	r.fit.accelerating = r.Shape == ShapeAccelerating
+	if r.Shape == ShapeSawtooth {
+		sawtoothTrend(&r, x, y, meanY, o.Significance)
+	}
 	r.OOM = r.Forecast(r.Capacity)
 	r.Reason = describe(&r)
 	return r, nil
@@ -590,6 +593,50 @@ func classify(r *Report, x, y []float64, meanY, p, alpha float64) Shape {
 		return ShapeLinear
 	}
 	return ShapeIrregular
+}
+
+// sawtoothTrend looks at a sawtooth's troughs (the level left after each
+// release): when they rise significantly the series leaks under its
+// cycles. The forecast then follows the peaks, which reach the capacity
+// first, with the troughs' slope.
+func sawtoothTrend(r *Report, x, y []float64, meanY, alpha float64) {
+	var tx, ty, px, py []float64
+	for i := 1; i+1 < len(y); i++ {
+		if y[i] < y[i-1] && y[i] <= y[i+1] {
+			tx, ty = append(tx, x[i]), append(ty, y[i])
+		}
+		if y[i] >= y[i-1] && y[i] > y[i+1] {
+			px, py = append(px, x[i]), append(py, y[i])
+		}
+	}
+	if len(tx) < 4 || len(px) < 2 {
+		return
+	}
+	a, b := stat.LinearRegression(tx, ty, nil, false)
+	rss, sxx, mx := 0.0, 0.0, stat.Mean(tx, nil)
+	for i := range tx {
+		e := ty[i] - a - b*tx[i]
+		rss += e * e
+		sxx += (tx[i] - mx) * (tx[i] - mx)
+	}
+	if sxx == 0 || b <= 0 {
+		return
+	}
+	p := 0.0
+	if se := math.Sqrt(rss / float64(len(tx)-2) / sxx); se > 0 {
+		p = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(tx) - 2)}.Survival(b / se)
+	}
+	if p >= alpha || b*(tx[len(tx)-1]-tx[0]) <= flatTolerance(meanY) {
+		return
+	}
+	r.Leak = !r.Peak
+	r.fit.growing = true
+	r.BytesPerStep = b
+	r.fit.tsSlope = b
+	// The peaks' line with the troughs' slope.
+	r.fit.tsIntercept = interceptMedian(px, py, b)
+	r.fit.lastY = slices.Max(py[max(0, len(py)-2):])
+	r.fit.secondSlope = b
 }
 
 // Forecast returns when the fitted trend reaches capacity: for an

@@ -180,3 +180,23 @@ func TestAnalyzeDevice(t *testing.T) {
 	assert.Equal(t, ShapeFlat, r0.Shape)
 	assert.Equal(t, ShapeLinear, r1.Shape)
 }
+
+func TestAnalyzeSawtoothLeak(t *testing.T) {
+	t.Parallel()
+	// Allocated memory that rises and is released every 20 samples, on a
+	// baseline that keeps 200 MB more after each release.
+	s := series(200, func(i int) float64 { return 8e9 + float64(i/20)*200e6 + float64(i%20)*150e6 })
+	r, err := Analyze(s, &Options{WarmUp: -1, Capacity: 24 * gpumem.GiB})
+	require.NoError(t, err)
+	assert.Equal(t, ShapeSawtooth, r.Shape)
+	assert.True(t, r.Leak, r.Reason)
+	require.True(t, r.OOM.OK, r.OOM.Reason)
+	assert.Greater(t, r.OOM.Step, float64(s[len(s)-1].Step))
+
+	flat := series(200, func(i int) float64 { return 8e9 + float64(i%20)*150e6 })
+	r, err = Analyze(flat, &Options{WarmUp: -1, Capacity: 24 * gpumem.GiB})
+	require.NoError(t, err)
+	assert.Equal(t, ShapeSawtooth, r.Shape)
+	assert.False(t, r.Leak)
+	assert.False(t, r.OOM.OK)
+}
