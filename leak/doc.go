@@ -73,11 +73,15 @@
 // [Analyze] removes warm-up samples, fits a Theil–Sen slope and a
 // least-squares line and quadratic (gonum), tests the slope and the
 // curvature, classifies the [Shape] (flat, saturating warm-up, step change,
-// linear leak, accelerating leak, sawtooth, declining) and forecasts when
+// linear leak, accelerating leak, sawtooth — a leak when its troughs rise —
+// declining) and forecasts when
 // the trend reaches the device's capacity ([Report.Forecast]) with a
 // range. Running peaks are never reported as leaks. A [Detector] applies
 // the same analysis to a window of live samples and raises threshold,
 // growth and OOM alerts; it never reads the clock.
+//
+// [OOM], [Diagnosis] and [Report] marshal to JSON with sizes as integers of
+// bytes and null for what the input did not give, for command-line tools.
 //
 // # How it was checked
 //

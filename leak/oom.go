@@ -825,39 +825,30 @@ func parseMPS(s string, at, end int, o *OOM) bool {
 }
 
 // readMPSSize reads an MPS size, mapping the 1024-based "KB", "MB", "GB"
-// of older builds to KiB, MiB, GiB.
+// of older builds to KiB, MiB, GiB: the digits are scaled by the binary
+// unit exactly (scaleDecimal) instead of ParseBytes' decimal one.
 func readMPSSize(s string, i int) (gpumem.Bytes, int, bool) {
 	v, end, ok := readSize(s, i)
 	if !ok {
 		return 0, i, false
 	}
-	var unit, bin gpumem.Bytes
+	var bin gpumem.Bytes
 	switch {
 	case strings.HasSuffix(s[:end], "KB"):
-		unit, bin = gpumem.KB, gpumem.KiB
+		bin = gpumem.KiB
 	case strings.HasSuffix(s[:end], "MB"):
-		unit, bin = gpumem.MB, gpumem.MiB
+		bin = gpumem.MiB
 	case strings.HasSuffix(s[:end], "GB"):
-		unit, bin = gpumem.GB, gpumem.GiB
+		bin = gpumem.GiB
 	default:
 		return v, end, true
 	}
-	// The number was scaled by the decimal unit, rounded up; rescale
-	// exactly from the digits instead: parse "<number>" as a count of
-	// binary units.
 	numEnd := end - 2
 	for numEnd > i && (s[numEnd-1] == ' ' || s[numEnd-1] == '\t') {
 		numEnd--
 	}
 	start := skipSpace(s, i)
-	n, err := gpumem.ParseBytes(s[start:numEnd])
-	_ = unit
-	if err != nil {
-		return v, end, true
-	}
-	// n is the number in bytes (rounded up to a whole byte); multiply the
-	// exact decimal by the binary unit instead.
-	return scaleDecimal(s[start:numEnd], bin, n), end, true
+	return scaleDecimal(s[start:numEnd], bin, v), end, true
 }
 
 // scaleDecimal returns ceil(number × unit) for a decimal string such as
