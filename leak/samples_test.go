@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -186,8 +187,11 @@ func FuzzParseSamples(f *testing.F) {
 	f.Add("| Allocated memory      |  13270 MiB |  14104 MiB |\n| GPU reserved memory   |  15290 MiB |  15290 MiB |\n")
 	f.Add("MA 12.5 GB         Max_MA 13.25 GB         CA 14 GB         Max_CA 15 GB")
 	f.Add("Epoch [2][50/100]\tlr: 2.000e-02, memory: 3795, loss: 0.1")
-	if data, err := os.ReadFile("testdata/logs/seed001_ex98.log"); err == nil {
-		f.Add(string(data))
+	logs, _ := filepath.Glob("testdata/logs/*.log")
+	for _, name := range logs {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(string(data))
+		}
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := ParseSamples(strings.NewReader(s))
@@ -214,4 +218,42 @@ func FuzzParseSamples(f *testing.F) {
 			t.Fatalf("json.Marshal(Report): %v", err)
 		}
 	})
+}
+
+// TestParseSamplesRealLogs reads logs copied from public issues (sources in
+// each file's first line): mmdetection's memory field is
+// torch.cuda.max_memory_allocated in MiB, a running peak.
+func TestParseSamplesRealLogs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file      string
+		n         int
+		firstStep int64
+		firstMiB  int64
+		shape     Shape
+	}{
+		{"mmdet5096.log", 4, 1000, 5737, ShapeInsufficient},
+		{"mmdet1956.log", 7, 1550, 6814, ShapeFlat},
+		{"mmdet3d804.log", 2, 1150, 4603, ShapeInsufficient},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			f, err := os.Open("testdata/logs/" + tc.file)
+			require.NoError(t, err)
+			defer f.Close()
+			got, err := ParseSamples(f)
+			require.NoError(t, err)
+			require.Len(t, got, tc.n)
+			s := got[0]
+			if s.Step != tc.firstStep || s.Allocated != gpumem.Bytes(tc.firstMiB)*gpumem.MiB || !s.Peak || s.Has&ColTime == 0 {
+				t.Errorf("ParseSamples(%s)[0] = %v, want step %d, %d MiB peak with time", tc.file, s, tc.firstStep, tc.firstMiB)
+			}
+			r, err := Analyze(got, nil)
+			require.NoError(t, err)
+			if r.Shape != tc.shape || r.Leak {
+				t.Errorf("Analyze(%s) = %v leak=%v, want %v and no leak", tc.file, r.Shape, r.Leak, tc.shape)
+			}
+		})
+	}
 }
