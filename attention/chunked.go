@@ -6,8 +6,9 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
-// HeadChunked runs Inner on groups of Heads query heads, one group after
-// the other, and concatenates the outputs, as seed 003's
+// HeadChunked runs Inner on groups of Heads query heads, one after the
+// other, on slices q[:, i:j] (and the matching K/V heads), and
+// concatenates the outputs, as seed 003's
 // _compute_block_attention_chunked_gpu does: the quadratic intermediates
 // of one group are live at a time, so the forward peak falls from
 // O(heads·s²) to O(Heads·s²).
@@ -15,12 +16,14 @@ import (
 // Under Shape.NoGrad that is the whole story: the 32-head, 32k-token layer
 // of seed 003 needs 128 GiB for its fp32 probabilities, chunks of 8 heads
 // need 32 GiB. In training every group's saved tensors stay for backward,
-// so Saved is the same as Inner's and only the transient above it shrinks;
-// the backward peak holds one group's workspace plus the gradients of the
-// groups done so far, and the split's backward concatenates them into
-// full-size dq, dk, dv (so for a kernel whose backward is already linear,
-// such as [Flash], chunking can raise the backward peak by up to one copy
-// of the input gradients).
+// so Saved is Inner's (less where a group needs no K/V copy) and only the
+// transient above it shrinks. The backward runs the groups in reverse;
+// each slice's gradient goes through slice_backward, which allocates a
+// zero tensor of the whole q (k, v) and becomes or is added into the
+// whole-size gradient, so from the second group on the whole dq, dk, dv
+// are live under that group's backward. For sequences shorter than a few
+// head dims this can make chunking cost more than it saves; the CPU
+// oracle (testdata/eager_oracle.py) reproduces the figures to the byte.
 //
 // A group takes Heads/(Heads/KVHeads) KV heads; Heads must be a multiple
 // or a divisor of the group size Heads/KVHeads of the shape. The last
@@ -74,15 +77,14 @@ func (k HeadChunked) figures(s Shape) (figs, error) {
 	if err != nil {
 		return figs{}, err
 	}
+	ls := lastShape(s, cs, h-(n-1)*c, g)
 	last := full
-	if r := h - (n-1)*c; r != c {
-		ls := s
-		ls.Heads, ls.KVHeads = r, r/g
+	if ls != cs {
 		if last, err = figuresOf(k.Inner, ls); err != nil {
 			return figs{}, err
 		}
 	}
-	f := chunkFigs(int64(n), full, last, s)
+	f := chunkFigs(int64(n), full, last, qPiece(ls), true, s)
 	if !s.NoGrad {
 		f.inQ = full.inQ*int64(n-1) + last.inQ
 		if c < g {
@@ -94,11 +96,15 @@ func (k HeadChunked) figures(s Shape) (figs, error) {
 	return f, nil
 }
 
-// chunkFigs composes n sequential chunks of a kernel (n−1 like full, the
-// last like last) whose outputs are concatenated into the output of s.
-// It sets everything but the input references (inQ, inKV), which depend
-// on how the chunks slice q, k and v.
-func chunkFigs(n int64, full, last figs, s Shape) figs {
+// chunkFigs composes n ≥ 2 sequential chunks of a kernel (n−1 like full,
+// the last like last) whose outputs are concatenated into the output of
+// s. The chunks slice q; sliceKV reports whether they slice k and v too
+// (heads) or share them (query blocks). It sets everything but the input
+// references (inQ, inKV), which depend on how the chunks slice q, k, v.
+// piece is the bytes of a chunk's own q (and its output).
+type piece struct{ q int64 }
+
+func chunkFigs(n int64, full, last figs, lastPiece piece, sliceKV bool, s Shape) figs {
 	d, _ := dimsOf(s) // s was validated by the caller
 	in := (d.q + 2*d.kv) * d.e
 	f := figs{out: d.q * d.e, inputs: in, grads: in}
@@ -127,27 +133,43 @@ func chunkFigs(n int64, full, last figs, s Shape) figs {
 	}
 	f.own = full.own*(n-1) + last.own
 
-	// Backward: the last chunk's node runs first, then the others. Each
-	// releases its saved tensors and leaves gradient pieces; the pieces
-	// together never exceed the full-size gradients (disjoint slices sum to
-	// them, shared K/V slices accumulate in place), and the split's
-	// backward finally concatenates them into full-size dq, dk, dv.
-	done := func(j int64) int64 { // live after j chunks, j ≥ 1
-		g := min(last.grads+(j-1)*full.grads, f.grads)
-		return g - last.own - (j-1)*full.own
-	}
+	// Backward: the last chunk's node runs first, then the others, each on
+	// top of what the earlier ones left. A chunk releases its saved tensors
+	// and leaves gradient pieces. A sliced input (q[:, i:j]) sends its piece
+	// through slice_backward, which allocates a zero tensor of the whole
+	// input and copies the piece in; the first of those becomes the
+	// input's gradient buffer and later ones are added into it in place.
+	// An input shared by every chunk (k and v of query blocks) gets whole
+	// gradients from each chunk, accumulated the same way. So after the
+	// first chunk the whole dq, dk, dv exist (F = f.grads) and the largest
+	// later peak is the second chunk's, F − last.own + full.bwd, or its
+	// slice step. Checked against the CPU oracle (testdata/eager_oracle.py).
+	dq, dkv := d.q*d.e, 2*d.kv*d.e // whole gradients
+	lq := lastPiece.q
 	bp := last.bwd
-	cands := [3]int64{1, n - 1, 1}
-	if full.grads > 0 {
-		cands[2] = max(1, min(n-1, (f.grads-last.grads)/full.grads+1))
+	acc := last.grads - last.own // pieces of the first chunk
+	if p := acc + dq; p > bp {
+		bp = p // its q piece goes through slice_backward
 	}
-	for _, j := range cands {
-		if p := done(j) + full.bwd; p > bp {
+	acc += dq - lq
+	if sliceKV {
+		if p := acc + dkv; p > bp {
 			bp = p
 		}
+		acc += dkv - (last.grads - lq)
 	}
-	if p := done(n) + f.grads; p > bp {
-		bp = p
+	// acc = F − last.own now.
+	if n >= 2 {
+		if p := acc + full.bwd; p > bp {
+			bp = p
+		}
+		tmp := dq // one whole-size slice_backward tensor at a time
+		if sliceKV {
+			tmp = max(dq, dkv/2)
+		}
+		if p := acc + full.grads - full.own + tmp; p > bp {
+			bp = p
+		}
 	}
 	f.bwd = bp
 	return f
@@ -159,8 +181,12 @@ func chunkFigs(n int64, full, last figs, s Shape) figs {
 // block reads the whole K and V, which are kept once; with Shape.Causal a
 // block is modelled with all keys (a key-truncating implementation uses
 // less). As for [HeadChunked], in training the blocks' saved tensors
-// accumulate, so the saving is in the forward transient and, under
-// Shape.NoGrad, in the whole peak.
+// accumulate, a kernel that copies K and V per call keeps one copy per
+// block, and the whole-size gradients are live from the second block's
+// backward on; the saving is in the forward transient and, under
+// Shape.NoGrad, in the whole peak. With three or more blocks the model's
+// backward can exceed the CPU oracle's by one dV, which the autograd
+// engine merges into the shared gradient early.
 type QueryChunked struct {
 	// Rows is the number of query rows per block, at least 1.
 	Rows int
@@ -206,12 +232,29 @@ func (k QueryChunked) figures(s Shape) (figs, error) {
 			return figs{}, err
 		}
 	}
-	f := chunkFigs(int64(n), full, last, s)
+	ls := cs
+	ls.QueryLen = s.QueryLen - (n-1)*r
+	f := chunkFigs(int64(n), full, last, qPiece(ls), false, s)
 	if !s.NoGrad {
 		f.inQ = full.inQ*int64(n-1) + last.inQ
 		f.inKV = full.inKV // one K and V, shared by every block
 	}
 	return f, nil
+}
+
+// qPiece returns the bytes of the q of a chunk shape.
+func qPiece(s Shape) piece {
+	return piece{q: int64(s.Batch) * int64(s.Heads) * int64(s.QueryLen) * int64(s.HeadDim) * s.elemSize()}
+}
+
+// lastShape returns the shape of the last head chunk of r heads.
+func lastShape(s, cs Shape, r, g int) Shape {
+	if r == cs.Heads {
+		return cs
+	}
+	ls := s
+	ls.Heads, ls.KVHeads = r, max(1, r/g)
+	return ls
 }
 
 // SlidingWindow is local attention computed in blocks: every query

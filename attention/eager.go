@@ -40,9 +40,12 @@ type Eager struct {
 	// always copied first (SoftMax.cpp converts with toType).
 	CastBeforeSoftmax bool
 	// ExpandKV materializes K and V for every query head before the
-	// matmuls (transformers' repeat_kv: expand + reshape, a copy when
-	// KVHeads < Heads); the copies replace k and v in Saved. Without it a
-	// grouped kernel broadcasts K and V without copies.
+	// matmuls (transformers' repeat_kv: expand + reshape). The reshape
+	// copies when 1 < KVHeads < Heads, and the copies replace k and v in
+	// Saved; with a single KV head it is a stride-0 view (checked with the
+	// CPU oracle). Either way the backward makes gradients for all heads
+	// and sums them. Without it a grouped kernel broadcasts K and V without
+	// copies.
 	ExpandKV bool
 	// Mask4D adds a materialized [Batch, 1, QueryLen, KeyLen] additive mask
 	// in DType, as transformers builds once per forward for eager attention
@@ -90,6 +93,10 @@ func (k Eager) figures(s Shape) (figs, error) {
 	// half_to_float path applies.
 	upcastCopy := es != e && (s.DType != gpumem.FP16 || k.CastBeforeSoftmax)
 	expand := k.ExpandKV && d.hk < d.h
+	// repeat_kv's reshape of the expanded view copies, except for a single
+	// KV head (MQA, or a head chunk inside one group), where merging the
+	// size-1 head dim with the repeats gives a stride-0 view.
+	copyKV := expand && d.hk > 1
 	masked := k.Mask4D || s.Causal
 	drop := s.dropout()
 	maskElem := int64(1) // bool mask of CUDA's native_dropout
@@ -98,9 +105,13 @@ func (k Eager) figures(s Shape) (figs, error) {
 	}
 	grad := !s.NoGrad
 	kvBytes := d.kv * e // one of k, v as given
-	kvUsed := kvBytes   // one of k, v as the matmuls see them
-	if expand {
+	kvUsed := kvBytes   // one of k, v as kept for backward
+	if copyKV {
 		kvUsed = d.kx * e
+	}
+	kvGrad := kvBytes // one of dK, dV as the matmuls' backward makes them
+	if expand {
+		kvGrad = d.kx * e
 	}
 	q, o := d.q*e, d.q*e
 
@@ -109,7 +120,7 @@ func (k Eager) figures(s Shape) (figs, error) {
 	if k.Mask4D {
 		t.alloc(d.b * d.sq * d.sk * e) // the 4-D mask, alive through the forward
 	}
-	if expand {
+	if copyKV {
 		t.alloc(2 * kvUsed) // repeat_kv copies of k and v
 	}
 	t.alloc(n * e) // q @ k^T
@@ -163,7 +174,7 @@ func (k Eager) figures(s Shape) (figs, error) {
 	// expansion (second matmul), the softmax output, the probabilities the
 	// second matmul consumes when they differ from it, and the dropout mask.
 	f.inQ = q
-	if expand {
+	if copyKV {
 		f.own = 2 * kvUsed
 	} else {
 		f.inKV = 2 * kvBytes
@@ -188,13 +199,13 @@ func (k Eager) figures(s Shape) (figs, error) {
 		dOCopy = o
 	}
 	b.alloc(dOCopy)
-	b.alloc(kvUsed) // dV (of the expansion when expanded) = P^T @ dO
+	b.alloc(kvGrad) // dV (of the expansion when expanded) = P^T @ dO
 	b.alloc(n * e)  // dP = dO @ v^T
 	b.free(dOCopy)
 	if !softmaxOutIsProbs {
 		b.free(probs) // the second matmul's probabilities are released
 	}
-	if expand {
+	if copyKV {
 		b.free(kvUsed) // so is value_states, saved by it alone
 	}
 	if drop {
@@ -223,14 +234,14 @@ func (k Eager) figures(s Shape) (figs, error) {
 	b.alloc(n * e) // * scaling backward
 	b.free(n * e)
 	b.alloc(q)      // dQ = dS @ K
-	b.alloc(kvUsed) // dK (of the expansion) = dS^T @ Q
+	b.alloc(kvGrad) // dK (of the expansion) = dS^T @ Q
 	b.free(n * e)   // dS dies
-	if expand {
+	if copyKV {
 		b.free(kvUsed) // key_states is released
 	}
 	if expand {
 		b.alloc(2 * kvBytes) // repeat_kv backward: sum over the groups
-		b.free(2 * kvUsed)   // the expanded gradients die
+		b.free(2 * kvGrad)   // the expanded gradients die
 	}
 	if b.bad {
 		return figs{}, errOverflow(s)

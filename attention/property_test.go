@@ -211,8 +211,20 @@ func TestChunkingNeverRaisesPeak(t *testing.T) {
 						}
 						p, err := attention.Peak(hc, s)
 						require.NoError(t, err)
-						assert.LessOrEqual(t, p, whole, "HeadChunked{%d} peak", c)
-						assert.LessOrEqual(t, p, prev, "smaller chunks, lower peak (%d)", c)
+						// In training, slicing q, k, v per chunk costs whole-size
+						// gradient buffers from the first chunk's backward on, plus
+						// slice_backward temporaries (measured by the CPU oracle); for
+						// sequences shorter than 4× the head dim they can outweigh the
+						// saving. Under NoGrad chunking always pays.
+						// Smaller chunks lower the peak only under NoGrad: in training a
+						// smaller first chunk releases fewer saved bytes before the
+						// whole-size gradients exist.
+						if s.NoGrad || s.QueryLen >= 4*s.HeadDim {
+							assert.LessOrEqual(t, p, whole, "HeadChunked{%d} peak", c)
+						}
+						if s.NoGrad {
+							assert.LessOrEqual(t, p, prev, "smaller chunks, lower peak (%d)", c)
+						}
 						prev = p
 						hf := figsOf(t, hc, s)
 						assert.LessOrEqual(t, hf.saved, wf.saved, "head chunks keep no more saved bytes (fewer when a chunk needs no K/V expansion)")

@@ -49,7 +49,27 @@ def eager(q, k, v, mask, n_rep, softmax_fp32, dropout, expand):
     return o.transpose(1, 2).contiguous()
 
 
-def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand):
+def chunked(q, k, v, mask, n_rep, softmax_fp32, dropout, expand, head_chunk, query_rows):
+    """Seed 003's head loop, or a loop over blocks of query rows, each
+    block through eager(); the outputs are concatenated."""
+    outs = []
+    if head_chunk:
+        h = q.shape[1]
+        for i in range(0, h, head_chunk):
+            j = min(i + head_chunk, h)
+            kv0, kv1 = i // n_rep, (j - 1) // n_rep + 1
+            outs.append(eager(q[:, i:j], k[:, kv0:kv1], v[:, kv0:kv1], mask,
+                              (j - i) // (kv1 - kv0), softmax_fp32, dropout, expand))
+        return torch.cat(outs, dim=2)
+    sq = q.shape[2]
+    for i in range(0, sq, query_rows):
+        j = min(i + query_rows, sq)
+        m = mask[:, :, i:j] if mask is not None else None
+        outs.append(eager(q[:, :, i:j], k, v, m, n_rep, softmax_fp32, dropout, expand))
+    return torch.cat(outs, dim=1)
+
+
+def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand, head_chunk=0, query_rows=0):
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     q = torch.randn(b, h, sq, d, dtype=dt, requires_grad=True)
     k = torch.randn(b, hk, sk, d, dtype=dt, requires_grad=True)
@@ -71,7 +91,10 @@ def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         with record_function("phase:forward"):
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                out = eager(q, k, v, mask, h // hk, softmax_fp32, dropout, expand)
+                if head_chunk or query_rows:
+                    out = chunked(q, k, v, mask, h // hk, softmax_fp32, dropout, expand, head_chunk, query_rows)
+                else:
+                    out = eager(q, k, v, mask, h // hk, softmax_fp32, dropout, expand)
         with record_function("phase:backward"):
             out.backward(dout)
     events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_us())
@@ -104,6 +127,7 @@ def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand):
     return {
         "batch": b, "heads": h, "kv_heads": hk, "query_len": sq, "key_len": sk, "head_dim": d,
         "dtype": dtype, "softmax_fp32": softmax_fp32, "dropout": dropout, "mask4d": mask4d, "expand_kv": expand,
+        "head_chunk": head_chunk, "query_rows": query_rows,
         "saved_bytes": sum(saved.values()),
         "saved_input_bytes": sum(n for p, n in saved.items() if p in inputs),
         "forward_peak_bytes": fwd, "backward_peak_bytes": bwd, "output_bytes": out_bytes,
@@ -122,6 +146,14 @@ def main():
                                 # broadcasting matmul: q grouped to (b, hk, g·sq, d)
                                 continue
                             cases.append(run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand))
+    # Chunked: batch 1 so that the slices stay foldable views for matmul.
+    for dtype in ["fp32", "bf16"]:
+        for softmax_fp32 in [False, True]:
+            for (h, hk, expand) in [(8, 8, False), (8, 2, True)]:
+                for (hc, qr) in [(2, 0), (4, 0), (3, 0), (0, 32), (0, 48)]:
+                    if hc and hc % (h // hk) and (h // hk) % hc:
+                        continue
+                    cases.append(run(1, h, hk, 96, 96, 16, dtype, softmax_fp32, 0.0, False, expand, hc, qr))
     json.dump({"source": "attention/testdata/eager_oracle.py, torch " + torch.__version__ + " (CPU)",
                "cases": cases}, sys.stdout, indent=1)
     sys.stdout.write("\n")
