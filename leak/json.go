@@ -3,6 +3,7 @@ package leak
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gpumem/gpumem"
@@ -41,21 +42,44 @@ func (a Action) String() string {
 	return "none"
 }
 
-var fieldNames = [...]struct {
-	f    Field
-	name string
-}{
-	{FieldDevice, "device"}, {FieldRequested, "requested"}, {FieldCapacity, "capacity"},
-	{FieldFree, "free"}, {FieldAllocated, "allocated"}, {FieldReserved, "reserved"},
-	{FieldReservedUnallocated, "reserved_unallocated"}, {FieldPrivatePools, "private_pools"},
-	{FieldAllowed, "allowed"}, {FieldSelf, "self"}, {FieldOther, "other"}, {FieldProcesses, "other_processes"},
+// String returns the field's snake-case name ("reserved_unallocated"),
+// the key [OOM.MarshalJSON] writes it under.
+func (f Field) String() string {
+	switch f {
+	case FieldDevice:
+		return "device"
+	case FieldRequested:
+		return "requested"
+	case FieldCapacity:
+		return "capacity"
+	case FieldFree:
+		return "free"
+	case FieldAllocated:
+		return "allocated"
+	case FieldReserved:
+		return "reserved"
+	case FieldReservedUnallocated:
+		return "reserved_unallocated"
+	case FieldPrivatePools:
+		return "private_pools"
+	case FieldAllowed:
+		return "allowed"
+	case FieldSelf:
+		return "self"
+	case FieldOther:
+		return "other"
+	case FieldProcesses:
+		return "other_processes"
+	}
+	return "fields(" + strconv.Itoa(int(f)) + ")"
 }
 
+// fieldList returns the names of the fields in f, lowest bit first.
 func fieldList(f Field) []string {
 	out := []string{}
-	for _, n := range fieldNames {
-		if f&n.f != 0 {
-			out = append(out, n.name)
+	for b := FieldDevice; b <= FieldProcesses; b <<= 1 {
+		if f&b != 0 {
+			out = append(out, b.String())
 		}
 	}
 	return out
