@@ -10,7 +10,9 @@ import "github.com/gpumem/gpumem"
 // Face's "sdpa" attention reaches it:
 //   - KVHeads < Heads: transformers' sdpa_attention_forward expands K and V
 //     with repeat_kv before the call (the kernel has no GQA), so the copies
-//     replace k and v in Saved;
+//     replace k and v in Saved (for a single KV head repeat_kv returns a
+//     stride-0 view and nothing is copied; gradients are still made for
+//     every head and summed);
 //   - forward allocates the output [b, s_q, h, d] in DType and, when a
 //     gradient is needed, logsumexp [b, h, ceil(s_q/32)·32] fp32
 //     (kAlignLSE = 32, "block size of backward"); kernels with head dims
@@ -56,9 +58,14 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 	e := d.e
 	q, kv := d.q*e, d.kv*e
 	expand := d.hk < d.h
-	kvUsed := kv
-	if expand {
+	copyKV := expand && d.hk > 1 // repeat_kv of a single KV head is a view
+	kvUsed := kv                 // one of k, v as kept
+	if copyKV {
 		kvUsed = d.kx * e
+	}
+	kvGrad := kv // one of dK, dV as the kernel's backward makes them
+	if expand {
+		kvGrad = d.kx * e
 	}
 	grad := !s.NoGrad
 	f := figs{out: q, inputs: q + 2*kv, grads: q + 2*kv}
@@ -72,7 +79,7 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 			t.alloc(bias) // pad_bias copy
 		}
 	}
-	if expand {
+	if copyKV {
 		t.alloc(2 * kvUsed) // repeat_kv copies
 	}
 	t.alloc(q)     // output
@@ -94,7 +101,7 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 		return f, nil
 	}
 	f.inQ = q
-	if expand {
+	if copyKV {
 		f.own = 2 * kvUsed
 	} else {
 		f.inKV = 2 * kv
@@ -107,13 +114,15 @@ func (k MemEfficient) figures(s Shape) (figs, error) {
 		ws = d.b * d.h * roundUp(d.sq, 64) * d.d * 4 // gradQ accumulation
 	}
 	var b tally
-	b.alloc(q + 2*kvUsed) // grad_q, grad_k, grad_v
+	b.alloc(q + 2*kvGrad) // grad_q, grad_k, grad_v
 	b.alloc(delta + ws)
 	if expand {
 		b.free(delta + ws)
-		b.free(2 * kvUsed) // the kernel node releases the saved expansions
+		if copyKV {
+			b.free(2 * kvUsed) // the kernel node releases the saved expansions
+		}
 		b.alloc(2 * kv)    // repeat_kv backward: sum over the groups
-		b.free(2 * kvUsed) // the expanded gradients die
+		b.free(2 * kvGrad) // the expanded gradients die
 	}
 	if b.bad {
 		return figs{}, errOverflow(s)
