@@ -71,7 +71,9 @@ type DetectorOptions struct {
 // clock: samples carry their own steps or times.
 //
 // Alerts are edge-triggered: a threshold or growth alert is raised once
-// and again only after the condition has cleared.
+// and again only after the condition has cleared. Add returns at most one
+// alert, in the order OOM, threshold, growth; a growth alert held back by
+// a threshold alert comes with the next sample.
 type Detector struct {
 	mu       sync.Mutex
 	opt      DetectorOptions

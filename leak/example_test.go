@@ -69,3 +69,18 @@ func ExampleParseOOM() {
 	// 14.45 GiB false true
 	// 562167 46.00 MiB
 }
+
+// A sidecar feeds samples as the job logs them and warns before the crash
+// (seed 001, 9.3.4 and 9.4).
+func ExampleDetector() {
+	d := leak.NewDetector(&leak.DetectorOptions{Capacity: gpumem.MustParseBytes("23.69 GiB"), Window: 8})
+	for step, gb := range []float64{18.2, 18.5, 18.9, 19.4, 20.1, 20.9, 21.8, 22.9, 24.2} {
+		s := leak.Sample{Step: int64(100 * (step + 1)), Used: gpumem.Bytes(gb * 1e9), Has: leak.ColStep | leak.ColUsed}
+		if a, ok := d.Add(s); ok {
+			fmt.Printf("step %d: %s alert\n", s.Step, a.Kind)
+		}
+	}
+	// Output:
+	// step 800: threshold alert
+	// step 900: growth alert
+}
