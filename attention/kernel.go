@@ -39,13 +39,21 @@ import (
 //     subtracts saved tensors where the autograd engine frees them before
 //     the peak. Zero when s.NoGrad.
 //
-// After the forward, the caller holds o (O bytes) and the graph holds
-// Saved(s); after the backward, the caller holds dq, dk, dv (I bytes) and
-// nothing of Saved. So a budget composes a layer as: forward peak = base
-// + Forward, retained = Saved − (the part of I that was already counted
-// in base, which is all of I for a caller that owns q, k, v), backward
-// peak = base' + Backward with base' ⊇ Saved + dO. [Peak] does exactly this
-// for one call in isolation.
+// # Composition
+//
+// A budget that walks a layer does, with base the bytes live before q, k
+// and v exist:
+//
+//	forward,  at the attention call:  base + Inputs(s) + Forward(s)
+//	forward,  after the call:         base + Saved(s) + Output(s)    (q, k, v now live only through Saved)
+//	backward, at the attention call:  base' + Saved(s) + Output(s) + Backward(s)   (Output: dO)
+//	backward, after the call:         base' + Inputs(s)              (dq, dk, dv)
+//
+// where base' is whatever else the backward holds at that point. Nothing
+// is counted twice: the model must not list the post-RoPE q, k, v or the
+// softmax among its own saved tensors, and counts the output once, as the
+// output projection's saved input. [Peak] is the first and third lines for
+// one call with base = base' = 0.
 //
 // Implementations must return a *gpumem.FieldError wrapping
 // gpumem.ErrInvalid for an invalid shape, gpumem.ErrUnsupported for a
@@ -175,8 +183,8 @@ func (t *tally) alloc(n int64) {
 
 func (t *tally) free(n int64) { t.live -= n }
 
-// withFigures adapts the three public methods of a built-in kernel to its
-// figures function.
+// savedOf, forwardOf and backwardOf adapt a built-in kernel's figures to
+// its three public methods.
 func savedOf(f figs, err error) (gpumem.Bytes, error) {
 	if err != nil {
 		return 0, err
