@@ -41,9 +41,15 @@ type oracleCase struct {
 		Image        int64   `json:"image"`
 		Patch        int64   `json:"patch"`
 		Dropout      float64 `json:"dropout"`
+		EncSeq       int64   `json:"enc_seq"`
+		EncLayers    int64   `json:"enc_layers"`
+		Gated        bool    `json:"gated"`
+		Mel          int64   `json:"mel"`
+		Frames       int64   `json:"frames"`
 	} `json:"config"`
 	Saved struct {
 		Layers         []int64 `json:"layers_cuda"`
+		EncoderLayers  []int64 `json:"encoder_layers_cuda"`
 		Embedding      int64   `json:"embedding_cuda"`
 		FinalNorm      int64   `json:"final_norm_cuda"`
 		Head           int64   `json:"head_cuda"`
@@ -84,6 +90,14 @@ func oracleSpec(t testing.TB, c oracleCase) (model.Spec, model.Workload) {
 	case "mixtral":
 		s.Norm, s.Gated = model.RMSNorm, true
 		s.MoE = model.MoE{Experts: cfg.Experts, Active: cfg.Active, Intermediate: cfg.Intermediate}
+	case "t5":
+		s.Norm, s.Gated, s.TiedEmbeddings, s.RelativeBuckets = model.RMSNorm, cfg.Gated, true, 32
+		s.Encoder = &model.Spec{Family: "t5", DType: dt, Layers: cfg.EncLayers, Hidden: cfg.Hidden, Heads: cfg.Heads,
+			KVHeads: cfg.Heads, HeadDim: cfg.HeadDim, Intermediate: cfg.Intermediate}
+	case "whisper":
+		s.Norm, s.TiedEmbeddings, s.Positions, s.MelBins = model.LayerNorm, true, cfg.Positions, cfg.Mel
+		s.Encoder = &model.Spec{Family: "whisper", DType: dt, Layers: cfg.EncLayers, Hidden: cfg.Hidden, Heads: cfg.Heads,
+			KVHeads: cfg.Heads, HeadDim: cfg.HeadDim, Intermediate: cfg.Intermediate, Positions: cfg.Frames, Norm: model.LayerNorm}
 	case "vit", "clip":
 		s.Family = map[string]string{"vit": "vit", "clip": "clip_vision_model"}[cfg.Arch]
 		s.Norm, s.Vocab, s.ClassToken = model.LayerNorm, 0, true
@@ -92,6 +106,9 @@ func oracleSpec(t testing.TB, c oracleCase) (model.Spec, model.Workload) {
 		t.Fatalf("unknown oracle arch %q", cfg.Arch)
 	}
 	w := model.Workload{Batch: cfg.Batch, SeqLen: cfg.Seq, DType: dt, Train: true, Dropout: cfg.Dropout > 0}
+	if cfg.Arch == "t5" {
+		w.EncoderLen = cfg.EncSeq
+	}
 	if cfg.Ckpt != "none" {
 		w.Checkpointing = model.FullCheckpointing
 	}
@@ -123,8 +140,15 @@ func TestActivationsOracle(t *testing.T) {
 		s, w := oracleSpec(t, c)
 		a, err := s.Activations(w)
 		require.NoError(t, err, name)
-		require.Len(t, a.Layers, 1, name) // MoE: every layer is an MoE layer
 		l := a.Layers[0]
+		var enc model.LayerActivations
+		if len(c.Saved.EncoderLayers) > 0 {
+			require.Len(t, a.Layers, 2, name)
+			enc, l = a.Layers[0], a.Layers[1]
+			require.Equal(t, "encoder", enc.Part, name)
+		} else {
+			require.Len(t, a.Layers, 1, name) // MoE: every layer is an MoE layer
+		}
 		require.Equal(t, cfg.Layers, l.Count, name)
 		type pair struct {
 			what      string
@@ -139,6 +163,9 @@ func TestActivationsOracle(t *testing.T) {
 			for j, want := range c.Saved.Layers {
 				checks = append(checks, pair{fmt.Sprintf("layer %d", j), int64(l.Kept), want})
 			}
+			for j, want := range c.Saved.EncoderLayers {
+				checks = append(checks, pair{fmt.Sprintf("layer %d (encoder)", j), int64(enc.Kept), want})
+			}
 		}
 		checks = append(checks,
 			pair{"embedding", int64(a.Embedding), c.Saved.Embedding},
@@ -150,7 +177,7 @@ func TestActivationsOracle(t *testing.T) {
 		} else {
 			require.Equal(t, cfg.Seq, l.Tokens, name)
 		}
-		if (cfg.Arch == "llama" || cfg.Arch == "mixtral") && cfg.Ckpt != "nonreentrant" {
+		if (cfg.Arch == "llama" || cfg.Arch == "mixtral" || (cfg.Arch == "t5" && cfg.Ckpt == "none")) && cfg.Ckpt != "nonreentrant" {
 			checks = append(checks, pair{"rotary cos/sin", int64(a.Shared), c.Saved.Shared})
 		}
 		for _, p := range checks {

@@ -160,11 +160,11 @@ class LayerNorm(nn.LayerNorm):
             METER.in_ln = False
 
 
-def run_blocks(blocks, h, ckpt, extra):
+def run_blocks(blocks, h, ckpt, extra, prefix="layer"):
     """Runs the blocks in order, checkpointing each one if asked."""
     resident = 0
     for i, blk in enumerate(blocks):
-        set_phase("layer%d" % i)
+        set_phase("%s%d" % (prefix, i))
         if ckpt == "none":
             h = blk(h, *extra)
         elif ckpt == "reentrant":
@@ -575,7 +575,220 @@ class ViT(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels), resident
 
 
-MODELS = {"llama": Llama, "gpt2": GPT2, "bert": Bert, "mixtral": Mixtral, "vit": ViT, "clip": ViT}
+# ---------------------------------------------------------------------------
+# T5 (T5ForConditionalGeneration) and Whisper (WhisperForConditionalGeneration)
+# ---------------------------------------------------------------------------
+
+class T5Norm(nn.Module):
+    """T5LayerNorm: variance from an fp32 copy, the input itself times rsqrt."""
+
+    def __init__(self, h):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(h))
+
+    def forward(self, x):
+        var = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + 1e-6)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            x = x.to(self.weight.dtype)
+        return self.weight * x
+
+
+class T5Attn(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, self.H, self.d = c["hidden"], c["heads"], c["head_dim"]
+        self.q, self.k, self.v = (nn.Linear(h, self.H * self.d, bias=False) for _ in range(3))
+        self.o = nn.Linear(self.H * self.d, h, bias=False)
+
+    def forward(self, x, kv, bias):
+        b = x.shape[0]
+        q = self.q(x).view(b, -1, self.H, self.d).transpose(1, 2)
+        k = self.k(kv).view(b, -1, self.H, self.d).transpose(1, 2)
+        v = self.v(kv).view(b, -1, self.H, self.d).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(3, 2))  # no scaling in T5
+        scores += bias
+        w = F.softmax(scores.float(), dim=-1).type_as(scores)
+        w = drop(w)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, -1, self.H * self.d)
+        return self.o(o)
+
+
+class T5Block(nn.Module):
+    def __init__(self, c, decoder):
+        super().__init__()
+        h, I = c["hidden"], c["intermediate"]
+        self.gated = c.get("gated", False)
+        self.ln1, self.attn = T5Norm(h), T5Attn(c)
+        self.cross = None
+        if decoder:
+            self.ln_c, self.cross = T5Norm(h), T5Attn(c)
+        self.ln2 = T5Norm(h)
+        if self.gated:
+            self.wi_0, self.wi_1 = nn.Linear(h, I, bias=False), nn.Linear(h, I, bias=False)
+        else:
+            self.wi = nn.Linear(h, I, bias=False)
+        self.wo = nn.Linear(I, h, bias=False)
+
+    def forward(self, x, bias, enc=None, cross_bias=None):
+        y = self.ln1(x)
+        x = x + drop(self.attn(y, y, bias))
+        if self.cross is not None:
+            x = x + drop(self.cross(self.ln_c(x), enc, cross_bias))
+        y = self.ln2(x)
+        if self.gated:
+            y = gelu_new(self.wi_0(y)) * self.wi_1(y)
+        else:
+            y = F.relu(self.wi(y))
+        return x + drop(self.wo(drop(y)))
+
+
+def t5_buckets(q, k, n=32, maxd=128, bidirectional=True):
+    """T5Attention._relative_position_bucket (log-spaced buckets)."""
+    rel = torch.arange(k)[None, :] - torch.arange(q)[:, None]
+    out = torch.zeros_like(rel)
+    if bidirectional:
+        n //= 2
+        out += (rel > 0).to(torch.long) * n
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    exact = n // 2
+    small = rel < exact
+    large = exact + (torch.log(rel.float() / exact + 1e-6) / math.log(maxd / exact) * (n - exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, n - 1))
+    return out + torch.where(small, rel, large)
+
+
+class T5(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        h = c["hidden"]
+        self.shared = nn.Embedding(c["vocab"], h)
+        self.enc = nn.ModuleList([T5Block(c, False) for _ in range(c["enc_layers"])])
+        self.dec = nn.ModuleList([T5Block(c, True) for _ in range(c["layers"])])
+        self.enc_bias = nn.Embedding(32, c["heads"])
+        self.dec_bias = nn.Embedding(32, c["heads"])
+        self.enc_ln, self.dec_ln = T5Norm(h), T5Norm(h)
+
+    def forward(self, ids, labels, ckpt):
+        c = self.c
+        b, se = ids.shape
+        sd = labels.shape[1]
+        set_phase("embedding")
+        dec_ids = torch.cat([torch.zeros(b, 1, dtype=labels.dtype), labels[:, :-1]], dim=1)  # _shift_right
+        eb, db = t5_buckets(se, se), t5_buckets(sd, sd, bidirectional=False)
+        METER and METER.preassign(eb)
+        METER and METER.preassign(db)
+        dt = self.shared.weight.dtype
+        x = drop(self.shared(ids))
+        set_phase("shared")
+        ebias = self.enc_bias(eb).permute([2, 0, 1]).unsqueeze(0)
+        causal = torch.full((sd, sd), torch.finfo(dt).min, dtype=dt).triu(1)
+        dbias = self.dec_bias(db).permute([2, 0, 1]).unsqueeze(0) + causal
+        xbias = torch.zeros(1, c["heads"], sd, se, dtype=dt)
+        for t in (ebias, dbias, xbias):
+            METER and METER.preassign(t)
+        x, r1 = run_blocks(self.enc, x, ckpt, (ebias,), prefix="enc")
+        set_phase("final_norm")
+        enc = drop(self.enc_ln(x))
+        METER and METER.preassign(enc)
+        set_phase("embedding")
+        y = drop(self.shared(dec_ids))
+        y, r2 = run_blocks(self.dec, y, ckpt, (dbias, enc, xbias))
+        set_phase("final_norm")
+        y = drop(self.dec_ln(y))
+        set_phase("head")
+        y = y * (c["hidden"] ** -0.5)  # tied head
+        logits = F.linear(y, self.shared.weight)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))  # no upcast, no shift
+        return logits, loss, r1 + r2
+
+
+class WAttn(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, self.H = c["hidden"], c["heads"]
+        self.d = h // self.H
+        self.q, self.v, self.o = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.k = nn.Linear(h, h, bias=False)
+
+    def forward(self, x, kv, mask):
+        b = x.shape[0]
+        q = self.q(x).view(b, -1, self.H, self.d).transpose(1, 2)
+        k = self.k(kv).view(b, -1, self.H, self.d).transpose(1, 2)
+        v = self.v(kv).view(b, -1, self.H, self.d).transpose(1, 2)
+        w = torch.matmul(q, k.transpose(2, 3)) * (self.d ** -0.5)
+        if mask is not None:
+            w = w + mask
+        w = drop(F.softmax(w, dim=-1))
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o(o.reshape(b, -1, self.H * self.d))
+
+
+class WBlock(nn.Module):
+    def __init__(self, c, decoder):
+        super().__init__()
+        h, I = c["hidden"], c["intermediate"]
+        self.ln1, self.attn = LayerNorm(h), WAttn(c)
+        self.cross = None
+        if decoder:
+            self.ln_c, self.cross = LayerNorm(h), WAttn(c)
+        self.ln2, self.fc1, self.fc2 = LayerNorm(h), nn.Linear(h, I), nn.Linear(I, h)
+
+    def forward(self, x, mask, enc=None):
+        y = self.ln1(x)
+        x = x + drop(self.attn(y, y, mask))
+        if self.cross is not None:
+            x = x + drop(self.cross(self.ln_c(x), enc, None))
+        y = drop(F.gelu(self.fc1(self.ln2(x))))  # activation_dropout
+        return x + drop(self.fc2(y))
+
+
+class Whisper(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        h, M, F_ = c["hidden"], c["mel"], c["frames"]
+        self.conv1 = nn.Conv1d(M, h, 3, padding=1)
+        self.conv2 = nn.Conv1d(h, h, 3, stride=2, padding=1)
+        self.enc_pos = nn.Parameter(torch.randn(F_, h))
+        self.enc = nn.ModuleList([WBlock(c, False) for _ in range(c["enc_layers"])])
+        self.enc_ln = LayerNorm(h)
+        self.tok = nn.Embedding(c["vocab"], h)
+        self.dec_pos = nn.Embedding(c["positions"], h)
+        self.dec = nn.ModuleList([WBlock(c, True) for _ in range(c["layers"])])
+        self.dec_ln = LayerNorm(h)
+
+    def forward(self, mel, labels, ckpt):
+        b, sd = labels.shape
+        set_phase("embedding")
+        x = F.gelu(self.conv1(mel))
+        x = F.gelu(self.conv2(x)).permute(0, 2, 1)
+        x = drop(x + self.enc_pos)
+        x, r1 = run_blocks(self.enc, x, ckpt, (None,), prefix="enc")
+        set_phase("final_norm")
+        enc = self.enc_ln(x)
+        METER and METER.preassign(enc)
+        set_phase("embedding")
+        dec_ids = torch.cat([torch.zeros(b, 1, dtype=labels.dtype), labels[:, :-1]], dim=1)
+        pos = torch.arange(sd)
+        METER and METER.preassign(pos)
+        y = drop(self.tok(dec_ids) + self.dec_pos(pos))
+        dt = self.tok.weight.dtype
+        mask = torch.full((sd, sd), torch.finfo(dt).min, dtype=dt).triu(1)[None, None].expand(b, 1, sd, sd)
+        METER and METER.preassign(mask)
+        y, r2 = run_blocks(self.dec, y, ckpt, (mask, enc))
+        set_phase("final_norm")
+        y = self.dec_ln(y)
+        set_phase("head")
+        logits = F.linear(y, self.tok.weight)  # proj_out, tied
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.reshape(-1))
+        return logits, loss, r1 + r2
+
+
+MODELS = {"llama": Llama, "gpt2": GPT2, "bert": Bert, "mixtral": Mixtral, "vit": ViT, "clip": ViT, "t5": T5, "whisper": Whisper}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -609,6 +822,12 @@ def saved_by_op(root):
 
 def inputs(c):
     torch.manual_seed(1)
+    if c["arch"] == "t5":
+        return (torch.randint(0, c["vocab"], (c["batch"], c["enc_seq"])),
+                torch.randint(0, c["vocab"], (c["batch"], c["seq"])))
+    if c["arch"] == "whisper":
+        mel = torch.randn(c["batch"], c["mel"], 2 * c["frames"]).to(DTYPES[c["dtype"]])
+        return mel, torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
     if c["arch"] in ("vit", "clip"):
         pixels = torch.randn(c["batch"], 3, c["image"], c["image"]).to(DTYPES[c["dtype"]])
         return pixels, torch.randint(0, c["vocab"], (c["batch"],))
@@ -637,6 +856,9 @@ def measure(c):
         "layers": [raw.get("layer%d" % i, 0) for i in range(n)],
         "layers_cuda": [cuda.get("layer%d" % i, 0) for i in range(n)],
     }
+    if "enc_layers" in c:
+        rec["encoder_layers"] = [raw.get("enc%d" % i, 0) for i in range(c["enc_layers"])]
+        rec["encoder_layers_cuda"] = [cuda.get("enc%d" % i, 0) for i in range(c["enc_layers"])]
     for k in ("embedding", "final_norm", "head", "shared", "ids"):
         rec[k] = raw.get(k, 0)
         rec[k + "_cuda"] = cuda.get(k, 0)
@@ -706,6 +928,17 @@ def grid():
                 yield dict(arch=arch, batch=b, seq=(img // P) ** 2 + 1, image=img, patch=P, hidden=h, heads=H,
                            kv_heads=H, head_dim=h // H, intermediate=I, vocab=10, layers=2, dtype=dt, ckpt=ck,
                            dropout=p)
+    # Encoder-decoders: T5 (relu and gated-gelu, d_kv·heads != d_model) and Whisper (conv front-end).
+    for arch, (b, se, sd, h, H, d, I, gated) in (("t5", (2, 24, 16, 64, 4, 8, 128, False)),
+                                                 ("t5", (1, 32, 12, 64, 4, 16, 96, True)),
+                                                 ("whisper", (2, 24, 16, 64, 4, 16, 128, False))):
+        for dt in ("fp32", "bf16"):
+            for ck, p in (("none", 0.0), ("reentrant", 0.0), ("none", 0.1)):
+                c = dict(arch=arch, batch=b, seq=sd, enc_seq=se, hidden=h, heads=H, kv_heads=H, head_dim=d,
+                         intermediate=I, vocab=1000, layers=2, enc_layers=2, dtype=dt, ckpt=ck, dropout=p, gated=gated)
+                if arch == "whisper":
+                    c.update(mel=8, frames=se, positions=64, head_dim=h // H)
+                yield c
     # The non-reentrant path, once per architecture.
     for arch in ("llama", "gpt2", "bert"):
         c = dict(arch=arch, batch=2, seq=32, hidden=64, heads=4, kv_heads=4, head_dim=16, intermediate=256,
