@@ -121,16 +121,22 @@ const contextAllowance = 512 * gpumem.MiB
 // peak (the seed's 9.2 answer calls 0.23% "very low").
 const minFragmentation = 0.05
 
-// Diagnose decides why the allocation failed. It tests, in order: a
-// request larger than the device (or cap); a cap (reserved + requested >
-// allowed); a limit (free exceeds the request by at least 512 MiB);
-// fragmentation (reserved but unallocated ≥ requested and ≥ 5% of
-// reserved); other listed
-// processes covering the shortfall; a full device (free just covers the
-// request and this process holds half of it); a limit (free covers the
-// request); for cudaMallocAsync, memory neither free nor allocated (its
-// pool's cache) covering the shortfall, called fragmentation; memory outside the allocator, beyond a 512 MiB context
-// allowance, covering the shortfall; else exhaustion by this process.
+// Diagnose decides why the allocation failed. It tests, in order:
+//
+//  1. a request larger than the device, or than an "allowed" cap;
+//  2. a cap: held + requested above "allowed";
+//  3. a limit: the driver reports at least 512 MiB more free than requested;
+//  4. fragmentation: reserved but unallocated ≥ requested and ≥ 5% of reserved;
+//  5. other listed processes holding at least the shortfall;
+//  6. a full device: free just covers the request and this process holds
+//     half the device (exhaustion);
+//  7. a limit: free covers the request;
+//  8. cudaMallocAsync: memory neither free nor allocated by PyTorch (the
+//     pool's cache) covers the shortfall (fragmentation);
+//  9. memory outside the allocator covers the shortfall beyond a 512 MiB
+//     context allowance and is at least a quarter of what this process
+//     holds (other processes);
+//  10. else exhaustion by this process.
 //
 // In a container NVML lists the job's own process under its host PID
 // ("Process 20398 has …" without "this process"); when exactly one listed
@@ -238,11 +244,11 @@ func (o OOM) Diagnose() Diagnosis {
 	case k(FieldFree) && o.Free >= o.Requested:
 		d.Cause = CauseLimit
 		d.Reason = fmt.Sprintf("the driver reports %s free, enough for the %s requested: the driver refused a block that large (granularity, fragmentation of device memory, or a limit)", o.Free.Human(), o.Requested.Human())
-	case o.Era == EraAsync && d.Shortfall > 0 && d.Outside-contextAllowance >= d.Shortfall:
+	case o.Era == EraAsync && d.Shortfall > 0 && outsideMatters(d.Outside, d.Shortfall, held):
 		d.Cause = CauseFragmentation
 		d.Reason = fmt.Sprintf("%s of the device is neither free nor allocated by PyTorch: cudaMallocAsync's pool keeps freed memory, or other processes hold it; it exceeds the %s shortfall",
 			d.Outside.Human(), d.Shortfall.Human())
-	case d.Shortfall > 0 && o.NumProcesses == 0 && !o.Has(FieldSelf) && d.Outside-contextAllowance >= d.Shortfall:
+	case d.Shortfall > 0 && o.NumProcesses == 0 && !o.Has(FieldSelf) && outsideMatters(d.Outside, d.Shortfall, held):
 		d.Cause = CauseOtherProcesses
 		d.Reason = fmt.Sprintf("%s of the device is held outside this allocator (capacity %s − free %s − reserved %s), more than the %s shortfall plus a CUDA context",
 			d.Outside.Human(), o.Capacity.Human(), o.Free.Human(), o.Reserved.Human(), d.Shortfall.Human())
@@ -262,6 +268,16 @@ func (o OOM) Diagnose() Diagnosis {
 	}
 	d.Advice = advise(&o, &d, env, bigRequest)
 	return d
+}
+
+// outsideMatters reports whether memory outside the allocator explains
+// the failure: beyond the CUDA context allowance it covers the shortfall
+// and is at least a quarter of what this process holds (otherwise the
+// process itself is the main holder and freeing the rest would only delay
+// the next failure).
+func outsideMatters(outside, shortfall, held gpumem.Bytes) bool {
+	extra := outside - contextAllowance
+	return extra >= shortfall && extra >= held/4
 }
 
 // heldBy returns what counts against an "allowed" cap: reserved memory

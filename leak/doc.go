@@ -55,8 +55,10 @@
 // "allowed", or the driver reporting enough free memory); fragmentation
 // (reserved but unallocated at least the request and at least 5% of
 // reserved); other processes (listed by NVML, or memory outside the
-// allocator beyond a 512 MiB CUDA context covering the shortfall);
-// exhaustion by this process. Advice is ranked and tied to the knobs
+// allocator that, beyond a 512 MiB CUDA context, covers the shortfall and
+// is at least a quarter of what this process holds); exhaustion by this
+// process. For cudaMallocAsync, memory neither free nor allocated by
+// PyTorch is the pool's cache and counts as fragmentation. Advice is ranked and tied to the knobs
 // gpumem models: expandable_segments (or max_split_size_mb on 1.x),
 // micro-batch and gradient accumulation, activation checkpointing, flash
 // attention, an 8-bit optimizer, freeing other processes, raising a cap,
