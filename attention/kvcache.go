@@ -53,7 +53,8 @@ const (
 //
 // Sliding-window layers keep at most their window of tokens (Windows), and
 // a paged cache allocates whole blocks of BlockTokens tokens per sequence
-// (vLLM's default block size is 16; PagedAttention, Kwon et al. 2023, §4.1).
+// (PagedAttention, Kwon et al. 2023; vLLM's engine argument --block-size,
+// 8, 16 or 32, defaults to 16 on CUDA, REFERENCE.md §4).
 // Not counted: an engine's preallocation of its whole pool
 // (gpu_memory_utilization), per-request metadata, block tables, and the
 // scales of per-token quantization schemes.
@@ -172,8 +173,10 @@ func (c KVCache) PerToken() (gpumem.Bytes, error) {
 // where slots is tokens, capped at the layer's window, and, in a paged
 // cache, the number of whole blocks those tokens touch times BlockTokens.
 // A window layer of a paged cache keeps the blocks that the last
-// min(tokens, window) positions fall in (blocks that left the window are
-// freed, as vLLM's sliding-window manager does). It fails for negative
+// min(tokens, window) positions fall in, assuming the engine frees a
+// block once all its positions have left the window; one that never
+// frees them holds a full-attention layer's blocks instead (give it
+// window 0). It fails for negative
 // counts, invalid fields, and totals beyond int64.
 func (c KVCache) Bytes(batch, tokens int) (gpumem.Bytes, error) {
 	per, err := c.PerToken()
