@@ -306,8 +306,14 @@ func InferSpec(inv []gpumem.Tensor) Spec {
 			"word_embeddings.weight", "embed_in.weight", "token_embd.weight", "shared.weight", "token_embedding.weight"):
 			// GGUF stores token_embd as [vocab, hidden] after reversal too.
 			s.Vocab, s.Hidden = t.Shape[0], t.Shape[1]
-		case hasSuffixAny(name, "lm_head.weight", "embed_out.weight", "proj_out.weight", "output.weight"):
+		case hasSuffixAny(name, "lm_head.weight", "embed_out.weight", "proj_out.weight") || name == "output.weight":
 			hasHead = true
+		}
+		if strings.Contains(name, "_exps.") && len(t.Shape) == 3 && int64(len(experts)) < t.Shape[0] && t.Shape[0] <= maxTensors {
+			// GGUF stacks a layer's experts in one [experts, out, in] tensor.
+			for e := int64(len(experts)); e < t.Shape[0]; e++ {
+				experts[e] = true
+			}
 		}
 		if l, ok := layerIndex(name); ok && l == 0 && len(t.Shape) == 2 {
 			switch {

@@ -1,0 +1,460 @@
+package model
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// GGUF format constants (ggml-org/ggml docs/gguf.md; ggml.h
+// GGML_MAX_DIMS, GGML_MAX_NAME).
+const (
+	ggufMagic            = 0x46554747 // "GGUF" little-endian
+	ggufDefaultAlignment = 32
+	ggufMaxDims          = 4
+	ggufMaxName          = 64
+	ggufMaxDepth         = 8 // nested arrays
+	ggufMaxKeptString    = 1 << 16
+)
+
+// GGUF metadata value types (gguf.md "gguf_metadata_value_type").
+const (
+	ggufU8 uint32 = iota
+	ggufI8
+	ggufU16
+	ggufI16
+	ggufU32
+	ggufI32
+	ggufF32
+	ggufBool
+	ggufString
+	ggufArray
+	ggufU64
+	ggufI64
+	ggufF64
+)
+
+var ggufFixedSize = [...]int64{ggufU8: 1, ggufI8: 1, ggufU16: 2, ggufI16: 2, ggufU32: 4, ggufI32: 4,
+	ggufF32: 4, ggufBool: 1, ggufString: 0, ggufArray: 0, ggufU64: 8, ggufI64: 8, ggufF64: 8}
+
+// ggufReader reads a GGUF header sequentially, never past size.
+type ggufReader struct {
+	r    *bufio.Reader
+	off  int64
+	size int64
+}
+
+var errGGUFShort = errors.New("unexpected end of file")
+
+func (g *ggufReader) remaining() int64 { return g.size - g.off }
+
+func (g *ggufReader) need(n int64) error {
+	if n < 0 || n > g.remaining() {
+		return errGGUFShort
+	}
+	return nil
+}
+
+func (g *ggufReader) bytes(n int64) ([]byte, error) {
+	if err := g.need(n); err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(g.r, b); err != nil {
+		return nil, errGGUFShort
+	}
+	g.off += n
+	return b, nil
+}
+
+func (g *ggufReader) skip(n int64) error {
+	if err := g.need(n); err != nil {
+		return err
+	}
+	for n > 0 {
+		step := min(n, 1<<30)
+		d, err := g.r.Discard(int(step))
+		g.off += int64(d)
+		if err != nil {
+			return errGGUFShort
+		}
+		n -= step
+	}
+	return nil
+}
+
+func (g *ggufReader) u32() (uint32, error) {
+	var b [4]byte
+	if err := g.need(4); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(g.r, b[:]); err != nil {
+		return 0, errGGUFShort
+	}
+	g.off += 4
+	return binary.LittleEndian.Uint32(b[:]), nil
+}
+
+func (g *ggufReader) u64() (uint64, error) {
+	var b [8]byte
+	if err := g.need(8); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(g.r, b[:]); err != nil {
+		return 0, errGGUFShort
+	}
+	g.off += 8
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// strLen reads a string length and bounds it by the bytes left.
+func (g *ggufReader) strLen() (int64, error) {
+	n, err := g.u64()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(g.remaining()) {
+		return 0, errGGUFShort
+	}
+	return int64(n), nil
+}
+
+func (g *ggufReader) str() (string, error) {
+	n, err := g.strLen()
+	if err != nil {
+		return "", err
+	}
+	b, err := g.bytes(n)
+	return string(b), err
+}
+
+// ggufValue is a scalar metadata value kept for the architecture.
+type ggufValue struct {
+	i     int64
+	isInt bool
+	s     string
+	isStr bool
+}
+
+// value reads (or skips) one value of type typ. It keeps integers and
+// short strings; arrays are skipped by length.
+func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
+	switch typ {
+	case ggufU8, ggufI8, ggufU16, ggufI16, ggufU32, ggufI32, ggufU64, ggufI64:
+		size := ggufFixedSize[typ]
+		b, err := g.bytes(size)
+		if err != nil {
+			return ggufValue{}, err
+		}
+		var v int64
+		switch typ {
+		case ggufU8:
+			v = int64(b[0])
+		case ggufI8:
+			v = int64(int8(b[0]))
+		case ggufU16:
+			v = int64(binary.LittleEndian.Uint16(b))
+		case ggufI16:
+			v = int64(int16(binary.LittleEndian.Uint16(b)))
+		case ggufU32:
+			v = int64(binary.LittleEndian.Uint32(b))
+		case ggufI32:
+			v = int64(int32(binary.LittleEndian.Uint32(b)))
+		case ggufU64:
+			u := binary.LittleEndian.Uint64(b)
+			if u > math.MaxInt64 {
+				return ggufValue{}, nil
+			}
+			v = int64(u)
+		case ggufI64:
+			v = int64(binary.LittleEndian.Uint64(b))
+		}
+		return ggufValue{i: v, isInt: true}, nil
+	case ggufF32, ggufF64, ggufBool:
+		return ggufValue{}, g.skip(ggufFixedSize[typ])
+	case ggufString:
+		n, err := g.strLen()
+		if err != nil {
+			return ggufValue{}, err
+		}
+		if n > ggufMaxKeptString {
+			return ggufValue{}, g.skip(n)
+		}
+		b, err := g.bytes(n)
+		return ggufValue{s: string(b), isStr: true}, err
+	case ggufArray:
+		if depth >= ggufMaxDepth {
+			return ggufValue{}, errors.New("arrays nested too deep")
+		}
+		et, err := g.u32()
+		if err != nil {
+			return ggufValue{}, err
+		}
+		n, err := g.u64()
+		if err != nil {
+			return ggufValue{}, err
+		}
+		switch {
+		case et >= uint32(len(ggufFixedSize)):
+			return ggufValue{}, errors.New("unknown array element type " + strconv.FormatUint(uint64(et), 10))
+		case ggufFixedSize[et] > 0:
+			if n > uint64(g.remaining()) {
+				return ggufValue{}, errGGUFShort
+			}
+			total, ok := checked.Mul(int64(n), ggufFixedSize[et])
+			if !ok {
+				return ggufValue{}, errGGUFShort
+			}
+			return ggufValue{}, g.skip(total)
+		default:
+			// Strings (8-byte length each) or nested arrays (12-byte
+			// header each): the count is bounded by the bytes left.
+			if n > uint64(g.remaining()/8) {
+				return ggufValue{}, errGGUFShort
+			}
+			for i := uint64(0); i < n; i++ {
+				if et == ggufString {
+					l, err := g.strLen()
+					if err != nil {
+						return ggufValue{}, err
+					}
+					if err := g.skip(l); err != nil {
+						return ggufValue{}, err
+					}
+					continue
+				}
+				if _, err := g.value(et, depth+1); err != nil {
+					return ggufValue{}, err
+				}
+			}
+			return ggufValue{}, nil
+		}
+	}
+	return ggufValue{}, errors.New("unknown value type " + strconv.FormatUint(uint64(typ), 10))
+}
+
+// FromGGUF reads the header of a GGUF file (version 2 or 3) of size
+// bytes: its metadata and tensor infos. It returns the exact inventory
+// (Spec.Inventory, with ggml's dimension order reversed to row-major and
+// each tensor's ggml type, quantized ones included) and the architecture
+// from the "<arch>.*" metadata keys: block_count, embedding_length,
+// feed_forward_length, attention.head_count(_kv), attention.key_length,
+// context_length, expert_count, expert_used_count,
+// attention.sliding_window. Family is general.architecture.
+//
+// Counts and string lengths are bounded by the file size before anything
+// is allocated; array payloads (tokenizer vocabularies) are skipped by
+// length. Tensor offsets must be aligned (general.alignment, default 32)
+// and follow each other as ggml lays them out, within the file.
+func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
+	if size < 0 {
+		return Spec{}, gpumem.Errorf("gguf.size", size, gpumem.ErrInvalid, "negative file size")
+	}
+	g := &ggufReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size}
+	fail := func(field string, value any, err error) (Spec, error) {
+		kind := gpumem.ErrSyntax
+		if !errors.Is(err, errGGUFShort) {
+			kind = gpumem.ErrInvalid
+		}
+		return Spec{}, gpumem.Errorf(field, value, kind, "%v (at byte %d)", err, g.off)
+	}
+	magic, err := g.u32()
+	if err != nil {
+		return fail("gguf.magic", nil, err)
+	}
+	if magic != ggufMagic {
+		return Spec{}, gpumem.Errorf("gguf.magic", magic, gpumem.ErrSyntax, "not a GGUF file")
+	}
+	version, err := g.u32()
+	if err != nil {
+		return fail("gguf.version", nil, err)
+	}
+	if version != 2 && version != 3 {
+		return Spec{}, gpumem.Errorf("gguf.version", version, gpumem.ErrUnsupported, "only GGUF versions 2 and 3 are read")
+	}
+	nTensors, err := g.u64()
+	if err != nil {
+		return fail("gguf.tensor_count", nil, err)
+	}
+	nKV, err := g.u64()
+	if err != nil {
+		return fail("gguf.metadata_kv_count", nil, err)
+	}
+	// Smallest encodings: a KV is an 8-byte key length + type + 1 byte;
+	// a tensor info is name length + n_dims + type + offset.
+	if nKV > uint64(g.remaining()/13) {
+		return Spec{}, gpumem.Errorf("gguf.metadata_kv_count", nKV, gpumem.ErrRange, "more pairs than the %d-byte file can hold", size)
+	}
+	if nTensors > uint64(g.remaining()/24) || nTensors > maxTensors {
+		return Spec{}, gpumem.Errorf("gguf.tensor_count", nTensors, gpumem.ErrRange, "more tensors than the %d-byte file can hold (or above %d)", size, maxTensors)
+	}
+	kv := map[string]ggufValue{}
+	for i := uint64(0); i < nKV; i++ {
+		field := "gguf.metadata[" + strconv.FormatUint(i, 10) + "]"
+		key, err := g.str()
+		if err != nil {
+			return fail(field+".key", nil, err)
+		}
+		field = "gguf.metadata[" + strconv.Quote(truncate(key)) + "]"
+		typ, err := g.u32()
+		if err != nil {
+			return fail(field+".type", nil, err)
+		}
+		v, err := g.value(typ, 0)
+		if err != nil {
+			return fail(field, typ, err)
+		}
+		if v.isInt || v.isStr {
+			kv[key] = v
+		}
+	}
+	alignment := int64(ggufDefaultAlignment)
+	if v, ok := kv["general.alignment"]; ok {
+		if !v.isInt || v.i <= 0 || v.i&(v.i-1) != 0 || v.i > 1<<30 {
+			return Spec{}, gpumem.Errorf("gguf.metadata[\"general.alignment\"]", v.i, gpumem.ErrInvalid, "must be a power of two")
+		}
+		alignment = v.i
+	}
+	type info struct {
+		t      gpumem.Tensor
+		offset int64
+	}
+	infos := make([]info, 0, nTensors)
+	seen := make(map[string]bool, nTensors)
+	for i := uint64(0); i < nTensors; i++ {
+		field := "gguf.tensor[" + strconv.FormatUint(i, 10) + "]"
+		name, err := g.str()
+		if err != nil {
+			return fail(field+".name", nil, err)
+		}
+		if len(name) > ggufMaxName {
+			return Spec{}, gpumem.Errorf(field+".name", truncate(name), gpumem.ErrInvalid, "longer than %d bytes", ggufMaxName)
+		}
+		field = "gguf.tensor[" + strconv.Quote(name) + "]"
+		if seen[name] {
+			return Spec{}, gpumem.Errorf(field, name, gpumem.ErrInvalid, "duplicate tensor name")
+		}
+		seen[name] = true
+		nd, err := g.u32()
+		if err != nil {
+			return fail(field+".n_dimensions", nil, err)
+		}
+		if nd > ggufMaxDims {
+			return Spec{}, gpumem.Errorf(field+".n_dimensions", nd, gpumem.ErrInvalid, "more than %d dimensions", ggufMaxDims)
+		}
+		shape := make([]int64, nd)
+		for d := range shape {
+			ne, err := g.u64()
+			if err != nil {
+				return fail(field+".dimensions", nil, err)
+			}
+			if ne > math.MaxInt64 {
+				return Spec{}, gpumem.Errorf(field+".dimensions", ne, gpumem.ErrRange, "dimension exceeds int64")
+			}
+			shape[int(nd)-1-d] = int64(ne) // ggml ne[0] is the innermost
+		}
+		typ, err := g.u32()
+		if err != nil {
+			return fail(field+".type", nil, err)
+		}
+		dt, err := gpumem.DTypeFromGGUF(typ)
+		if err != nil {
+			return Spec{}, gpumem.Errorf(field+".type", typ, gpumem.ErrUnsupported, "unknown or removed ggml type")
+		}
+		off, err := g.u64()
+		if err != nil {
+			return fail(field+".offset", nil, err)
+		}
+		if off > math.MaxInt64 || int64(off)%alignment != 0 {
+			return Spec{}, gpumem.Errorf(field+".offset", off, gpumem.ErrInvalid, "not a multiple of the alignment %d", alignment)
+		}
+		infos = append(infos, info{gpumem.Tensor{Name: name, Shape: shape, DType: dt}, int64(off)})
+	}
+	dataStart, ok := checked.CeilDiv(g.off, alignment)
+	if ok {
+		dataStart, ok = checked.Mul(dataStart, alignment)
+	}
+	if !ok || dataStart > size {
+		return Spec{}, gpumem.Errorf("gguf.tensor_data", dataStart, gpumem.ErrSyntax, "beyond the end of the %d-byte file", size)
+	}
+	// ggml (gguf.cpp) requires each tensor at the running offset, each
+	// padded to the alignment, and the data within the file.
+	inv := make([]gpumem.Tensor, len(infos))
+	var at int64
+	for i, in := range infos {
+		field := "gguf.tensor[" + strconv.Quote(in.t.Name) + "]"
+		b, err := in.t.Bytes()
+		if err != nil {
+			return Spec{}, gpumem.Errorf(field+".dimensions", in.t.Shape, gpumem.ErrInvalid, "%v", err)
+		}
+		if in.offset != at {
+			return Spec{}, gpumem.Errorf(field+".offset", in.offset, gpumem.ErrInvalid, "want %d: tensors must follow each other", at)
+		}
+		padded, ok := checked.CeilDiv(int64(b), alignment)
+		if ok {
+			padded, ok = checked.Mul(padded, alignment)
+		}
+		var end int64
+		if ok {
+			end, ok = checked.Add(dataStart, in.offset)
+		}
+		if ok {
+			end, ok = checked.Add(end, int64(b))
+		}
+		if !ok || end > size {
+			return Spec{}, gpumem.Errorf(field+".offset", in.offset, gpumem.ErrSyntax, "%d bytes of data beyond the end of the %d-byte file", int64(b), size)
+		}
+		at += padded
+		inv[i] = in.t
+	}
+	s := InferSpec(inv)
+	if v, ok := kv["general.architecture"]; ok && v.isStr && v.s != "" {
+		s.Family = v.s
+	} else {
+		s.Family = "gguf"
+	}
+	if v, ok := kv["general.name"]; ok && v.isStr {
+		s.Name = v.s
+	}
+	arch := s.Family + "."
+	num := func(key string) int64 {
+		if v, ok := kv[arch+key]; ok && v.isInt && v.i > 0 && v.i <= maxDim {
+			return v.i
+		}
+		return 0
+	}
+	if n := num("block_count"); n > 0 {
+		s.Layers = n
+	}
+	if n := num("embedding_length"); n > 0 {
+		s.Hidden = n
+	}
+	if n := num("feed_forward_length"); n > 0 {
+		s.Intermediate = n
+	}
+	s.Heads = num("attention.head_count")
+	s.KVHeads = num("attention.head_count_kv")
+	if s.KVHeads == 0 {
+		s.KVHeads = s.Heads
+	}
+	s.HeadDim = num("attention.key_length")
+	if s.HeadDim == 0 && s.Heads > 0 {
+		s.HeadDim = s.Hidden / s.Heads
+	}
+	s.MaxPositions = num("context_length")
+	s.SlidingWindow = num("attention.sliding_window")
+	if n := num("expert_count"); n > 0 {
+		s.MoE.Experts = n
+		s.MoE.Active = num("expert_used_count")
+	}
+	if n := num("vocab_size"); n > 0 && s.Vocab == 0 {
+		s.Vocab = n
+	}
+	return s, nil
+}
