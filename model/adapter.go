@@ -1,0 +1,326 @@
+package model
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// peftDefaultTargets is PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+// (peft/utils/constants.py) for the families gpumem reads. PEFT raises an
+// error for a model_type it does not list, and so does [LoRA.Adapters].
+var peftDefaultTargets = map[string][]string{
+	"t5": {"q", "v"}, "mt5": {"q", "v"}, "gpt2": {"c_attn"}, "opt": {"q_proj", "v_proj"},
+	"gpt_neox": {"query_key_value"}, "bert": {"query", "value"}, "roberta": {"query", "value"},
+	"llama": {"q_proj", "v_proj"}, "gpt_bigcode": {"c_attn"}, "falcon": {"query_key_value"},
+	"mistral": {"q_proj", "v_proj"}, "mixtral": {"q_proj", "v_proj"},
+	"phi": {"q_proj", "v_proj", "fc1", "fc2"}, "phi3": {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"},
+	"gemma": {"q_proj", "v_proj"}, "gemma2": {"q_proj", "v_proj"},
+	"qwen2": {"q_proj", "v_proj"}, "qwen2_moe": {"q_proj", "v_proj"},
+	"qwen3": {"q_proj", "v_proj"}, "qwen3_moe": {"q_proj", "v_proj"},
+}
+
+// AllLinear is the LoRA target that selects every linear layer but the
+// output head, as PEFT's target_modules="all-linear".
+const AllLinear = "all-linear"
+
+// LoRA describes low-rank adapters (Hu et al. 2021) on linear layers:
+// for a targeted layer with weight [out, in] it adds lora_A [Rank, in]
+// and lora_B [out, Rank]. The scaling alpha does not change memory.
+type LoRA struct {
+	// Rank is r, the adapters' inner size; it must be positive.
+	Rank int64
+	// Targets are module names matched as PEFT matches target_modules
+	// given as a list: a module matches when its name equals a target or
+	// ends with "." + target ("q_proj", "self_attn.v_proj"). [AllLinear]
+	// selects every linear layer but the output head. Nil means PEFT's
+	// default for the model's family.
+	Targets []string
+	// DType is the adapters' storage. Invalid (zero) means FP32: PEFT's
+	// get_peft_model(autocast_adapter_dtype=True) keeps adapter weights in
+	// float32 even on a 16-bit base.
+	DType gpumem.DType
+}
+
+// linearModule reports whether t is the weight of a linear layer (the
+// modules LoRA and bitsandbytes act on) and returns the module name with
+// its in and out features. GPT-2's Conv1D stores [in, out].
+func linearModule(s Spec, t gpumem.Tensor) (module string, in, out int64, ok bool) {
+	if len(t.Shape) != 2 {
+		return "", 0, 0, false
+	}
+	module, ok = strings.CutSuffix(t.Name, ".weight")
+	if !ok {
+		return "", 0, 0, false
+	}
+	last := module[strings.LastIndex(module, ".")+1:]
+	switch {
+	case strings.Contains(last, "embed") || strings.Contains(t.Name, "embeddings.") || last == "wte" || last == "wpe" ||
+		last == "shared" || last == "relative_attention_bias" || last == "token_embd" || last == "shared_expert_gate":
+		return "", 0, 0, false
+	case (s.Family == "deepseek_v2" || s.Family == "deepseek_v3") && strings.HasSuffix(module, "mlp.gate"):
+		return "", 0, 0, false // DeepseekV3TopkRouter.weight is an nn.Parameter, not a Linear
+	}
+	out, in = t.Shape[0], t.Shape[1]
+	if s.Family == "gpt2" && (last == "c_attn" || last == "c_proj" || last == "c_fc") {
+		in, out = out, in
+	}
+	return module, in, out, true
+}
+
+// isHead reports whether a module is the model's output head, which
+// "all-linear" and bitsandbytes quantization leave alone
+// (transformers get_keys_to_not_convert).
+func isHead(module string) bool {
+	last := module[strings.LastIndex(module, ".")+1:]
+	return last == "lm_head" || last == "embed_out" || last == "proj_out" || module == "output"
+}
+
+func (l LoRA) targets(s Spec) ([]string, error) {
+	if l.Targets != nil {
+		if len(l.Targets) == 0 {
+			return nil, gpumem.Errorf("LoRA.Targets", l.Targets, gpumem.ErrInvalid, "empty target list")
+		}
+		return l.Targets, nil
+	}
+	t, ok := peftDefaultTargets[s.Family]
+	if !ok {
+		return nil, gpumem.Errorf("LoRA.Targets", nil, gpumem.ErrInvalid,
+			"PEFT has no default target modules for %q; name them (or use %q)", s.Family, AllLinear)
+	}
+	return t, nil
+}
+
+func matchTarget(module string, targets []string) bool {
+	for _, t := range targets {
+		if t == AllLinear {
+			if !isHead(module) {
+				return true
+			}
+			continue
+		}
+		if module == t || strings.HasSuffix(module, "."+t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Adapters returns the LoRA tensors for s: "<module>.lora_A.weight"
+// [Rank, in] and "<module>.lora_B.weight" [out, Rank] for every targeted
+// linear layer, in inventory order. It fails if Rank is not positive or
+// no module matches.
+func (l LoRA) Adapters(s Spec) ([]gpumem.Tensor, error) {
+	if l.Rank <= 0 || l.Rank > maxDim {
+		return nil, gpumem.Errorf("LoRA.Rank", l.Rank, gpumem.ErrInvalid, "must be in [1, 2^40]")
+	}
+	dt := l.DType
+	if dt == gpumem.Invalid {
+		dt = gpumem.FP32
+	}
+	if !dt.Valid() {
+		return nil, gpumem.Errorf("LoRA.DType", l.DType, gpumem.ErrInvalid, "not a storage format")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	targets, err := l.targets(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []gpumem.Tensor
+	for _, t := range s.Tensors() {
+		module, in, o, ok := linearModule(s, t)
+		if !ok || !matchTarget(module, targets) {
+			continue
+		}
+		out = append(out,
+			gpumem.Tensor{Name: module + ".lora_A.weight", Shape: []int64{l.Rank, in}, DType: dt},
+			gpumem.Tensor{Name: module + ".lora_B.weight", Shape: []int64{o, l.Rank}, DType: dt})
+	}
+	if len(out) == 0 {
+		return nil, gpumem.Errorf("LoRA.Targets", targets, gpumem.ErrInvalid, "no linear layer of %s matches", s.Family)
+	}
+	return out, nil
+}
+
+// Finetune is a model set up for training: which base parameters train,
+// optional LoRA adapters, and optional 4-bit storage of the base linear
+// weights (QLoRA). The zero value besides Model trains every parameter.
+type Finetune struct {
+	// Model is the base model.
+	Model Spec
+	// LoRA adds adapters when LoRA.Rank > 0; the base is then frozen
+	// unless Train says otherwise.
+	LoRA LoRA
+	// Quant stores the base linear weights in a bitsandbytes 4-bit type
+	// (gpumem.NF4 or gpumem.FP4), QLoRA's setting; Invalid (zero) keeps
+	// the model's dtypes. Embeddings, norms, biases and the output head
+	// stay as they are (transformers get_keys_to_not_convert).
+	Quant gpumem.DType
+	// Blockwise sizes the 4-bit quantization constants. QLoRA uses
+	// {Block: 64, Nested: true} (bnb_4bit_use_double_quant).
+	Blockwise gpumem.Blockwise
+	// Train reports whether a base tensor trains. Nil means every base
+	// tensor without LoRA and none with it. See [TrainParts] and
+	// [FreezeParts].
+	Train func(gpumem.Tensor) bool
+}
+
+// TrainParts returns a Train predicate that trains the base tensors of
+// the given parts or components only, as [Component] names them:
+// "vision", "projector", "language", "encoder", "decoder" (parts) or
+// "embeddings", "layer", "head" (components). TrainParts("projector") is
+// LLaVA's first stage.
+func TrainParts(parts ...string) func(gpumem.Tensor) bool {
+	parts = slices.Clone(parts)
+	return func(t gpumem.Tensor) bool {
+		part, comp, _ := Component(t.Name)
+		return slices.Contains(parts, part) || slices.Contains(parts, comp)
+	}
+}
+
+// FreezeParts returns a Train predicate that trains every base tensor but
+// those of the given parts or components (FreezeParts("vision"): vision
+// tower frozen).
+func FreezeParts(parts ...string) func(gpumem.Tensor) bool {
+	train := TrainParts(parts...)
+	return func(t gpumem.Tensor) bool { return !train(t) }
+}
+
+func (f Finetune) trains(t gpumem.Tensor) bool {
+	if f.Train != nil {
+		return f.Train(t)
+	}
+	return f.LoRA.Rank == 0
+}
+
+// Tensors returns every tensor the fine-tuning setup holds: the base
+// weights (quantized ones in f.Quant, each followed by a UINT8
+// "<name>.quant_state" tensor holding its bitsandbytes constants, as
+// sized by gpumem.Blockwise), then the adapters.
+func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
+	if err := f.Model.Validate(); err != nil {
+		return nil, err
+	}
+	switch f.Quant {
+	case gpumem.Invalid, gpumem.NF4, gpumem.FP4:
+	default:
+		return nil, gpumem.Errorf("Finetune.Quant", f.Quant, gpumem.ErrUnsupported, "bitsandbytes 4-bit storage is nf4 or fp4")
+	}
+	base := f.Model.Tensors()
+	out := make([]gpumem.Tensor, 0, len(base))
+	for _, t := range base {
+		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
+			n, err := t.Elems()
+			if err != nil {
+				return nil, err
+			}
+			c, err := f.Blockwise.Constants(n)
+			if err != nil {
+				return nil, err
+			}
+			t.DType = f.Quant
+			out = append(out, t, gpumem.Tensor{Name: t.Name + ".quant_state", Shape: []int64{int64(c)}, DType: gpumem.UINT8})
+			continue
+		}
+		out = append(out, t)
+	}
+	if f.LoRA.Rank != 0 || f.LoRA.Targets != nil {
+		ad, err := f.LoRA.Adapters(f.Model)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ad...)
+	}
+	return out, nil
+}
+
+// Trainable returns the tensors the optimizer updates: the adapters and
+// the base tensors Train selects. A quantized base tensor cannot train;
+// selecting one is an error naming it.
+func (f Finetune) Trainable() ([]gpumem.Tensor, error) {
+	all, err := f.Tensors()
+	if err != nil {
+		return nil, err
+	}
+	var out []gpumem.Tensor
+	for _, t := range all {
+		switch {
+		case strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight"):
+			out = append(out, t)
+		case strings.HasSuffix(t.Name, ".quant_state") || strings.HasSuffix(t.Name, "e_score_correction_bias"):
+			// Quantization constants and buffers never train.
+		case f.trains(t):
+			if t.DType == gpumem.NF4 || t.DType == gpumem.FP4 {
+				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a 4-bit quantized weight cannot train")
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// TrainableParams returns the element count of [Finetune.Trainable].
+func (f Finetune) TrainableParams() (int64, error) {
+	ts, err := f.Trainable()
+	if err != nil {
+		return 0, err
+	}
+	return sumElems(ts)
+}
+
+// Params returns the element count of the base model plus the adapters
+// (quantization constants are not parameters).
+func (f Finetune) Params() (int64, error) {
+	all, err := f.Tensors()
+	if err != nil {
+		return 0, err
+	}
+	kept := all[:0:0]
+	for _, t := range all {
+		if !strings.HasSuffix(t.Name, ".quant_state") {
+			kept = append(kept, t)
+		}
+	}
+	return sumElems(kept)
+}
+
+// WeightsBytes returns the storage of [Finetune.Tensors]: base weights in
+// their storage types, 4-bit constants and adapters.
+func (f Finetune) WeightsBytes() (gpumem.Bytes, error) {
+	all, err := f.Tensors()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, t := range all {
+		b, err := t.Bytes()
+		if err != nil {
+			return 0, err
+		}
+		var ok bool
+		if total, ok = checked.Add(total, int64(b)); !ok {
+			return 0, gpumem.Errorf("Finetune", f.Model.Family, gpumem.ErrRange, "bytes overflow int64")
+		}
+	}
+	return gpumem.Bytes(total), nil
+}
+
+func sumElems(ts []gpumem.Tensor) (int64, error) {
+	var n int64
+	for i, t := range ts {
+		e, err := t.Elems()
+		if err != nil {
+			return 0, err
+		}
+		var ok bool
+		if n, ok = checked.Add(n, e); !ok {
+			return 0, gpumem.Errorf("tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrRange, "element count overflows int64")
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,179 @@
+package model
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoRAPublished checks PEFT's print_trainable_parameters() output as
+// published for two models with r=8 and the family's default targets.
+func TestLoRAPublished(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		model          string
+		trainable, all int64
+		source         string
+	}{
+		// "trainable params: 4,194,304 || all params: 6,742,609,920 ||
+		// trainable%: 0.06220594176090199" (Llama-2-7B, q_proj/v_proj, r=8).
+		{"llama-2-7b", 4_194_304, 6_742_609_920, "PEFT print_trainable_parameters, many tutorials"},
+		// "trainable params: 294,912 || all params: 124,734,720 ||
+		// trainable%: 0.2364" (GPT-2, c_attn Conv1D, r=8).
+		{"gpt2", 294_912, 124_734_720, "PEFT print_trainable_parameters, many tutorials"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.model, func(t *testing.T) {
+			t.Parallel()
+			s, ok := Lookup(tc.model)
+			require.True(t, ok)
+			f := Finetune{Model: s, LoRA: LoRA{Rank: 8}}
+			got, err := f.TrainableParams()
+			require.NoError(t, err)
+			assert.Equal(t, tc.trainable, got, tc.source)
+			all, err := f.Params()
+			require.NoError(t, err)
+			assert.Equal(t, tc.all, all, tc.source)
+		})
+	}
+}
+
+func TestLoRAShapes(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("llama-3-8b")
+	ad, err := LoRA{Rank: 16, Targets: []string{"k_proj", "self_attn.o_proj"}}.Adapters(s)
+	require.NoError(t, err)
+	require.Len(t, ad, 4*32)
+	// GQA: k_proj is [1024, 4096], so B is [1024, 16].
+	assert.Equal(t, gpumem.Tensor{Name: "model.layers.0.self_attn.k_proj.lora_A.weight", Shape: []int64{16, 4096}, DType: gpumem.FP32}, ad[0])
+	assert.Equal(t, gpumem.Tensor{Name: "model.layers.0.self_attn.k_proj.lora_B.weight", Shape: []int64{1024, 16}, DType: gpumem.FP32}, ad[1])
+	assert.Equal(t, []int64{4096, 16}, ad[3].Shape)
+
+	// all-linear leaves the head alone: 7 linear layers per block.
+	all, err := LoRA{Rank: 8, Targets: []string{AllLinear}, DType: gpumem.BF16}.Adapters(s)
+	require.NoError(t, err)
+	assert.Len(t, all, 2*7*32)
+	for _, a := range all {
+		assert.False(t, strings.HasPrefix(a.Name, "lm_head"))
+		assert.Equal(t, gpumem.BF16, a.DType)
+	}
+	// r·(in+out) summed over the 7 linears of one block, ×32 layers:
+	// q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096,
+	// gate/up 4096+14336 each, down 14336+4096.
+	n, err := sumElems(all)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8*32*(8192+5120+5120+8192+3*18432)), n)
+}
+
+func TestLoRAErrors(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("llama-2-7b")
+	w, _ := Lookup("whisper-small")
+	tests := []struct {
+		name  string
+		l     LoRA
+		s     Spec
+		field string
+	}{
+		{"zero rank", LoRA{}, s, "LoRA.Rank"},
+		{"negative rank", LoRA{Rank: -4}, s, "LoRA.Rank"},
+		{"bad dtype", LoRA{Rank: 4, DType: 200}, s, "LoRA.DType"},
+		{"no match", LoRA{Rank: 4, Targets: []string{"c_attn"}}, s, "LoRA.Targets"},
+		{"empty targets", LoRA{Rank: 4, Targets: []string{}}, s, "LoRA.Targets"},
+		{"no PEFT default", LoRA{Rank: 4}, w, "LoRA.Targets"},
+		{"invalid spec", LoRA{Rank: 4}, Spec{}, "Spec.Family"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tc.l.Adapters(tc.s)
+			require.ErrorIs(t, err, gpumem.ErrInvalid)
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field)
+		})
+	}
+}
+
+// TestQLoRA: Llama-2-7B with NF4 double-quantized base and r=64 adapters
+// on every linear layer (the QLoRA paper's setting).
+func TestQLoRA(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("llama-2-7b")
+	q := gpumem.Blockwise{Block: 64, Nested: true}
+	f := Finetune{Model: s, LoRA: LoRA{Rank: 64, Targets: []string{AllLinear}}, Quant: gpumem.NF4, Blockwise: q}
+	got, err := f.WeightsBytes()
+	require.NoError(t, err)
+
+	// Derivation: per layer the 7 linears hold 4·4096² + 3·4096·11008 =
+	// 202,375,168 weights → NF4 bytes /2; each tensor adds its constants
+	// (Blockwise.Constants, checked in the root package). Embedding and
+	// lm_head stay fp16 (2·32000·4096·2 bytes), the 65 RMSNorm vectors of
+	// 4096 too. Adapters: r·(in+out) fp32 over the 7 linears.
+	var constants gpumem.Bytes
+	for _, n := range []int64{4096 * 4096, 4096 * 11008} {
+		c, err := q.Constants(n)
+		require.NoError(t, err)
+		mult := int64(4)
+		if n != 4096*4096 {
+			mult = 3
+		}
+		constants += gpumem.Bytes(mult*32) * c
+	}
+	linear := int64(32 * (4*4096*4096 + 3*4096*11008))
+	want := gpumem.Bytes(linear/2) + constants +
+		gpumem.Bytes(2*(2*32000*4096+65*4096)) +
+		gpumem.Bytes(4*64*32*(4*8192+3*(4096+11008)))
+	assert.Equal(t, want, got)
+	// About 3.9 GB: 4.13 bits per quantized weight, as the QLoRA paper's
+	// 4 + 0.127 bits.
+	bits := float64(8*(int64(linear/2)+int64(constants))) / float64(linear)
+	assert.InEpsilon(t, 4.127, bits, 0.001)
+
+	tr, err := f.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, int64(64*32*(4*8192+3*(4096+11008))), tr) // 159,907,840
+	params, err := f.Params()
+	require.NoError(t, err)
+	assert.Equal(t, s.Params()+tr, params)
+
+	t.Run("quantized weights cannot train", func(t *testing.T) {
+		t.Parallel()
+		g := f
+		g.Train = TrainParts("layer")
+		_, err := g.TrainableParams()
+		require.ErrorIs(t, err, gpumem.ErrInvalid)
+	})
+	t.Run("unsupported quant", func(t *testing.T) {
+		t.Parallel()
+		g := f
+		g.Quant = gpumem.Q4_K
+		_, err := g.WeightsBytes()
+		require.ErrorIs(t, err, gpumem.ErrUnsupported)
+	})
+}
+
+func TestTrainPredicates(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("llava-1.5-7b")
+	proj := Finetune{Model: s, Train: TrainParts("projector")}
+	n, err := proj.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, int64(20_979_712), n) // 1024·4096+4096 + 4096²+4096
+	frozen := Finetune{Model: s, Train: FreezeParts("vision")}
+	n, err = frozen.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, int64(7_063_427_072-303_507_456), n)
+	full := Finetune{Model: s}
+	n, err = full.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, s.Params(), n)
+	// DeepSeek-V3's router bias is a buffer: it never trains.
+	ds, _ := Lookup("deepseek-v3")
+	n, err = Finetune{Model: ds}.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, int64(671_026_419_200-58*256), n)
+}
