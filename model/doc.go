@@ -1,0 +1,73 @@
+// Package model describes deep-learning model architectures in the terms
+// that decide their GPU memory, and reads them from the files users have:
+// a Hugging Face config.json, a .safetensors checkpoint (or a sharded
+// model.safetensors.index.json with its shards), or a .gguf file. Only
+// headers are read; weights are never loaded.
+//
+// # What is modelled
+//
+// A [Spec] holds the architecture: width, depth, attention heads and
+// key/value heads (GQA, MQA), head size (which may differ from
+// hidden/heads, as in Gemma and T5), vocabulary, tied embeddings, norm
+// kind and biases, learned position tables, mixture-of-experts layout
+// (routed, active and shared experts, dense first layers, routers), DeepSeek
+// multi-head latent attention ranks, sliding windows and per-layer
+// attention types, the encoder of encoder–decoder models, the image
+// geometry of ViT-style encoders, and the vision tower, projector and
+// language model of multimodal models. [Spec.Tensors] derives the exact
+// parameter inventory of the standard transformers class with checkpoint
+// tensor names and row-major shapes; [Spec.Params], [Spec.Bytes],
+// [Spec.BytesByDType] and [Spec.Groups] (per embedding, layer, head, part
+// and routed experts) build on it.
+//
+// [FromHFConfig] reads these model_types with their attribute_map
+// aliases and the class defaults of their configuration classes: llama,
+// mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
+// gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
+// gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
+// clip_vision_model, clip_text_model, siglip(_vision_model), llava,
+// deepseek_v2 and deepseek_v3. An unknown model_type with the standard
+// decoder keys is read as a llama-style decoder with [Spec.Generic] set.
+//
+// [FromSafetensors], [FromSafetensorsIndex] and [FromGGUF] return the
+// checkpoint's own inventory ([Spec.Inventory]) with each tensor's stored
+// dtype, quantized GGUF block formats included, and the shape facts the
+// tensor names and GGUF metadata reveal. To combine a config with a
+// checkpoint, set the config Spec's Inventory from the checkpoint's.
+//
+// [LoRA] sizes adapters per targeted linear layer, with PEFT's default
+// targets per family; [Finetune] adds 4-bit bitsandbytes storage of the
+// base (QLoRA, constants sized by gpumem.Blockwise) and a trainable
+// predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
+// tensor list an optimizer sizes its state from.
+//
+// [Lookup] and [Catalog] give 56 well-known models, each stored as its
+// published config.json (embedded, with its source address).
+//
+// # What is not modelled
+//
+// Classification and pretraining heads (BertModel and ViTModel are
+// modelled with their poolers, not BertForMaskedLM or
+// ViTForImageClassification); non-persistent buffers (rotary tables,
+// causal masks, position ids); DeepSeek's multi-token-prediction layer,
+// which transformers does not load; FP8 block-scale tensors implied by a
+// quantization_config (read them from the safetensors header instead);
+// model types not listed above, such as diffusion transformers
+// (CogVideoX) and T5 encoder-only checkpoints. Heads and head size cannot
+// be separated from a checkpoint's shapes alone, so inventories read
+// without a config leave them zero (GGUF metadata provides them).
+//
+// # Accuracy
+//
+// Parameter counts are exact against 52 published counts of
+// sum(p.numel() for p in model.parameters()) or the Hub's
+// safetensors.total, for every family above with a published figure
+// (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
+// Phi-2/3, GPT-2, Pythia, OPT, BERT, RoBERTa, T5, mT5, Whisper, ViT, CLIP,
+// LLaVA, DeepSeek-V2-Lite and V3) and against two published PEFT LoRA
+// trainable counts; four more catalog counts (Falcon-7B, LLaVA-1.5-13B,
+// GPT-2 medium and large) are derived by hand in the tests from the
+// module definitions. DeepSeek-V3's published 671,026,419,200 includes the
+// 14,848 values of e_score_correction_bias, which transformers registers
+// as a buffer: [Finetune.Trainable] excludes them.
+package model
