@@ -309,7 +309,9 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	if k.Window < 1 {
 		return figs{}, gpumem.Errorf("SlidingWindow.Window", k.Window, gpumem.ErrInvalid, "must be at least 1")
 	}
-	w := int64(k.Window)
+	// Lengths are capped at maxElems by dimsOf, so a window beyond the key
+	// length can be clamped to it before any arithmetic.
+	w := min(int64(k.Window), d.sk)
 	span := 3 * w
 	if s.Causal {
 		span = 2 * w
@@ -318,11 +320,7 @@ func (k SlidingWindow) figures(s Shape) (figs, error) {
 	// (s_q + 2·Window without a causal mask): the queries sit at the end of
 	// the keys, as in a prefill against a cache.
 	ps := s
-	if s.Causal {
-		ps.KeyLen = int(min(d.sk, d.sq+w))
-	} else {
-		ps.KeyLen = int(min(d.sk, d.sq+2*w))
-	}
+	ps.KeyLen = int(min(d.sk, d.sq+span-w))
 	plain, perr := figuresOf(k.Inner, ps)
 	if perr == nil && ps.KeyLen != s.KeyLen {
 		plain = withInputsOf(plain, d) // k and v are still given whole

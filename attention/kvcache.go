@@ -245,15 +245,12 @@ func (c KVCache) grownSlots(t, w int64) int64 {
 	if c.BlockTokens == 0 || w == 0 || t <= w {
 		return c.slots(t, w) // non-decreasing in t
 	}
+	// The live window starts at p = t' − w for t' in (w, t]; it touches
+	// floor((p mod b + w − 1)/b) + 1 blocks, which grows with p mod b, and
+	// p mod b reaches min(t − w, b − 1).
 	b := int64(c.BlockTokens)
-	if t-w >= b-1 { // every alignment of the window has occurred
-		return ((w-1+b-1)/b + 1) * b
-	}
-	m := c.slots(w, w)
-	for u := w + 1; u <= t; u++ {
-		m = max(m, c.slots(u, w))
-	}
-	return m
+	r := min(t-w, b-1)
+	return ((r+w-1)/b + 1) * b
 }
 
 // MaxTokens returns the largest number of tokens n such that a batch of
