@@ -22,7 +22,8 @@ package model
 // (tools/oracle/activations.py: plain-torch blocks in the op order of the
 // transformers eager code, saved tensors summed by storage with
 // saved_tensors_hooks, torch 1.13.0a0), recorded in
-// testdata/oracle/activations.json: Llama (MHA, GQA, MQA), GPT-2, BERT,
+// testdata/oracle/activations.json: Llama (MHA, GQA, MQA), Qwen3 (q/k
+// norms), Gemma2 (Gemma RMSNorm, sandwich norms, soft-capping), GPT-2, BERT,
 // Mixtral-style MoE, ViT and CLIP vision blocks, T5 (ReLU and gated-gelu,
 // heads·d_kv ≠ d_model) and Whisper (with its convolutional front-end)
 // encoder–decoders; batch 1–4, sequence 12–128, hidden 64–256; fp32 and
@@ -32,11 +33,10 @@ package model
 // which the tests use, apply three documented corrections for CPU/1.13
 // artefacts (LayerNorm statistics of 16-bit inputs are fp32 on CUDA;
 // torch 2.x mean.dim saves no input; Python-float operands stay CPU
-// scalars). Against those, every one of the 109 grid points matches
-// exactly: worst relative error 0, median 0, over 251 per-layer figures
-// (TestActivationsOracle). SDPA and Flash kernels, gemma, qwen3's q/k
-// norms, MLA, parallel blocks (falcon, phi, neox), OPT and LLaVA's
-// projector follow
+// scalars). Against those, every one of the 117 grid points matches
+// exactly: worst relative error 0, median 0, over 267 per-layer figures
+// (TestActivationsOracle). SDPA and Flash kernels, MLA, parallel blocks
+// (falcon, phi, neox), OPT and LLaVA's projector follow
 // the same derivation but have no oracle (the CPU torch has no fused
 // attention kernels); forward and backward transients are modelled, not
 // measured. Hugging Face's op order changes between releases (ViT and
@@ -756,7 +756,14 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		}
 	}
 	if bl.qkNorm {
-		saved = c.a(saved, c.normSaved(actRMS, c.m(T, bl.H), bl.d, e), c.normSaved(actRMS, c.m(T, bl.KV), bl.d, e))
+		// Per-head norms of q and k before RoPE (qwen3: llama-style;
+		// gemma3: Gemma's). RoPE saves only cos and sin, so the norms'
+		// outputs are not saved; the roped q and k are, in the core.
+		qk := actRMS
+		if bl.norm == actGemmaRMS {
+			qk = actGemmaRMS
+		}
+		saved = c.a(saved, c.normSaved(qk, c.m(T, bl.H), bl.d, e), c.normSaved(qk, c.m(T, bl.KV), bl.d, e))
 	}
 	if bl.mla != nil {
 		// DeepSeek MLA: the latent projections and their RMSNorms save the

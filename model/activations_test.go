@@ -46,6 +46,7 @@ type oracleCase struct {
 		Gated        bool    `json:"gated"`
 		Mel          int64   `json:"mel"`
 		Frames       int64   `json:"frames"`
+		Variant      string  `json:"variant"`
 	} `json:"config"`
 	Saved struct {
 		Layers         []int64 `json:"layers_cuda"`
@@ -83,6 +84,12 @@ func oracleSpec(t testing.TB, c oracleCase) (model.Spec, model.Workload) {
 	switch cfg.Arch {
 	case "llama":
 		s.Norm, s.Gated = model.RMSNorm, true
+		switch cfg.Variant {
+		case "qwen3":
+			s.Family, s.QKNorm = "qwen3", true
+		case "gemma2":
+			s.Family, s.SandwichNorm, s.TiedEmbeddings = "gemma2", true, true
+		}
 	case "gpt2":
 		s.Norm, s.Positions, s.TiedEmbeddings = model.LayerNorm, cfg.Positions, true
 	case "bert":
@@ -136,7 +143,7 @@ func TestActivationsOracle(t *testing.T) {
 	worst, worstName := 0.0, ""
 	for i, c := range cases {
 		cfg := c.Config
-		name := fmt.Sprintf("%d/%s/%s/%s/p%g/b%d/s%d/h%d/H%d/kv%d", i, cfg.Arch, cfg.DType, cfg.Ckpt, cfg.Dropout, cfg.Batch, cfg.Seq, cfg.Hidden, cfg.Heads, cfg.KVHeads)
+		name := fmt.Sprintf("%d/%s%s/%s/%s/p%g/b%d/s%d/h%d/H%d/kv%d", i, cfg.Arch, cfg.Variant, cfg.DType, cfg.Ckpt, cfg.Dropout, cfg.Batch, cfg.Seq, cfg.Hidden, cfg.Heads, cfg.KVHeads)
 		s, w := oracleSpec(t, c)
 		a, err := s.Activations(w)
 		require.NoError(t, err, name)

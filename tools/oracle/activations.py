@@ -201,6 +201,22 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dt)  # saves the normalized input in dt
 
 
+class GemmaRMSNorm(nn.Module):
+    """Gemma/Gemma2RMSNorm: normalize an fp32 copy, multiply by 1 + weight in
+    fp32, cast back."""
+
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(h))
+        self.eps = eps
+
+    def forward(self, x):
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        y = y * (1.0 + self.weight.float())
+        return y.type_as(x)
+
+
 def rotate_half(x):
     a = x[..., : x.shape[-1] // 2]
     b = x[..., x.shape[-1] // 2:]
@@ -215,16 +231,26 @@ def repeat_kv(x, n):
 
 
 class LlamaBlock(nn.Module):
+    """LlamaDecoderLayer; variant "qwen3" adds Qwen3's per-head q/k RMSNorm,
+    variant "gemma2" Gemma2's RMSNorm, sandwich norms, attention logit
+    soft-capping and gelu_pytorch_tanh."""
+
     def __init__(self, c):
         super().__init__()
         h, H, KV, I = c["hidden"], c["heads"], c["kv_heads"], c["intermediate"]
-        self.H, self.KV, self.d = H, KV, h // H
-        self.input_layernorm = RMSNorm(h)
+        self.H, self.KV, self.d = H, KV, c["head_dim"]
+        self.variant = c.get("variant", "")
+        Norm = GemmaRMSNorm if self.variant == "gemma2" else RMSNorm
+        if self.variant == "qwen3":
+            self.q_norm, self.k_norm = RMSNorm(self.d), RMSNorm(self.d)
+        if self.variant == "gemma2":
+            self.post_attn_norm, self.pre_ff_norm, self.post_ff_norm = Norm(h), Norm(h), Norm(h)
+        self.input_layernorm = Norm(h)
         self.q_proj = nn.Linear(h, H * self.d, bias=False)
         self.k_proj = nn.Linear(h, KV * self.d, bias=False)
         self.v_proj = nn.Linear(h, KV * self.d, bias=False)
         self.o_proj = nn.Linear(H * self.d, h, bias=False)
-        self.post_attention_layernorm = RMSNorm(h)
+        self.post_attention_layernorm = Norm(h)
         self.gate_proj = nn.Linear(h, I, bias=False)
         self.up_proj = nn.Linear(h, I, bias=False)
         self.down_proj = nn.Linear(I, h, bias=False)
@@ -233,8 +259,11 @@ class LlamaBlock(nn.Module):
         b, s, _ = x.shape
         res = x
         x = self.input_layernorm(x)
-        q = self.q_proj(x).view(b, s, -1, self.d).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, -1, self.d).transpose(1, 2)
+        q = self.q_proj(x).view(b, s, -1, self.d)
+        k = self.k_proj(x).view(b, s, -1, self.d)
+        if self.variant == "qwen3":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v_proj(x).view(b, s, -1, self.d).transpose(1, 2)
         c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
         q = (q * c) + (rotate_half(q) * sn)
@@ -243,11 +272,19 @@ class LlamaBlock(nn.Module):
         k = repeat_kv(k, self.H // self.KV)
         v = repeat_kv(v, self.H // self.KV)
         w = torch.matmul(q, k.transpose(2, 3)) * (self.d ** -0.5)
+        if self.variant == "gemma2":  # attn_logit_softcapping
+            w = torch.tanh(w / 50.0) * 50.0
         w = w + mask[:, :, :, : k.shape[-2]]
         w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
         w = drop(w)
         o = torch.matmul(w, v).transpose(1, 2).contiguous()
         o = self.o_proj(o.reshape(b, s, -1).contiguous())
+        if self.variant == "gemma2":
+            x = res + self.post_attn_norm(o)
+            res = x
+            x = self.pre_ff_norm(x)
+            x = self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+            return res + self.post_ff_norm(x)
         x = res + o
         res = x
         x = self.post_attention_layernorm(x)
@@ -265,15 +302,18 @@ class Llama(nn.Module):
         self.c = c
         self.embed_tokens = nn.Embedding(c["vocab"], c["hidden"])
         self.layers = nn.ModuleList([LlamaBlock(c) for _ in range(c["layers"])])
-        self.norm = RMSNorm(c["hidden"])
+        self.gemma = c.get("variant") == "gemma2"
+        self.norm = GemmaRMSNorm(c["hidden"]) if self.gemma else RMSNorm(c["hidden"])
         self.lm_head = nn.Linear(c["hidden"], c["vocab"], bias=False)
-        d = c["hidden"] // c["heads"]
+        d = c["head_dim"]
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)), persistent=False)
 
     def forward(self, ids, labels, ckpt):
         b, s = ids.shape
         set_phase("embedding")
         h = self.embed_tokens(ids)
+        if self.gemma:  # Gemma scales the embeddings by a 0-dim tensor in the compute dtype
+            h = h * torch.tensor(self.c["hidden"] ** 0.5, dtype=h.dtype)
         set_phase("shared")
         with torch.no_grad():  # LlamaRotaryEmbedding.forward is no_grad
             pos = torch.arange(s)[None, :].expand(b, s).float()
@@ -288,6 +328,8 @@ class Llama(nn.Module):
         h = self.norm(h)
         set_phase("head")
         logits = self.lm_head(h)
+        if self.gemma:  # final_logit_softcapping
+            logits = torch.tanh(logits / 30.0) * 30.0
         loss = causal_lm_loss(logits, labels)
         return logits, loss, resident
 
@@ -912,6 +954,12 @@ def grid():
             if arch != "llama":
                 c["positions"] = 256
             yield c
+    # Qwen3 (q/k norms) and Gemma2 (Gemma RMSNorm, sandwich norms, soft-capping; head_dim·heads != hidden).
+    for variant, (b, s, h, H, KV, d, I) in (("qwen3", (2, 32, 64, 4, 2, 16, 128)), ("gemma2", (2, 24, 64, 4, 2, 32, 128))):
+        for dt in ("fp32", "bf16"):
+            for ck in ("none", "reentrant"):
+                yield dict(arch="llama", variant=variant, batch=b, seq=s, hidden=h, heads=H, kv_heads=KV, head_dim=d,
+                           intermediate=I, vocab=1000, layers=2, dtype=dt, ckpt=ck, dropout=0.0)
     # Mixtral-style MoE blocks: E experts, top-k routing.
     for (b, s, h, H, KV, I, E, k) in ((1, 16, 64, 4, 2, 96, 4, 2), (2, 32, 64, 4, 4, 128, 8, 2), (2, 24, 96, 6, 2, 64, 3, 1)):
         for dt in ("fp32", "bf16"):
