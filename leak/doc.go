@@ -43,6 +43,9 @@
 //     line"; llama.cpp/ggml's "cudaMalloc failed" with the exact buffer
 //     size.
 //
+// [ParseAllOOM] returns every message of a log in order, one per rank of
+// a distributed job or per retry.
+//
 // Words may be separated by any white space, so messages wrapped by
 // e-mail, terminals or issue trackers parse. A message cut short returns
 // what it states with Truncated set. ParseOOM does not allocate for the

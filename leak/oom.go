@@ -2,6 +2,7 @@ package leak
 
 import (
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/gpumem/gpumem"
@@ -315,6 +316,44 @@ func ParseOOM(text string) (OOM, bool) {
 		}
 	}
 	return best, found
+}
+
+// ParseAllOOM returns every out-of-memory message in text, in the order
+// they appear, as [ParseOOM] reads them: one per rank of a distributed job,
+// or the successive failures of a retrying loop. Where two readings
+// overlap (a line that two formats both match), the one stating more
+// numbers is kept. It returns nil when text holds none.
+func ParseAllOOM(text string) []OOM {
+	var all []OOM
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		for from := 0; ; {
+			at, end := find(text, from, kw)
+			if at < 0 {
+				break
+			}
+			var cur OOM
+			if k.parse(text, at, end, &cur) {
+				all = append(all, cur)
+			}
+			from = at + 1
+		}
+	}
+	slices.SortStableFunc(all, func(a, b OOM) int { return a.Start - b.Start })
+	out := all[:0]
+	for _, o := range all {
+		if n := len(out); n > 0 && o.Start < out[n-1].End {
+			if o.score() > out[n-1].score() {
+				out[n-1] = o
+			}
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // anchor is a phrase that starts (or marks) one message format.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -227,6 +228,13 @@ func FuzzParseOOM(f *testing.F) {
 		f.Add(c.text)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		end := 0
+		for _, a := range ParseAllOOM(s) {
+			if a.Start < end || a.End > len(s) || a.Start > a.End {
+				t.Fatalf("ParseAllOOM: overlapping or out-of-range message at %d..%d", a.Start, a.End)
+			}
+			end = a.End
+		}
 		o, ok := ParseOOM(s)
 		if !ok {
 			return
@@ -325,5 +333,41 @@ func TestParseOOMConstructed(t *testing.T) {
 					tc.name, o.Era, o.Stated, o.Hint, o, tc.era, tc.stated, tc.hint)
 			}
 		})
+	}
+}
+
+func TestParseAllOOM(t *testing.T) {
+	t.Parallel()
+	// Three warnings of a retrying loop (pytorch #31252).
+	all := ParseAllOOM(corpusText(t, "cached_pytorch31252_log"))
+	require.Len(t, all, 3)
+	want := []string{"1.72 GiB", "1.68 GiB", "1.64 GiB"}
+	for i, o := range all {
+		if o.Requested != gpumem.MustParseBytes(want[i]) {
+			t.Errorf("ParseAllOOM[%d].Requested = %v, want %s", i, o.Requested, want[i])
+		}
+	}
+	// Two ranks of one job, each on its GPU.
+	text := "[rank0]: " + corpusText(t, "capacity_cobra24_rank0") + "\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 158.00 MiB. GPU 1 has a total capacity of 23.69 GiB of which 100.00 MiB is free. Of the allocated memory 22.00 GiB is allocated by PyTorch, and 900.00 MiB is reserved by PyTorch but unallocated.\n"
+	all = ParseAllOOM(text)
+	require.Len(t, all, 2)
+	assert.Equal(t, 0, all[0].Device)
+	assert.Equal(t, 1, all[1].Device)
+	// A THC failure prints a THCudaCheck line and then the RuntimeError.
+	assert.Len(t, ParseAllOOM(corpusText(t, "thc_ncrfpp121")), 2)
+	assert.Nil(t, ParseAllOOM("no failure here"))
+	// Every corpus file yields at least one message, and the best of them
+	// is what ParseOOM returns.
+	for _, c := range loadCorpus(t) {
+		all := ParseAllOOM(c.text)
+		o, _ := ParseOOM(c.text)
+		require.NotEmpty(t, all, c.name)
+		found := false
+		for _, a := range all {
+			found = found || a == o
+		}
+		if !found {
+			t.Errorf("ParseAllOOM(%s) does not contain ParseOOM's result %+v", c.name, o)
+		}
 	}
 }
