@@ -51,7 +51,7 @@ type DetectorOptions struct {
 	// Default 0.90.
 	Threshold float64
 	// Window is the number of recent samples analyzed. Default 64, at
-	// least 8.
+	// least 8 and at most 65536.
 	Window int
 	// Horizon is how far ahead (in steps, seconds or samples: the
 	// window's axis) a forecast OOM raises AlertGrowth. Default: as far
@@ -64,6 +64,9 @@ type DetectorOptions struct {
 	// ignored. Default 0.
 	Device int
 }
+
+// maxWindow bounds the ring a Detector allocates.
+const maxWindow = 1 << 16
 
 // Detector watches memory samples as they arrive, as a sidecar does, and
 // raises alerts before the crash. It keeps the last Window samples, is
@@ -96,6 +99,7 @@ func NewDetector(opts *DetectorOptions) *Detector {
 	if o.Window < 8 {
 		o.Window = 64
 	}
+	o.Window = min(o.Window, maxWindow)
 	return &Detector{opt: o, buf: make([]Sample, o.Window)}
 }
 

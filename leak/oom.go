@@ -901,12 +901,16 @@ func scaleDecimal(num string, unit gpumem.Bytes, fallback gpumem.Bytes) gpumem.B
 			dot = true
 			continue
 		}
-		if !isDigit(c) || scale > 1e15 || whole > 1<<40 {
+		if !isDigit(c) || whole > 1<<40 {
 			return fallback
 		}
 		if dot {
-			frac = frac*10 + int64(c-'0')
-			scale *= 10
+			// Digits past the 15th decimal weigh less than a thousandth
+			// of a byte for units up to TiB; they are dropped.
+			if scale < 1e15 {
+				frac = frac*10 + int64(c-'0')
+				scale *= 10
+			}
 		} else {
 			whole = whole*10 + int64(c-'0')
 		}

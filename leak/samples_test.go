@@ -257,3 +257,13 @@ func TestParseSamplesRealLogs(t *testing.T) {
 		})
 	}
 }
+
+func TestParseSamplesLongFraction(t *testing.T) {
+	t.Parallel()
+	got, err := ParseSamples(strings.NewReader("step 3 mem=1.50000000000000000001\n"))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	if got[0].Used != gpumem.MiB+gpumem.MiB/2 {
+		t.Errorf("ParseSamples(long fraction) = %v, want 1.5 MiB", got[0])
+	}
+}
