@@ -28,6 +28,12 @@ import "github.com/gpumem/gpumem"
 // scaled_dot_product_attention discards it. The q and k given are not
 // kept; v is kept only when no copy replaces it.
 //
+// Two readings are assumptions, not checked against a build: autograd
+// saves only _safe_softmax's result (as for softmax, its backward needs
+// the output), and CUDA runs _safe_softmax as the composite above (XPU has
+// a fused kernel, which would not need the comparison and where tensors).
+// No CPU oracle covers Math: torch 1.13 predates this function.
+//
 // Older releases (before the upcast and _safe_softmax were added) compute
 // in DType with a plain softmax; ReducedPrecision covers the first
 // difference, and the model's extra where tensor makes it an upper bound
