@@ -1,6 +1,8 @@
 package attention
 
 import (
+	"strconv"
+
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/checked"
 )
@@ -26,6 +28,17 @@ const (
 	// DeepSeek-V2/V3; DeepSeek-V2 paper, Table 1: (d_c + d_h^R)·l).
 	Latent
 )
+
+// String returns "PerHead" or "Latent".
+func (l Layout) String() string {
+	switch l {
+	case PerHead:
+		return "PerHead"
+	case Latent:
+		return "Latent"
+	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
 
 // KVCache describes the key/value cache of a decoder: how many bytes it
 // holds for batch sequences of a given number of tokens.
