@@ -303,8 +303,10 @@ func (a Activations) Total() gpumem.Bytes {
 
 // Peak returns the largest activation footprint of the step: Total plus
 // the largest of the transients (forward block, loss forward, loss
-// backward, backward block). It is an upper bound: each transient is
-// taken at the moment everything saved is still live.
+// backward, backward block). It is conservative: each transient is
+// taken as if everything saved were still live. When the loss dominates
+// (large vocabularies) the peak is Total + LossGrad at the start of
+// backward, which the CPU oracle's profiler peaks confirm.
 func (a Activations) Peak() gpumem.Bytes {
 	m := a.Forward
 	for _, x := range []gpumem.Bytes{a.LogitsFP32, a.LossGrad, a.Backward} {
@@ -313,6 +315,50 @@ func (a Activations) Peak() gpumem.Bytes {
 		}
 	}
 	return a.Total() + m
+}
+
+// PolicyCost is the activation memory and recompute cost of one
+// checkpointing policy, for ranking policies.
+type PolicyCost struct {
+	// Policy is the checkpointing policy.
+	Policy Checkpointing
+	// Every is k for EveryKCheckpointing, 0 otherwise.
+	Every int64
+	// Total and Peak are [Activations.Total] and [Activations.Peak]
+	// under the policy.
+	Total, Peak gpumem.Bytes
+	// Recompute is the extra forward work, a fraction of one forward
+	// pass ([Activations.Recompute]).
+	Recompute float64
+	// Offloaded is the bytes moved to host memory.
+	Offloaded gpumem.Bytes
+}
+
+// CheckpointingCosts returns the cost of every checkpointing policy for w
+// (whose own Checkpointing is ignored), in the order none, selective,
+// every-k (k = w.CheckpointEvery, or 2 when that is below 2), full,
+// offload. Which of selective and every-k keeps less depends on the
+// kernel and the sequence (selective drops only the attention core, which
+// is quadratic with eager attention and a few rows with Flash).
+// Allocators pick the cheapest recompute whose Peak fits.
+func (s Spec) CheckpointingCosts(w Workload) ([]PolicyCost, error) {
+	k := w.CheckpointEvery
+	if k < 2 {
+		k = 2
+	}
+	policies := [...]PolicyCost{{Policy: NoCheckpointing}, {Policy: SelectiveCheckpointing},
+		{Policy: EveryKCheckpointing, Every: k}, {Policy: FullCheckpointing}, {Policy: OffloadActivations}}
+	out := make([]PolicyCost, 0, len(policies))
+	for _, p := range policies {
+		w.Checkpointing, w.CheckpointEvery = p.Policy, p.Every
+		a, err := s.Activations(w)
+		if err != nil {
+			return nil, err
+		}
+		p.Total, p.Peak, p.Recompute, p.Offloaded = a.Total(), a.Peak(), a.Recompute, a.Offloaded
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // actMaxTokens bounds Batch, SeqLen and the like: 2^40 is far beyond any job
@@ -978,16 +1024,10 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		if dense > layers {
 			dense = layers
 		}
-		moeLayers := (layers - dense) / step
-		if step > 1 {
-			// qwen2_moe decoder_sparse_step: layer i is MoE when (i+1) % step == 0.
-			moeLayers = 0
-			for i := dense; i < layers; i++ {
-				if (i+1)%step == 0 {
-					moeLayers++
-				}
-			}
-		}
+		// Layer i >= dense is an MoE layer when (i+1) % step == 0
+		// (qwen2_moe decoder_sparse_step, deepseek moe_layer_freq): the
+		// multiples of step in (dense, layers].
+		moeLayers := layers/step - dense/step
 		if dense+moeLayers < layers || dense > 0 {
 			c.stack(a, w, part, "dense", &bl, sh, layers-moeLayers, w.Train)
 		}
@@ -1160,7 +1200,9 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 }
 
 // multimodal fills a for a LLaVA-style model: the vision tower over
-// Batch·Images images, the projector (Linear, GELU, Linear: it saves the
+// Batch·Images images (LLaVA takes the features of the second-to-last
+// block, vision_feature_layer -2, so the last block saves nothing that
+// survives the tower), the projector (Linear, GELU, Linear: it saves the
 // selected features, the GELU input and output), then the language model
 // over SeqLen + Images·ImageTokens tokens. Hugging Face scatters the image
 // features into the embeddings with masked_scatter, which saves a 1-byte
@@ -1173,6 +1215,11 @@ func (c *actCalc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 		per = v.Image.Patches() // LLaVA drops CLS ("default" feature strategy)
 	}
 	if n > 0 {
+		if s.Family == "llava" && v.Layers > 1 {
+			// vision_feature_layer -2 (LLaVA-1.5): the last block's output
+			// is unused, so its graph is released with it.
+			v.Layers--
+		}
 		c.vision(a, v, w, e, "vision", n, w.FreezeVision)
 		ph := t.Hidden
 		T := c.m(n, per)

@@ -421,6 +421,35 @@ func TestActivationsErrors(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestCheckpointingCosts: every policy keeps less than none; every-k keeps
+// more and recomputes less than full; offload keeps the least and
+// recomputes nothing.
+func TestCheckpointingCosts(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "llama-3-8b")
+	costs, err := s.CheckpointingCosts(model.Workload{Batch: 1, SeqLen: 4096, Train: true, CheckpointEvery: 4})
+	require.NoError(t, err)
+	require.Len(t, costs, 5)
+	want := []model.Checkpointing{model.NoCheckpointing, model.SelectiveCheckpointing, model.EveryKCheckpointing,
+		model.FullCheckpointing, model.OffloadActivations}
+	for i, c := range costs {
+		require.Equal(t, want[i], c.Policy)
+		if i > 0 && c.Total >= costs[0].Total {
+			t.Errorf("%v keeps %v, not less than none's %v", c.Policy, c.Total, costs[0].Total)
+		}
+	}
+	require.Less(t, costs[3].Total, costs[2].Total)
+	require.Less(t, costs[2].Recompute, costs[3].Recompute)
+	require.Less(t, costs[1].Recompute, costs[2].Recompute)
+	require.Equal(t, int64(4), costs[2].Every)
+	require.Zero(t, costs[4].Recompute)
+	require.Positive(t, int64(costs[4].Offloaded))
+	require.Less(t, costs[4].Total, costs[3].Total)
+	require.InDelta(t, 0.93, costs[3].Recompute, 0.05) // full: every block's forward again; the head is not recomputed
+	_, err = s.CheckpointingCosts(model.Workload{})
+	require.Error(t, err)
+}
+
 func BenchmarkActivations70B(b *testing.B) {
 	s := mustLookup(b, "llama-2-70b")
 	w := model.Workload{Batch: 1, SeqLen: 4096, Train: true, DType: gpumem.BF16, Attention: model.Flash, Checkpointing: model.FullCheckpointing}
@@ -433,7 +462,11 @@ func BenchmarkActivations70B(b *testing.B) {
 }
 
 // LLaVA-1.5 at 336 pixels turns each image into (336/14)² = 576 tokens of
-// its language model's sequence (the CLIP tower's CLS token is dropped).
+// its language model's sequence (the CLIP tower's CLS token is dropped), so
+// 1472 text tokens and one image make a 2048-token sequence. With the
+// vision tower frozen (LLaVA's second stage) the tower saves nothing; its
+// 24th block would not count anyway (features come from block 23,
+// vision_feature_layer -2).
 func ExampleSpec_Activations_llava() {
 	s, _ := model.Lookup("llava-1.5-7b")
 	a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 1472, Images: 1, Train: true, DType: gpumem.BF16,
@@ -448,7 +481,7 @@ func ExampleSpec_Activations_llava() {
 	}
 	// Output:
 	// image tokens: 576 LM sequence: 2048
-	// vision    encoder   ×24 tokens 577 saved 0.0 MiB each
+	// vision    encoder   ×23 tokens 577 saved 0.0 MiB each
 	// projector projector ×1 tokens 576 saved 10.1 MiB each
 	// language  decoder   ×32 tokens 2048 saved 364.3 MiB each
 }
