@@ -28,6 +28,7 @@ type oracleCase struct {
 	ExpandKV    bool    `json:"expand_kv"`
 	HeadChunk   int     `json:"head_chunk"`
 	QueryRows   int     `json:"query_rows"`
+	NoGrad      bool    `json:"no_grad"`
 	Saved       int64   `json:"saved_bytes"`
 	Forward     int64   `json:"forward_peak_bytes"`
 	Backward    int64   `json:"backward_peak_bytes"`
@@ -49,7 +50,7 @@ func loadOracle(t *testing.T) []oracleCase {
 func (c oracleCase) model() (attention.Kernel, attention.Shape) {
 	dt, _ := gpumem.ParseDType(c.DType)
 	s := attention.Shape{Batch: c.Batch, Heads: c.Heads, KVHeads: c.KVHeads, QueryLen: c.QueryLen, KeyLen: c.KeyLen,
-		HeadDim: c.HeadDim, DType: dt, Dropout: c.Dropout}
+		HeadDim: c.HeadDim, DType: dt, Dropout: c.Dropout, NoGrad: c.NoGrad}
 	var k attention.Kernel = attention.Eager{SoftmaxFP32: c.SoftmaxFP32, CastBeforeSoftmax: true, CPUDropout: true, ExpandKV: c.ExpandKV, Mask4D: c.Mask4D}
 	switch {
 	case c.HeadChunk > 0:
@@ -63,7 +64,8 @@ func (c oracleCase) model() (attention.Kernel, attention.Shape) {
 // TestEagerOracle compares Eager, HeadChunked{Eager} and
 // QueryChunked{Eager} with the CPU oracle (testdata/eager_oracle.py,
 // torch 1.13 on CPU: 64 configurations of dtype, fp32 softmax, dropout,
-// 4-D mask and GQA expansion, and 36 chunked ones). The oracle counts, on
+// 4-D mask and GQA expansion, 36 chunked ones, and 32 forwards under
+// torch.no_grad, whole and head-chunked). The oracle counts, on
 // top of the model, an 8-byte 0-dim double saved by "* scaling" (a CPU
 // wrapped number, not device memory) and a few bytes of scalar
 // temporaries, so saved bytes and peaks must agree within 32 bytes, with

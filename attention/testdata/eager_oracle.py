@@ -69,6 +69,35 @@ def chunked(q, k, v, mask, n_rep, softmax_fp32, dropout, expand, head_chunk, que
     return torch.cat(outs, dim=1)
 
 
+def run_no_grad(b, h, hk, sq, sk, d, dtype, softmax_fp32, mask4d, expand, head_chunk=0):
+    """Forward only under torch.no_grad (seed 003's analysis pass)."""
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    q = torch.randn(b, h, sq, d, dtype=dt)
+    k = torch.randn(b, hk, sk, d, dtype=dt)
+    v = torch.randn(b, hk, sk, d, dtype=dt)
+    mask = torch.zeros(b, 1, sq, sk, dtype=dt) if mask4d else None
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with torch.no_grad():
+            if head_chunk:
+                out = chunked(q, k, v, mask, h // hk, softmax_fp32, 0.0, expand, head_chunk, 0)
+            else:
+                out = eager(q, k, v, mask, h // hk, softmax_fp32, 0.0, expand)
+    live = fwd = 0
+    for e in sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_us()):
+        if e.name() == "[memory]":
+            live += e.nbytes()
+            fwd = max(fwd, live)
+    if mask is not None:
+        fwd += mask.numel() * mask.element_size()
+    return {
+        "batch": b, "heads": h, "kv_heads": hk, "query_len": sq, "key_len": sk, "head_dim": d,
+        "dtype": dtype, "softmax_fp32": softmax_fp32, "dropout": 0.0, "mask4d": mask4d, "expand_kv": expand,
+        "head_chunk": head_chunk, "query_rows": 0, "no_grad": True,
+        "saved_bytes": 0, "forward_peak_bytes": fwd, "backward_peak_bytes": 0,
+        "output_bytes": out.numel() * out.element_size(),
+    }
+
+
 def run(b, h, hk, sq, sk, d, dtype, softmax_fp32, dropout, mask4d, expand, head_chunk=0, query_rows=0):
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     q = torch.randn(b, h, sq, d, dtype=dt, requires_grad=True)
@@ -154,6 +183,12 @@ def main():
                     if hc and hc % (h // hk) and (h // hk) % hc:
                         continue
                     cases.append(run(1, h, hk, 96, 96, 16, dtype, softmax_fp32, 0.0, False, expand, hc, qr))
+    # Inference (torch.no_grad), whole and head-chunked.
+    for dtype in ["fp32", "bf16"]:
+        for softmax_fp32 in [False, True]:
+            for mask4d in [False, True]:
+                for (h, hk, expand, hc) in [(8, 8, False, 0), (8, 2, True, 0), (8, 8, False, 2), (8, 2, True, 4)]:
+                    cases.append(run_no_grad(2, h, hk, 96, 96, 16, dtype, softmax_fp32, mask4d, expand, hc))
     json.dump({"source": "attention/testdata/eager_oracle.py, torch " + torch.__version__ + " (CPU)",
                "cases": cases}, sys.stdout, indent=1)
     sys.stdout.write("\n")
