@@ -1,20 +1,24 @@
 #!/usr/bin/python3
-"""CPU oracle for attention.Eager (and the SDPA math ops it shares).
+"""CPU oracle for attention.Eager, HeadChunked{Eager} and QueryChunked{Eager}.
 
 Runs transformers' eager_attention_forward op for op in plain torch on
-q, k, v that require grad, and records, per configuration:
+q, k, v that require grad (or under torch.no_grad), whole or in chunks of
+heads or query rows, and records, per configuration:
 
   saved    bytes of the storages autograd saves (saved_tensors_hooks, by
            storage, as REFERENCE.md §2 recipe 4);
   forward  peak of live CPU-allocator bytes during the forward above the
            bytes live at entry (torch.profiler memory events);
-  backward peak during out.backward(dO) above the bytes live at entry.
+  backward peak during out.backward(dO) above the bytes live at entry,
+           from the same profiler session so that every free is seen.
 
-Run with Debian's torch: /usr/bin/python3 attention/testdata/eager_oracle.py
-> attention/testdata/eager_oracle.json. torch 1.13 on CPU: dropout uses the
-non-fused path (noise in the input dtype), and softmax(dtype=float32) of a
-bf16/fp16 input copies to fp32 first, so the Go side compares with
-Eager{CPUDropout: true, CastBeforeSoftmax: true}.
+Run with Debian's torch and commit the output:
+
+  /usr/bin/python3 attention/testdata/eager_oracle.py > attention/testdata/eager_oracle.json
+
+torch 1.13 on CPU: dropout uses the non-fused path (noise in the input
+dtype), and softmax(dtype=float32) of a bf16 input copies to fp32 first, so
+the Go side compares with Eager{CPUDropout: true, CastBeforeSoftmax: true}.
 """
 import json
 import sys
