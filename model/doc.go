@@ -26,7 +26,9 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3. An unknown model_type with the standard
+// deepseek_v2 and deepseek_v3, T5 encoder-only checkpoints
+// (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
+// An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //
 // [FromSafetensors], [FromSafetensorsIndex] and [FromGGUF] return the
@@ -41,7 +43,7 @@
 // predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 56 well-known models, each stored as its
+// [Lookup] and [Catalog] give 58 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -52,19 +54,21 @@
 // causal masks, position ids); DeepSeek's multi-token-prediction layer,
 // which transformers does not load; FP8 block-scale tensors implied by a
 // quantization_config (read them from the safetensors header instead);
-// model types not listed above, such as diffusion transformers
-// (CogVideoX) and T5 encoder-only checkpoints. Heads and head size cannot
+// model types not listed above (other diffusion transformers, VAEs,
+// UNets); the vision tower of multimodal configs other than llava, clip
+// and gemma3. Heads and head size cannot
 // be separated from a checkpoint's shapes alone, so inventories read
 // without a config leave them zero (GGUF metadata provides them).
 //
 // # Accuracy
 //
-// Parameter counts are exact against 52 published counts of
+// Parameter counts are exact against 54 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
 // Phi-2/3, GPT-2, Pythia, OPT, BERT, RoBERTa, T5, mT5, Whisper, ViT, CLIP,
-// LLaVA, DeepSeek-V2-Lite and V3) and against two published PEFT LoRA
+// LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's transformer and T5
+// encoder) and against two published PEFT LoRA
 // trainable counts; four more catalog counts (Falcon-7B, LLaVA-1.5-13B,
 // GPT-2 medium and large) are derived by hand in the tests from the
 // module definitions. DeepSeek-V3's published 671,026,419,200 includes the

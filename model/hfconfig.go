@@ -18,7 +18,8 @@ import (
 const maxConfigBytes = 16 << 20
 
 // Families lists the model_type values FromHFConfig reads, in the order of
-// its error message.
+// its error message. "cogvideox" stands for diffusers configs whose
+// "_class_name" is CogVideoXTransformer3DModel.
 func Families() []string {
 	return slices.Clone(supportedFamilies[:])
 }
@@ -29,6 +30,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
+	"cogvideox",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -314,6 +316,12 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
+	if mt == "" {
+		// diffusers configs name a class instead of a model_type.
+		if cls, _ := c.str("_class_name", ""); cls == "CogVideoXTransformer3DModel" {
+			mt = "cogvideox"
+		}
+	}
 	s := Spec{Family: mt, DType: dt}
 	var e errs
 	switch mt {
@@ -386,6 +394,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.encoder(&s)
 	case "llava":
 		return c.llava(s)
+	case "cogvideox":
+		e.err = c.cogvideox(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:
@@ -623,6 +633,27 @@ func (c *config) decoder(s *Spec) error {
 	return e.err
 }
 
+// architectures reads the "architectures" list of class names.
+func (c *config) architectures() ([]string, error) {
+	k, v, ok := c.lookup("architectures")
+	if !ok {
+		return nil, nil
+	}
+	l, isList := v.([]any)
+	if !isList {
+		return nil, gpumem.Errorf(c.field(k), v, gpumem.ErrSyntax, "not a list")
+	}
+	out := make([]string, 0, len(l))
+	for i, x := range l {
+		str, ok := x.(string)
+		if !ok {
+			return nil, gpumem.Errorf(c.field(k)+"["+strconv.Itoa(i)+"]", x, gpumem.ErrSyntax, "not a string")
+		}
+		out = append(out, str)
+	}
+	return out, nil
+}
+
 // layerTypes reads "layer_types" when present.
 func (c *config) layerTypes(layers int64) ([]string, error) {
 	k, v, ok := c.lookup("layer_types")
@@ -753,9 +784,24 @@ func (c *config) t5(s *Spec) error {
 	s.Gated = strings.HasPrefix(ff, "gated-")
 	s.TiedEmbeddings = e.b(c.boolv(tied, "tie_word_embeddings"))
 	s.Norm = RMSNorm
+	if e.err != nil {
+		return e.err
+	}
+	archs, err := c.architectures()
+	if err != nil {
+		return err
+	}
+	for _, a := range archs {
+		if strings.HasSuffix(a, "EncoderModel") { // T5EncoderModel, MT5EncoderModel
+			s.EncoderOnly = true
+			s.Layers = enc
+			s.TiedEmbeddings = true // no head
+			return nil
+		}
+	}
 	s.Encoder = &Spec{Family: s.Family, DType: s.DType, Layers: enc, Hidden: s.Hidden, Heads: s.Heads,
 		KVHeads: s.Heads, HeadDim: s.HeadDim, Intermediate: s.Intermediate}
-	return e.err
+	return nil
 }
 
 // whisper reads WhisperConfig: separate encoder/decoder layers, heads
@@ -794,6 +840,40 @@ func (c *config) whisper(s *Spec) error {
 	}
 	s.Encoder = enc
 	return nil
+}
+
+// cogvideox reads the diffusers config of CogVideoXTransformer3DModel
+// (register_to_config defaults of cogvideox_transformer_3d.py).
+func (c *config) cogvideox(s *Spec) error {
+	var e errs
+	s.Heads = e.i(c.posv(30, "num_attention_heads"))
+	s.HeadDim = e.i(c.posv(64, "attention_head_dim"))
+	s.KVHeads = s.Heads
+	s.Layers = e.i(c.posv(30, "num_layers"))
+	s.Image.Channels = e.i(c.posv(16, "in_channels"))
+	s.DiT.OutChannels = e.i(c.posv(16, "out_channels"))
+	s.DiT.TimeEmbed = e.i(c.posv(512, "time_embed_dim"))
+	s.DiT.OfsEmbed = e.i(c.intv(0, "ofs_embed_dim"))
+	s.DiT.TextEmbed = e.i(c.posv(4096, "text_embed_dim"))
+	s.Image.Patch = e.i(c.posv(2, "patch_size"))
+	s.DiT.PatchT = e.i(c.intv(0, "patch_size_t"))
+	s.DiT.MaxText = e.i(c.intv(226, "max_text_seq_length"))
+	s.DiT.Frames = e.i(c.intv(49, "sample_frames"))
+	s.DiT.Height = e.i(c.intv(60, "sample_height"))
+	s.DiT.Width = e.i(c.intv(90, "sample_width"))
+	s.DiT.TemporalCompression = e.i(c.intv(4, "temporal_compression_ratio"))
+	s.Bias.QKV = e.b(c.boolv(true, "attention_bias"))
+	s.DiT.NoPatchBias = !e.b(c.boolv(true, "patch_bias"))
+	if e.b(c.boolv(false, "use_learned_positional_embeddings")) {
+		e.err = gpumem.Errorf(c.field("use_learned_positional_embeddings"), true, gpumem.ErrUnsupported, "no CogVideoX checkpoint uses learned positions")
+	}
+	if !e.b(c.boolv(true, "norm_elementwise_affine")) {
+		e.err = gpumem.Errorf(c.field("norm_elementwise_affine"), false, gpumem.ErrUnsupported, "norms without affine parameters are not modelled")
+	}
+	s.Hidden = s.Heads * s.HeadDim
+	s.Intermediate = 4 * s.Hidden // FeedForward(inner_dim=None) = 4·dim
+	s.Norm = LayerNorm
+	return e.err
 }
 
 // encoder reads ViTConfig, CLIPVisionConfig, SiglipVisionConfig and

@@ -104,6 +104,25 @@ func (im Image) Patches() int64 {
 	return p
 }
 
+// DiT describes the conditioning and latent input of a diffusion
+// transformer (diffusers CogVideoXTransformer3DModel). The zero value
+// means not a diffusion transformer.
+type DiT struct {
+	TimeEmbed   int64 // time_embed_dim
+	TextEmbed   int64 // text_embed_dim, the text encoder's width
+	OfsEmbed    int64 // ofs_embed_dim (CogVideoX 1.5 I2V); 0: none
+	OutChannels int64 // out_channels
+	PatchT      int64 // patch_size_t (CogVideoX 1.5); 0: 2-D patches
+	MaxText     int64 // max_text_seq_length
+	Frames      int64 // sample_frames
+	Height      int64 // sample_height (latent pixels)
+	Width       int64 // sample_width (latent pixels)
+	// TemporalCompression is temporal_compression_ratio.
+	TemporalCompression int64
+	// NoPatchBias drops the patch embedding's bias (patch_bias false).
+	NoPatchBias bool
+}
+
 // Spec is a model architecture in the terms that decide its memory: the
 // shape of every parameter tensor, the attention geometry that sizes the
 // KV cache, and the parts of a composite model.
@@ -194,6 +213,10 @@ type Spec struct {
 	// Encoder is the encoder half of an encoder–decoder model (t5,
 	// whisper): its Layers, Heads, Intermediate and Positions.
 	Encoder *Spec
+	// EncoderOnly is a T5 encoder without its decoder (T5EncoderModel, the
+	// text encoder of many diffusion models): Layers counts encoder
+	// blocks and Encoder is nil.
+	EncoderOnly bool
 	// MelBins is whisper's num_mel_bins (the encoder's conv stem input).
 	MelBins int64
 
@@ -205,6 +228,9 @@ type Spec struct {
 	// ProjectionDim is CLIP's projection_dim (text and visual
 	// projections of a full clip model).
 	ProjectionDim int64
+
+	// DiT holds a diffusion transformer's conditioning sizes (cogvideox).
+	DiT DiT
 
 	// Vision is the vision tower of a multimodal model.
 	Vision *Spec
@@ -399,6 +425,12 @@ func (s Spec) validate(path string) error {
 			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrRange, "exceeds 2^20 pixels")
 		}
 	case layoutT5, layoutWhisper:
+		if s.EncoderOnly && l == layoutT5 {
+			if s.Encoder != nil {
+				return gpumem.Errorf(path+".Encoder", s.Encoder.Layers, gpumem.ErrInvalid, "an encoder-only model has no separate encoder half")
+			}
+			break
+		}
 		if s.Encoder == nil {
 			return gpumem.Errorf(path+".Encoder", nil, gpumem.ErrInvalid, "%s needs an encoder", s.Family)
 		}
@@ -422,6 +454,26 @@ func (s Spec) validate(path string) error {
 				return err
 			}
 			if err := pos("Positions", s.Positions); err != nil {
+				return err
+			}
+		}
+	case layoutCogVideoX:
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"Image.Patch", s.Image.Patch}, {"Image.Channels", s.Image.Channels}, {"DiT.TimeEmbed", s.DiT.TimeEmbed},
+			{"DiT.TextEmbed", s.DiT.TextEmbed}, {"DiT.OutChannels", s.DiT.OutChannels}} {
+			if err := pos(f.name, f.v); err != nil {
+				return err
+			}
+		}
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"DiT.OfsEmbed", s.DiT.OfsEmbed}, {"DiT.PatchT", s.DiT.PatchT}, {"DiT.MaxText", s.DiT.MaxText},
+			{"DiT.Frames", s.DiT.Frames}, {"DiT.Height", s.DiT.Height}, {"DiT.Width", s.DiT.Width},
+			{"DiT.TemporalCompression", s.DiT.TemporalCompression}} {
+			if err := nonneg(f.name, f.v); err != nil {
 				return err
 			}
 		}
@@ -662,13 +714,13 @@ func Component(name string) (part, comp string, layer int) {
 }
 
 // layerIndex finds the number after the first "layers", "layer", "h",
-// "block" or "blk" segment of a dotted tensor name.
+// "block", "blk" or "transformer_blocks" segment of a dotted tensor name.
 func layerIndex(name string) (int, bool) {
 	prev := ""
 	for len(name) > 0 {
 		seg, rest, _ := strings.Cut(name, ".")
 		switch prev {
-		case "layers", "layer", "h", "block", "blk":
+		case "layers", "layer", "h", "block", "blk", "transformer_blocks":
 			if len(seg) > 0 && len(seg) <= 9 && strings.Trim(seg, "0123456789") == "" {
 				n, err := strconv.Atoi(seg)
 				if err == nil {

@@ -61,6 +61,8 @@ var publishedParams = []struct {
 	{"bert-large", 335_141_888, "\"bert-large-uncased 33514...\"; \"335141888 match EXACTLY with Huggingface implementation: BertModel\""},
 	{"roberta-base", 124_645_632, "size dict \"roberta-base\": 124645632"},
 	{"mt5-small", 300_176_768, "param_size_full \"mt5-small\": {\"embedding\": 256114688, \"full\": 300176768}"},
+	{"cogvideox-5b-text-encoder", 4_762_310_656, "T5EncoderModel (t5-v1_1-xxl) text_encoder {'params': 4762310656}; PixArt conditioning parameter_count 4762310656"},
+	{"cogvideox-5b-transformer", 5_570_283_072, "CogVideoX-5b full finetuning log \"trainable parameters\": 5570283072"},
 	{"t5-small", 60_506_624, "keras-hub T5-Small preset \"params\": 60506624"},
 	{"t5-base", 222_903_552, "keras-hub T5-Base preset \"params\": 222903552"},
 	{"t5-large", 737_668_096, "\"T5ForConditionalGeneration<all params:737668096>\""},
@@ -249,6 +251,12 @@ func TestStructure(t *testing.T) {
 		{"qwen1.5-moe-a2.7b", "model.layers.0.mlp.shared_expert_gate.weight", []int64{1, 2048}},
 		{"phi-3-mini", "model.layers.0.self_attn.qkv_proj.weight", []int64{9216, 3072}},
 		{"falcon-7b", "transformer.h.0.self_attention.query_key_value.weight", []int64{4672, 4544}},
+		// CogVideoX-5b: 48×64 = 3072 wide, LayerNormZero from the 512 time embedding.
+		{"cogvideox-5b-transformer", "patch_embed.proj.weight", []int64{3072, 16, 2, 2}},
+		{"cogvideox-5b-transformer", "transformer_blocks.41.norm1.linear.weight", []int64{18432, 512}},
+		{"cogvideox-5b-transformer", "transformer_blocks.0.attn1.norm_q.weight", []int64{64}},
+		{"cogvideox-5b-transformer", "proj_out.weight", []int64{64, 3072}},
+		{"cogvideox-5b-text-encoder", "encoder.block.23.layer.1.DenseReluDense.wi_1.weight", []int64{10240, 4096}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.model+"/"+tc.tensor, func(t *testing.T) {
@@ -263,6 +271,14 @@ func TestStructure(t *testing.T) {
 		assert.False(t, has(get("llama-3.2-1b"), "lm_head.weight"))
 		assert.True(t, has(get("llama-3-8b"), "lm_head.weight"))
 		assert.False(t, has(get("t5-base"), "lm_head.weight"))
+	})
+	t.Run("t5 encoder-only has no decoder", func(t *testing.T) {
+		t.Parallel()
+		s := get("cogvideox-5b-text-encoder")
+		assert.True(t, s.EncoderOnly)
+		for _, tn := range s.Tensors() {
+			assert.False(t, strings.HasPrefix(tn.Name, "decoder.") || tn.Name == "lm_head.weight", tn.Name)
+		}
 	})
 	t.Run("t5 relative bias only in block 0", func(t *testing.T) {
 		t.Parallel()

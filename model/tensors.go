@@ -29,7 +29,8 @@ const (
 	layoutCLIPVision   // clip_vision_model
 	layoutSiglipVision // siglip_vision_model
 	layoutCLIPText     // clip_text_model
-	layoutMultimodal   // llava, clip
+	layoutMultimodal   // llava, clip, gemma3
+	layoutCogVideoX    // diffusers CogVideoXTransformer3DModel
 )
 
 func layoutOf(s Spec) layout {
@@ -64,13 +65,15 @@ func layoutOf(s Spec) layout {
 		return layoutCLIPText
 	case "llava", "clip", "gemma3":
 		return layoutMultimodal
+	case "cogvideox":
+		return layoutCogVideoX
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX:
 		return false
 	}
 	return true
@@ -209,6 +212,8 @@ func (s Spec) build(b *builder) {
 		s.buildCLIPFamily(b)
 	case layoutMultimodal:
 		s.buildMultimodal(b)
+	case layoutCogVideoX:
+		s.buildCogVideoX(b)
 	}
 }
 
@@ -513,7 +518,8 @@ func (s Spec) buildBERT(b *builder) {
 	}
 }
 
-// buildT5 is T5ForConditionalGeneration / MT5ForConditionalGeneration:
+// buildT5 is T5ForConditionalGeneration / MT5ForConditionalGeneration
+// (or T5EncoderModel when EncoderOnly):
 // shared embedding (the encoder's and decoder's embed_tokens are the same
 // parameter), relative attention bias in the first block of each stack
 // only, RMS-style T5LayerNorm without bias, relu (wi, wo) or gated-gelu
@@ -540,13 +546,20 @@ func (s Spec) buildT5(b *builder) {
 		b.add(p+"DenseReluDense.wo.weight", d, ff)
 		b.add(p+"layer_norm.weight", d)
 	}
-	for i := int64(0); i < s.Encoder.Layers && b.err == nil; i++ {
+	encLayers := s.Layers
+	if !s.EncoderOnly {
+		encLayers = s.Encoder.Layers
+	}
+	for i := int64(0); i < encLayers && b.err == nil; i++ {
 		p := "encoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
 		b.add(p+"0.layer_norm.weight", d)
 		ffn(p + "1.")
 	}
 	b.add("encoder.final_layer_norm.weight", d)
+	if s.EncoderOnly {
+		return
+	}
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "decoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
@@ -717,4 +730,55 @@ func (s Spec) buildMultimodal(b *builder) {
 		in = out
 	}
 	b.sub("language_model.", s.Text)
+}
+
+// buildCogVideoX is diffusers' CogVideoXTransformer3DModel
+// (models/transformers/cogvideox_transformer_3d.py): patch embedding
+// (Conv2d, or a Linear over p·p·p_t patches in 1.5) and text projection,
+// timestep MLP (and ofs MLP), blocks of CogVideoXLayerNormZero (a Linear
+// from the time embedding to 6·dim and a LayerNorm) around attention
+// with per-head LayerNorm on q and k and a GELU feed-forward of 4·dim,
+// final LayerNorm, AdaLayerNorm (Linear to 2·dim, LayerNorm) and the
+// output projection. The sin-cos position table is a buffer.
+func (s Spec) buildCogVideoX(b *builder) {
+	D, T, P, C := s.Hidden, s.DiT.TimeEmbed, s.Image.Patch, s.Image.Channels
+	if s.DiT.PatchT > 0 {
+		b.linear("patch_embed.proj", D, C*P*P*s.DiT.PatchT, !s.DiT.NoPatchBias)
+	} else {
+		b.add("patch_embed.proj.weight", D, C, P, P)
+		if !s.DiT.NoPatchBias {
+			b.add("patch_embed.proj.bias", D)
+		}
+	}
+	b.linear("patch_embed.text_proj", D, s.DiT.TextEmbed, true)
+	b.linear("time_embedding.linear_1", T, D, true)
+	b.linear("time_embedding.linear_2", T, T, true)
+	if o := s.DiT.OfsEmbed; o > 0 {
+		b.linear("ofs_embedding.linear_1", o, o, true)
+		b.linear("ofs_embedding.linear_2", o, o, true)
+	}
+	inner := s.Heads * s.HeadDim
+	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+		p := "transformer_blocks." + itoa(i) + "."
+		b.linear(p+"norm1.linear", 6*D, T, true)
+		b.norm(p+"norm1.norm", D, LayerNorm)
+		b.norm(p+"attn1.norm_q", s.HeadDim, LayerNorm)
+		b.norm(p+"attn1.norm_k", s.HeadDim, LayerNorm)
+		b.linear(p+"attn1.to_q", inner, D, s.Bias.QKV)
+		b.linear(p+"attn1.to_k", inner, D, s.Bias.QKV)
+		b.linear(p+"attn1.to_v", inner, D, s.Bias.QKV)
+		b.linear(p+"attn1.to_out.0", D, inner, true)
+		b.linear(p+"norm2.linear", 6*D, T, true)
+		b.norm(p+"norm2.norm", D, LayerNorm)
+		b.linear(p+"ff.net.0.proj", s.Intermediate, D, true)
+		b.linear(p+"ff.net.2", D, s.Intermediate, true)
+	}
+	b.norm("norm_final", D, LayerNorm)
+	b.linear("norm_out.linear", 2*D, T, true)
+	b.norm("norm_out.norm", D, LayerNorm)
+	out := P * P * s.DiT.OutChannels
+	if s.DiT.PatchT > 0 {
+		out *= s.DiT.PatchT
+	}
+	b.linear("proj_out", out, D, true)
 }
