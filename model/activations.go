@@ -92,6 +92,21 @@ func (k AttentionKernel) String() string {
 	return "AttentionKernel(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Softmax is the dtype of an eager attention softmax.
+type Softmax uint8
+
+const (
+	// SoftmaxDefault follows the family's Hugging Face code (see [Eager]).
+	SoftmaxDefault Softmax = iota
+	// SoftmaxFP32 upcasts: softmax(..., dtype=float32).to(dtype) saves the
+	// fp32 result and the cast copy.
+	SoftmaxFP32
+	// SoftmaxNative computes the softmax in the compute dtype.
+	SoftmaxNative
+
+	numSoftmax
+)
+
 // Checkpointing is an activation checkpointing (recomputation) policy.
 // The zero value is [NoCheckpointing].
 type Checkpointing uint8
@@ -159,6 +174,9 @@ type Workload struct {
 	DType gpumem.DType
 	// Attention is the attention kernel (zero: Eager).
 	Attention AttentionKernel
+	// Softmax overrides the dtype of the eager softmax (zero: the
+	// family's, see [Eager]).
+	Softmax Softmax
 	// Checkpointing is the recomputation policy (zero: none).
 	Checkpointing Checkpointing
 	// CheckpointEvery is k for EveryKCheckpointing (zero means 1, which
@@ -512,6 +530,9 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.Attention >= numKernels {
 		return 0, gpumem.Errorf("Workload.Attention", w.Attention, gpumem.ErrInvalid, "unknown attention kernel")
 	}
+	if w.Softmax >= numSoftmax {
+		return 0, gpumem.Errorf("Workload.Softmax", w.Softmax, gpumem.ErrInvalid, "unknown softmax dtype")
+	}
 	if w.Checkpointing >= numPolicies {
 		return 0, gpumem.Errorf("Workload.Checkpointing", w.Checkpointing, gpumem.ErrInvalid, "unknown checkpointing policy")
 	}
@@ -655,6 +676,7 @@ type actShape struct {
 	e        int64 // compute dtype bytes
 	k        AttentionKernel
 	drop     bool
+	softmax  Softmax
 }
 
 // actCost is one block's figures.
@@ -701,7 +723,7 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 	switch sh.k {
 	case Eager:
 		sm := e // softmax saves its result, in fp32 after an upcast
-		if bl.upcast {
+		if (bl.upcast && sh.softmax != SoftmaxNative) || sh.softmax == SoftmaxFP32 {
 			sm = 4
 		}
 		part = c.m(sm, P)
@@ -721,7 +743,7 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		fwd = c.m(2*e, P)
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
-		if bl.upcast && e != 4 {
+		if sm != e {
 			bwd = c.m(4+2*e, P)
 		} else {
 			bwd = c.m(2*e, P)
@@ -761,7 +783,37 @@ func (c *actCalc) normSaved(k actNorm, T, w, e int64) int64 {
 	return c.a(c.m(e, T, w), c.m(8, T))
 }
 
-// block returns one block's figures. A pre-norm block (llama, GPT-2):
+// block returns one block's figures. For example, one LlamaDecoderLayer
+// in bf16 (e = 2) with eager attention, T = b·s tokens, op by op:
+//
+//	input_layernorm  x.to(fp32): pow and the multiply save this copy   4·T·h
+//	                 rsqrt(mean(x²)+eps): the multiply saves it         4·T
+//	                 (x·rsqrt).to(bf16): weight·x saves it              2·T·h
+//	q/k/v_proj       their input, the norm output (one storage)         2·T·h
+//	RoPE             q·cos, rotate_half(q)·sin save cos and sin only
+//	                 (they need no grad): counted once in Shared
+//	q @ kᵀ           the roped q, and k expanded by repeat_kv (a copy)  2·b·H·s·d each
+//	softmax(fp32)    its fp32 result                                    4·b·H·s²
+//	.to(bf16)        the cast copy, saved by probs @ v                  2·b·H·s²
+//	probs @ v        v expanded by repeat_kv                            2·b·H·s·d
+//	o_proj           its input, the contiguous transpose of probs @ v   2·T·H·d
+//	post_attention_layernorm, as input_layernorm                        4·T·h + 4·T + 2·T·h
+//	gate/up_proj     their input, the norm output                       2·T·h
+//	SiLU             its input, the gate output                         2·T·I
+//	silu(g) · up     both factors: SiLU's output and up's output        2·2·T·I
+//	down_proj        its input, the product                             2·T·I
+//
+// GPT-2 instead: LayerNorm saves its input and fp32 mean and rstd
+// (e·T·h + 8·T), c_attn its input; torch.matmul copies q, k and v out of
+// the fused c_attn output (the fused storage itself is not saved); the
+// scores are divided by a 0-dim device tensor (saved: e bytes); softmax
+// saves its result in the compute dtype; gelu_new, written in Python ops,
+// saves x (pow), tanh's result, 0.5·x and 1+tanh, and c_proj saves their
+// product: 5·e·T·I where a fused GELU keeps 2·e·T·I. Dropout saves a
+// 1-byte mask per element and, on the probabilities, the dropped copy
+// that probs @ v then saves instead of the softmax output.
+//
+// In general, a pre-norm block (llama, GPT-2):
 //
 //	norm1 (normSaved) → its output, saved by q/k/v (e·T·h)
 //	[q/k norms] → attention core (see attention) → [post-attention norm]
@@ -1013,7 +1065,7 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
@@ -1177,7 +1229,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
@@ -1291,8 +1343,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen

@@ -377,6 +377,14 @@ func TestActivationsSeeds(t *testing.T) {
 	require.Equal(t, "encoder", a.Layers[0].Part)
 	require.Equal(t, int64(1500), a.Layers[0].Tokens)
 	require.Equal(t, gpumem.Bytes(1500*1500*12*4), a.Layers[0].Attention) // 103 MiB
+	// The fp32 upcast on an fp16 Whisper adds the fp32 result to the
+	// fp16 copy: 6 bytes per probability instead of 2.
+	w := model.Workload{Batch: 1, SeqLen: 448, DType: gpumem.FP16, Train: true}
+	native := total(t, s, w)
+	w.Softmax = model.SoftmaxFP32
+	up := total(t, s, w)
+	require.Equal(t, gpumem.Bytes(1500*1500*12*2), native.Layers[0].Attention)
+	require.Equal(t, gpumem.Bytes(1500*1500*12*6), up.Layers[0].Attention)
 	// seed 001: LLaVA-1.5 at 336 px: 576 image tokens.
 	l := total(t, mustLookup(t, "llava-1.5-7b"), model.Workload{Batch: 1, SeqLen: 1472, Images: 1, Train: true})
 	require.Equal(t, int64(576), l.ImageTokens)
@@ -401,6 +409,7 @@ func TestActivationsErrors(t *testing.T) {
 		{"Workload.DType", model.Workload{Batch: 1, SeqLen: 1, DType: gpumem.Q4_K}, nil, gpumem.ErrUnsupported},
 		{"Workload.Attention", model.Workload{Batch: 1, SeqLen: 1, Attention: 9}, nil, gpumem.ErrInvalid},
 		{"Workload.Checkpointing", model.Workload{Batch: 1, SeqLen: 1, Checkpointing: 9}, nil, gpumem.ErrInvalid},
+		{"Workload.Softmax", model.Workload{Batch: 1, SeqLen: 1, Softmax: 7}, nil, gpumem.ErrInvalid},
 		{"Workload.CheckpointEvery", model.Workload{Batch: 1, SeqLen: 1, CheckpointEvery: -1}, nil, gpumem.ErrInvalid},
 		{"Workload", model.Workload{Batch: 1 << 40, SeqLen: 1 << 40, Train: true}, nil, gpumem.ErrRange},
 		{"Spec.KVHeads", model.Workload{Batch: 1, SeqLen: 1}, func(s *model.Spec) { s.KVHeads = 5 }, gpumem.ErrInvalid},
