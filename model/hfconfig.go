@@ -539,6 +539,17 @@ func (c *config) decoder(s *Spec) error {
 	}
 	if types == nil && window > 0 {
 		switch s.Family {
+		case "qwen2", "qwen2_moe", "qwen3", "qwen3_moe":
+			// Qwen2Config: layers from max_window_layers on slide
+			// (i >= max_window_layers), the ones before are global.
+			from := e.i(c.intv(28, "max_window_layers"))
+			types = make([]string, s.Layers)
+			for i := range types {
+				types[i] = "full_attention"
+				if int64(i) >= from {
+					types[i] = "sliding_attention"
+				}
+			}
 		case "gemma2":
 			// Gemma2: even layers slide, odd layers are global
 			// (modeling_gemma2: is_sliding = not bool(layer_idx % 2)).

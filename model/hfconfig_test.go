@@ -171,6 +171,11 @@ func TestFromHFConfigAliases(t *testing.T) {
 			func(t *testing.T, s Spec) { assert.Zero(t, s.SlidingWindow) }},
 		{"qwen2 window off unless use_sliding_window", `{"model_type": "qwen2", "sliding_window": 4096}`,
 			func(t *testing.T, s Spec) { assert.Zero(t, s.SlidingWindow) }},
+		{"qwen2 sliding from max_window_layers", `{"model_type": "qwen2", "num_hidden_layers": 3, "use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 2}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, int64(4096), s.SlidingWindow)
+				assert.Equal(t, []string{"full_attention", "full_attention", "sliding_attention"}, s.LayerTypes)
+			}},
 		{"gemma2 alternating layers", `{"model_type": "gemma2", "num_hidden_layers": 4}`,
 			func(t *testing.T, s Spec) {
 				assert.Equal(t, []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}, s.LayerTypes)

@@ -201,7 +201,9 @@ type Spec struct {
 	SlidingWindow int64
 	// LayerTypes lists each layer's attention ("full_attention",
 	// "sliding_attention") when the config gives it or a pattern
-	// implies it; nil means all layers use the same attention.
+	// implies it (gemma2 alternation, gemma3 sliding_window_pattern,
+	// qwen2 max_window_layers); nil means all layers use the same
+	// attention: sliding when SlidingWindow > 0 (mistral), else full.
 	LayerTypes []string
 	// MaxPositions is the context length the model was configured for
 	// (max_position_embeddings); it sizes nothing by itself.
@@ -276,6 +278,18 @@ func (s Spec) Validate() error {
 }
 
 func (s Spec) validate(path string) error {
+	if err := s.validateFields(path); err != nil {
+		return err
+	}
+	if s.Inventory != nil {
+		return nil
+	}
+	return s.checkCount(path)
+}
+
+// validateFields checks every field but the total tensor count, which
+// checkCount bounds by building the inventory in counting mode.
+func (s Spec) validateFields(path string) error {
 	if s.Inventory != nil {
 		var total int64
 		for i, t := range s.Inventory {
@@ -319,7 +333,7 @@ func (s Spec) validate(path string) error {
 		if s.Family == "clip" && s.ProjectionDim <= 0 {
 			return gpumem.Errorf(path+".ProjectionDim", s.ProjectionDim, gpumem.ErrInvalid, "must be positive")
 		}
-		return s.checkCount(path)
+		return nil
 	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {
@@ -482,7 +496,7 @@ func (s Spec) validate(path string) error {
 			return err
 		}
 	}
-	return s.checkCount(path)
+	return nil
 }
 
 // checkCount bounds the number of tensors and checks that every tensor
@@ -534,11 +548,16 @@ func (s Spec) Params() int64 {
 		}
 		return n
 	}
-	b := builder{count: true, limit: maxTensors}
-	if s.Validate() != nil {
+	// validate ends by counting (checkCount) only after the field checks
+	// pass; count once here with the same limits.
+	if err := s.validateFields("Spec"); err != nil {
 		return 0
 	}
+	b := builder{count: true, limit: maxTensors}
 	s.build(&b)
+	if b.err != nil {
+		return 0
+	}
 	return b.n
 }
 
