@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 )
 
 // maxConfigBytes caps what FromHFConfig reads. Real config.json files are
@@ -421,6 +422,16 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	return s, nil
 }
 
+// mulField returns a·b for a size derived from two config values, or a
+// range error naming field.
+func mulField(field string, a, b int64) (int64, error) {
+	n, ok := checked.Mul(a, b)
+	if !ok || n > maxDim {
+		return 0, gpumem.Errorf(field, a, gpumem.ErrRange, "%d × %d exceeds 2^40", a, b)
+	}
+	return n, nil
+}
+
 func headDim(hidden, heads int64) int64 {
 	if heads <= 0 {
 		return 0
@@ -608,7 +619,7 @@ func (c *config) decoder(s *Spec) error {
 			s.MoE.Shared = e.i(c.intv(shared, "n_shared_experts"))
 			s.MoE.Active = e.i(c.posv(active, "num_experts_per_tok"))
 			s.MoE.Intermediate = e.i(c.posv(moeInter, "moe_intermediate_size"))
-			s.MoE.SharedIntermediate = s.MoE.Shared * s.MoE.Intermediate
+			s.MoE.SharedIntermediate = e.i(mulField(c.field("n_shared_experts"), s.MoE.Shared, s.MoE.Intermediate))
 			first := int64(0)
 			if s.Family == "deepseek_v3" {
 				first = 3
@@ -620,7 +631,7 @@ func (c *config) decoder(s *Spec) error {
 			s.MoE.Active = e.i(c.posv(2, "num_experts_per_tok"))
 			s.MoE.Intermediate = e.i(c.posv(s.Intermediate, "moe_intermediate_size"))
 			s.MoE.Shared = e.i(c.intv(0, "n_shared_experts"))
-			s.MoE.SharedIntermediate = s.MoE.Shared * s.MoE.Intermediate
+			s.MoE.SharedIntermediate = e.i(mulField(c.field("n_shared_experts"), s.MoE.Shared, s.MoE.Intermediate))
 			s.MoE.DenseFirst = e.i(c.intv(0, "first_k_dense_replace"))
 		}
 		if s.MoE.Experts == 0 {
@@ -881,7 +892,7 @@ func (c *config) cogvideox(s *Spec) error {
 	if !e.b(c.boolv(true, "norm_elementwise_affine")) {
 		e.err = gpumem.Errorf(c.field("norm_elementwise_affine"), false, gpumem.ErrUnsupported, "norms without affine parameters are not modelled")
 	}
-	s.Hidden = s.Heads * s.HeadDim
+	s.Hidden = e.i(mulField(c.field("attention_head_dim"), s.Heads, s.HeadDim))
 	s.Intermediate = 4 * s.Hidden // FeedForward(inner_dim=None) = 4·dim
 	s.Norm = LayerNorm
 	return e.err

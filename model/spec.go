@@ -421,6 +421,22 @@ func (s Spec) validateFields(path string) error {
 			return err
 		}
 	}
+	// Products of two fields size projections; bound them so that the
+	// layouts' sums of a few such products cannot overflow.
+	ps := max(s.Image.Patch, 1)
+	pt := max(s.DiT.PatchT, 1)
+	for _, p := range []struct {
+		name string
+		xs   []int64
+	}{
+		{"HeadDim", []int64{s.Heads + 2*s.KVHeads, s.HeadDim}},
+		{"MLA.QKNopeHeadDim", []int64{s.Heads, s.MLA.QKNopeHeadDim + max(s.MLA.QKRopeHeadDim, s.MLA.VHeadDim)}},
+		{"Image.Patch", []int64{ps, ps, max(s.Image.Channels, s.DiT.OutChannels, 1), pt}},
+	} {
+		if n, ok := checked.MulAll(p.xs...); !ok || n > maxDim {
+			return gpumem.Errorf(path+"."+p.name, p.xs[len(p.xs)-1], gpumem.ErrRange, "projection size %v exceeds 2^40", p.xs)
+		}
+	}
 	if s.LayerTypes != nil && int64(len(s.LayerTypes)) != s.Layers {
 		return gpumem.Errorf(path+".LayerTypes", len(s.LayerTypes), gpumem.ErrInvalid, "lists %d layers, want %d", len(s.LayerTypes), s.Layers)
 	}

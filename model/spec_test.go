@@ -339,6 +339,7 @@ func TestValidate(t *testing.T) {
 			s.MoE = MoE{Experts: 1 << 20, Active: 2, Intermediate: 8}
 		}, "Spec", gpumem.ErrRange},
 		{"overflowing product", func(s *Spec) { s.Hidden, s.Vocab = 1<<40, 1<<40 }, "Spec", gpumem.ErrRange},
+		{"head product overflow", func(s *Spec) { s.Heads, s.KVHeads, s.HeadDim = 1<<30, 1<<30, 1<<30 }, "Spec.HeadDim", gpumem.ErrRange},
 		{"layer types length", func(s *Spec) { s.LayerTypes = []string{"full_attention"} }, "Spec.LayerTypes", gpumem.ErrInvalid},
 	}
 	for _, tc := range tests {
