@@ -27,7 +27,7 @@ func Lookup(name string) (Spec, bool) {
 		return Spec{}, false
 	}
 	if !strings.Contains(key, "/") {
-		if s, err := catalogSpec(key); err == nil {
+		if s, err := catalogSpec(catalogAlias(key)); err == nil {
 			return s, true
 		}
 		return Spec{}, false
@@ -71,6 +71,32 @@ func CatalogSource(name string) (string, bool) {
 		return "", false
 	}
 	return v.Source, true
+}
+
+// catalogAlias maps short names to catalog keys.
+func catalogAlias(key string) string {
+	switch key {
+	case "vit-base", "vit-b/16", "vit-b-16":
+		return "vit-base-patch16-224"
+	case "vit-large", "vit-l/16", "vit-l-16":
+		return "vit-large-patch16-224"
+	case "clip-vit-large-336", "clip-vit-l-14-336", "clip-vit-l/14-336":
+		return "clip-vit-large-patch14-336"
+	case "bert-base-uncased":
+		return "bert-base"
+	case "bert-large-uncased":
+		return "bert-large"
+	case "phi-3", "phi-3-mini-4k":
+		return "phi-3-mini"
+	case "cogvideox-5b":
+		return "cogvideox-5b-transformer"
+	case "whisper-large":
+		return "whisper-large-v3"
+	}
+	if k, ok := strings.CutSuffix(key, "-hf"); ok {
+		return k
+	}
+	return key
 }
 
 func catalogKeys() []string {

@@ -366,6 +366,12 @@ func TestLookup(t *testing.T) {
 	s, ok = Lookup("  Mixtral-8x7B ")
 	require.True(t, ok)
 	assert.Equal(t, int64(8), s.MoE.Experts)
+	for alias, key := range map[string]string{"vit-large": "vit-large-patch16-224", "clip-vit-large-336": "clip-vit-large-patch14-336",
+		"llama-2-7b-hf": "llama-2-7b", "BERT-base-uncased": "bert-base", "cogvideox-5b": "cogvideox-5b-transformer"} {
+		s, ok := Lookup(alias)
+		require.True(t, ok, alias)
+		assert.Equal(t, key, s.Name)
+	}
 	for _, bad := range []string{"", "nope", "../configs/gpt2", "configs/gpt2", `a\b`} {
 		_, ok := Lookup(bad)
 		assert.False(t, ok, "Lookup(%q)", bad)
