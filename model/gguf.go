@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/checked"
@@ -310,7 +311,9 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 		if err != nil {
 			return fail(field, typ, err)
 		}
-		if v.isInt || v.isStr {
+		// Keep integers and the general.* strings; other strings
+		// (chat templates, tokenizer data) are not needed.
+		if v.isInt || (v.isStr && strings.HasPrefix(key, "general.")) {
 			kv[key] = v
 		}
 	}
