@@ -267,12 +267,17 @@ type Activations struct {
 	TokenIDs gpumem.Bytes
 	// Shared is what every block reads but is computed once: rotary
 	// cos/sin tables (batch·seq·head_dim each), an encoder's output read
-	// by every cross-attention, T5's relative-position bucket indices.
+	// by every cross-attention, T5's relative-position bucket indices, and
+	// under reentrant full or every-k checkpointing with eager attention
+	// the 4-D causal mask (seq² elements), which the checkpoint saves as a
+	// block argument.
 	Shared gpumem.Bytes
 	// FinalNorm is what the final norm saves (and BERT's MLM transform).
 	FinalNorm gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
-	// the fp32 log-softmax of batch·seq·vocab (cross_entropy).
+	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
+	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5
+	// and Whisper, plus gemma2's soft-capping tanh.
 	Head gpumem.Bytes
 	// Logits is the output logits, batch·seq·vocab in the compute dtype,
 	// held by the model output until backward.
@@ -281,9 +286,9 @@ type Activations struct {
 	// ForCausalLMLoss: logits.float()), a transient of the loss in forward;
 	// 0 when the compute dtype is 4 bytes.
 	LogitsFP32 gpumem.Bytes
-	// LossGrad is the largest transient of the loss backward: the fp32
+	// LossGrad is the largest transient of the loss backward: the
 	// gradients of the log-softmax output and of its input, live together
-	// (8 bytes per logit).
+	// (8 bytes per logit in fp32).
 	LossGrad gpumem.Bytes
 	// Forward is the largest per-block transient during forward.
 	Forward gpumem.Bytes
