@@ -1,0 +1,216 @@
+package budget
+
+import (
+	"encoding/json"
+	"log/slog"
+	"math"
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Phase is the part of a step in which memory peaks.
+type Phase uint8
+
+const (
+	// Forward: saved activations have grown through every layer and the
+	// logits and loss sit on top (training), or the largest layer's
+	// temporaries (inference).
+	Forward Phase = iota + 1
+	// Backward: gradients appear while saved activations are released;
+	// the gradient of the logits and the attention backward workspace
+	// are the usual spikes.
+	Backward
+	// Step: the optimizer step, with every gradient and the step's
+	// temporary buffers.
+	Step
+	// Decode: one generated token per sequence against the KV cache.
+	Decode
+)
+
+var phaseNames = [...]string{Forward: "forward", Backward: "backward", Step: "optimizer step", Decode: "decode"}
+
+// String returns "forward", "backward", "optimizer step" or "decode".
+func (p Phase) String() string {
+	if p >= Forward && int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "Phase(" + strconv.Itoa(int(p)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// Breakdown is the per-GPU memory of a job at its peak, component by
+// component. Every field is the component's bytes at the moment of the
+// peak (Phase), so the fields add up to the peak.
+//
+// The components fall into three levels, matching what the tools
+// measure:
+//   - allocated (torch.cuda.max_memory_allocated): Weights, Gradients,
+//     Optimizer, Master, Activations, Attention, Logits, KVCache,
+//     Buffers, ExtraModels and Workspace;
+//   - reserved (torch.cuda.max_memory_reserved): allocated plus
+//     Fragmentation;
+//   - device (nvidia-smi): reserved plus Context.
+type Breakdown struct {
+	// Weights are the model's parameters as stored on the GPU, plus the
+	// 16-bit copies autocast keeps for backward under AMP.
+	Weights gpumem.Bytes
+	// Gradients of the trainable parameters present at the peak.
+	Gradients gpumem.Bytes
+	// Optimizer is the optimizer state, plus its step transient when the
+	// peak is the step.
+	Optimizer gpumem.Bytes
+	// Master is the fp32 master copy of 16-bit weights (mixed
+	// precision as DeepSpeed and Megatron keep it).
+	Master gpumem.Bytes
+	// Activations saved for backward and alive at the peak.
+	Activations gpumem.Bytes
+	// Attention is the transient of the attention kernel at the peak
+	// (eager scores and probabilities, flash workspace).
+	Attention gpumem.Bytes
+	// Logits is the output logits, their fp32 upcast for the loss, and
+	// the loss gradient, as alive at the peak.
+	Logits gpumem.Bytes
+	// KVCache is the key/value cache of decoding.
+	KVCache gpumem.Bytes
+	// Buffers are the job's own tensors and caches.
+	Buffers gpumem.Bytes
+	// ExtraModels are frozen copies: a reference, teacher or original
+	// model held for inference only.
+	ExtraModels gpumem.Bytes
+	// Workspace is cuBLAS workspaces, allocated through PyTorch's
+	// caching allocator.
+	Workspace gpumem.Bytes
+	// Fragmentation is what the caching allocator reserves beyond live
+	// tensors at the peak.
+	Fragmentation gpumem.Bytes
+	// Context is the CUDA context and loaded kernels.
+	Context gpumem.Bytes
+
+	// Phase is the phase that sets the peak.
+	Phase Phase
+	// Phases holds the allocated peak of each phase, indexed by Phase
+	// (zero for phases the job does not have).
+	Phases [Decode + 1]gpumem.Bytes
+}
+
+// Allocated returns the peak of live tensors, what
+// torch.cuda.max_memory_allocated reports.
+func (b Breakdown) Allocated() gpumem.Bytes {
+	return b.Weights + b.Gradients + b.Optimizer + b.Master + b.Activations + b.Attention +
+		b.Logits + b.KVCache + b.Buffers + b.ExtraModels + b.Workspace
+}
+
+// Reserved returns what the caching allocator holds at the peak, what
+// torch.cuda.max_memory_reserved reports.
+func (b Breakdown) Reserved() gpumem.Bytes { return b.Allocated() + b.Fragmentation }
+
+// Device returns the process's memory as nvidia-smi shows it: what a
+// scheduler must compare with a GPU's free memory.
+func (b Breakdown) Device() gpumem.Bytes { return b.Reserved() + b.Context }
+
+// Total returns the sum of every component; it equals Device.
+func (b Breakdown) Total() gpumem.Bytes {
+	var sum gpumem.Bytes
+	for _, c := range b.Components() {
+		sum += c.Bytes
+	}
+	return sum
+}
+
+// Component is one named part of a Breakdown.
+type Component struct {
+	Name  string
+	Bytes gpumem.Bytes
+}
+
+// Components returns the parts in a fixed order, with their JSON names.
+func (b Breakdown) Components() [13]Component {
+	return [13]Component{
+		{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer", b.Optimizer},
+		{"master_weights", b.Master}, {"activations", b.Activations}, {"attention", b.Attention},
+		{"logits", b.Logits}, {"kv_cache", b.KVCache}, {"buffers", b.Buffers},
+		{"extra_models", b.ExtraModels}, {"workspace", b.Workspace},
+		{"fragmentation", b.Fragmentation}, {"context", b.Context},
+	}
+}
+
+// Dominant returns the largest component.
+func (b Breakdown) Dominant() Component {
+	var best Component
+	for _, c := range b.Components() {
+		if c.Bytes > best.Bytes {
+			best = c
+		}
+	}
+	return best
+}
+
+// LogValue implements slog.LogValuer, so a scheduler can log a Breakdown
+// without the library logging.
+func (b Breakdown) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 17)
+	attrs = append(attrs,
+		slog.String("phase", b.Phase.String()),
+		slog.Int64("allocated", int64(b.Allocated())),
+		slog.Int64("reserved", int64(b.Reserved())),
+		slog.Int64("device", int64(b.Device())))
+	for _, c := range b.Components() {
+		if c.Bytes != 0 {
+			attrs = append(attrs, slog.Int64(c.Name, int64(c.Bytes)))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// breakdownJSON is the wire form: integers of bytes.
+type breakdownJSON struct {
+	AllocatedPeak int64            `json:"allocated_peak"`
+	ReservedPeak  int64            `json:"reserved_peak"`
+	DevicePeak    int64            `json:"device_peak"`
+	Phase         string           `json:"phase"`
+	Components    map[string]int64 `json:"components"`
+}
+
+// MarshalJSON writes the totals, the phase and every component as
+// integers of bytes:
+//
+//	{"allocated_peak":..., "reserved_peak":..., "device_peak":...,
+//	 "phase":"backward", "components":{"weights":..., ...}}
+func (b Breakdown) MarshalJSON() ([]byte, error) {
+	w := breakdownJSON{
+		AllocatedPeak: int64(b.Allocated()), ReservedPeak: int64(b.Reserved()), DevicePeak: int64(b.Device()),
+		Phase: b.Phase.String(), Components: make(map[string]int64, 13),
+	}
+	for _, c := range b.Components() {
+		w.Components[c.Name] = int64(c.Bytes)
+	}
+	return json.Marshal(w)
+}
+
+// Fits reports whether a job that needs need fits on d: need.Device()
+// against d.Free(). When it does not, shortfall is the missing amount
+// (positive); when it does, shortfall is zero. Fits is cheap and
+// allocation-free, for a scheduler's Filter over thousands of nodes.
+func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
+	s := need.Device() - d.Free()
+	if s > 0 {
+		return s, false
+	}
+	return 0, true
+}
+
+// Utilization returns need.Device() / d.Free(): the fraction of the
+// device's free memory the job would take, in [0, 1] when it fits and
+// above 1 when it does not; +Inf when the device has no free memory.
+// A scheduler that packs jobs tightly scores higher utilization higher;
+// one that spreads them scores it lower. Allocation-free.
+func Utilization(need Breakdown, d gpumem.Device) float64 {
+	free := d.Free()
+	if free <= 0 {
+		return math.Inf(1)
+	}
+	return float64(need.Device()) / float64(free)
+}

@@ -1,0 +1,220 @@
+package budget
+
+import (
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// Estimate returns the per-GPU memory j needs at its peak, component by
+// component, and the phase that sets the peak.
+//
+// The peak is persistent state plus the largest transient of the phases
+// (ARCHITECTURE.md, "The peak, by phase"):
+//
+//   - persistent: weights (with autocast's 16-bit copies under AMP),
+//     master weights, optimizer state, KV cache, buffers, frozen copies,
+//     cuBLAS workspaces, and gradients when accumulation keeps them
+//     between micro-batches;
+//   - forward (training): every layer's saved activations, the logits
+//     and the fp32 loss on top, and the last layer's attention
+//     transient;
+//   - backward: starting from all saved activations plus the logits'
+//     gradient, each layer's activations are released as its gradients
+//     appear; identical layers make the live bytes linear in the layer
+//     index, so the peak is at the first or the last layer;
+//   - optimizer step: every gradient plus the step's temporaries;
+//   - inference: weights and KV cache plus the largest layer's
+//     temporaries and the logits.
+//
+// Allocator rounding is applied per tensor for weights, gradients and
+// master copies (512 bytes); fragmentation and the CUDA context are the
+// Overhead model's.
+//
+// Estimate is pure and deterministic, safe for concurrent use, and
+// does not allocate. Invalid jobs return a *gpumem.FieldError naming the
+// field, wrapping gpumem.ErrInvalid or gpumem.ErrRange.
+func Estimate(j Job) (Breakdown, error) {
+	if err := j.validate(); err != nil {
+		return Breakdown{}, err
+	}
+	train := j.Mode == Training
+	ov := j.Overhead
+	if j.Device.Name != "" && ov.Workspace == 0 {
+		ov.Workspace = DefaultOverhead(j.Device).Workspace
+	}
+	ov = ov.resolve(train)
+	wDT, gDT, sDT, cDT := j.Precision.dtypes()
+	m := &j.Model
+
+	var b Breakdown
+	var err error
+	acc := accumulator{}
+
+	// Persistent state.
+	b.Weights = acc.add(m.weights(wDT, false))
+	// Weight copies that live from forward to the end of backward:
+	// autocast's 16-bit casts of the fp32 weights, saved by the matmuls
+	// that use them, or Transformer Engine's fp8 weights.
+	var casts gpumem.Bytes
+	if train && j.Precision.autocast() {
+		casts = acc.add(m.weights(cDT, false))
+	}
+	if train && j.Precision == FP8 {
+		casts = acc.add(m.weights(gpumem.FP8E4M3, true))
+	}
+	var grads, optState, optStep gpumem.Bytes
+	if train {
+		grads = acc.add(m.weights(gDT, true))
+		if j.Precision.master() {
+			b.Master = acc.add(m.weights(gpumem.FP32, true))
+		}
+		optState, optStep = acc.optimizer(j, sDT)
+	}
+	b.Optimizer = optState
+	for i := range j.Copies {
+		c := &j.Copies[i]
+		dt := c.DType
+		if dt == gpumem.Invalid {
+			dt = wDT
+		}
+		b.ExtraModels = acc.sum(b.ExtraModels, acc.add(c.Model.weights(dt, false)))
+	}
+	for i := range j.Buffers {
+		b.Buffers = acc.sum(b.Buffers, acc.add(j.Buffers[i].size()))
+	}
+	if j.Mode == Generation {
+		b.KVCache = acc.add(kvCache(j, cDT))
+	}
+	b.Workspace = ov.Workspace * gpumem.Bytes(ov.Workspaces)
+	if acc.err != nil {
+		return Breakdown{}, acc.err
+	}
+
+	act, err := activations(j, cDT)
+	if err != nil {
+		return Breakdown{}, err
+	}
+
+	base := acc.sum(acc.sum(acc.sum(b.Weights, b.Master), acc.sum(b.Optimizer, b.ExtraModels)),
+		acc.sum(acc.sum(b.Buffers, b.KVCache), b.Workspace))
+	persistentGrads := gpumem.Bytes(0)
+	if train && j.GradAccum > 1 {
+		persistentGrads = grads
+	}
+
+	type candidate struct {
+		phase                            Phase
+		casts, grads, acts, attn, logits gpumem.Bytes
+		optimizerExtra                   gpumem.Bytes
+	}
+	var cands [7]candidate
+	n := 0
+	add := func(c candidate) { cands[n] = c; n++ }
+	body := act.saved - act.logits // everything saved but the logits
+	if train {
+		// Forward: the last block's transient on everything saved so far,
+		// then the logits with the loss's fp32 upcast.
+		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward})
+		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
+		// Backward: the loss gradient on everything saved; the first
+		// block's backward transient; the last block's, with every
+		// gradient present and only the first block's activations left.
+		// Identical blocks make the live bytes linear in between.
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.logits + act.lossBackward})
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward})
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits, attn: act.backward})
+		// Optimizer step: every gradient and the step's temporaries.
+		add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+	} else {
+		ph := Forward
+		if j.Mode == Generation {
+			ph = Decode
+		}
+		add(candidate{phase: ph, acts: body, attn: act.forward})
+		add(candidate{phase: ph, acts: body, logits: act.logits})
+	}
+	for i := 0; i < n; i++ {
+		if cands[i].phase == Forward || cands[i].phase == Backward {
+			cands[i].casts = casts
+		}
+	}
+	best := -1
+	var bestTotal gpumem.Bytes
+	for i := 0; i < n; i++ {
+		c := &cands[i]
+		t := acc.sum(acc.sum(acc.sum(base, c.casts), c.grads), acc.sum(acc.sum(c.acts, c.attn), acc.sum(c.logits, c.optimizerExtra)))
+		b.Phases[c.phase] = max(b.Phases[c.phase], t)
+		if best < 0 || t > bestTotal {
+			best, bestTotal = i, t
+		}
+	}
+	if acc.err != nil {
+		return Breakdown{}, acc.err
+	}
+	c := cands[best]
+	b.Phase = c.phase
+	b.Gradients = c.grads
+	b.Activations = c.acts
+	b.Attention = c.attn
+	b.Logits = c.logits
+	b.Optimizer += c.optimizerExtra
+	b.Weights += c.casts
+	alloc := b.Allocated()
+	b.Fragmentation = gpumem.Bytes(float64(alloc) * ov.Fragmentation)
+	b.Context = ov.Context
+	return b, nil
+}
+
+// accumulator sums byte counts and keeps the first error, so that the
+// composition reads as arithmetic.
+type accumulator struct{ err error }
+
+func (a *accumulator) add(b gpumem.Bytes, err error) gpumem.Bytes {
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	return b
+}
+
+func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
+	s, ok := checked.Add(int64(x), int64(y))
+	if !ok {
+		if a.err == nil {
+			a.err = errOverflow("peak")
+		}
+		return 0
+	}
+	return gpumem.Bytes(s)
+}
+
+// optimizer returns the optimizer's persistent state for the trainable
+// groups, stepped in dt, and its step transient.
+func (a *accumulator) optimizer(j Job, dt gpumem.DType) (state, step gpumem.Bytes) {
+	m := &j.Model
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable {
+			continue
+		}
+		s, err := j.Optimizer.State(gpumem.Tensor{Shape: g.shape, DType: dt})
+		if err != nil {
+			a.add(0, err)
+			return 0, 0
+		}
+		p, ok := checked.Mul(int64(s), g.count)
+		if !ok {
+			a.add(0, errOverflow("optimizer state"))
+			return 0, 0
+		}
+		state = a.sum(state, gpumem.Bytes(p))
+	}
+	ts := m.stepped(dt)
+	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
+		// State kept once per optimizer (bitsandbytes' quantization
+		// maps): a few KiB.
+		state = a.sum(state, a.add(sh.SharedBytes(ts)))
+	}
+	step = a.add(j.Optimizer.Transient(ts))
+	return state, step
+}

@@ -1,0 +1,235 @@
+package budget
+
+import (
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// Mode is what the job does with the model.
+type Mode uint8
+
+const (
+	// Training runs forward, backward and an optimizer step.
+	Training Mode = iota + 1
+	// Prefill runs one forward pass without gradients over Batch ×
+	// SeqLen tokens and keeps the logits of every position (scoring,
+	// embedding, the prompt pass of a server that keeps no cache).
+	Prefill
+	// Generation generates Generate tokens per sequence after a prompt of
+	// SeqLen tokens, with a KV cache of Batch × (SeqLen + Generate)
+	// tokens; its peak is the larger of the prompt pass (logits of the
+	// last position only, as generate() asks for) and the last step.
+	Generation
+)
+
+var modeNames = [...]string{Training: "train", Prefill: "prefill", Generation: "generate"}
+
+// String returns "train", "prefill" or "generate".
+func (m Mode) String() string {
+	if m >= Training && int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Precision is the precision policy: in which dtype weights, gradients,
+// master copies and activations live.
+type Precision uint8
+
+const (
+	// FP32: everything in fp32.
+	FP32 Precision = iota + 1
+	// AMPFP16 and AMPBF16 are torch.autocast: fp32 weights and gradients,
+	// 16-bit activations; autocast's 16-bit copies of the weights are
+	// saved for backward by the matmuls that use them, so they stay
+	// alive until backward (aten/src/ATen/autocast_mode.cpp caches casts
+	// of leaf fp32 tensors that require grad).
+	AMPFP16
+	AMPBF16
+	// MixedFP16 and MixedBF16 are mixed precision as DeepSpeed and
+	// Megatron-LM run it (ZeRO paper §3.1): 16-bit weights and
+	// gradients, an fp32 master copy of the weights, fp32 optimizer
+	// states: 2Ψ + 2Ψ + 12Ψ bytes with Adam.
+	MixedFP16
+	MixedBF16
+	// BF16 is pure bf16 with no master copy, as torchtune and litgpt
+	// run it: weights, gradients and optimizer states in bf16.
+	BF16
+	// FP16 is pure fp16 (inference, mostly).
+	FP16
+	// FP8 is Transformer Engine style fp8 compute: bf16 weights and
+	// gradients with an fp32 master copy, fp8 copies of the weights and
+	// of the inputs saved by linear layers.
+	FP8
+)
+
+var precisionNames = [...]string{FP32: "fp32", AMPFP16: "fp16-mixed", AMPBF16: "bf16-mixed",
+	MixedFP16: "fp16-master", MixedBF16: "bf16-master", BF16: "bf16", FP16: "fp16", FP8: "fp8"}
+
+// String returns the policy's name as the command line spells it.
+func (p Precision) String() string {
+	if p >= FP32 && int(p) < len(precisionNames) {
+		return precisionNames[p]
+	}
+	return "Precision(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParsePrecision reads a precision name: "fp32", "fp16-mixed" / "amp" /
+// "16-mixed", "bf16-mixed", "fp16-master", "bf16-master", "bf16" /
+// "bf16-true", "fp16" / "fp16-true", "fp8".
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "fp32", "32", "32-true", "float32":
+		return FP32, nil
+	case "fp16-mixed", "16-mixed", "amp", "amp-fp16":
+		return AMPFP16, nil
+	case "bf16-mixed", "amp-bf16":
+		return AMPBF16, nil
+	case "fp16-master", "deepspeed-fp16":
+		return MixedFP16, nil
+	case "bf16-master", "deepspeed-bf16":
+		return MixedBF16, nil
+	case "bf16", "bf16-true", "bfloat16":
+		return BF16, nil
+	case "fp16", "16-true", "fp16-true", "float16":
+		return FP16, nil
+	case "fp8":
+		return FP8, nil
+	}
+	return 0, gpumem.Errorf("precision", s, gpumem.ErrInvalid,
+		"want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8")
+}
+
+// dtypes returns the storage of weights, gradients and the tensors the
+// optimizer steps (master or weights), and the compute dtype.
+func (p Precision) dtypes() (weights, grads, stepped, compute gpumem.DType) {
+	switch p {
+	case FP32:
+		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.FP32
+	case AMPFP16:
+		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.FP16
+	case AMPBF16:
+		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.BF16
+	case MixedFP16:
+		return gpumem.FP16, gpumem.FP16, gpumem.FP32, gpumem.FP16
+	case MixedBF16, FP8:
+		return gpumem.BF16, gpumem.BF16, gpumem.FP32, gpumem.BF16
+	case BF16:
+		return gpumem.BF16, gpumem.BF16, gpumem.BF16, gpumem.BF16
+	case FP16:
+		return gpumem.FP16, gpumem.FP16, gpumem.FP16, gpumem.FP16
+	}
+	return gpumem.Invalid, gpumem.Invalid, gpumem.Invalid, gpumem.Invalid
+}
+
+// master reports whether the policy keeps an fp32 master copy apart from
+// the weights.
+func (p Precision) master() bool { return p == MixedFP16 || p == MixedBF16 || p == FP8 }
+
+// autocast reports whether 16-bit copies of fp32 weights are made.
+func (p Precision) autocast() bool { return p == AMPFP16 || p == AMPBF16 }
+
+// Copy is a frozen model held beside the trained one: a reference model
+// (DPO, RLHF), a teacher (distillation), or the original model kept for
+// comparison (seed 004's unlearning). It holds weights only, in DType,
+// and runs forward without gradients.
+type Copy struct {
+	Name  string
+	Model Model
+	// DType is the storage of the copy's weights; Invalid means the
+	// job's weight dtype (quantized groups keep their own).
+	DType gpumem.DType
+}
+
+// Buffer is memory the job's own code keeps on the GPU: a fixed tensor,
+// or an elastic cache of Entries entries of EntryBytes each (seed 002's
+// cached_Z of feature vectors). Its size is Bytes + Entries×EntryBytes.
+type Buffer struct {
+	Name       string
+	Bytes      gpumem.Bytes
+	Entries    int64
+	EntryBytes gpumem.Bytes
+	// Elastic marks a cache whose Entries the allocator may shrink
+	// ([Allocate]); a fixed buffer keeps its size.
+	Elastic bool
+}
+
+// size returns the buffer's bytes.
+func (b Buffer) size() (gpumem.Bytes, error) {
+	n, ok := mulBytes(b.Entries, b.EntryBytes)
+	if !ok {
+		return 0, gpumem.Errorf("Buffer("+b.Name+").Entries", b.Entries, gpumem.ErrRange, "Entries × EntryBytes overflows")
+	}
+	s := int64(b.Bytes) + n
+	if s < 0 {
+		return 0, gpumem.Errorf("Buffer("+b.Name+").Bytes", b.Bytes, gpumem.ErrRange, "size overflows")
+	}
+	return gpumem.Bytes(s), nil
+}
+
+// Job is one training or inference job on one GPU (or one rank of a
+// parallel job: see Parallel). Required: Model, Mode, Precision, Batch,
+// SeqLen; Optimizer for training. The zero values of the other fields
+// mean: eager attention as the model's Hugging Face class runs it, no
+// checkpointing, no accumulation, no extra models or buffers, a single
+// GPU, and the default overheads of the device.
+type Job struct {
+	Model     Model
+	Mode      Mode
+	Precision Precision
+	// Optimizer steps the trainable parameters (training only).
+	Optimizer optimizer.Optimizer
+	// Attention is the attention implementation (zero: Hugging Face's
+	// eager attention, with the softmax dtype its family uses).
+	Attention model.AttentionKernel
+	// Batch is the micro-batch size (sequences per forward pass).
+	Batch int
+	// SeqLen is the sequence length in tokens (the prompt length when
+	// generating).
+	SeqLen int
+	// Generate is the number of tokens generated per sequence (Generation).
+	Generate int
+	// GradAccum is the number of micro-batches whose gradients are
+	// accumulated before each optimizer step; 0 and 1 mean none. With
+	// accumulation the gradients stay allocated through every forward
+	// pass after the first.
+	GradAccum int
+	// Checkpointing is the activation checkpointing policy (zero: none),
+	// and CheckpointEvery its k for model.EveryKCheckpointing.
+	Checkpointing   model.Checkpointing
+	CheckpointEvery int
+	// Images is the number of images per sequence of a multimodal model;
+	// each adds its image tokens (576 for LLaVA-1.5) to the sequence.
+	Images int
+	// Dropout marks a model run with dropout > 0 in training: CUDA
+	// keeps a 1-byte mask per dropped element.
+	Dropout bool
+	// Copies are frozen extra models held beside the trained one.
+	Copies []Copy
+	// Buffers are the job's own GPU tensors and caches.
+	Buffers []Buffer
+	// Overhead overrides the default overheads; the zero value means
+	// DefaultOverhead of the device given to Fits, or of an unnamed
+	// device when Estimate is called alone.
+	Overhead Overhead
+	// Device, when its Name is set, chooses device-specific defaults
+	// (the Hopper cuBLAS workspace).
+	Device gpumem.Device
+}
+
+func mulBytes(n int64, b gpumem.Bytes) (int64, bool) {
+	if n == 0 || b == 0 {
+		return 0, n >= 0 && b >= 0
+	}
+	if n < 0 || b < 0 {
+		return 0, false
+	}
+	p := n * int64(b)
+	if p/n != int64(b) {
+		return 0, false
+	}
+	return p, true
+}

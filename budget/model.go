@@ -1,0 +1,188 @@
+package budget
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/attention"
+	"github.com/gpumem/gpumem/internal/checked"
+	"github.com/gpumem/gpumem/model"
+)
+
+// Model is a model prepared for estimation: its architecture and its
+// tensor inventory reduced once to groups of identical tensors, so that
+// [Estimate] runs in microseconds without allocating. Build it with
+// [NewModel]; the zero value is invalid. A Model is immutable and safe
+// for concurrent use.
+type Model struct {
+	spec   model.Spec
+	groups []group
+	// trainable is the trainable inventory, one tensor per parameter,
+	// as the optimizer steps it in fp32, bf16 and fp16, for optimizers
+	// whose step transient depends on every tensor.
+	trainable [3][]gpumem.Tensor
+
+	kv attention.KVCache // the language model's cache geometry, dtype unset
+
+	params, trainableParams   int64 // elements
+	tensors, trainableTensors int64
+	largest                   int64 // elements of the largest tensor
+}
+
+// group is count identical tensors.
+type group struct {
+	shape     []int64
+	elems     int64
+	count     int64
+	fixed     gpumem.DType // storage that ignores the precision policy (quantized bases); Invalid otherwise
+	trainable bool
+}
+
+// NewModel prepares a model set up for training or inference — a Spec,
+// with LoRA adapters, 4-bit base weights or frozen parts as f describes
+// them (model.Finetune{Model: spec} trains every parameter) — for
+// estimation. Tensors stored in a quantized or integer format keep that
+// storage whatever the job's precision (NF4 base weights and their
+// quantization constants); floating-point tensors are stored as the job's
+// precision policy says.
+func NewModel(f model.Finetune) (Model, error) {
+	s := f.Model
+	if err := s.Validate(); err != nil {
+		return Model{}, err
+	}
+	ts, err := f.Tensors()
+	if err != nil {
+		return Model{}, err
+	}
+	trainable, err := f.Trainable()
+	if err != nil {
+		return Model{}, err
+	}
+	if len(ts) == 0 {
+		return Model{}, gpumem.Errorf("Finetune.Model", s.Name, gpumem.ErrInvalid, "no tensors")
+	}
+	trains := make(map[string]bool, len(trainable))
+	for _, t := range trainable {
+		trains[t.Name] = true
+	}
+	m := Model{spec: s, kv: kvGeometry(s)}
+	index := make(map[string]int, 64)
+	var key strings.Builder
+	for i, t := range ts {
+		n, err := t.Elems()
+		if err != nil {
+			return Model{}, err
+		}
+		if _, err := t.Bytes(); err != nil {
+			return Model{}, err
+		}
+		var fixed gpumem.DType
+		if t.DType.IsQuantized() || !t.DType.IsFloat() {
+			fixed = t.DType
+		}
+		train := trains[t.Name]
+		if train && fixed != gpumem.Invalid {
+			return Model{}, gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
+				"a %s tensor cannot be trained; train an adapter on it", t.DType)
+		}
+		key.Reset()
+		key.WriteString(strconv.FormatBool(train))
+		key.WriteByte('/')
+		key.WriteString(fixed.String())
+		for _, d := range t.Shape {
+			key.WriteByte('x')
+			key.WriteString(strconv.FormatInt(d, 10))
+		}
+		if g, ok := index[key.String()]; ok {
+			m.groups[g].count++
+		} else {
+			index[key.String()] = len(m.groups)
+			m.groups = append(m.groups, group{shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train})
+		}
+		var ok bool
+		if m.params, ok = checked.Add(m.params, n); !ok {
+			return Model{}, gpumem.Errorf("Finetune.Tensors", len(ts), gpumem.ErrRange, "parameter count overflows int64")
+		}
+		m.tensors++
+		m.largest = max(m.largest, n)
+		if train {
+			m.trainableParams += n
+			m.trainableTensors++
+			shape := m.groups[index[key.String()]].shape
+			for k, dt := range steppedDTypes {
+				m.trainable[k] = append(m.trainable[k], gpumem.Tensor{Name: t.Name, Shape: shape, DType: dt})
+			}
+		}
+	}
+	return m, nil
+}
+
+// steppedDTypes are the dtypes an optimizer may step parameters in.
+var steppedDTypes = [3]gpumem.DType{gpumem.FP32, gpumem.BF16, gpumem.FP16}
+
+// stepped returns the trainable inventory in dt.
+func (m *Model) stepped(dt gpumem.DType) []gpumem.Tensor {
+	for k, d := range steppedDTypes {
+		if d == dt {
+			return m.trainable[k]
+		}
+	}
+	return m.trainable[0]
+}
+
+// Spec returns the architecture the Model was prepared from.
+func (m Model) Spec() model.Spec { return m.spec }
+
+// Params returns the number of parameters (elements), and how many of
+// them are trained.
+func (m Model) Params() (total, trainable int64) { return m.params, m.trainableParams }
+
+// valid reports whether m was built by NewModel.
+func (m Model) valid() bool { return m.tensors > 0 }
+
+// weights returns the bytes of every tensor stored in dt (quantized
+// groups in their own storage), each rounded up to the caching
+// allocator's 512-byte granularity, and the trainable share.
+func (m Model) weights(dt gpumem.DType, trainableOnly bool) (gpumem.Bytes, error) {
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		if trainableOnly && !g.trainable {
+			continue
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(g.elems)
+		if err != nil {
+			return 0, err
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), g.count)
+		if !ok {
+			return 0, errOverflow("weights")
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0, errOverflow("weights")
+		}
+	}
+	return gpumem.Bytes(sum), nil
+}
+
+// allocRound is the caching allocator's size granularity: every block is
+// a multiple of 512 bytes (c10/cuda/CUDACachingAllocator.cpp,
+// kMinBlockSize = 512, round_size).
+const allocRound = 512
+
+func roundAlloc(b int64) int64 {
+	if b == 0 {
+		return 0
+	}
+	return (b + allocRound - 1) / allocRound * allocRound
+}
+
+func errOverflow(what string) error {
+	return gpumem.Errorf("Job", what, gpumem.ErrRange, "bytes overflow int64")
+}
