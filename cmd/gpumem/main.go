@@ -5,6 +5,7 @@
 // Usage:
 //
 //	gpumem inspect  --model NAME | --config config.json   [--json]
+//	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json]
 //	gpumem oom      [FILE]                                 [--json]
 //	gpumem devices
 //
@@ -35,6 +36,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"inspect", "read a model and print its parameters and memory by dtype and part", runInspect},
+		{"estimate", "estimate the peak memory of a training or inference job, and whether it fits", runEstimate},
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices},
 	}

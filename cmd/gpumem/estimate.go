@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// jobFlags are the flags that describe a job, shared by estimate and
+// (later) plan.
+type jobFlags struct {
+	modelFlags
+	train, infer      bool
+	generate          int
+	batch, seq, accum int
+	precision         string
+	opt, attn, ckpt   string
+	loraRank          int64
+	qlora             bool
+	gpu, memory       string
+	images            int
+}
+
+func (f *jobFlags) register(fs *flag.FlagSet) {
+	f.modelFlags.register(fs)
+	fs.BoolVar(&f.train, "train", false, "a training job (forward, backward, optimizer step)")
+	fs.BoolVar(&f.infer, "infer", false, "an inference job (one forward pass without gradients)")
+	fs.IntVar(&f.generate, "generate", 0, "with --infer: generate N tokens per sequence with a KV cache")
+	fs.IntVar(&f.batch, "batch", 1, "micro-batch size in sequences")
+	fs.IntVar(&f.seq, "seq", 2048, "sequence length in tokens (the prompt with --generate)")
+	fs.IntVar(&f.accum, "grad-accum", 1, "gradient accumulation steps")
+	fs.StringVar(&f.precision, "precision", "", "fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8 (default bf16-mixed to train, bf16 to infer)")
+	fs.StringVar(&f.opt, "optimizer", "adamw", "adamw, adam, adamw8bit, paged_adamw_8bit, adafactor, sgd, lion, ... (Hugging Face names)")
+	fs.StringVar(&f.attn, "attention", "sdpa", "eager, sdpa or flash")
+	fs.StringVar(&f.ckpt, "checkpointing", "none", "none, selective, full or offload")
+	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
+	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
+	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
+	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
+	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
+}
+
+// job builds the budget.Job the flags describe, and the device to check
+// it against (Capacity zero when none was named).
+func (f *jobFlags) job() (budget.Job, gpumem.Device, error) {
+	var j budget.Job
+	var dev gpumem.Device
+	s, err := f.load()
+	if err != nil {
+		return j, dev, err
+	}
+	switch {
+	case f.train == f.infer:
+		return j, dev, fmt.Errorf("%w: give one of --train and --infer", errUsage)
+	case f.train:
+		j.Mode = budget.Training
+	case f.generate > 0:
+		j.Mode = budget.Generation
+	default:
+		j.Mode = budget.Prefill
+	}
+	prec := f.precision
+	if prec == "" {
+		prec = "bf16"
+		if f.train {
+			prec = "bf16-mixed"
+		}
+	}
+	if j.Precision, err = budget.ParsePrecision(prec); err != nil {
+		return j, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", errUsage, prec)
+	}
+	if f.train {
+		o, ok := optimizer.Lookup(f.opt)
+		if !ok {
+			return j, dev, fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", errUsage, f.opt)
+		}
+		j.Optimizer = o
+	}
+	switch f.attn {
+	case "eager":
+		j.Attention = model.Eager
+	case "sdpa":
+		j.Attention = model.SDPA
+	case "flash", "flash_attention_2":
+		j.Attention = model.Flash
+	default:
+		return j, dev, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, f.attn)
+	}
+	switch f.ckpt {
+	case "none", "":
+		j.Checkpointing = model.NoCheckpointing
+	case "selective":
+		j.Checkpointing = model.SelectiveCheckpointing
+	case "full":
+		j.Checkpointing = model.FullCheckpointing
+	case "offload":
+		j.Checkpointing = model.OffloadActivations
+	default:
+		return j, dev, fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, f.ckpt)
+	}
+	ft := model.Finetune{Model: s}
+	if f.loraRank > 0 || f.qlora {
+		rank := f.loraRank
+		if rank == 0 {
+			rank = 64 // the QLoRA paper's rank for its Guanaco runs
+		}
+		ft.LoRA = model.LoRA{Rank: rank}
+	}
+	if f.qlora {
+		ft.Quant = gpumem.NF4
+		ft.Blockwise = gpumem.Blockwise{Nested: true}
+	}
+	if j.Model, err = budget.NewModel(ft); err != nil {
+		return j, dev, err
+	}
+	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
+	switch {
+	case f.gpu != "" && f.memory != "":
+		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
+	case f.gpu != "":
+		d, ok := gpumem.LookupDevice(f.gpu)
+		if !ok {
+			return j, dev, fmt.Errorf("%w: unknown GPU %q (see gpumem devices, or give --memory)", errUsage, f.gpu)
+		}
+		dev, j.Device = d, d
+	case f.memory != "":
+		b, err := gpumem.ParseBytes(f.memory)
+		if err != nil {
+			return j, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
+		}
+		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	}
+	return j, dev, nil
+}
+
+func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
+	fs := newFlags("estimate", errOut)
+	var jf jobFlags
+	jf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	j, dev, err := jf.job()
+	if err != nil {
+		return err
+	}
+	need, err := budget.Estimate(j)
+	if err != nil {
+		return err
+	}
+	var shortfall gpumem.Bytes
+	fits := true
+	if dev.Capacity > 0 {
+		shortfall, fits = budget.Fits(need, dev)
+	}
+	if *asJSON {
+		comps := map[string]int64{}
+		for _, c := range need.Components() {
+			comps[c.Name] = int64(c.Bytes)
+		}
+		r := map[string]any{
+			"allocated_peak": int64(need.Allocated()), "reserved_peak": int64(need.Reserved()),
+			"device_peak": int64(need.Device()), "phase": need.Phase.String(), "components": comps,
+		}
+		if dev.Capacity > 0 {
+			r["device"] = dev.Name
+			r["free"] = int64(dev.Free())
+			r["fits"] = fits
+			r["shortfall"] = int64(shortfall)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	total, trainable := j.Model.Params()
+	fmt.Fprintf(out, "%s: %s, batch %d × %d tokens, %s precision", describe(j), j.Mode, j.Batch, j.SeqLen, j.Precision)
+	if j.Optimizer != nil {
+		fmt.Fprintf(out, ", %s", j.Optimizer)
+	}
+	fmt.Fprintf(out, "\nparameters %s, trainable %s\n\n", group3(total), group3(trainable))
+	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
+	for _, c := range need.Components() {
+		if c.Bytes != 0 {
+			row(c.Name, c.Bytes)
+		}
+	}
+	fmt.Fprintln(out)
+	row("allocated peak (max_memory_allocated)", need.Allocated())
+	row("reserved peak (max_memory_reserved)", need.Reserved())
+	row("device peak (nvidia-smi)", need.Device())
+	fmt.Fprintf(out, "peak phase: %s\n", need.Phase)
+	if dev.Capacity > 0 {
+		if fits {
+			fmt.Fprintf(out, "fits on %s: %s free, %s left (%.0f%% used)\n", dev.Name, dev.Free().Human(),
+				(dev.Free() - need.Device()).Human(), 100*budget.Utilization(need, dev))
+		} else {
+			d := need.Dominant()
+			fmt.Fprintf(out, "does NOT fit on %s: %s free, %s short; the largest component is %s (%s)\n", dev.Name,
+				dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
+		}
+	}
+	return nil
+}
+
+func describe(j budget.Job) string {
+	s := j.Model.Spec()
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Family
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "estimate")
+	code, _, stderr = runCLI(t, "", "frobnicate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `unknown command "frobnicate"`)
+}
+
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCLI(t, "", "inspect", "--model", "llama-2-7b")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "6,738,415,616", "Llama-2-7B's published parameter count")
+	code, out, _ = runCLI(t, "", "inspect", "--model", "gpt2", "--json")
+	require.Equal(t, 0, code)
+	var r struct {
+		Params  int64            `json:"params"`
+		ByDType map[string]int64 `json:"bytes_by_dtype"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, int64(124_439_808), r.Params, "GPT-2's published parameter count")
+	code, _, stderr = runCLI(t, "", "inspect", "--model", "no-such-model")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `no model "no-such-model"`)
+}
+
+func TestInspectConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(p, []byte(`{"model_type":"llama","hidden_size":4096,"intermediate_size":11008,
+		"num_hidden_layers":32,"num_attention_heads":32,"vocab_size":32000,"torch_dtype":"float16"}`), 0o600))
+	code, out, stderr := runCLI(t, "", "inspect", "--config", p)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "6,738,415,616")
+}
+
+func TestEstimate(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCLI(t, "", "estimate", "--model", "llama-3-8b", "--train", "--batch", "4", "--seq", "4096", "--gpu", "h100")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "does NOT fit on NVIDIA H100 80GB HBM3")
+	assert.Contains(t, out, "allocated peak (max_memory_allocated)")
+
+	code, out, stderr = runCLI(t, "", "estimate", "--model", "llama-2-7b", "--infer", "--generate", "50", "--seq", "6",
+		"--memory", "40GB", "--json")
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Allocated  int64            `json:"allocated_peak"`
+		Reserved   int64            `json:"reserved_peak"`
+		Device     int64            `json:"device_peak"`
+		Phase      string           `json:"phase"`
+		Fits       bool             `json:"fits"`
+		Shortfall  int64            `json:"shortfall"`
+		Components map[string]int64 `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.True(t, r.Fits)
+	assert.Zero(t, r.Shortfall)
+	assert.Equal(t, "decode", r.Phase)
+	var sum int64
+	for _, v := range r.Components {
+		sum += v
+	}
+	assert.Equal(t, r.Device, sum)
+	assert.Less(t, r.Allocated, r.Reserved)
+	// litgpt's measured 13.52 GB for this job (testdata/published).
+	assert.InEpsilon(t, 13.52e9, float64(r.Allocated), 0.05)
+}
+
+func TestEstimateBadFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"estimate", "--model", "gpt2"}, "give one of --train and --infer"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--optimizer", "adamw_hf"}, `--optimizer "adamw_hf"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--precision", "fp64"}, `--precision "fp64"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--gpu", "a99"}, `unknown GPU "a99"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--memory", "32Gb"}, "bits"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--batch", "0"}, "Job.Batch = 0"},
+	}
+	for _, tc := range tests {
+		code, _, stderr := runCLI(t, "", tc.args...)
+		assert.NotZero(t, code, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
+func TestOOM(t *testing.T) {
+	t.Parallel()
+	msg := "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 22.56 GiB memory in use. Of the allocated memory 21.90 GiB is allocated by PyTorch, and 312.00 MiB is reserved by PyTorch but unallocated."
+	code, out, stderr := runCLI(t, "Traceback (most recent call last):\n  ...\n"+msg+"\n", "oom")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "requested")
+	assert.Contains(t, out, "2.50 GiB")
+	assert.Contains(t, out, "23.69 GiB")
+	code, _, stderr = runCLI(t, "all is well\n", "oom")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no out-of-memory message")
+}
+
+func TestDevices(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "", "devices")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "NVIDIA H100 80GB HBM3")
+}
