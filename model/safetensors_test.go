@@ -314,3 +314,29 @@ func FuzzSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// TestFromSafetensorsMoE writes Qwen3-30B-A3B's 18,867-tensor header over
+// a virtual 61 GB file and reads back the published count and the
+// expert count inferred from the names.
+func TestFromSafetensorsMoE(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("qwen3-30b-a3b")
+	f := stFile(t, s.Tensors())
+	got, err := FromSafetensors(f, f.size)
+	require.NoError(t, err)
+	assert.Equal(t, int64(30_532_122_624), got.Params())
+	assert.Equal(t, int64(128), got.MoE.Experts)
+	assert.Equal(t, int64(48), got.Layers)
+	assert.Equal(t, int64(2048), got.Hidden)
+	assert.Equal(t, int64(151936), got.Vocab)
+}
+
+func TestInferSpecGPT2(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("gpt2")
+	got := InferSpec(s.Tensors())
+	assert.Equal(t, int64(3072), got.Intermediate) // Conv1D c_fc is [768, 3072]
+	assert.True(t, got.TiedEmbeddings)
+	assert.Equal(t, int64(12), got.Layers)
+	assert.Equal(t, int64(50257), got.Vocab)
+}
