@@ -56,7 +56,8 @@ stays resident is the block input kept alive by the recomputation closure,
 which the script records as `resident_inputs`).
 
 Also recorded: the CPU profiler's peak of live bytes during forward+backward
-(REFERENCE.md §2 item 5), relative to the bytes live before the forward.
+and during the forward alone (REFERENCE.md §2 item 5), relative to the bytes
+live before the forward (profiler_peak_bytes, profiler_forward_peak_bytes).
 
 How to regenerate testdata/oracle/activations.json
 --------------------------------------------------
@@ -908,16 +909,20 @@ def measure(c):
     rec["resident_inputs"] = resident
     rec["layer0_saved"] = log.get("layer0", [])
     rec["profiler_peak_bytes"] = profile_peak(c)
+    rec["profiler_forward_peak_bytes"] = profile_peak(c, backward=False)
     return rec
 
 
-def profile_peak(c):
+def profile_peak(c, backward=True):
+    """The CPU profiler's peak of live bytes (REFERENCE.md §2 item 5) during
+    forward (and backward), relative to the bytes live before the forward."""
     from torch.profiler import profile, ProfilerActivity
     m = build(c)
     ids, labels = inputs(c)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
         logits, loss, _ = m(ids, labels, c["ckpt"])
-        loss.backward()
+        if backward:
+            loss.backward()
         del logits, loss
     ev = sorted((e.start_us(), e.nbytes()) for e in p.profiler.kineto_results.events() if e.name() == "[memory]")
     cur = peak = 0
