@@ -102,7 +102,7 @@ func TestFromSafetensorsRoundTrip(t *testing.T) {
 		t.Errorf("FromSafetensors inventory (-want +got):\n%s", diff)
 	}
 	assert.Equal(t, tiny.Params(), got.Params())
-	assert.Equal(t, "safetensors", got.Family)
+	assert.Equal(t, "llama", got.Family) // guessed from the tensor names
 	assert.Equal(t, int64(3), got.Layers)
 	assert.Equal(t, int64(64), got.Hidden)
 	assert.Equal(t, int64(100), got.Vocab)
@@ -339,4 +339,32 @@ func TestInferSpecGPT2(t *testing.T) {
 	assert.True(t, got.TiedEmbeddings)
 	assert.Equal(t, int64(12), got.Layers)
 	assert.Equal(t, int64(50257), got.Vocab)
+}
+
+// TestGuessFamily reads each catalog model's own inventory back.
+func TestGuessFamily(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{
+		"mistral-7b": "llama", "llama-3-8b": "llama", "gemma-7b": "llama", "gemma-2b": "llama", // same layout as llama
+		"llava-1.5-7b": "llava", "gemma-3-4b": "gemma3", "deepseek-v3": "deepseek_v3", "deepseek-v2-lite": "deepseek_v2",
+		"mixtral-8x7b": "mixtral", "qwen1.5-moe-a2.7b": "qwen2_moe", "qwen3-30b-a3b": "qwen3_moe", "phi-3-mini": "phi3",
+		"phi-2": "phi", "gemma-3-1b": "gemma3_text", "gemma-2-9b": "gemma2", "qwen3-8b": "qwen3", "qwen2-7b": "qwen2",
+		"gpt2": "gpt2", "falcon-7b": "falcon", "pythia-1b": "gpt_neox", "opt-125m": "opt", "whisper-small": "whisper",
+		"t5-base": "t5", "cogvideox-5b-text-encoder": "t5", "bert-base": "bert", "roberta-base": "roberta",
+		"vit-base-patch16-224": "vit", "clip-vit-large-patch14-336": "clip", "cogvideox-5b-transformer": "cogvideox",
+	}
+	for name, fam := range want {
+		s, ok := Lookup(name)
+		require.True(t, ok, name)
+		if got := GuessFamily(s.Tensors()); got != fam {
+			t.Errorf("GuessFamily(%s inventory) = %q, want %q", name, got, fam)
+		}
+	}
+	big, err := FromHFConfig(strings.NewReader(`{"model_type": "gpt_bigcode", "n_layer": 1}`))
+	require.NoError(t, err)
+	assert.Equal(t, "gpt_bigcode", GuessFamily(big.Tensors()))
+	q3, _ := Lookup("qwen3-8b")
+	got := InferSpec(q3.Tensors())
+	assert.Equal(t, []int64{32, 8, 128}, []int64{got.Heads, got.KVHeads, got.HeadDim}, "from q_norm")
+	assert.Empty(t, GuessFamily([]gpumem.Tensor{{Name: "w", Shape: []int64{1}, DType: gpumem.FP32}}))
 }
