@@ -238,7 +238,10 @@ type LayerActivations struct {
 	KeptTotal gpumem.Bytes
 	// Forward is the largest transient of one block during forward, on top
 	// of what it saves: the eager score matrix and its scaled/masked copy,
-	// rotary temporaries.
+	// rotary temporaries. A block that runs without recording (inference,
+	// the first forward of a checkpointed block) saves nothing, and Forward
+	// is its whole live set: input, q/k/v and scores, or the MLP's inner
+	// tensors.
 	Forward gpumem.Bytes
 	// Backward is the largest transient of one block during backward:
 	// gradients of the probabilities (with the fp32 copy), of the MLP's

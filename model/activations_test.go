@@ -509,6 +509,34 @@ func TestCheckpointingCosts(t *testing.T) {
 	require.Error(t, err)
 }
 
+// FuzzActivations: no input panics; an estimate that succeeds has
+// non-negative parts and a Peak of at least its Total.
+func FuzzActivations(f *testing.F) {
+	specs := []model.Spec{mustLookup(f, "llama-2-7b"), mustLookup(f, "mixtral-8x7b"), mustLookup(f, "t5-small"),
+		mustLookup(f, "whisper-small"), mustLookup(f, "llava-1.5-7b"), mustLookup(f, "vit-base-patch16-224"), mustLookup(f, "gpt2")}
+	f.Add(uint8(0), int64(1), int64(512), int64(0), uint8(0), uint8(0), uint8(0), int64(0), true, true, int64(1), int64(0))
+	f.Add(uint8(4), int64(3), int64(100), int64(0), uint8(2), uint8(3), uint8(1), int64(4), false, true, int64(2), int64(0))
+	f.Add(uint8(2), int64(1<<40), int64(1<<40), int64(-1), uint8(9), uint8(9), uint8(9), int64(-5), true, false, int64(-1), int64(1<<31))
+	f.Fuzz(func(t *testing.T, which uint8, batch, seq, enc int64, kernel, policy, softmax uint8, every int64, drop, train bool, images, imageTokens int64) {
+		s := specs[int(which)%len(specs)]
+		w := model.Workload{Batch: batch, SeqLen: seq, EncoderLen: enc, Attention: model.AttentionKernel(kernel),
+			Checkpointing: model.Checkpointing(policy), Softmax: model.Softmax(softmax), CheckpointEvery: every,
+			Dropout: drop, Train: train, Images: images, ImageTokens: imageTokens}
+		a, err := s.Activations(w)
+		if err != nil {
+			return
+		}
+		for _, l := range a.Layers {
+			if l.Saved < 0 || l.Kept < 0 || l.KeptTotal < 0 || l.Forward < 0 || l.Backward < 0 {
+				t.Fatalf("%+v: negative layer figure %+v", w, l)
+			}
+		}
+		if a.Total() < 0 || a.Peak() < a.Total() {
+			t.Fatalf("%+v: Total %v, Peak %v", w, a.Total(), a.Peak())
+		}
+	})
+}
+
 func BenchmarkActivations70B(b *testing.B) {
 	s := mustLookup(b, "llama-2-70b")
 	w := model.Workload{Batch: 1, SeqLen: 4096, Train: true, DType: gpumem.BF16, Attention: model.Flash, Checkpointing: model.FullCheckpointing}
