@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
 )
 
 func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
@@ -17,6 +18,12 @@ func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
 	var mf modelFlags
 	mf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	optName := fs.String("optimizer", "", "add the state this optimizer keeps for every parameter (adamw, adamw8bit, adafactor, sgd, ...)")
+	paramDType := fs.String("param-dtype", "fp32", "with --optimizer: the dtype of the parameters it steps (fp32 for AMP or master weights, bf16 for pure bf16)")
+	batch := fs.Int64("batch", 0, "with --seq: print the activations of a training step of this micro-batch")
+	seq := fs.Int64("seq", 0, "with --batch: sequence length in tokens")
+	attn := fs.String("attention", "sdpa", "with --batch: eager, sdpa or flash")
+	ckpt := fs.String("checkpointing", "none", "with --batch: none, selective, full or offload")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -27,6 +34,16 @@ func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
 	r, err := inspectModel(s)
 	if err != nil {
 		return err
+	}
+	if *optName != "" {
+		if err := r.addOptimizer(s, *optName, *paramDType); err != nil {
+			return err
+		}
+	}
+	if *batch != 0 || *seq != 0 {
+		if err := r.addActivations(s, *batch, *seq, *attn, *ckpt); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
@@ -52,6 +69,86 @@ type inspection struct {
 	WeightsBytes int64            `json:"weights_bytes"`
 	ByDType      map[string]int64 `json:"bytes_by_dtype"`
 	Parts        []partSummary    `json:"parts"`
+
+	Optimizer           string `json:"optimizer,omitempty"`
+	OptimizerStateBytes *int64 `json:"optimizer_state_bytes,omitempty"`
+
+	ActivationsBytes   *int64            `json:"activations_bytes,omitempty"`
+	AttentionPeakBytes *int64            `json:"attention_peak_bytes,omitempty"`
+	ActivationLayers   []activationLayer `json:"activation_layers,omitempty"`
+	workload           string
+}
+
+type activationLayer struct {
+	Part       string `json:"part"`
+	Kind       string `json:"kind"`
+	Count      int64  `json:"count"`
+	SavedBytes int64  `json:"saved_bytes"`
+	KeptBytes  int64  `json:"kept_bytes"`
+	Forward    int64  `json:"forward_transient_bytes"`
+	Backward   int64  `json:"backward_transient_bytes"`
+}
+
+// addOptimizer adds the optimizer state of every parameter, stepped in
+// the given dtype.
+func (r *inspection) addOptimizer(s model.Spec, name, dtype string) error {
+	o, ok := optimizer.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", errUsage, name)
+	}
+	dt, err := gpumem.ParseDType(dtype)
+	if err != nil {
+		return fmt.Errorf("%w: --param-dtype: %v", errUsage, err)
+	}
+	ts := s.Tensors()
+	for i := range ts {
+		ts[i].DType = dt
+	}
+	b, err := optimizer.Total(o, ts)
+	if err != nil {
+		return err
+	}
+	v := int64(b)
+	r.Optimizer, r.OptimizerStateBytes = o.String()+" ("+dt.String()+" parameters)", &v
+	return nil
+}
+
+// addActivations adds the activations of one training step.
+func (r *inspection) addActivations(s model.Spec, batch, seq int64, attn, ckpt string) error {
+	w := model.Workload{Batch: batch, SeqLen: seq, Train: true}
+	switch attn {
+	case "eager":
+		w.Attention = model.Eager
+	case "sdpa":
+		w.Attention = model.SDPA
+	case "flash":
+		w.Attention = model.Flash
+	default:
+		return fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, attn)
+	}
+	switch ckpt {
+	case "none":
+	case "selective":
+		w.Checkpointing = model.SelectiveCheckpointing
+	case "full":
+		w.Checkpointing = model.FullCheckpointing
+	case "offload":
+		w.Checkpointing = model.OffloadActivations
+	default:
+		return fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, ckpt)
+	}
+	a, err := s.Activations(w)
+	if err != nil {
+		return err
+	}
+	total, peak := int64(a.Total()), int64(max(a.Forward, a.Backward))
+	r.ActivationsBytes, r.AttentionPeakBytes = &total, &peak
+	for _, l := range a.Layers {
+		r.ActivationLayers = append(r.ActivationLayers, activationLayer{Part: l.Part, Kind: l.Kind, Count: l.Count,
+			SavedBytes: int64(l.Saved), KeptBytes: int64(l.KeptTotal), Forward: int64(l.Forward), Backward: int64(l.Backward)})
+	}
+	r.workload = fmt.Sprintf("batch %d × %d tokens, %s attention, %s checkpointing", batch, seq, attn, ckpt)
+	return nil
 }
 
 type partSummary struct {
@@ -130,6 +227,22 @@ func (r inspection) print(w io.Writer) error {
 			extra = fmt.Sprintf("\t(%s in routed experts)", group3(p.Experts))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, group3(p.Params), gpumem.Bytes(p.Bytes).Human(), extra)
+	}
+	if r.OptimizerStateBytes != nil {
+		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).Human())
+	}
+	if r.ActivationsBytes != nil {
+		fmt.Fprintf(tw, "\nactivations\t%s: %s saved for backward, largest block transient %s\n", r.workload,
+			gpumem.Bytes(*r.ActivationsBytes).Human(), gpumem.Bytes(*r.AttentionPeakBytes).Human())
+		fmt.Fprintln(tw, "block\tcount\tsaved per block\tkept, all blocks\tforward transient\tbackward transient")
+		for _, l := range r.ActivationLayers {
+			name := l.Kind
+			if l.Part != "" {
+				name = l.Part + " " + l.Kind
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Count, gpumem.Bytes(l.SavedBytes).Human(),
+				gpumem.Bytes(l.KeptBytes).Human(), gpumem.Bytes(l.Forward).Human(), gpumem.Bytes(l.Backward).Human())
+		}
 	}
 	return tw.Flush()
 }

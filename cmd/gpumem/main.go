@@ -6,7 +6,8 @@
 //
 //	gpumem inspect  --model NAME | --config config.json   [--json]
 //	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json]
-//	gpumem oom      [FILE]                                 [--json]
+//	gpumem oom      [FILE|-]                               [--json]
+//	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
 //	gpumem devices
 //
 // Run "gpumem COMMAND -h" for a command's flags. Every size is printed in
@@ -38,6 +39,7 @@ func commands() []command {
 		{"inspect", "read a model and print its parameters and memory by dtype and part", runInspect},
 		{"estimate", "estimate the peak memory of a training or inference job, and whether it fits", runEstimate},
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM},
+		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices},
 	}
 }

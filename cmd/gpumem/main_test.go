@@ -130,3 +130,64 @@ func TestDevices(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "NVIDIA H100 80GB HBM3")
 }
+
+func TestInspectOptimizerAndActivations(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCLI(t, "", "inspect", "--model", "llama-2-7b", "--optimizer", "adamw", "--batch", "1", "--seq", "1024", "--json")
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Params      int64  `json:"params"`
+		State       *int64 `json:"optimizer_state_bytes"`
+		Activations *int64 `json:"activations_bytes"`
+		AttnPeak    *int64 `json:"attention_peak_bytes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.NotNil(t, r.State)
+	// torch AdamW: two fp32 moments per parameter + a 4-byte step per
+	// tensor (291 tensors in Llama-2-7B).
+	assert.Equal(t, 8*r.Params+4*291, *r.State)
+	require.NotNil(t, r.Activations)
+	require.NotNil(t, r.AttnPeak)
+	assert.Positive(t, *r.Activations)
+	code, _, stderr = runCLI(t, "", "inspect", "--model", "gpt2", "--optimizer", "nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `--optimizer "nope"`)
+}
+
+func TestLeak(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCLI(t, "", "leak", "--capacity", "24GiB", "--json", "../../leak/testdata/logs/seed001_ex98.log")
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Samples      int      `json:"samples"`
+		Shape        string   `json:"shape"`
+		Leak         bool     `json:"leak"`
+		Accelerating bool     `json:"accelerating"`
+		BytesPerStep *float64 `json:"bytes_per_step"`
+		OOMStep      *float64 `json:"oom_step"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.True(t, r.Leak)
+	assert.True(t, r.Accelerating)
+	require.NotNil(t, r.OOMStep)
+	// Seed 001 exercise 9.8: the job died near step 1000 on a 24 GB card.
+	assert.InDelta(t, 1000, *r.OOMStep, 100)
+	code, _, stderr = runCLI(t, "", "leak", "--capacity", "24Gb", "-")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "bits")
+}
+
+func TestOOMJSON(t *testing.T) {
+	t.Parallel()
+	msg := "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity; 9.31 GiB already allocated; 9.44 MiB free; 9.75 GiB reserved in total by PyTorch)"
+	code, out, stderr := runCLI(t, msg, "oom", "--json", "-")
+	require.Equal(t, 0, code, stderr)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	for _, k := range []string{"found", "framework", "device", "requested", "capacity", "free", "allocated", "reserved",
+		"reserved_unallocated", "other_processes", "cause", "advice"} {
+		assert.Contains(t, r, k)
+	}
+	assert.Equal(t, true, r["found"])
+	assert.Equal(t, float64(20<<20), r["requested"])
+}

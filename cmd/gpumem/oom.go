@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -16,26 +15,13 @@ func runOOM(args []string, in io.Reader, out, errOut io.Writer) error {
 	fs := newFlags("oom", errOut)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	fs.Usage = func() {
-		fmt.Fprintln(errOut, "usage: gpumem oom [--json] [FILE]   (reads standard input without FILE)")
+		fmt.Fprintln(errOut, "usage: gpumem oom [--json] [FILE|-]   (reads standard input without FILE)")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var text []byte
-	var err error
-	switch fs.NArg() {
-	case 0:
-		text, err = io.ReadAll(io.LimitReader(in, maxLog))
-	case 1:
-		var f *os.File
-		if f, err = os.Open(fs.Arg(0)); err == nil {
-			text, err = io.ReadAll(io.LimitReader(f, maxLog))
-			f.Close()
-		}
-	default:
-		return fmt.Errorf("%w: at most one FILE", errUsage)
-	}
+	text, err := readInput(fs.Args(), in)
 	if err != nil {
 		return err
 	}
@@ -45,9 +31,7 @@ func runOOM(args []string, in io.Reader, out, errOut io.Writer) error {
 	}
 	d := o.Diagnose()
 	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(oomJSON(o, d))
+		return writeOOMJSON(out, o, d)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "message\t%s %s (%s)\n", o.Framework, o.Backend, o.Era)
@@ -82,26 +66,33 @@ func runOOM(args []string, in io.Reader, out, errOut io.Writer) error {
 // maxLog bounds what oom and leak read from a file or standard input.
 const maxLog = 256 << 20
 
-func oomJSON(o leak.OOM, d leak.Diagnosis) map[string]any {
-	return map[string]any{
-		"framework":            fmt.Sprint(o.Framework),
-		"backend":              fmt.Sprint(o.Backend),
-		"era":                  fmt.Sprint(o.Era),
-		"device":               o.Device,
-		"requested":            int64(d.Requested),
-		"capacity":             int64(d.Capacity),
-		"free":                 int64(d.Free),
-		"allocated":            int64(d.Allocated),
-		"reserved":             int64(d.Reserved),
-		"reserved_unallocated": int64(d.ReservedUnallocated),
-		"outside":              int64(d.Outside),
-		"other_processes":      int64(d.OtherProcesses),
-		"allowed":              int64(d.Allowed),
-		"fragmentation":        d.Fragmentation,
-		"cause":                fmt.Sprint(d.Cause),
-		"reason":               d.Reason,
-		"advice":               adviceTexts(d.Advice),
+// writeOOMJSON writes the message's fields (leak.OOM's JSON: sizes as
+// integers, null when the message does not state them) with the
+// diagnosis's cause, reason and advice at the top level.
+func writeOOMJSON(out io.Writer, o leak.OOM, d leak.Diagnosis) error {
+	var top, diag map[string]json.RawMessage
+	ob, err := json.Marshal(o)
+	if err != nil {
+		return err
 	}
+	if err := json.Unmarshal(ob, &top); err != nil {
+		return err
+	}
+	db, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(db, &diag); err != nil {
+		return err
+	}
+	for _, k := range []string{"cause", "reason", "shortfall", "outside", "fragmentation", "advice"} {
+		if v, ok := diag[k]; ok {
+			top[k] = v
+		}
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(top)
 }
 
 func adviceTexts(as []leak.Advice) []string {
