@@ -82,27 +82,11 @@ func (f *jobFlags) job() (budget.Job, gpumem.Device, error) {
 		}
 		j.Optimizer = o
 	}
-	switch f.attn {
-	case "eager":
-		j.Attention = model.Eager
-	case "sdpa":
-		j.Attention = model.SDPA
-	case "flash", "flash_attention_2":
-		j.Attention = model.Flash
-	default:
-		return j, dev, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, f.attn)
+	if j.Attention, err = parseAttention(f.attn); err != nil {
+		return j, dev, err
 	}
-	switch f.ckpt {
-	case "none", "":
-		j.Checkpointing = model.NoCheckpointing
-	case "selective":
-		j.Checkpointing = model.SelectiveCheckpointing
-	case "full":
-		j.Checkpointing = model.FullCheckpointing
-	case "offload":
-		j.Checkpointing = model.OffloadActivations
-	default:
-		return j, dev, fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, f.ckpt)
+	if j.Checkpointing, err = parseCheckpointing(f.ckpt); err != nil {
+		return j, dev, err
 	}
 	ft := model.Finetune{Model: s}
 	if f.loraRank > 0 || f.qlora {

@@ -51,3 +51,31 @@ func (m *modelFlags) load() (model.Spec, error) {
 	}
 	return model.Spec{}, fmt.Errorf("%w: name a model with --model NAME or --config config.json", errUsage)
 }
+
+// parseAttention reads --attention.
+func parseAttention(s string) (model.AttentionKernel, error) {
+	switch s {
+	case "eager":
+		return model.Eager, nil
+	case "sdpa", "":
+		return model.SDPA, nil
+	case "flash", "flash_attention_2":
+		return model.Flash, nil
+	}
+	return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, s)
+}
+
+// parseCheckpointing reads --checkpointing.
+func parseCheckpointing(s string) (model.Checkpointing, error) {
+	switch s {
+	case "none", "":
+		return model.NoCheckpointing, nil
+	case "selective":
+		return model.SelectiveCheckpointing, nil
+	case "full":
+		return model.FullCheckpointing, nil
+	case "offload":
+		return model.OffloadActivations, nil
+	}
+	return 0, fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, s)
+}

@@ -116,26 +116,12 @@ func (r *inspection) addOptimizer(s model.Spec, name, dtype string) error {
 // addActivations adds the activations of one training step.
 func (r *inspection) addActivations(s model.Spec, batch, seq int64, attn, ckpt string) error {
 	w := model.Workload{Batch: batch, SeqLen: seq, Train: true}
-	switch attn {
-	case "eager":
-		w.Attention = model.Eager
-	case "sdpa":
-		w.Attention = model.SDPA
-	case "flash":
-		w.Attention = model.Flash
-	default:
-		return fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, attn)
+	var err error
+	if w.Attention, err = parseAttention(attn); err != nil {
+		return err
 	}
-	switch ckpt {
-	case "none":
-	case "selective":
-		w.Checkpointing = model.SelectiveCheckpointing
-	case "full":
-		w.Checkpointing = model.FullCheckpointing
-	case "offload":
-		w.Checkpointing = model.OffloadActivations
-	default:
-		return fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, ckpt)
+	if w.Checkpointing, err = parseCheckpointing(ckpt); err != nil {
+		return err
 	}
 	a, err := s.Activations(w)
 	if err != nil {
