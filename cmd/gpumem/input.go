@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gpumem/gpumem/model"
@@ -11,20 +13,30 @@ import (
 
 // modelFlags are the ways to name a model on the command line.
 type modelFlags struct {
-	name   string
-	config string
+	name        string
+	config      string
+	safetensors string
+	gguf        string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; see -model list)")
 	fs.StringVar(&m.config, "config", "", "a Hugging Face config.json")
+	fs.StringVar(&m.safetensors, "safetensors", "", "a .safetensors file, or a sharded model.safetensors.index.json (headers only are read)")
+	fs.StringVar(&m.gguf, "gguf", "", "a .gguf file (header only is read)")
 }
 
 // load returns the Spec the flags name.
 func (m *modelFlags) load() (model.Spec, error) {
+	given := 0
+	for _, v := range []string{m.name, m.config, m.safetensors, m.gguf} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case m.name != "" && m.config != "":
-		return model.Spec{}, fmt.Errorf("%w: give one of --model and --config", errUsage)
+	case given > 1:
+		return model.Spec{}, fmt.Errorf("%w: give one of --model, --config, --safetensors and --gguf", errUsage)
 	case m.name == "list":
 		names := make([]string, 0, 64)
 		for _, s := range model.Catalog() {
@@ -48,8 +60,36 @@ func (m *modelFlags) load() (model.Spec, error) {
 			return model.Spec{}, fmt.Errorf("%s: %w", m.config, err)
 		}
 		return s, nil
+	case strings.HasSuffix(m.safetensors, ".index.json"):
+		s, err := model.FromSafetensorsIndex(os.DirFS(filepath.Dir(m.safetensors)), filepath.Base(m.safetensors))
+		if err != nil {
+			return model.Spec{}, fmt.Errorf("%s: %w", m.safetensors, err)
+		}
+		return s, nil
+	case m.safetensors != "":
+		return readAt(m.safetensors, model.FromSafetensors)
+	case m.gguf != "":
+		return readAt(m.gguf, model.FromGGUF)
 	}
-	return model.Spec{}, fmt.Errorf("%w: name a model with --model NAME or --config config.json", errUsage)
+	return model.Spec{}, fmt.Errorf("%w: name a model with --model, --config, --safetensors or --gguf", errUsage)
+}
+
+// readAt opens a file and reads its header with read.
+func readAt(path string, read func(io.ReaderAt, int64) (model.Spec, error)) (model.Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return model.Spec{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return model.Spec{}, err
+	}
+	s, err := read(f, st.Size())
+	if err != nil {
+		return model.Spec{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }
 
 // parseAttention reads --attention.

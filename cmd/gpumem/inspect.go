@@ -18,6 +18,7 @@ func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
 	var mf modelFlags
 	mf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	loraRank := fs.Int64("lora-rank", 0, "add LoRA adapters of this rank (PEFT's default targets for the family) and freeze the base")
 	optName := fs.String("optimizer", "", "add the state this optimizer keeps for every parameter (adamw, adamw8bit, adafactor, sgd, ...)")
 	paramDType := fs.String("param-dtype", "fp32", "with --optimizer: the dtype of the parameters it steps (fp32 for AMP or master weights, bf16 for pure bf16)")
 	batch := fs.Int64("batch", 0, "with --seq: print the activations of a training step of this micro-batch")
@@ -31,7 +32,11 @@ func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r, err := inspectModel(s)
+	ft := model.Finetune{Model: s}
+	if *loraRank > 0 {
+		ft.LoRA = model.LoRA{Rank: *loraRank}
+	}
+	r, err := inspectModel(ft)
 	if err != nil {
 		return err
 	}
@@ -55,20 +60,21 @@ func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
 
 // inspection is what inspect prints.
 type inspection struct {
-	Name         string           `json:"name"`
-	Family       string           `json:"family"`
-	Layers       int64            `json:"layers"`
-	Hidden       int64            `json:"hidden"`
-	Heads        int64            `json:"heads"`
-	KVHeads      int64            `json:"kv_heads"`
-	HeadDim      int64            `json:"head_dim"`
-	Intermediate int64            `json:"intermediate"`
-	Vocab        int64            `json:"vocab"`
-	DType        string           `json:"dtype"`
-	Params       int64            `json:"params"`
-	WeightsBytes int64            `json:"weights_bytes"`
-	ByDType      map[string]int64 `json:"bytes_by_dtype"`
-	Parts        []partSummary    `json:"parts"`
+	Name            string           `json:"name"`
+	Family          string           `json:"family"`
+	Layers          int64            `json:"layers"`
+	Hidden          int64            `json:"hidden"`
+	Heads           int64            `json:"heads"`
+	KVHeads         int64            `json:"kv_heads"`
+	HeadDim         int64            `json:"head_dim"`
+	Intermediate    int64            `json:"intermediate"`
+	Vocab           int64            `json:"vocab"`
+	DType           string           `json:"dtype"`
+	Params          int64            `json:"params"`
+	TrainableParams int64            `json:"trainable_params"`
+	WeightsBytes    int64            `json:"weights_bytes"`
+	ByDType         map[string]int64 `json:"bytes_by_dtype"`
+	Parts           []partSummary    `json:"parts"`
 
 	Optimizer           string `json:"optimizer,omitempty"`
 	OptimizerStateBytes *int64 `json:"optimizer_state_bytes,omitempty"`
@@ -146,19 +152,31 @@ type partSummary struct {
 	Experts int64  `json:"expert_params,omitempty"`
 }
 
-func inspectModel(s model.Spec) (inspection, error) {
+func inspectModel(ft model.Finetune) (inspection, error) {
+	s := ft.Model
 	lm := s.LM()
 	r := inspection{
 		Name: s.Name, Family: s.Family, Layers: lm.Layers, Hidden: lm.Hidden, Heads: lm.Heads, KVHeads: lm.KVHeads,
-		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(), Params: s.Params(),
+		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(),
 		ByDType: map[string]int64{},
 	}
-	by, err := s.BytesByDType()
+	var err error
+	if r.Params, err = ft.Params(); err != nil {
+		return r, err
+	}
+	if r.TrainableParams, err = ft.TrainableParams(); err != nil {
+		return r, err
+	}
+	ts, err := ft.Tensors()
 	if err != nil {
 		return r, err
 	}
-	for d, b := range by {
-		r.ByDType[d.String()] = int64(b)
+	for _, t := range ts {
+		b, err := t.Bytes()
+		if err != nil {
+			return r, err
+		}
+		r.ByDType[t.DType.String()] += int64(b)
 		r.WeightsBytes += int64(b)
 	}
 	groups, err := s.Groups()
@@ -192,7 +210,7 @@ func (r inspection) print(w io.Writer) error {
 	fmt.Fprintf(tw, "model\t%s (%s)\n", name, r.Family)
 	fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
 		r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
-	fmt.Fprintf(tw, "parameters\t%s\n", group3(r.Params))
+	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))
 	dts := make([]string, 0, len(r.ByDType))
 	for d := range r.ByDType {
 		dts = append(dts, d)

@@ -191,3 +191,47 @@ func TestOOMJSON(t *testing.T) {
 	assert.Equal(t, true, r["found"])
 	assert.Equal(t, float64(20<<20), r["requested"])
 }
+
+// writeSafetensors writes a safetensors file (REFERENCE.md §1b: u64
+// little-endian header length, JSON header padded with spaces to a
+// multiple of 8, then the data) with zeroed tensors.
+func writeSafetensors(t *testing.T, path string, header string, dataBytes int) {
+	t.Helper()
+	for len(header)%8 != 0 {
+		header += " "
+	}
+	var b bytes.Buffer
+	n := uint64(len(header))
+	for i := 0; i < 8; i++ {
+		b.WriteByte(byte(n >> (8 * i)))
+	}
+	b.WriteString(header)
+	b.Write(make([]byte, dataBytes))
+	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o600))
+}
+
+func TestInspectSafetensors(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSafetensors(t, p, `{"model.embed_tokens.weight":{"dtype":"BF16","shape":[16,8],"data_offsets":[0,256]},`+
+		`"lm_head.weight":{"dtype":"F32","shape":[16,8],"data_offsets":[256,768]}}`, 768)
+	code, out, stderr := runCLI(t, "", "inspect", "--safetensors", p, "--json")
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Params  int64            `json:"params"`
+		ByDType map[string]int64 `json:"bytes_by_dtype"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, int64(256), r.Params)
+	assert.Equal(t, int64(256), r.ByDType["bf16"])
+	assert.Equal(t, int64(512), r.ByDType["fp32"])
+}
+
+func TestInspectSafetensorsTruncated(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "bad.safetensors")
+	writeSafetensors(t, p, `{"w":{"dtype":"BF16","shape":[16,8],"data_offsets":[0,256]}}`, 10)
+	code, _, stderr := runCLI(t, "", "inspect", "--safetensors", p)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, p, "the error names the file")
+}
