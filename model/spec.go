@@ -577,6 +577,26 @@ func (s Spec) Params() int64 {
 	return b.n
 }
 
+// ActiveParams returns the parameters one token passes through in a
+// mixture-of-experts model: all parameters but the routed experts, plus
+// MoE.Active of every MoE.Experts routed experts, the convention of the
+// "A3B"/"37B active" figures. It equals Params for a dense model and
+// returns 0 for a Spec that fails [Spec.Validate].
+func (s Spec) ActiveParams() int64 {
+	total := s.Params()
+	if total == 0 || s.MoE.Experts <= 0 || s.MoE.Active <= 0 {
+		return total
+	}
+	var routed int64
+	for _, t := range s.Tensors() {
+		if IsExpert(t.Name) {
+			n, _ := t.Elems()
+			routed += n
+		}
+	}
+	return total - routed + routed/s.MoE.Experts*s.MoE.Active
+}
+
 // Bytes returns the storage of all parameters of s held in d, as
 // [gpumem.DType.Size] of the total element count (block formats round
 // per tensor, as ggml stores them).

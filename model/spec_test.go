@@ -300,6 +300,29 @@ func TestStructure(t *testing.T) {
 	})
 }
 
+func TestActiveParams(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		want int64
+		src  string
+	}{
+		// "count_params(QWEN3_30B_A3B) == (30532122624, 3353032704)".
+		{"qwen3-30b-a3b", 3_353_032_704, "published (total, active) pair"},
+		// ds_active = 37,552,282,624 (a recount of config.json) excludes
+		// the 14,848-value router bias buffer that Params includes.
+		{"deepseek-v3", 37_552_282_624 + 58*256, "published active + e_score_correction_bias"},
+		{"llama-2-7b", 6_738_415_616, "dense: equals Params"},
+	}
+	for _, tc := range tests {
+		s, _ := Lookup(tc.name)
+		if got := s.ActiveParams(); got != tc.want {
+			t.Errorf("Lookup(%q).ActiveParams() = %d, want %d (%s)", tc.name, got, tc.want, tc.src)
+		}
+	}
+	assert.Zero(t, Spec{}.ActiveParams())
+}
+
 func TestBytes(t *testing.T) {
 	t.Parallel()
 	s, _ := Lookup("llama-2-7b")
