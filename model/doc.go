@@ -16,7 +16,8 @@
 // geometry of ViT-style encoders, and the vision tower, projector and
 // language model of multimodal models. [Spec.Tensors] derives the exact
 // parameter inventory of the standard transformers class with checkpoint
-// tensor names and row-major shapes; [Spec.Params], [Spec.Bytes],
+// tensor names and row-major shapes; [Spec.Params], [Spec.ActiveParams],
+// [Spec.Bytes],
 // [Spec.BytesByDType] and [Spec.Groups] (per embedding, layer, head, part
 // and routed experts) build on it.
 //
@@ -34,7 +35,7 @@
 // [FromSafetensors], [FromSafetensorsIndex] and [FromGGUF] return the
 // checkpoint's own inventory ([Spec.Inventory]) with each tensor's stored
 // dtype, quantized GGUF block formats included, and the shape facts the
-// tensor names and GGUF metadata reveal. To combine a config with a
+// tensor names and GGUF metadata reveal ([InferSpec], [GuessFamily]). To combine a config with a
 // checkpoint, set the config Spec's Inventory from the checkpoint's.
 //
 // [LoRA] sizes adapters per targeted linear layer, with PEFT's default
