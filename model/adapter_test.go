@@ -24,6 +24,10 @@ func TestLoRAPublished(t *testing.T) {
 		// "trainable params: 294,912 || all params: 124,734,720 ||
 		// trainable%: 0.2364" (GPT-2, c_attn Conv1D, r=8).
 		{"gpt2", 294_912, 124_734_720, "PEFT print_trainable_parameters, many tutorials"},
+		// FLAN-T5-base, q/v of 36 attention modules (12 encoder self, 12
+		// decoder self, 12 cross), r=8: "'Frozen Base Parameters', 'LoRA
+		// Trainable Parameters' ... [247577856, 884736]".
+		{"flan-t5-base", 884_736, 247_577_856 + 884_736, "published frozen/LoRA split"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.model, func(t *testing.T) {

@@ -63,6 +63,7 @@ var publishedParams = []struct {
 	{"mt5-small", 300_176_768, "param_size_full \"mt5-small\": {\"embedding\": 256114688, \"full\": 300176768}"},
 	{"cogvideox-5b-text-encoder", 4_762_310_656, "T5EncoderModel (t5-v1_1-xxl) text_encoder {'params': 4762310656}; PixArt conditioning parameter_count 4762310656"},
 	{"cogvideox-5b-transformer", 5_570_283_072, "CogVideoX-5b full finetuning log \"trainable parameters\": 5570283072"},
+	{"flan-t5-base", 247_577_856, "keras-hub flan_t5_base preset \"params\": 247577856; \"247577856 - Number of FLAN T5 base parameters\""},
 	{"t5-small", 60_506_624, "keras-hub T5-Small preset \"params\": 60506624"},
 	{"t5-base", 222_903_552, "keras-hub T5-Base preset \"params\": 222903552"},
 	{"t5-large", 737_668_096, "\"T5ForConditionalGeneration<all params:737668096>\""},
