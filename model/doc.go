@@ -44,7 +44,7 @@
 // predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 59 well-known models, each stored as its
+// [Lookup] and [Catalog] give 60 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -63,15 +63,16 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 55 published counts of
+// Parameter counts are exact against 56 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
-// Phi-2/3, GPT-2, Pythia, OPT, BERT, RoBERTa, T5, mT5, Whisper, ViT, CLIP,
-// LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's transformer and T5
-// encoder) and against three published PEFT LoRA
-// trainable counts; four more catalog counts (Falcon-7B, LLaVA-1.5-13B,
-// GPT-2 medium and large) are derived by hand in the tests from the
+// Phi-2/3, GPT-2, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5, Whisper,
+// ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
+// transformer and T5 encoder), against three published PEFT LoRA
+// trainable counts and one published MoE active count (Qwen3-30B-A3B);
+// four more catalog counts (Falcon-7B, LLaVA-1.5-13B, GPT-2 medium and
+// large) are derived by hand in the tests from the
 // module definitions. DeepSeek-V3's published 671,026,419,200 includes the
 // 14,848 values of e_score_correction_bias, which transformers registers
 // as a buffer: [Finetune.Trainable] excludes them.

@@ -72,6 +72,7 @@ var publishedParams = []struct {
 	{"vit-base-patch16-224", 86_389_248, "\"vit-base-patch16-224-in21k-finetuned-cifar10: 86389248 parameters\" (AutoModel = ViTModel with pooler)"},
 	{"vit-large-patch16-224", 304_351_232, "\"cifar100-vit-large: 304351232 parameters\" (AutoModel = ViTModel with pooler)"},
 	{"clip-vit-large-patch14-336", 427_944_193, "keras-hub CLIP ViT-L/14 336 preset \"params\": 427944193"},
+	{"siglip-so400m-vision", 428_225_600, "\"428225600 for the SigLIP vision encoder\" (SiglipVisionModel with its attention-pooling head)"},
 	{"llava-1.5-7b", 7_063_427_072, "\"n = sum(p.numel() for p in model.parameters()) # 7063427072\" (LlavaForConditionalGeneration)"},
 	{"deepseek-v2-lite", 15_706_484_224, "\"deepseek-ai/DeepSeek-V2-Lite | base | 15706484224\""},
 	// DeepSeek-V3: the checkpoint's main-model tensors (MTP layer 61 and
