@@ -63,7 +63,7 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 56 published counts of
+// Parameter counts are exact against 58 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
@@ -71,9 +71,9 @@
 // ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder), against three published PEFT LoRA
 // trainable counts and one published MoE active count (Qwen3-30B-A3B);
-// four more catalog counts (Falcon-7B, LLaVA-1.5-13B, GPT-2 medium and
-// large) are derived by hand in the tests from the
-// module definitions. DeepSeek-V3's published 671,026,419,200 includes the
-// 14,848 values of e_score_correction_bias, which transformers registers
-// as a buffer: [Finetune.Trainable] excludes them.
+// two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand
+// in the tests from the module definitions. DeepSeek-V3's published
+// 671,026,419,200 includes the 14,848 values of e_score_correction_bias,
+// which transformers registers as a buffer: [Finetune.Trainable] excludes
+// them.
 package model
