@@ -156,14 +156,21 @@ type Finetune struct {
 	// LoRA adds adapters when LoRA.Rank > 0; the base is then frozen
 	// unless Train says otherwise.
 	LoRA LoRA
-	// Quant stores the base linear weights in a bitsandbytes 4-bit type
-	// (gpumem.NF4 or gpumem.FP4), QLoRA's setting; Invalid (zero) keeps
-	// the model's dtypes. Embeddings, norms, biases and the output head
-	// stay as they are (transformers get_keys_to_not_convert).
+	// Quant stores the base linear weights quantized; Invalid (zero)
+	// keeps the model's dtypes. gpumem.NF4 or gpumem.FP4 is bitsandbytes
+	// 4-bit storage (QLoRA), with constants sized by Blockwise.
+	// gpumem.FP8E4M3 or FP8E5M2 is block-scaled FP8 as DeepSeek-V3 ships
+	// and transformers' FP8 quantizer loads it: one fp32
+	// "weight_scale_inv" per FP8Block tile. Embeddings, norms, biases,
+	// routers and the output head stay as they are (transformers
+	// get_keys_to_not_convert).
 	Quant gpumem.DType
 	// Blockwise sizes the 4-bit quantization constants. QLoRA uses
 	// {Block: 64, Nested: true} (bnb_4bit_use_double_quant).
 	Blockwise gpumem.Blockwise
+	// FP8Block is the FP8 scale tile (weight_block_size, rows × columns);
+	// zero means one scale per tensor. DeepSeek-V3 uses {128, 128}.
+	FP8Block [2]int64
 	// Train reports whether a base tensor trains. Nil means every base
 	// tensor without LoRA and none with it. See [TrainParts] and
 	// [FreezeParts].
@@ -199,21 +206,39 @@ func (f Finetune) trains(t gpumem.Tensor) bool {
 }
 
 // Tensors returns every tensor the fine-tuning setup holds: the base
-// weights (quantized ones in f.Quant, each followed by a UINT8
-// "<name>.quant_state" tensor holding its bitsandbytes constants, as
-// sized by gpumem.Blockwise), then the adapters.
+// weights (quantized ones in f.Quant, each followed by its constants: a
+// UINT8 "<name>.quant_state" holding the bitsandbytes constants sized by
+// gpumem.Blockwise, or an fp32 "<module>.weight_scale_inv" for FP8),
+// then the adapters.
 func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 	if err := f.Model.Validate(); err != nil {
 		return nil, err
 	}
 	switch f.Quant {
-	case gpumem.Invalid, gpumem.NF4, gpumem.FP4:
+	case gpumem.Invalid, gpumem.NF4, gpumem.FP4, gpumem.FP8E4M3, gpumem.FP8E5M2:
 	default:
-		return nil, gpumem.Errorf("Finetune.Quant", f.Quant, gpumem.ErrUnsupported, "bitsandbytes 4-bit storage is nf4 or fp4")
+		return nil, gpumem.Errorf("Finetune.Quant", f.Quant, gpumem.ErrUnsupported, "quantized storage is nf4, fp4 (bitsandbytes) or block-scaled fp8_e4m3/fp8_e5m2")
+	}
+	fp8 := f.Quant == gpumem.FP8E4M3 || f.Quant == gpumem.FP8E5M2
+	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {
+		return nil, gpumem.Errorf("Finetune.FP8Block", b, gpumem.ErrInvalid, "both sizes positive, or both zero for per-tensor scales")
 	}
 	base := f.Model.Tensors()
 	out := make([]gpumem.Tensor, 0, len(base))
 	for _, t := range base {
+		if module, in, o, ok := linearModule(f.Model, t); ok && fp8 && !isHead(module) {
+			// transformers FP8Linear: weight [out, in] in FP8 and
+			// weight_scale_inv [ceil(out/b0), ceil(in/b1)] in fp32.
+			scale := []int64{}
+			if b := f.FP8Block; b[0] > 0 {
+				r, _ := checked.CeilDiv(o, b[0])
+				c, _ := checked.CeilDiv(in, b[1])
+				scale = []int64{r, c}
+			}
+			t.DType = f.Quant
+			out = append(out, t, gpumem.Tensor{Name: module + ".weight_scale_inv", Shape: scale, DType: gpumem.FP32})
+			continue
+		}
 		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
 			n, err := t.Elems()
 			if err != nil {
@@ -252,11 +277,11 @@ func (f Finetune) Trainable() ([]gpumem.Tensor, error) {
 		switch {
 		case strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight"):
 			out = append(out, t)
-		case strings.HasSuffix(t.Name, ".quant_state") || strings.HasSuffix(t.Name, "e_score_correction_bias"):
+		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
 			// Quantization constants and buffers never train.
 		case f.trains(t):
-			if t.DType == gpumem.NF4 || t.DType == gpumem.FP4 {
-				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a 4-bit quantized weight cannot train")
+			if f.Quant != gpumem.Invalid && t.DType == f.Quant {
+				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a quantized weight cannot train")
 			}
 			out = append(out, t)
 		}
@@ -282,7 +307,7 @@ func (f Finetune) Params() (int64, error) {
 	}
 	kept := all[:0:0]
 	for _, t := range all {
-		if !strings.HasSuffix(t.Name, ".quant_state") {
+		if !isQuantConstant(t.Name) {
 			kept = append(kept, t)
 		}
 	}
@@ -308,6 +333,12 @@ func (f Finetune) WeightsBytes() (gpumem.Bytes, error) {
 		}
 	}
 	return gpumem.Bytes(total), nil
+}
+
+// isQuantConstant reports whether a tensor holds quantization constants
+// (bitsandbytes quant_state, FP8 weight_scale_inv), not parameters.
+func isQuantConstant(name string) bool {
+	return strings.HasSuffix(name, ".quant_state") || strings.HasSuffix(name, ".weight_scale_inv")
 }
 
 func sumElems(ts []gpumem.Tensor) (int64, error) {

@@ -181,3 +181,64 @@ func TestTrainPredicates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(671_026_419_200-58*256), n)
 }
+
+// TestFP8DeepSeek applies DeepSeek-V3's declared quantization_config
+// (fp8 e4m3, 128×128 weight blocks). The released checkpoint holds 91,991
+// tensors (a header audit: "tensorCount == 91991", 163 shards); its MTP
+// layer 61, which transformers does not load, is a full MoE layer (782
+// tensors + 776 scales) plus 6 MTP-only tensors (embed_tokens, enorm,
+// hnorm, eh_proj, shared_head.norm, shared_head.head): 1,564. The main
+// model is then 91,991 − 1,564 = 90,427 = 45,395 parameters + 45,032
+// weight_scale_inv tensors.
+func TestFP8DeepSeek(t *testing.T) {
+	t.Parallel()
+	s, _ := Lookup("deepseek-v3")
+	q := s.Quantization
+	require.Equal(t, Quantization{Method: "fp8", DType: gpumem.FP8E4M3, Block: [2]int64{128, 128}}, q)
+	f := Finetune{Model: s, Quant: q.DType, FP8Block: q.Block}
+	ts, err := f.Tensors()
+	require.NoError(t, err)
+	assert.Len(t, ts, 90_427)
+	scales := 0
+	for _, tn := range ts {
+		if strings.HasSuffix(tn.Name, ".weight_scale_inv") {
+			scales++
+		}
+		if tn.Name == "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale_inv" {
+			assert.Equal(t, []int64{5, 56}, tn.Shape) // ceil(576/128), 7168/128
+		}
+		if tn.Name == "model.layers.3.mlp.gate.weight" || tn.Name == "lm_head.weight" {
+			assert.Equal(t, gpumem.BF16, tn.DType, tn.Name)
+		}
+	}
+	assert.Equal(t, 45_032, scales)
+	params, err := f.Params()
+	require.NoError(t, err)
+	assert.Equal(t, s.Params(), params) // scales are not parameters
+	_, err = Finetune{Model: s, Quant: gpumem.FP8E4M3, FP8Block: [2]int64{128, 0}}.Tensors()
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+}
+
+func TestQuantizationConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		json string
+		want Quantization
+	}{
+		{`{"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true}`,
+			Quantization{Method: "bitsandbytes", DType: gpumem.NF4, Nested: true}},
+		{`{"quant_method": "bitsandbytes", "load_in_8bit": true}`, Quantization{Method: "bitsandbytes", DType: gpumem.INT8}},
+		{`{"quant_method": "gptq", "bits": 4, "group_size": 128}`, Quantization{Method: "gptq", DType: gpumem.INT4, Group: 128}},
+		{`{"quant_method": "fp8", "fmt": "e5m2"}`, Quantization{Method: "fp8", DType: gpumem.FP8E5M2}},
+		{`{"quant_method": "hqq"}`, Quantization{Method: "hqq"}},
+	}
+	for _, tc := range tests {
+		s, err := FromHFConfig(strings.NewReader(`{"model_type": "llama", "quantization_config": ` + tc.json + `}`))
+		require.NoError(t, err, tc.json)
+		assert.Equal(t, tc.want, s.Quantization, tc.json)
+	}
+	_, err := FromHFConfig(strings.NewReader(`{"model_type": "llama", "quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}`))
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "config.quantization_config.weight_block_size", fe.Field)
+}

@@ -73,6 +73,9 @@ func FromHFConfig(r io.Reader) (Spec, error) {
 	if s.Name == "" {
 		s.Name, _ = c.str("_name_or_path", "")
 	}
+	if s.Quantization, err = c.quantization(); err != nil {
+		return Spec{}, err
+	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, configField(err)
 	}
@@ -653,6 +656,53 @@ func (c *config) decoder(s *Spec) error {
 		s.Bias.QKV, s.Bias.Out = attnBias, attnBias
 	}
 	return e.err
+}
+
+// quantization reads quantization_config (transformers
+// quantizer configs: FineGrainedFP8Config, BitsAndBytesConfig,
+// GPTQConfig, AwqConfig). Unknown methods are kept by name.
+func (c *config) quantization() (Quantization, error) {
+	qc, ok, err := c.sub("quantization_config")
+	if err != nil || !ok {
+		return Quantization{}, err
+	}
+	var q Quantization
+	var e errs
+	q.Method = e.s(qc.str("quant_method", ""))
+	switch q.Method {
+	case "fp8":
+		q.DType = gpumem.FP8E4M3
+		if f := e.s(qc.str("fmt", "e4m3")); f == "e5m2" {
+			q.DType = gpumem.FP8E5M2
+		}
+		if k, v, ok := qc.lookup("weight_block_size"); ok {
+			l, isList := v.([]any)
+			if !isList || len(l) != 2 {
+				return Quantization{}, gpumem.Errorf(qc.field(k), v, gpumem.ErrSyntax, "want [rows, columns]")
+			}
+			for i, x := range l {
+				sub := &config{m: map[string]any{"b": x}, path: qc.field(k)}
+				q.Block[i] = e.i(sub.posv(-1, "b"))
+			}
+		}
+	case "bitsandbytes":
+		switch {
+		case e.b(qc.boolv(false, "load_in_4bit")):
+			q.DType = gpumem.NF4
+			if t := e.s(qc.str("bnb_4bit_quant_type", "fp4")); t == "fp4" {
+				q.DType = gpumem.FP4
+			}
+			q.Nested = e.b(qc.boolv(false, "bnb_4bit_use_double_quant"))
+		case e.b(qc.boolv(false, "load_in_8bit")):
+			q.DType = gpumem.INT8
+		}
+	case "gptq", "awq":
+		if e.i(qc.intv(4, "bits", "w_bit")) == 4 {
+			q.DType = gpumem.INT4
+		}
+		q.Group = e.i(qc.intv(0, "group_size", "q_group_size"))
+	}
+	return q, e.err
 }
 
 // architectures reads the "architectures" list of class names.

@@ -104,6 +104,22 @@ func (im Image) Patches() int64 {
 	return p
 }
 
+// Quantization is a checkpoint's declared quantization_config.
+type Quantization struct {
+	// Method is quant_method: "fp8", "bitsandbytes", "gptq", "awq", ...
+	Method string
+	// DType is the storage of the quantized weights when the config
+	// says: FP8E4M3/FP8E5M2 (fp8 fmt), NF4/FP4 (bnb_4bit_quant_type),
+	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4); Invalid otherwise.
+	DType gpumem.DType
+	// Block is fp8's weight_block_size (rows, columns); zero: per tensor.
+	Block [2]int64
+	// Group is gptq/awq group_size (0: none or per channel).
+	Group int64
+	// Nested is bitsandbytes' bnb_4bit_use_double_quant.
+	Nested bool
+}
+
 // DiT describes the conditioning and latent input of a diffusion
 // transformer (diffusers CogVideoXTransformer3DModel). The zero value
 // means not a diffusion transformer.
@@ -241,6 +257,12 @@ type Spec struct {
 	// ProjectorLayers is the number of linear layers of llava's
 	// multi-modal projector (2 for "gelu" mlp2x).
 	ProjectorLayers int64
+
+	// Quantization is the config's quantization_config as declared
+	// (zero: none). It does not change Tensors; apply it with
+	// [Finetune.Quant], or read the exact stored dtypes from the
+	// checkpoint's header.
+	Quantization Quantization
 
 	// Inventory is the exact tensor list read from a checkpoint
 	// (safetensors, GGUF). When set, [Spec.Tensors] returns it instead of
