@@ -39,9 +39,11 @@
 // checkpoint, set the config Spec's Inventory from the checkpoint's.
 //
 // [LoRA] sizes adapters per targeted linear layer, with PEFT's default
-// targets per family; [Finetune] adds 4-bit bitsandbytes storage of the
-// base (QLoRA, constants sized by gpumem.Blockwise) and a trainable
-// predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
+// targets per family; [Finetune] adds quantized storage of the base
+// linear weights (bitsandbytes NF4/FP4 as QLoRA uses it, constants sized
+// by gpumem.Blockwise; block-scaled FP8 as DeepSeek-V3 ships, the
+// config's quantization_config being read into [Spec.Quantization]) and a
+// trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
 // [Lookup] and [Catalog] give 60 well-known models, each stored as its
@@ -53,9 +55,9 @@
 // modelled with their poolers, not BertForMaskedLM or
 // ViTForImageClassification); non-persistent buffers (rotary tables,
 // causal masks, position ids); DeepSeek's multi-token-prediction layer,
-// which transformers does not load; FP8 block-scale tensors implied by a
-// quantization_config (read them from the safetensors header instead);
-// model types not listed above (other diffusion transformers, VAEs,
+// which transformers does not load; GPTQ/AWQ packed layouts (their
+// quantization_config is recorded, the exact tensors come from the
+// safetensors header); model types not listed above (other diffusion transformers, VAEs,
 // UNets); the vision tower of multimodal configs other than llava, clip
 // and gemma3. Heads and head size cannot
 // be separated from a checkpoint's shapes alone, so inventories read
