@@ -181,28 +181,34 @@ func (c *config) intv(def int64, keys ...string) (int64, error) {
 		}
 		return def, nil
 	}
+	return toInt(c.field(k), v)
+}
+
+// toInt reads a non-negative integer JSON value (4096 or 4096.0) no
+// larger than 2^40, naming field in errors.
+func toInt(field string, v any) (int64, error) {
 	n, ok := v.(json.Number)
 	if !ok {
-		return 0, gpumem.Errorf(c.field(k), v, gpumem.ErrSyntax, "not a number")
+		return 0, gpumem.Errorf(field, v, gpumem.ErrSyntax, "not a number")
 	}
 	i, err := strconv.ParseInt(string(n), 10, 64)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(string(n), 64)
 		switch {
 		case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
-			return 0, gpumem.Errorf(c.field(k), string(n), gpumem.ErrSyntax, "not a number")
+			return 0, gpumem.Errorf(field, string(n), gpumem.ErrSyntax, "not a number")
 		case math.IsInf(f, 0) || math.Abs(f) > maxDim:
-			return 0, gpumem.Errorf(c.field(k), string(n), gpumem.ErrRange, "exceeds 2^40")
+			return 0, gpumem.Errorf(field, string(n), gpumem.ErrRange, "exceeds 2^40")
 		case f != math.Trunc(f):
-			return 0, gpumem.Errorf(c.field(k), string(n), gpumem.ErrInvalid, "not an integer")
+			return 0, gpumem.Errorf(field, string(n), gpumem.ErrInvalid, "not an integer")
 		}
 		i = int64(f)
 	}
 	if i < 0 {
-		return 0, gpumem.Errorf(c.field(k), i, gpumem.ErrInvalid, "must not be negative")
+		return 0, gpumem.Errorf(field, i, gpumem.ErrInvalid, "must not be negative")
 	}
 	if i > maxDim {
-		return 0, gpumem.Errorf(c.field(k), i, gpumem.ErrRange, "exceeds 2^40")
+		return 0, gpumem.Errorf(field, i, gpumem.ErrRange, "exceeds 2^40")
 	}
 	return i, nil
 }
@@ -681,8 +687,11 @@ func (c *config) quantization() (Quantization, error) {
 				return Quantization{}, gpumem.Errorf(qc.field(k), v, gpumem.ErrSyntax, "want [rows, columns]")
 			}
 			for i, x := range l {
-				sub := &config{m: map[string]any{"b": x}, path: qc.field(k)}
-				q.Block[i] = e.i(sub.posv(-1, "b"))
+				f := qc.field(k) + "[" + strconv.Itoa(i) + "]"
+				q.Block[i] = e.i(toInt(f, x))
+				if e.err == nil && q.Block[i] == 0 {
+					e.err = gpumem.Errorf(f, 0, gpumem.ErrInvalid, "must be positive")
+				}
 			}
 		}
 	case "bitsandbytes":
