@@ -226,6 +226,12 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 	base := f.Model.Tensors()
 	out := make([]gpumem.Tensor, 0, len(base))
 	for _, t := range base {
+		if t.DType != gpumem.FP32 && t.DType != gpumem.BF16 && t.DType != gpumem.FP16 {
+			// Already quantized (a GGUF or FP8 checkpoint) or integer:
+			// stored as it is.
+			out = append(out, t)
+			continue
+		}
 		if module, in, o, ok := linearModule(f.Model, t); ok && fp8 && !isHead(module) {
 			// transformers FP8Linear: weight [out, in] in FP8 and
 			// weight_scale_inv [ceil(out/b0), ceil(in/b1)] in fp32.

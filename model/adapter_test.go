@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -217,6 +218,18 @@ func TestFP8DeepSeek(t *testing.T) {
 	assert.Equal(t, s.Params(), params) // scales are not parameters
 	_, err = Finetune{Model: s, Quant: gpumem.FP8E4M3, FP8Block: [2]int64{128, 0}}.Tensors()
 	require.ErrorIs(t, err, gpumem.ErrInvalid)
+}
+
+// TestQuantKeepsQuantized: quantizing a GGUF inventory leaves its
+// already-quantized tensors alone.
+func TestQuantKeepsQuantized(t *testing.T) {
+	t.Parallel()
+	data := tinyGGUF(t)
+	s, err := FromGGUF(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	ts, err := Finetune{Model: s, Quant: gpumem.NF4}.Tensors()
+	require.NoError(t, err)
+	assert.Equal(t, s.Tensors(), ts)
 }
 
 func TestQuantizationConfig(t *testing.T) {
