@@ -180,6 +180,33 @@ func TestFromGGUF(t *testing.T) {
 	assert.Equal(t, int64(100*256*2+3*256+256*256*2+64*256*2+3*256*512+16), s.Params())
 }
 
+// TestFromGGUFVersion2: GGUF v2 has v3's layout (v3 only added
+// big-endian files); v1's 32-bit counts are refused.
+func TestFromGGUFVersion2(t *testing.T) {
+	t.Parallel()
+	data := tinyGGUF(t)
+	binary.LittleEndian.PutUint32(data[4:], 2)
+	s, err := FromGGUF(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	assert.Len(t, s.Inventory, 13)
+}
+
+// TestFromGGUFReferenceCase is REFERENCE.md §1c's checked file: F16
+// [8,4] (ggml order) → 64 bytes, Q4_0 [64,2] → 72 bytes.
+func TestFromGGUFReferenceCase(t *testing.T) {
+	t.Parallel()
+	data := writeGGUF(t, []ggufKV{{"general.architecture", "llama"}}, []ggufTensor{
+		{"a", []uint64{8, 4}, 1, 64}, {"b", []uint64{64, 2}, 2, 72},
+	}, 32)
+	s, err := FromGGUF(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	m, err := s.BytesByDType()
+	require.NoError(t, err)
+	assert.Equal(t, map[gpumem.DType]gpumem.Bytes{gpumem.FP16: 64, gpumem.Q4_0: 72}, m)
+	assert.Equal(t, []int64{4, 8}, s.Inventory[0].Shape)
+	assert.Equal(t, []int64{2, 64}, s.Inventory[1].Shape)
+}
+
 func TestFromGGUFAlignmentAndMoE(t *testing.T) {
 	t.Parallel()
 	data := writeGGUF(t, []ggufKV{
