@@ -296,7 +296,7 @@ func InferSpec(inv []gpumem.Tensor) Spec {
 	byDType := map[gpumem.DType]int64{}
 	experts := map[int64]bool{}
 	hasHead := false
-	var qRows, kRows, qNorm int64
+	var qRows, kRows, qNorm, stacked int64
 	for _, t := range inv {
 		if n, err := t.Bytes(); err == nil {
 			byDType[t.DType] += int64(n)
@@ -316,11 +316,9 @@ func InferSpec(inv []gpumem.Tensor) Spec {
 		case hasSuffixAny(name, "lm_head.weight", "embed_out.weight", "proj_out.weight") || name == "output.weight":
 			hasHead = true
 		}
-		if strings.Contains(name, "_exps.") && len(t.Shape) == 3 && int64(len(experts)) < t.Shape[0] && t.Shape[0] <= maxTensors {
+		if strings.Contains(name, "_exps.") && len(t.Shape) == 3 && t.Shape[0] > stacked {
 			// GGUF stacks a layer's experts in one [experts, out, in] tensor.
-			for e := int64(len(experts)); e < t.Shape[0]; e++ {
-				experts[e] = true
-			}
+			stacked = t.Shape[0]
 		}
 		if l, ok := layerIndex(name); ok && l == 0 && len(t.Shape) == 1 && hasSuffixAny(name, "self_attn.q_norm.weight", "attn_q_norm.weight") {
 			qNorm = t.Shape[0]
@@ -347,9 +345,7 @@ func InferSpec(inv []gpumem.Tensor) Spec {
 	if qNorm > 0 && qRows > 0 && kRows > 0 && qRows%qNorm == 0 && kRows%qNorm == 0 {
 		s.HeadDim, s.Heads, s.KVHeads = qNorm, qRows/qNorm, kRows/qNorm
 	}
-	if len(experts) > 0 {
-		s.MoE.Experts = int64(len(experts))
-	}
+	s.MoE.Experts = max(int64(len(experts)), stacked)
 	s.Family = GuessFamily(inv)
 	var best int64 = -1
 	for d, b := range byDType {
