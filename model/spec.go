@@ -110,8 +110,9 @@ type Quantization struct {
 	Method string
 	// DType is the storage of the quantized weights when the config
 	// says: FP8E4M3/FP8E5M2 (fp8 fmt), NF4/FP4 (bnb_4bit_quant_type),
-	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4); Invalid otherwise.
-	DType gpumem.DType
+	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4); Invalid otherwise
+	// (omitted from JSON, where Invalid has no name).
+	DType gpumem.DType `json:",omitempty"`
 	// Block is fp8's weight_block_size (rows, columns); zero: per tensor.
 	Block [2]int64
 	// Group is gptq/awq group_size (0: none or per channel).

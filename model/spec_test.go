@@ -1,10 +1,12 @@
 package model
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpumem/gpumem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -376,6 +378,21 @@ func TestValidate(t *testing.T) {
 			assert.Zero(t, s.Params())
 			assert.Nil(t, s.Tensors())
 		})
+	}
+}
+
+// TestSpecJSON: a Spec is a value a scheduler can store: it marshals to
+// JSON and reads back equal.
+func TestSpecJSON(t *testing.T) {
+	t.Parallel()
+	for _, s := range Catalog() {
+		data, err := json.Marshal(s)
+		require.NoError(t, err, s.Name)
+		var back Spec
+		require.NoError(t, json.Unmarshal(data, &back), s.Name)
+		if diff := cmp.Diff(s, back); diff != "" {
+			t.Errorf("%s: JSON round trip (-want +got):\n%s", s.Name, diff)
+		}
 	}
 }
 
