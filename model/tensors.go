@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/gpumem/gpumem"
@@ -95,16 +96,22 @@ type builder struct {
 var errTooMany = errors.New("too many tensors")
 
 func (b *builder) addT(dt gpumem.DType, name string, shape ...int64) {
+	b.addTP(dt, "", name, shape...)
+}
+
+// addTP adds the tensor prefix+name; the name is only built when
+// collecting, so that counting allocates little.
+func (b *builder) addTP(dt gpumem.DType, prefix, name string, shape ...int64) {
 	if b.err != nil {
 		return
 	}
 	e, ok := checked.MulAll(shape...)
 	if !ok {
-		b.err = fmt.Errorf("tensor %s%s of shape %v overflows int64 elements", b.prefix, name, shape)
+		b.err = fmt.Errorf("tensor %s%s%s of shape %v overflows int64 elements", b.prefix, prefix, name, slices.Clone(shape))
 		return
 	}
 	if b.n, ok = checked.Add(b.n, e); !ok {
-		b.err = fmt.Errorf("parameter count overflows int64 at tensor %s%s", b.prefix, name)
+		b.err = fmt.Errorf("parameter count overflows int64 at tensor %s%s%s", b.prefix, prefix, name)
 		return
 	}
 	b.tensors++
@@ -113,26 +120,49 @@ func (b *builder) addT(dt gpumem.DType, name string, shape ...int64) {
 		return
 	}
 	if !b.count {
-		b.out = append(b.out, gpumem.Tensor{Name: b.prefix + name, Shape: shape, DType: dt})
+		b.out = append(b.out, gpumem.Tensor{Name: b.prefix + prefix + name, Shape: slices.Clone(shape), DType: dt})
 	}
 }
 
-func (b *builder) add(name string, shape ...int64) { b.addT(b.dt, name, shape...) }
+func (b *builder) add(name string, shape ...int64) { b.addTP(b.dt, "", name, shape...) }
+
+func (b *builder) addP(prefix, name string, shape ...int64) { b.addTP(b.dt, prefix, name, shape...) }
 
 // linear adds an nn.Linear(in, out): weight [out, in] and optionally
 // bias [out].
-func (b *builder) linear(name string, out, in int64, bias bool) {
-	b.add(name+".weight", out, in)
+func (b *builder) linear(name string, out, in int64, bias bool) { b.linearP("", name, out, in, bias) }
+
+// linearP is linear for the module prefix+name; names are built only
+// when collecting.
+func (b *builder) linearP(prefix, name string, out, in int64, bias bool) {
+	if b.count {
+		b.addTP(b.dt, "", "", out, in)
+		if bias {
+			b.addTP(b.dt, "", "", out)
+		}
+		return
+	}
+	b.addP(prefix, name+".weight", out, in)
 	if bias {
-		b.add(name+".bias", out)
+		b.addP(prefix, name+".bias", out)
 	}
 }
 
 // norm adds a norm over dim: weight, and bias for LayerNorm.
-func (b *builder) norm(name string, dim int64, kind Norm) {
-	b.add(name+".weight", dim)
+func (b *builder) norm(name string, dim int64, kind Norm) { b.normP("", name, dim, kind) }
+
+// normP is norm for the module prefix+name.
+func (b *builder) normP(prefix, name string, dim int64, kind Norm) {
+	if b.count {
+		b.addTP(b.dt, "", "", dim)
+		if kind == LayerNorm {
+			b.addTP(b.dt, "", "", dim)
+		}
+		return
+	}
+	b.addP(prefix, name+".weight", dim)
 	if kind == LayerNorm {
-		b.add(name+".bias", dim)
+		b.addP(prefix, name+".bias", dim)
 	}
 }
 
@@ -246,24 +276,24 @@ func (s Spec) buildLlama(b *builder) {
 			m := s.MLA
 			qk := m.QKNopeHeadDim + m.QKRopeHeadDim
 			if m.QLoRARank > 0 {
-				b.linear(p+"self_attn.q_a_proj", m.QLoRARank, H, s.Bias.QKV)
-				b.add(p+"self_attn.q_a_layernorm.weight", m.QLoRARank)
-				b.linear(p+"self_attn.q_b_proj", s.Heads*qk, m.QLoRARank, false)
+				b.linearP(p, "self_attn.q_a_proj", m.QLoRARank, H, s.Bias.QKV)
+				b.addP(p, "self_attn.q_a_layernorm.weight", m.QLoRARank)
+				b.linearP(p, "self_attn.q_b_proj", s.Heads*qk, m.QLoRARank, false)
 			} else {
-				b.linear(p+"self_attn.q_proj", s.Heads*qk, H, false)
+				b.linearP(p, "self_attn.q_proj", s.Heads*qk, H, false)
 			}
-			b.linear(p+"self_attn.kv_a_proj_with_mqa", m.KVLoRARank+m.QKRopeHeadDim, H, s.Bias.QKV)
-			b.add(p+"self_attn.kv_a_layernorm.weight", m.KVLoRARank)
-			b.linear(p+"self_attn.kv_b_proj", s.Heads*(m.QKNopeHeadDim+m.VHeadDim), m.KVLoRARank, false)
-			b.linear(p+"self_attn.o_proj", H, s.Heads*m.VHeadDim, s.Bias.Out)
+			b.linearP(p, "self_attn.kv_a_proj_with_mqa", m.KVLoRARank+m.QKRopeHeadDim, H, s.Bias.QKV)
+			b.addP(p, "self_attn.kv_a_layernorm.weight", m.KVLoRARank)
+			b.linearP(p, "self_attn.kv_b_proj", s.Heads*(m.QKNopeHeadDim+m.VHeadDim), m.KVLoRARank, false)
+			b.linearP(p, "self_attn.o_proj", H, s.Heads*m.VHeadDim, s.Bias.Out)
 		} else {
-			b.linear(p+"self_attn.q_proj", s.Heads*D, H, s.Bias.QKV)
-			b.linear(p+"self_attn.k_proj", s.KVHeads*D, H, s.Bias.QKV)
-			b.linear(p+"self_attn.v_proj", s.KVHeads*D, H, s.Bias.QKV)
-			b.linear(p+"self_attn.o_proj", H, s.Heads*D, s.Bias.Out)
+			b.linearP(p, "self_attn.q_proj", s.Heads*D, H, s.Bias.QKV)
+			b.linearP(p, "self_attn.k_proj", s.KVHeads*D, H, s.Bias.QKV)
+			b.linearP(p, "self_attn.v_proj", s.KVHeads*D, H, s.Bias.QKV)
+			b.linearP(p, "self_attn.o_proj", H, s.Heads*D, s.Bias.Out)
 			if s.QKNorm {
-				b.add(p+"self_attn.q_norm.weight", D)
-				b.add(p+"self_attn.k_norm.weight", D)
+				b.addP(p, "self_attn.q_norm.weight", D)
+				b.addP(p, "self_attn.k_norm.weight", D)
 			}
 		}
 		if s.isMoELayer(i) {
@@ -271,11 +301,11 @@ func (s Spec) buildLlama(b *builder) {
 		} else {
 			s.gatedMLP(b, p+"mlp.", s.Intermediate)
 		}
-		b.norm(p+"input_layernorm", H, nk)
-		b.norm(p+"post_attention_layernorm", H, nk)
+		b.normP(p, "input_layernorm", H, nk)
+		b.normP(p, "post_attention_layernorm", H, nk)
 		if s.SandwichNorm {
-			b.norm(p+"pre_feedforward_layernorm", H, nk)
-			b.norm(p+"post_feedforward_layernorm", H, nk)
+			b.normP(p, "pre_feedforward_layernorm", H, nk)
+			b.normP(p, "post_feedforward_layernorm", H, nk)
 		}
 	}
 	b.norm("model.norm", H, nk)
@@ -287,10 +317,10 @@ func (s Spec) buildLlama(b *builder) {
 func (s Spec) gatedMLP(b *builder, p string, inter int64) {
 	H := s.Hidden
 	if s.Gated || !s.Generic {
-		b.linear(p+"gate_proj", inter, H, s.Bias.MLP)
+		b.linearP(p, "gate_proj", inter, H, s.Bias.MLP)
 	}
-	b.linear(p+"up_proj", inter, H, s.Bias.MLP)
-	b.linear(p+"down_proj", H, inter, s.Bias.MLP)
+	b.linearP(p, "up_proj", inter, H, s.Bias.MLP)
+	b.linearP(p, "down_proj", H, inter, s.Bias.MLP)
 }
 
 // buildMoE adds a sparse MoE block with checkpoint names per family:
@@ -302,24 +332,24 @@ func (s Spec) buildMoE(b *builder, p string) {
 	H, E, I := s.Hidden, s.MoE.Experts, s.MoE.Intermediate
 	switch s.Family {
 	case "mixtral":
-		b.add(p+"block_sparse_moe.gate.weight", E, H)
+		b.addP(p, "block_sparse_moe.gate.weight", E, H)
 		b.repeat(E, func(e int64) {
 			q := p + "block_sparse_moe.experts." + itoa(e) + "."
-			b.add(q+"w1.weight", I, H)
-			b.add(q+"w2.weight", H, I)
-			b.add(q+"w3.weight", I, H)
+			b.addP(q, "w1.weight", I, H)
+			b.addP(q, "w2.weight", H, I)
+			b.addP(q, "w3.weight", I, H)
 		})
 	case "qwen2_moe", "qwen3_moe":
-		b.add(p+"mlp.gate.weight", E, H)
+		b.addP(p, "mlp.gate.weight", E, H)
 		b.repeat(E, func(e int64) { s.gatedMLP(b, p+"mlp.experts."+itoa(e)+".", I) })
 		if s.MoE.Shared > 0 {
 			s.gatedMLP(b, p+"mlp.shared_expert.", s.MoE.SharedIntermediate)
-			b.add(p+"mlp.shared_expert_gate.weight", 1, H)
+			b.addP(p, "mlp.shared_expert_gate.weight", 1, H)
 		}
 	default:
-		b.add(p+"mlp.gate.weight", E, H)
+		b.addP(p, "mlp.gate.weight", E, H)
 		if s.Family == "deepseek_v3" {
-			b.addT(gpumem.FP32, p+"mlp.gate.e_score_correction_bias", E)
+			b.addTP(gpumem.FP32, p, "mlp.gate.e_score_correction_bias", E)
 		}
 		b.repeat(E, func(e int64) { s.gatedMLP(b, p+"mlp.experts."+itoa(e)+".", I) })
 		if s.MoE.Shared > 0 {
@@ -334,12 +364,12 @@ func (s Spec) buildPhi3(b *builder) {
 	b.add("model.embed_tokens.weight", V, H)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "model.layers." + itoa(i) + "."
-		b.add(p+"self_attn.o_proj.weight", H, s.Heads*D)
-		b.add(p+"self_attn.qkv_proj.weight", (s.Heads+2*s.KVHeads)*D, H)
-		b.add(p+"mlp.gate_up_proj.weight", 2*I, H)
-		b.add(p+"mlp.down_proj.weight", H, I)
-		b.add(p+"input_layernorm.weight", H)
-		b.add(p+"post_attention_layernorm.weight", H)
+		b.addP(p, "self_attn.o_proj.weight", H, s.Heads*D)
+		b.addP(p, "self_attn.qkv_proj.weight", (s.Heads+2*s.KVHeads)*D, H)
+		b.addP(p, "mlp.gate_up_proj.weight", 2*I, H)
+		b.addP(p, "mlp.down_proj.weight", H, I)
+		b.addP(p, "input_layernorm.weight", H)
+		b.addP(p, "post_attention_layernorm.weight", H)
 	}
 	b.add("model.norm.weight", H)
 	if !s.TiedEmbeddings {
@@ -354,17 +384,17 @@ func (s Spec) buildPhi(b *builder) {
 	b.add("model.embed_tokens.weight", V, H)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "model.layers." + itoa(i) + "."
-		b.linear(p+"self_attn.q_proj", s.Heads*D, H, true)
-		b.linear(p+"self_attn.k_proj", s.KVHeads*D, H, true)
-		b.linear(p+"self_attn.v_proj", s.KVHeads*D, H, true)
-		b.linear(p+"self_attn.dense", H, s.Heads*D, true)
+		b.linearP(p, "self_attn.q_proj", s.Heads*D, H, true)
+		b.linearP(p, "self_attn.k_proj", s.KVHeads*D, H, true)
+		b.linearP(p, "self_attn.v_proj", s.KVHeads*D, H, true)
+		b.linearP(p, "self_attn.dense", H, s.Heads*D, true)
 		if s.QKNorm {
-			b.norm(p+"self_attn.q_layernorm", D, LayerNorm)
-			b.norm(p+"self_attn.k_layernorm", D, LayerNorm)
+			b.normP(p, "self_attn.q_layernorm", D, LayerNorm)
+			b.normP(p, "self_attn.k_layernorm", D, LayerNorm)
 		}
-		b.linear(p+"mlp.fc1", I, H, true)
-		b.linear(p+"mlp.fc2", H, I, true)
-		b.norm(p+"input_layernorm", H, LayerNorm)
+		b.linearP(p, "mlp.fc1", I, H, true)
+		b.linearP(p, "mlp.fc2", H, I, true)
+		b.normP(p, "input_layernorm", H, LayerNorm)
 	}
 	b.norm("model.final_layernorm", H, LayerNorm)
 	if !s.TiedEmbeddings {
@@ -380,19 +410,19 @@ func (s Spec) buildFalcon(b *builder) {
 	b.add("transformer.word_embeddings.weight", V, H)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "transformer.h." + itoa(i) + "."
-		b.linear(p+"self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
-		b.linear(p+"self_attention.dense", H, s.Heads*D, s.Bias.Out)
-		b.linear(p+"mlp.dense_h_to_4h", I, H, s.Bias.MLP)
-		b.linear(p+"mlp.dense_4h_to_h", H, I, s.Bias.MLP)
+		b.linearP(p, "self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
+		b.linearP(p, "self_attention.dense", H, s.Heads*D, s.Bias.Out)
+		b.linearP(p, "mlp.dense_h_to_4h", I, H, s.Bias.MLP)
+		b.linearP(p, "mlp.dense_4h_to_h", H, I, s.Bias.MLP)
 		switch s.ParallelNorms {
 		case 2:
-			b.norm(p+"ln_attn", H, LayerNorm)
-			b.norm(p+"ln_mlp", H, LayerNorm)
+			b.normP(p, "ln_attn", H, LayerNorm)
+			b.normP(p, "ln_mlp", H, LayerNorm)
 		case 1:
-			b.norm(p+"input_layernorm", H, LayerNorm)
+			b.normP(p, "input_layernorm", H, LayerNorm)
 		default:
-			b.norm(p+"input_layernorm", H, LayerNorm)
-			b.norm(p+"post_attention_layernorm", H, LayerNorm)
+			b.normP(p, "input_layernorm", H, LayerNorm)
+			b.normP(p, "post_attention_layernorm", H, LayerNorm)
 		}
 	}
 	b.norm("transformer.ln_f", H, LayerNorm)
@@ -410,25 +440,25 @@ func (s Spec) buildGPT2(b *builder) {
 	big := s.Family == "gpt_bigcode"
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "transformer.h." + itoa(i) + "."
-		b.norm(p+"ln_1", H, LayerNorm)
+		b.normP(p, "ln_1", H, LayerNorm)
 		if big {
-			b.linear(p+"attn.c_attn", s.Heads*s.HeadDim+2*s.KVHeads*s.HeadDim, H, true)
-			b.linear(p+"attn.c_proj", H, s.Heads*s.HeadDim, true)
+			b.linearP(p, "attn.c_attn", s.Heads*s.HeadDim+2*s.KVHeads*s.HeadDim, H, true)
+			b.linearP(p, "attn.c_proj", H, s.Heads*s.HeadDim, true)
 		} else {
-			b.add(p+"attn.c_attn.weight", H, 3*H)
-			b.add(p+"attn.c_attn.bias", 3*H)
-			b.add(p+"attn.c_proj.weight", H, H)
-			b.add(p+"attn.c_proj.bias", H)
+			b.addP(p, "attn.c_attn.weight", H, 3*H)
+			b.addP(p, "attn.c_attn.bias", 3*H)
+			b.addP(p, "attn.c_proj.weight", H, H)
+			b.addP(p, "attn.c_proj.bias", H)
 		}
-		b.norm(p+"ln_2", H, LayerNorm)
+		b.normP(p, "ln_2", H, LayerNorm)
 		if big {
-			b.linear(p+"mlp.c_fc", I, H, true)
-			b.linear(p+"mlp.c_proj", H, I, true)
+			b.linearP(p, "mlp.c_fc", I, H, true)
+			b.linearP(p, "mlp.c_proj", H, I, true)
 		} else {
-			b.add(p+"mlp.c_fc.weight", H, I)
-			b.add(p+"mlp.c_fc.bias", I)
-			b.add(p+"mlp.c_proj.weight", I, H)
-			b.add(p+"mlp.c_proj.bias", H)
+			b.addP(p, "mlp.c_fc.weight", H, I)
+			b.addP(p, "mlp.c_fc.bias", I)
+			b.addP(p, "mlp.c_proj.weight", I, H)
+			b.addP(p, "mlp.c_proj.bias", H)
 		}
 	}
 	b.norm("transformer.ln_f", H, LayerNorm)
@@ -444,12 +474,12 @@ func (s Spec) buildNeoX(b *builder) {
 	b.add("gpt_neox.embed_in.weight", V, H)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "gpt_neox.layers." + itoa(i) + "."
-		b.norm(p+"input_layernorm", H, LayerNorm)
-		b.norm(p+"post_attention_layernorm", H, LayerNorm)
-		b.linear(p+"attention.query_key_value", 3*s.Heads*s.HeadDim, H, s.Bias.QKV)
-		b.linear(p+"attention.dense", H, s.Heads*s.HeadDim, s.Bias.QKV)
-		b.linear(p+"mlp.dense_h_to_4h", I, H, true)
-		b.linear(p+"mlp.dense_4h_to_h", H, I, true)
+		b.normP(p, "input_layernorm", H, LayerNorm)
+		b.normP(p, "post_attention_layernorm", H, LayerNorm)
+		b.linearP(p, "attention.query_key_value", 3*s.Heads*s.HeadDim, H, s.Bias.QKV)
+		b.linearP(p, "attention.dense", H, s.Heads*s.HeadDim, s.Bias.QKV)
+		b.linearP(p, "mlp.dense_h_to_4h", I, H, true)
+		b.linearP(p, "mlp.dense_4h_to_h", H, I, true)
 	}
 	b.norm("gpt_neox.final_layer_norm", H, LayerNorm)
 	if !s.TiedEmbeddings {
@@ -467,25 +497,25 @@ func (s Spec) buildOPT(b *builder) {
 		E = H
 	}
 	p0 := "model.decoder."
-	b.add(p0+"embed_tokens.weight", V, E)
-	b.add(p0+"embed_positions.weight", s.Positions, H)
+	b.addP(p0, "embed_tokens.weight", V, E)
+	b.addP(p0, "embed_positions.weight", s.Positions, H)
 	if !s.NoFinalNorm {
-		b.norm(p0+"final_layer_norm", H, LayerNorm)
+		b.normP(p0, "final_layer_norm", H, LayerNorm)
 	}
 	if E != H {
-		b.add(p0+"project_out.weight", E, H)
-		b.add(p0+"project_in.weight", H, E)
+		b.addP(p0, "project_out.weight", E, H)
+		b.addP(p0, "project_in.weight", H, E)
 	}
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := p0 + "layers." + itoa(i) + "."
-		b.linear(p+"self_attn.k_proj", H, H, true)
-		b.linear(p+"self_attn.v_proj", H, H, true)
-		b.linear(p+"self_attn.q_proj", H, H, true)
-		b.linear(p+"self_attn.out_proj", H, H, true)
-		b.norm(p+"self_attn_layer_norm", H, LayerNorm)
-		b.linear(p+"fc1", I, H, true)
-		b.linear(p+"fc2", H, I, true)
-		b.norm(p+"final_layer_norm", H, LayerNorm)
+		b.linearP(p, "self_attn.k_proj", H, H, true)
+		b.linearP(p, "self_attn.v_proj", H, H, true)
+		b.linearP(p, "self_attn.q_proj", H, H, true)
+		b.linearP(p, "self_attn.out_proj", H, H, true)
+		b.normP(p, "self_attn_layer_norm", H, LayerNorm)
+		b.linearP(p, "fc1", I, H, true)
+		b.linearP(p, "fc2", H, I, true)
+		b.normP(p, "final_layer_norm", H, LayerNorm)
 	}
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", V, E)
@@ -496,25 +526,25 @@ func (s Spec) buildOPT(b *builder) {
 func (s Spec) buildBERT(b *builder) {
 	H, I := s.Hidden, s.Intermediate
 	p0 := s.Family + "."
-	b.add(p0+"embeddings.word_embeddings.weight", s.Vocab, H)
-	b.add(p0+"embeddings.position_embeddings.weight", s.Positions, H)
+	b.addP(p0, "embeddings.word_embeddings.weight", s.Vocab, H)
+	b.addP(p0, "embeddings.position_embeddings.weight", s.Positions, H)
 	if s.TypeVocab > 0 {
-		b.add(p0+"embeddings.token_type_embeddings.weight", s.TypeVocab, H)
+		b.addP(p0, "embeddings.token_type_embeddings.weight", s.TypeVocab, H)
 	}
-	b.norm(p0+"embeddings.LayerNorm", H, LayerNorm)
+	b.normP(p0, "embeddings.LayerNorm", H, LayerNorm)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := p0 + "encoder.layer." + itoa(i) + "."
-		b.linear(p+"attention.self.query", s.Heads*s.HeadDim, H, true)
-		b.linear(p+"attention.self.key", s.Heads*s.HeadDim, H, true)
-		b.linear(p+"attention.self.value", s.Heads*s.HeadDim, H, true)
-		b.linear(p+"attention.output.dense", H, s.Heads*s.HeadDim, true)
-		b.norm(p+"attention.output.LayerNorm", H, LayerNorm)
-		b.linear(p+"intermediate.dense", I, H, true)
-		b.linear(p+"output.dense", H, I, true)
-		b.norm(p+"output.LayerNorm", H, LayerNorm)
+		b.linearP(p, "attention.self.query", s.Heads*s.HeadDim, H, true)
+		b.linearP(p, "attention.self.key", s.Heads*s.HeadDim, H, true)
+		b.linearP(p, "attention.self.value", s.Heads*s.HeadDim, H, true)
+		b.linearP(p, "attention.output.dense", H, s.Heads*s.HeadDim, true)
+		b.normP(p, "attention.output.LayerNorm", H, LayerNorm)
+		b.linearP(p, "intermediate.dense", I, H, true)
+		b.linearP(p, "output.dense", H, I, true)
+		b.normP(p, "output.LayerNorm", H, LayerNorm)
 	}
 	if s.Pooler {
-		b.linear(p0+"pooler.dense", H, H, true)
+		b.linearP(p0, "pooler.dense", H, H, true)
 	}
 }
 
@@ -528,23 +558,23 @@ func (s Spec) buildT5(b *builder) {
 	d, inner, ff := s.Hidden, s.Heads*s.HeadDim, s.Intermediate
 	b.add("shared.weight", s.Vocab, d)
 	attn := func(p string, rel bool) {
-		b.add(p+"q.weight", inner, d)
-		b.add(p+"k.weight", inner, d)
-		b.add(p+"v.weight", inner, d)
-		b.add(p+"o.weight", d, inner)
+		b.addP(p, "q.weight", inner, d)
+		b.addP(p, "k.weight", inner, d)
+		b.addP(p, "v.weight", inner, d)
+		b.addP(p, "o.weight", d, inner)
 		if rel {
-			b.add(p+"relative_attention_bias.weight", s.RelativeBuckets, s.Heads)
+			b.addP(p, "relative_attention_bias.weight", s.RelativeBuckets, s.Heads)
 		}
 	}
 	ffn := func(p string) {
 		if s.Gated {
-			b.add(p+"DenseReluDense.wi_0.weight", ff, d)
-			b.add(p+"DenseReluDense.wi_1.weight", ff, d)
+			b.addP(p, "DenseReluDense.wi_0.weight", ff, d)
+			b.addP(p, "DenseReluDense.wi_1.weight", ff, d)
 		} else {
-			b.add(p+"DenseReluDense.wi.weight", ff, d)
+			b.addP(p, "DenseReluDense.wi.weight", ff, d)
 		}
-		b.add(p+"DenseReluDense.wo.weight", d, ff)
-		b.add(p+"layer_norm.weight", d)
+		b.addP(p, "DenseReluDense.wo.weight", d, ff)
+		b.addP(p, "layer_norm.weight", d)
 	}
 	encLayers := s.Layers
 	if !s.EncoderOnly {
@@ -553,7 +583,7 @@ func (s Spec) buildT5(b *builder) {
 	for i := int64(0); i < encLayers && b.err == nil; i++ {
 		p := "encoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
-		b.add(p+"0.layer_norm.weight", d)
+		b.addP(p, "0.layer_norm.weight", d)
 		ffn(p + "1.")
 	}
 	b.add("encoder.final_layer_norm.weight", d)
@@ -563,9 +593,9 @@ func (s Spec) buildT5(b *builder) {
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "decoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
-		b.add(p+"0.layer_norm.weight", d)
+		b.addP(p, "0.layer_norm.weight", d)
 		attn(p+"1.EncDecAttention.", false)
-		b.add(p+"1.layer_norm.weight", d)
+		b.addP(p, "1.layer_norm.weight", d)
 		ffn(p + "2.")
 	}
 	b.add("decoder.final_layer_norm.weight", d)
@@ -582,10 +612,10 @@ func (s Spec) buildWhisper(b *builder) {
 	d := s.Hidden
 	e := s.Encoder
 	attn := func(p string) {
-		b.linear(p+"k_proj", d, d, false)
-		b.linear(p+"v_proj", d, d, true)
-		b.linear(p+"q_proj", d, d, true)
-		b.linear(p+"out_proj", d, d, true)
+		b.linearP(p, "k_proj", d, d, false)
+		b.linearP(p, "v_proj", d, d, true)
+		b.linearP(p, "q_proj", d, d, true)
+		b.linearP(p, "out_proj", d, d, true)
 	}
 	b.add("model.encoder.conv1.weight", d, s.MelBins, 3)
 	b.add("model.encoder.conv1.bias", d)
@@ -595,10 +625,10 @@ func (s Spec) buildWhisper(b *builder) {
 	for i := int64(0); i < e.Layers && b.err == nil; i++ {
 		p := "model.encoder.layers." + itoa(i) + "."
 		attn(p + "self_attn.")
-		b.norm(p+"self_attn_layer_norm", d, LayerNorm)
-		b.linear(p+"fc1", e.Intermediate, d, true)
-		b.linear(p+"fc2", d, e.Intermediate, true)
-		b.norm(p+"final_layer_norm", d, LayerNorm)
+		b.normP(p, "self_attn_layer_norm", d, LayerNorm)
+		b.linearP(p, "fc1", e.Intermediate, d, true)
+		b.linearP(p, "fc2", d, e.Intermediate, true)
+		b.normP(p, "final_layer_norm", d, LayerNorm)
 	}
 	b.norm("model.encoder.layer_norm", d, LayerNorm)
 	b.add("model.decoder.embed_tokens.weight", s.Vocab, d)
@@ -606,12 +636,12 @@ func (s Spec) buildWhisper(b *builder) {
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "model.decoder.layers." + itoa(i) + "."
 		attn(p + "self_attn.")
-		b.norm(p+"self_attn_layer_norm", d, LayerNorm)
+		b.normP(p, "self_attn_layer_norm", d, LayerNorm)
 		attn(p + "encoder_attn.")
-		b.norm(p+"encoder_attn_layer_norm", d, LayerNorm)
-		b.linear(p+"fc1", s.Intermediate, d, true)
-		b.linear(p+"fc2", d, s.Intermediate, true)
-		b.norm(p+"final_layer_norm", d, LayerNorm)
+		b.normP(p, "encoder_attn_layer_norm", d, LayerNorm)
+		b.linearP(p, "fc1", s.Intermediate, d, true)
+		b.linearP(p, "fc2", d, s.Intermediate, true)
+		b.normP(p, "final_layer_norm", d, LayerNorm)
 	}
 	b.norm("model.decoder.layer_norm", d, LayerNorm)
 	if !s.TiedEmbeddings {
@@ -625,24 +655,24 @@ func (s Spec) buildViT(b *builder) {
 	H, I, P, C := s.Hidden, s.Intermediate, s.Image.Patch, s.Image.Channels
 	inner := s.Heads * s.HeadDim
 	p0 := "vit."
-	b.add(p0+"embeddings.cls_token", 1, 1, H)
-	b.add(p0+"embeddings.position_embeddings", 1, s.Image.Patches()+1, H)
-	b.add(p0+"embeddings.patch_embeddings.projection.weight", H, C, P, P)
-	b.add(p0+"embeddings.patch_embeddings.projection.bias", H)
+	b.addP(p0, "embeddings.cls_token", 1, 1, H)
+	b.addP(p0, "embeddings.position_embeddings", 1, s.Image.Patches()+1, H)
+	b.addP(p0, "embeddings.patch_embeddings.projection.weight", H, C, P, P)
+	b.addP(p0, "embeddings.patch_embeddings.projection.bias", H)
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := p0 + "encoder.layer." + itoa(i) + "."
-		b.linear(p+"attention.attention.query", inner, H, s.Bias.QKV)
-		b.linear(p+"attention.attention.key", inner, H, s.Bias.QKV)
-		b.linear(p+"attention.attention.value", inner, H, s.Bias.QKV)
-		b.linear(p+"attention.output.dense", H, inner, true)
-		b.linear(p+"intermediate.dense", I, H, true)
-		b.linear(p+"output.dense", H, I, true)
-		b.norm(p+"layernorm_before", H, LayerNorm)
-		b.norm(p+"layernorm_after", H, LayerNorm)
+		b.linearP(p, "attention.attention.query", inner, H, s.Bias.QKV)
+		b.linearP(p, "attention.attention.key", inner, H, s.Bias.QKV)
+		b.linearP(p, "attention.attention.value", inner, H, s.Bias.QKV)
+		b.linearP(p, "attention.output.dense", H, inner, true)
+		b.linearP(p, "intermediate.dense", I, H, true)
+		b.linearP(p, "output.dense", H, I, true)
+		b.normP(p, "layernorm_before", H, LayerNorm)
+		b.normP(p, "layernorm_after", H, LayerNorm)
 	}
-	b.norm(p0+"layernorm", H, LayerNorm)
+	b.normP(p0, "layernorm", H, LayerNorm)
 	if s.Pooler {
-		b.linear(p0+"pooler.dense", H, H, true)
+		b.linearP(p0, "pooler.dense", H, H, true)
 	}
 }
 
@@ -657,46 +687,46 @@ func (s Spec) buildCLIPFamily(b *builder) {
 	switch l {
 	case layoutCLIPText:
 		p0 = "text_model."
-		b.add(p0+"embeddings.token_embedding.weight", s.Vocab, H)
-		b.add(p0+"embeddings.position_embedding.weight", s.Positions, H)
+		b.addP(p0, "embeddings.token_embedding.weight", s.Vocab, H)
+		b.addP(p0, "embeddings.position_embedding.weight", s.Positions, H)
 	case layoutCLIPVision:
 		P, C := s.Image.Patch, s.Image.Channels
-		b.add(p0+"embeddings.class_embedding", H)
-		b.add(p0+"embeddings.patch_embedding.weight", H, C, P, P)
-		b.add(p0+"embeddings.position_embedding.weight", s.Image.Patches()+1, H)
-		b.norm(p0+"pre_layrnorm", H, LayerNorm)
+		b.addP(p0, "embeddings.class_embedding", H)
+		b.addP(p0, "embeddings.patch_embedding.weight", H, C, P, P)
+		b.addP(p0, "embeddings.position_embedding.weight", s.Image.Patches()+1, H)
+		b.normP(p0, "pre_layrnorm", H, LayerNorm)
 	case layoutSiglipVision:
 		P, C := s.Image.Patch, s.Image.Channels
-		b.add(p0+"embeddings.patch_embedding.weight", H, C, P, P)
-		b.add(p0+"embeddings.patch_embedding.bias", H)
-		b.add(p0+"embeddings.position_embedding.weight", s.Image.Patches(), H)
+		b.addP(p0, "embeddings.patch_embedding.weight", H, C, P, P)
+		b.addP(p0, "embeddings.patch_embedding.bias", H)
+		b.addP(p0, "embeddings.position_embedding.weight", s.Image.Patches(), H)
 	}
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := p0 + "encoder.layers." + itoa(i) + "."
-		b.linear(p+"self_attn.k_proj", inner, H, true)
-		b.linear(p+"self_attn.v_proj", inner, H, true)
-		b.linear(p+"self_attn.q_proj", inner, H, true)
-		b.linear(p+"self_attn.out_proj", H, inner, true)
-		b.norm(p+"layer_norm1", H, LayerNorm)
-		b.linear(p+"mlp.fc1", I, H, true)
-		b.linear(p+"mlp.fc2", H, I, true)
-		b.norm(p+"layer_norm2", H, LayerNorm)
+		b.linearP(p, "self_attn.k_proj", inner, H, true)
+		b.linearP(p, "self_attn.v_proj", inner, H, true)
+		b.linearP(p, "self_attn.q_proj", inner, H, true)
+		b.linearP(p, "self_attn.out_proj", H, inner, true)
+		b.normP(p, "layer_norm1", H, LayerNorm)
+		b.linearP(p, "mlp.fc1", I, H, true)
+		b.linearP(p, "mlp.fc2", H, I, true)
+		b.normP(p, "layer_norm2", H, LayerNorm)
 	}
 	if l == layoutCLIPText {
-		b.norm(p0+"final_layer_norm", H, LayerNorm)
+		b.normP(p0, "final_layer_norm", H, LayerNorm)
 		return
 	}
-	b.norm(p0+"post_layernorm", H, LayerNorm)
+	b.normP(p0, "post_layernorm", H, LayerNorm)
 	if l == layoutSiglipVision && s.Pooler {
 		// SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention
 		// (fused in_proj), LayerNorm, MLP.
-		b.add(p0+"head.probe", 1, 1, H)
-		b.add(p0+"head.attention.in_proj_weight", 3*H, H)
-		b.add(p0+"head.attention.in_proj_bias", 3*H)
-		b.linear(p0+"head.attention.out_proj", H, H, true)
-		b.norm(p0+"head.layernorm", H, LayerNorm)
-		b.linear(p0+"head.mlp.fc1", I, H, true)
-		b.linear(p0+"head.mlp.fc2", H, I, true)
+		b.addP(p0, "head.probe", 1, 1, H)
+		b.addP(p0, "head.attention.in_proj_weight", 3*H, H)
+		b.addP(p0, "head.attention.in_proj_bias", 3*H)
+		b.linearP(p0, "head.attention.out_proj", H, H, true)
+		b.normP(p0, "head.layernorm", H, LayerNorm)
+		b.linearP(p0, "head.mlp.fc1", I, H, true)
+		b.linearP(p0, "head.mlp.fc2", H, I, true)
 	}
 }
 
@@ -760,18 +790,18 @@ func (s Spec) buildCogVideoX(b *builder) {
 	inner := s.Heads * s.HeadDim
 	for i := int64(0); i < s.Layers && b.err == nil; i++ {
 		p := "transformer_blocks." + itoa(i) + "."
-		b.linear(p+"norm1.linear", 6*D, T, true)
-		b.norm(p+"norm1.norm", D, LayerNorm)
-		b.norm(p+"attn1.norm_q", s.HeadDim, LayerNorm)
-		b.norm(p+"attn1.norm_k", s.HeadDim, LayerNorm)
-		b.linear(p+"attn1.to_q", inner, D, s.Bias.QKV)
-		b.linear(p+"attn1.to_k", inner, D, s.Bias.QKV)
-		b.linear(p+"attn1.to_v", inner, D, s.Bias.QKV)
-		b.linear(p+"attn1.to_out.0", D, inner, true)
-		b.linear(p+"norm2.linear", 6*D, T, true)
-		b.norm(p+"norm2.norm", D, LayerNorm)
-		b.linear(p+"ff.net.0.proj", s.Intermediate, D, true)
-		b.linear(p+"ff.net.2", D, s.Intermediate, true)
+		b.linearP(p, "norm1.linear", 6*D, T, true)
+		b.normP(p, "norm1.norm", D, LayerNorm)
+		b.normP(p, "attn1.norm_q", s.HeadDim, LayerNorm)
+		b.normP(p, "attn1.norm_k", s.HeadDim, LayerNorm)
+		b.linearP(p, "attn1.to_q", inner, D, s.Bias.QKV)
+		b.linearP(p, "attn1.to_k", inner, D, s.Bias.QKV)
+		b.linearP(p, "attn1.to_v", inner, D, s.Bias.QKV)
+		b.linearP(p, "attn1.to_out.0", D, inner, true)
+		b.linearP(p, "norm2.linear", 6*D, T, true)
+		b.normP(p, "norm2.norm", D, LayerNorm)
+		b.linearP(p, "ff.net.0.proj", s.Intermediate, D, true)
+		b.linearP(p, "ff.net.2", D, s.Intermediate, true)
 	}
 	b.norm("norm_final", D, LayerNorm)
 	b.linear("norm_out.linear", 2*D, T, true)
