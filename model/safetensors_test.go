@@ -214,7 +214,7 @@ func TestFromSafetensorsErrors(t *testing.T) {
 	})
 }
 
-func shardFS(t *testing.T) (fstest.MapFS, int64) {
+func shardFS(t testing.TB) (fstest.MapFS, int64) {
 	t.Helper()
 	s, err := FromHFConfig(strings.NewReader(`{"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 64,
 		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50, "torch_dtype": "bfloat16"}`))
@@ -367,4 +367,30 @@ func TestGuessFamily(t *testing.T) {
 	got := InferSpec(q3.Tensors())
 	assert.Equal(t, []int64{32, 8, 128}, []int64{got.Heads, got.KVHeads, got.HeadDim}, "from q_norm")
 	assert.Empty(t, GuessFamily([]gpumem.Tensor{{Name: "w", Shape: []int64{1}, DType: gpumem.FP32}}))
+}
+
+// FuzzSafetensorsIndex fuzzes the index file over two fixed shards.
+func FuzzSafetensorsIndex(f *testing.F) {
+	fsys, _ := shardFS(f)
+	f.Add(fsys["ckpt/model.safetensors.index.json"].Data)
+	f.Add([]byte(`{"weight_map": {"a": "../x.safetensors"}}`))
+	f.Add([]byte(`{"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}`))
+	f.Fuzz(func(t *testing.T, index []byte) {
+		m := fstest.MapFS{}
+		for k, v := range fsys {
+			m[k] = v
+		}
+		m["ckpt/model.safetensors.index.json"] = &fstest.MapFile{Data: index}
+		s, err := FromSafetensorsIndex(m, "ckpt/model.safetensors.index.json")
+		if err != nil {
+			var fe *gpumem.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error is not a *FieldError: %v", err)
+			}
+			return
+		}
+		if s.Params() <= 0 {
+			t.Fatalf("accepted index with Params() = %d", s.Params())
+		}
+	})
 }
