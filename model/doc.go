@@ -46,7 +46,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 60 well-known models, each stored as its
+// [Lookup] and [Catalog] give 61 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -65,12 +65,12 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 58 published counts of
+// Parameter counts are exact against 59 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
-// Phi-2/3, GPT-2, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5, Whisper,
-// ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
+// Phi-2/3, GPT-2, StarCoder, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5,
+// Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder), against three published PEFT LoRA
 // trainable counts and one published MoE active count (Qwen3-30B-A3B);
 // two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand

@@ -57,6 +57,8 @@ var publishedParams = []struct {
 	{"gpt2-medium", 354_823_168, "keras-hub gpt2_medium_en \"params\": 354823168; \"gpt2-medium total_params= 354823168\""},
 	{"gpt2-large", 774_030_080, "keras-hub gpt2_large_en \"params\": 774030080; TFGPT2MainLayer summary 774030080"},
 	{"gpt2-xl", 1_557_611_200, "keras-hub gpt2 preset \"params\": 1557611200; GPT2LMHeadModel num_params comment"},
+	// StarCoder (gpt_bigcode, multi-query): c_attn is 6144 + 2·128 rows.
+	{"starcoder", 15_517_456_384, "parameter table \"'multipl-t-starcoder-15b-ocaml': (40, 6144, 15517456384.0)\" (StarCoder-15B fine-tunes)"},
 	{"pythia-160m", 162_322_944, "pythia size table {'160m': 162322944, ...}"},
 	{"pythia-1b", 1_011_781_632, "pythia size table \"pythia-1b\": 1011781632"},
 	{"opt-125m", 125_239_296, "\"The original model has 125239296 parameters\" (OPT-125m pruning write-up)"},
