@@ -295,6 +295,15 @@ func TestStructure(t *testing.T) {
 		assert.Equal(t, gpumem.FP32, b.DType)
 		assert.Equal(t, int64(61), s.Layers)
 	})
+	t.Run("IsMoELayer", func(t *testing.T) {
+		t.Parallel()
+		ds := get("deepseek-v3")
+		assert.False(t, ds.IsMoELayer(2))
+		assert.True(t, ds.IsMoELayer(3))
+		assert.False(t, ds.IsMoELayer(61))
+		assert.True(t, get("mixtral-8x7b").IsMoELayer(0))
+		assert.False(t, get("llama-2-7b").IsMoELayer(0))
+	})
 	t.Run("llama rmsnorm has no bias, gpt2 layernorm has", func(t *testing.T) {
 		t.Parallel()
 		assert.False(t, has(get("llama-2-7b"), "model.norm.bias"))

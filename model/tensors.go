@@ -247,6 +247,13 @@ func (s Spec) build(b *builder) {
 	}
 }
 
+// IsMoELayer reports whether layer i (from 0) of s has routed experts
+// rather than a dense feed-forward, following each family's rule (see
+// isMoELayer). It is false for dense models and out-of-range i.
+func (s Spec) IsMoELayer(i int64) bool {
+	return i >= 0 && i < s.Layers && s.isMoELayer(i)
+}
+
 // isMoELayer reports whether layer i has routed experts. deepseek:
 // i >= first_k_dense_replace and i % moe_layer_freq == 0
 // (modeling_deepseek_v2/v3); qwen2_moe: (i+1) % decoder_sparse_step == 0
