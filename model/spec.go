@@ -295,7 +295,8 @@ const maxLayers = 1 << 16
 
 // Validate reports the first field of s that makes it unusable, as a
 // *gpumem.FieldError naming the field ("Spec.KVHeads") and value. A nil
-// error guarantees that Tensors, Params and Bytes succeed.
+// error guarantees that Tensors, Params, Bytes, WeightsBytes and Groups
+// succeed.
 func (s Spec) Validate() error {
 	return s.validate("Spec")
 }
@@ -322,6 +323,9 @@ func (s Spec) validateFields(path string) error {
 			}
 			if !t.DType.Valid() {
 				return gpumem.Errorf(path+".Inventory["+strconv.Itoa(i)+"].DType", t.DType, gpumem.ErrInvalid, "not a storage format")
+			}
+			if _, err := t.Bytes(); err != nil {
+				return err
 			}
 			var ok bool
 			if total, ok = checked.Add(total, n); !ok {
