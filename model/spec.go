@@ -295,8 +295,8 @@ const maxLayers = 1 << 16
 
 // Validate reports the first field of s that makes it unusable, as a
 // *gpumem.FieldError naming the field ("Spec.KVHeads") and value. A nil
-// error guarantees that Tensors, Params, Bytes, WeightsBytes and Groups
-// succeed.
+// error guarantees that Tensors and Params succeed, and Bytes,
+// WeightsBytes and Groups too unless the total bytes exceed int64.
 func (s Spec) Validate() error {
 	return s.validate("Spec")
 }
