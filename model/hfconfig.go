@@ -45,6 +45,10 @@ var supportedFamilies = [...]string{
 // mistral's and mixtral's to 8. "dtype" wins over the older
 // "torch_dtype"; with neither, the weights are FP32, transformers'
 // default. Multimodal configs read "text_config" and "vision_config".
+// "architectures" naming a T5EncoderModel gives an encoder-only T5; a
+// diffusers config whose "_class_name" is CogVideoXTransformer3DModel
+// reads as family "cogvideox". "quantization_config" is recorded in
+// Spec.Quantization.
 //
 // An unknown model_type that has hidden_size, num_hidden_layers,
 // num_attention_heads, intermediate_size and vocab_size is read as a
