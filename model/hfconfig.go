@@ -52,8 +52,10 @@ var supportedFamilies = [...]string{
 //
 // An unknown model_type that has hidden_size, num_hidden_layers,
 // num_attention_heads, intermediate_size and vocab_size is read as a
-// llama-style decoder with Spec.Generic set; otherwise the error wraps
-// gpumem.ErrUnsupported and names the type and the supported list.
+// llama-style decoder with Spec.Generic set. With only some of those keys
+// the error names the first missing one (it has no class default); with
+// none it wraps gpumem.ErrUnsupported and names the type and the
+// supported list.
 //
 // Every error is a *gpumem.FieldError naming the JSON field
 // ("config.text_config.hidden_size") and its value.
@@ -413,15 +415,26 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	case "clip", "siglip":
 		return c.clip(s)
 	default:
-		if !c.has("hidden_size") || !c.has("num_hidden_layers") || !c.has("num_attention_heads") ||
-			!c.has("vocab_size") || !c.has("intermediate_size") {
-			if mt == "" {
-				return Spec{}, gpumem.Errorf(c.field("model_type"), nil, gpumem.ErrUnsupported,
-					"missing, and the standard decoder keys are absent; supported: %s", strings.Join(supportedFamilies[:], ", "))
+		std := []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size"}
+		var missing []string
+		for _, k := range std {
+			if !c.has(k) {
+				missing = append(missing, k)
 			}
+		}
+		switch {
+		case len(missing) == len(std) && mt == "":
+			return Spec{}, gpumem.Errorf(c.field("model_type"), nil, gpumem.ErrUnsupported,
+				"missing, and the standard decoder keys are absent; supported: %s", strings.Join(supportedFamilies[:], ", "))
+		case len(missing) == len(std):
 			return Spec{}, gpumem.Errorf(c.field("model_type"), mt, gpumem.ErrUnsupported,
-				"unknown model type without the standard decoder keys (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size); supported: %s",
-				strings.Join(supportedFamilies[:], ", "))
+				"unknown model type without the standard decoder keys (%s); supported: %s",
+				strings.Join(std, ", "), strings.Join(supportedFamilies[:], ", "))
+		case len(missing) > 0:
+			// Some decoder keys: a generic decoder missing a key that has
+			// no default.
+			return Spec{}, gpumem.Errorf(c.field(missing[0]), nil, gpumem.ErrInvalid,
+				"missing, and model type %q has no class defaults (supported: %s)", mt, strings.Join(supportedFamilies[:], ", "))
 		}
 		s.Generic = true
 		if s.Family == "" {
