@@ -58,10 +58,27 @@
 // # Accuracy
 //
 // Parameter, gradient and optimizer-state bytes are exact arithmetic on the
-// tensor inventory. Activation and peak estimates are compared with
-// measurements recorded in testdata/; each package's documentation states
-// the measured error (median and worst, and on how many cases) as the
-// comparisons are made.
+// tensor inventory; activation and peak estimates are compared with
+// recordings in testdata/. Figures measured so far (each package's
+// documentation gives the details):
+//
+//   - parameter counts: exact against 59 published counts (model);
+//   - optimizer state: byte for byte against torch 1.13 in 80 oracle runs,
+//     BERT-large and T5-base inventories included (optimizer);
+//   - activations saved for backward: exact (median and worst error 0)
+//     against a CPU oracle on 117 grid points, 267 per-layer figures, for
+//     the Llama, Qwen3, Gemma2, Mixtral, GPT-2, BERT, ViT, CLIP, T5 and
+//     Whisper blocks (model);
+//   - eager attention: within 32 bytes of the oracle in 132 configurations
+//     (attention);
+//   - whole-job peaks: allocated peaks of 3 published inference jobs
+//     within 0.4% (median 0.0%, worst −0.4%); of 5 published jobs in all,
+//     median 7.5%, worst +71% (an upper bound where the sequences were
+//     padded shorter than stated) and −16% (a training run whose
+//     accumulation and validation are not stated) (budget).
+//
+// No GPU measurement of our own is recorded yet; the calibration data set
+// will add them.
 //
 // # Errors
 //
