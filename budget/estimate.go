@@ -197,7 +197,7 @@ func (a *accumulator) optimizer(j Job, dt gpumem.DType) (state, step gpumem.Byte
 		if !g.trainable {
 			continue
 		}
-		s, err := j.Optimizer.State(gpumem.Tensor{Shape: g.shape, DType: dt})
+		s, err := j.Optimizer.State(gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt})
 		if err != nil {
 			a.add(0, err)
 			return 0, 0

@@ -237,3 +237,53 @@ func BenchmarkEstimate(b *testing.B) {
 		}
 	}
 }
+
+// TestEstimateMuonByName checks that grouping keeps the names optimizers
+// decide by: Muon keeps its AdamW state (two moments) for the embedding
+// and the head and one momentum buffer for the 2-D layer weights, so its
+// state equals optimizer.Total over the whole inventory.
+func TestEstimateMuonByName(t *testing.T) {
+	t.Parallel()
+	s, ok := model.Lookup("llama-3.2-1b")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	j := trainJob(m)
+	j.Precision = FP32
+	j.Optimizer = optimizer.Muon{}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	ts := s.Tensors()
+	for i := range ts {
+		ts[i].DType = gpumem.FP32
+	}
+	want, err := optimizer.Total(optimizer.Muon{}, ts)
+	require.NoError(t, err)
+	got, _ := (&accumulator{}).optimizer(j, gpumem.FP32)
+	assert.Equal(t, want, got)
+	assert.GreaterOrEqual(t, b.Optimizer, want)
+}
+
+// TestEstimateOptimizerMatchesInventory checks the grouped optimizer
+// figures against the optimizer package run on the model's own
+// inventory, for foreach AdamW (whose step temporaries are a sum).
+func TestEstimateOptimizerMatchesInventory(t *testing.T) {
+	t.Parallel()
+	s, ok := model.Lookup("qwen2.5-0.5b")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	j := trainJob(m)
+	j.Optimizer = optimizer.AdamW{}
+	ts := s.Tensors()
+	for i := range ts {
+		ts[i].DType = gpumem.BF16
+	}
+	wantState, err := optimizer.Total(j.Optimizer, ts)
+	require.NoError(t, err)
+	wantStep, err := j.Optimizer.Transient(ts)
+	require.NoError(t, err)
+	state, step := (&accumulator{}).optimizer(j, gpumem.BF16)
+	assert.Equal(t, wantState, state)
+	assert.Equal(t, wantStep, step)
+}

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -20,8 +21,8 @@ type Model struct {
 	spec   model.Spec
 	groups []group
 	// trainable is the trainable inventory, one tensor per parameter,
-	// as the optimizer steps it in fp32, bf16 and fp16, for optimizers
-	// whose step transient depends on every tensor.
+	// grouped by shape, as the optimizer steps it in fp32, bf16 and fp16,
+	// for optimizers whose step transient depends on every tensor.
 	trainable [3][]gpumem.Tensor
 
 	kv attention.KVCache // the language model's cache geometry, dtype unset
@@ -31,8 +32,12 @@ type Model struct {
 	largest                   int64 // elements of the largest tensor
 }
 
-// group is count identical tensors.
+// group is count identical tensors of one component (embeddings, layers,
+// head: model.Component), so that optimizers that treat tensors by name
+// (Muon keeps embeddings and the head on AdamW) see a representative
+// name.
 type group struct {
+	name      string // the first tensor's name
 	shape     []int64
 	elems     int64
 	count     int64
@@ -63,6 +68,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	if len(ts) == 0 {
 		return Model{}, gpumem.Errorf("Finetune.Model", s.Name, gpumem.ErrInvalid, "no tensors")
 	}
+	var order []int // the group of each trainable tensor, in inventory order
 	trains := make(map[string]bool, len(trainable))
 	for _, t := range trainable {
 		trains[t.Name] = true
@@ -87,7 +93,12 @@ func NewModel(f model.Finetune) (Model, error) {
 			return Model{}, gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
 				"a %s tensor cannot be trained; train an adapter on it", t.DType)
 		}
+		part, comp, _ := model.Component(t.Name)
 		key.Reset()
+		key.WriteString(part)
+		key.WriteByte('/')
+		key.WriteString(comp)
+		key.WriteByte('/')
 		key.WriteString(strconv.FormatBool(train))
 		key.WriteByte('/')
 		key.WriteString(fixed.String())
@@ -99,7 +110,7 @@ func NewModel(f model.Finetune) (Model, error) {
 			m.groups[g].count++
 		} else {
 			index[key.String()] = len(m.groups)
-			m.groups = append(m.groups, group{shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train})
+			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train})
 		}
 		var ok bool
 		if m.params, ok = checked.Add(m.params, n); !ok {
@@ -110,10 +121,19 @@ func NewModel(f model.Finetune) (Model, error) {
 		if train {
 			m.trainableParams += n
 			m.trainableTensors++
-			shape := m.groups[index[key.String()]].shape
-			for k, dt := range steppedDTypes {
-				m.trainable[k] = append(m.trainable[k], gpumem.Tensor{Name: t.Name, Shape: shape, DType: dt})
-			}
+			order = append(order, index[key.String()])
+		}
+	}
+	// The stepped inventory lists identical tensors together, so that an
+	// optimizer's Transient sizes each shape once: a foreach step's
+	// temporaries are a sum, which the order does not change; a for-loop
+	// step's peak pairs each tensor with the one before it, which is
+	// then a tensor of the same shape where the model has several.
+	sort.SliceStable(order, func(a, b int) bool { return order[a] < order[b] })
+	for k, dt := range steppedDTypes {
+		m.trainable[k] = make([]gpumem.Tensor, len(order))
+		for i, g := range order {
+			m.trainable[k][i] = gpumem.Tensor{Name: m.groups[g].name, Shape: m.groups[g].shape, DType: dt}
 		}
 	}
 	return m, nil

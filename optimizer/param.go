@@ -131,14 +131,18 @@ type temps struct{ peak, carry int64 }
 // implementation: max over i of peak_i + carry_{i-1}, in the given order.
 func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.Bytes, error) {
 	var best, prev int64
-	for _, t := range ts {
-		p, err := inspect(t)
-		if err != nil {
-			return 0, err
-		}
-		tt, err := f(p)
-		if err != nil {
-			return 0, err
+	var tt temps
+	for i, t := range ts {
+		// A tensor like the one before it (k and v, gate and up, the
+		// norms) has the same temporaries: reuse them.
+		if i == 0 || !sameStorage(t, ts[i-1]) {
+			p, err := inspect(t)
+			if err != nil {
+				return 0, err
+			}
+			if tt, err = f(p); err != nil {
+				return 0, err
+			}
 		}
 		v, ok := checked.Add(tt.peak, prev)
 		if !ok {
@@ -156,15 +160,16 @@ func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.B
 // group, the usual case of a model in one dtype on one device, and an
 // upper bound otherwise.
 func sumTransient(ts []gpumem.Tensor, f func(p param) (int64, error)) (gpumem.Bytes, error) {
-	var sum int64
-	for _, t := range ts {
-		p, err := inspect(t)
-		if err != nil {
-			return 0, err
-		}
-		b, err := f(p)
-		if err != nil {
-			return 0, err
+	var sum, b int64
+	for i, t := range ts {
+		if i == 0 || !sameStorage(t, ts[i-1]) {
+			p, err := inspect(t)
+			if err != nil {
+				return 0, err
+			}
+			if b, err = f(p); err != nil {
+				return 0, err
+			}
 		}
 		var ok bool
 		if sum, ok = checked.Add(sum, b); !ok {
@@ -172,4 +177,18 @@ func sumTransient(ts []gpumem.Tensor, f func(p param) (int64, error)) (gpumem.By
 		}
 	}
 	return gpumem.Bytes(sum), nil
+}
+
+// sameStorage reports whether a and b have the same dtype and shape, and
+// so the same per-tensor temporaries.
+func sameStorage(a, b gpumem.Tensor) bool {
+	if a.DType != b.DType || len(a.Shape) != len(b.Shape) {
+		return false
+	}
+	for i, d := range a.Shape {
+		if b.Shape[i] != d {
+			return false
+		}
+	}
+	return true
 }
