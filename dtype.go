@@ -314,15 +314,25 @@ func ParseDType(s string) (DType, error) {
 }
 
 // MarshalText implements [encoding.TextMarshaler] with [DType.String].
+// The zero value, Invalid, marshals as empty text (an unset optional
+// dtype); other undefined values fail.
 func (d DType) MarshalText() ([]byte, error) {
+	if d == Invalid {
+		return []byte{}, nil
+	}
 	if !d.Valid() {
 		return nil, Errorf("dtype", uint8(d), ErrInvalid, "not a storage format")
 	}
 	return []byte(d.String()), nil
 }
 
-// UnmarshalText implements [encoding.TextUnmarshaler] with [ParseDType].
+// UnmarshalText implements [encoding.TextUnmarshaler] with [ParseDType];
+// empty text is Invalid, the unset value.
 func (d *DType) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*d = Invalid
+		return nil
+	}
 	v, err := ParseDType(string(text))
 	if err != nil {
 		return err

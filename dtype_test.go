@@ -185,7 +185,13 @@ func TestParseDTypeRejects(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnsupported)
 	_, err = DTypeFromGGUF(1000)
 	require.ErrorIs(t, err, ErrUnsupported)
-	_, err = Invalid.MarshalText()
+	text, err := Invalid.MarshalText()
+	require.NoError(t, err, "the unset dtype marshals as empty text")
+	assert.Empty(t, text)
+	d := BF16
+	require.NoError(t, d.UnmarshalText(nil))
+	assert.Equal(t, Invalid, d)
+	_, err = DType(200).MarshalText()
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Equal(t, "DType(200)", DType(200).String())
 }
