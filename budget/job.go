@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
 )
@@ -159,12 +160,12 @@ type Buffer struct {
 
 // size returns the buffer's bytes.
 func (b Buffer) size() (gpumem.Bytes, error) {
-	n, ok := mulBytes(b.Entries, b.EntryBytes)
+	n, ok := checked.Mul(b.Entries, int64(b.EntryBytes))
 	if !ok {
 		return 0, gpumem.Errorf("Buffer("+b.Name+").Entries", b.Entries, gpumem.ErrRange, "Entries × EntryBytes overflows")
 	}
-	s := int64(b.Bytes) + n
-	if s < 0 {
+	s, ok := checked.Add(int64(b.Bytes), n)
+	if !ok {
 		return 0, gpumem.Errorf("Buffer("+b.Name+").Bytes", b.Bytes, gpumem.ErrRange, "size overflows")
 	}
 	return gpumem.Bytes(s), nil
@@ -218,18 +219,4 @@ type Job struct {
 	// Device, when its Name is set, chooses device-specific defaults
 	// (the Hopper cuBLAS workspace).
 	Device gpumem.Device
-}
-
-func mulBytes(n int64, b gpumem.Bytes) (int64, bool) {
-	if n == 0 || b == 0 {
-		return 0, n >= 0 && b >= 0
-	}
-	if n < 0 || b < 0 {
-		return 0, false
-	}
-	p := n * int64(b)
-	if p/n != int64(b) {
-		return 0, false
-	}
-	return p, true
 }

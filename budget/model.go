@@ -29,7 +29,6 @@ type Model struct {
 
 	params, trainableParams   int64 // elements
 	tensors, trainableTensors int64
-	largest                   int64 // elements of the largest tensor
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -117,7 +116,6 @@ func NewModel(f model.Finetune) (Model, error) {
 			return Model{}, gpumem.Errorf("Finetune.Tensors", len(ts), gpumem.ErrRange, "parameter count overflows int64")
 		}
 		m.tensors++
-		m.largest = max(m.largest, n)
 		if train {
 			m.trainableParams += n
 			m.trainableTensors++

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -50,8 +51,8 @@ func (j *Job) validate() error {
 	if j.Images < 0 {
 		return gpumem.Errorf("Job.Images", j.Images, gpumem.ErrInvalid, "must not be negative")
 	}
-	tokens := int64(j.Batch) * (int64(j.SeqLen) + int64(j.Generate))
-	if tokens > maxTokens || tokens < 0 {
+	tokens, ok := checked.Mul(int64(j.Batch), int64(j.SeqLen)+int64(j.Generate))
+	if !ok || tokens > maxTokens {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrRange,
 			"Batch × (SeqLen + Generate) = %d×%d tokens exceeds 2^40", j.Batch, int64(j.SeqLen)+int64(j.Generate))
 	}
