@@ -229,7 +229,12 @@ func (d DType) Size(n int64) (Bytes, error) {
 	if n < 0 {
 		return 0, Errorf("elements", n, ErrRange, "negative count")
 	}
-	info := dtypes[d]
+	info := &dtypes[d]
+	if info.blockElems == 1 && info.blockBytes <= 16 && n < 1<<59 {
+		// One element per block (every plain format): no division, and
+		// the product cannot overflow.
+		return Bytes(n * info.blockBytes), nil
+	}
 	blocks, _ := checked.CeilDiv(n, info.blockElems)
 	b, ok := checked.Mul(blocks, info.blockBytes)
 	if !ok {

@@ -35,7 +35,10 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
 	}
-	a, err := j.Model.spec.Activations(w)
+	// Few kinds of block: a stack buffer keeps Estimate allocation-free
+	// (AppendActivations grows it on the heap only beyond eight kinds).
+	var buf [8]model.LayerActivations
+	a, err := j.Model.spec.AppendActivations(buf[:0], w)
 	if err != nil {
 		return actFigures{}, err
 	}

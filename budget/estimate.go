@@ -209,12 +209,16 @@ func (a *accumulator) optimizer(j Job, dt gpumem.DType) (state, step gpumem.Byte
 		}
 		state = a.sum(state, gpumem.Bytes(p))
 	}
-	ts := m.stepped(dt)
+	ts, runs := m.stepped(dt)
 	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
 		// State kept once per optimizer (bitsandbytes' quantization
 		// maps): a few KiB.
 		state = a.sum(state, a.add(sh.SharedBytes(ts)))
 	}
-	step = a.add(j.Optimizer.Transient(ts))
+	if r, ok := j.Optimizer.(optimizer.RunTransient); ok {
+		step = a.add(r.TransientRuns(runs))
+	} else {
+		step = a.add(j.Optimizer.Transient(ts))
+	}
 	return state, step
 }

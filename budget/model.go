@@ -10,6 +10,7 @@ import (
 	"github.com/gpumem/gpumem/attention"
 	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
 )
 
 // Model is a model prepared for estimation: its architecture and its
@@ -24,6 +25,10 @@ type Model struct {
 	// grouped by shape, as the optimizer steps it in fp32, bf16 and fp16,
 	// for optimizers whose step transient depends on every tensor.
 	trainable [3][]gpumem.Tensor
+	// runs is the same inventory as runs of identical tensors, one per
+	// trainable group, for optimizers that size a run at once
+	// (optimizer.RunTransient).
+	runs [3][]optimizer.Run
 
 	kv attention.KVCache // the language model's cache geometry, dtype unset
 
@@ -133,6 +138,12 @@ func NewModel(f model.Finetune) (Model, error) {
 		for i, g := range order {
 			m.trainable[k][i] = gpumem.Tensor{Name: m.groups[g].name, Shape: m.groups[g].shape, DType: dt}
 		}
+		for i := range m.groups {
+			if g := &m.groups[i]; g.trainable {
+				m.runs[k] = append(m.runs[k], optimizer.Run{
+					Tensor: gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt}, Count: g.count})
+			}
+		}
 	}
 	return m, nil
 }
@@ -140,14 +151,14 @@ func NewModel(f model.Finetune) (Model, error) {
 // steppedDTypes are the dtypes an optimizer may step parameters in.
 var steppedDTypes = [3]gpumem.DType{gpumem.FP32, gpumem.BF16, gpumem.FP16}
 
-// stepped returns the trainable inventory in dt.
-func (m *Model) stepped(dt gpumem.DType) []gpumem.Tensor {
+// stepped returns the trainable inventory in dt, as a list and as runs.
+func (m *Model) stepped(dt gpumem.DType) ([]gpumem.Tensor, []optimizer.Run) {
 	for k, d := range steppedDTypes {
 		if d == dt {
-			return m.trainable[k]
+			return m.trainable[k], m.runs[k]
 		}
 	}
-	return m.trainable[0]
+	return m.trainable[0], m.runs[0]
 }
 
 // Spec returns the architecture the Model was prepared from.

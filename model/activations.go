@@ -410,6 +410,15 @@ const actMaxTokens = 1 << 40
 // *gpumem.FieldError naming the field for an invalid Spec or Workload, and
 // with gpumem.ErrRange when a size overflows int64.
 func (s Spec) Activations(w Workload) (Activations, error) {
+	return s.AppendActivations(nil, w)
+}
+
+// AppendActivations is [Spec.Activations] with the per-block figures
+// appended to dst[:0], so a caller that estimates often (a scheduler's
+// hot path) can pass a reused or stack buffer and allocate nothing. A
+// few entries suffice: one per kind of block (a multimodal model has
+// three or four).
+func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations, error) {
 	if s.Inventory != nil && s.Hidden == 0 {
 		return Activations{}, gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
 	}
@@ -436,7 +445,9 @@ func (s Spec) Activations(w Workload) (Activations, error) {
 	if c.bad {
 		return Activations{}, gpumem.Errorf("Workload", w.Batch, gpumem.ErrRange, "activation bytes overflow int64 (batch %d, sequence %d)", w.Batch, w.SeqLen)
 	}
-	return a, nil
+	out := a
+	out.Layers = append(dst[:0], c.layers()...)
+	return out, nil
 }
 
 // checkAct checks the fields the activation model reads; it is cheaper
@@ -581,7 +592,38 @@ func (w Workload) check(s Spec) (int64, error) {
 
 // actCalc does checked int64 arithmetic; any overflow sets bad, and the
 // caller reports one ErrRange.
-type actCalc struct{ bad bool }
+type actCalc struct {
+	bad bool
+	// The per-block figures, in order: the first eight in buf (n of
+	// them), all of them in more once there are more. A fixed array keeps
+	// AppendActivations allocation-free: a slice grown through a pointer
+	// would escape to the heap.
+	buf  [8]LayerActivations
+	n    int
+	more []LayerActivations
+}
+
+// push appends a block's figures.
+func (c *actCalc) push(l LayerActivations) {
+	switch {
+	case c.more != nil:
+		c.more = append(c.more, l)
+	case c.n < len(c.buf):
+		c.buf[c.n] = l
+		c.n++
+	default:
+		c.more = make([]LayerActivations, 0, 2*len(c.buf))
+		c.more = append(append(c.more, c.buf[:]...), l)
+	}
+}
+
+// layers returns the blocks' figures pushed so far.
+func (c *actCalc) layers() []LayerActivations {
+	if c.more != nil {
+		return c.more
+	}
+	return c.buf[:c.n]
+}
 
 // m returns the product of xs.
 func (c *actCalc) m(xs ...int64) int64 {
@@ -1071,7 +1113,7 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 		l.Saved, l.Attention, l.Input = 0, 0, 0
 		l.Forward = gpumem.Bytes(x.noGrad)
 		l.Backward = 0
-		a.Layers = append(a.Layers, l)
+		c.push(l)
 		return l
 	}
 	kept := x.saved
@@ -1103,7 +1145,7 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 		l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
 	}
 	l.Kept, l.KeptTotal = gpumem.Bytes(kept), gpumem.Bytes(total)
-	a.Layers = append(a.Layers, l)
+	c.push(l)
 	return l
 }
 
@@ -1179,7 +1221,7 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
-	for _, x := range a.Layers {
+	for _, x := range c.layers() {
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))
 	}
 	if !w.Train {
@@ -1240,7 +1282,7 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T int64, inputCoun
 func (c *actCalc) finish(a *Activations, w Workload) {
 	var f, b gpumem.Bytes
 	var flops, recompute int64
-	for _, l := range a.Layers {
+	for _, l := range c.layers() {
 		f = max(f, l.Forward)
 		b = max(b, l.Backward)
 		flops = c.a(flops, c.m(l.FLOPs, l.Count))
@@ -1333,7 +1375,7 @@ func (c *actCalc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 		} else {
 			l.Forward = gpumem.Bytes(c.m(2, e, T, ph))
 		}
-		a.Layers = append(a.Layers, l)
+		c.push(l)
 	}
 	seq := c.a(w.SeqLen, c.m(w.Images, per))
 	c.decoderOnly(a, t, w, e, "language", seq)
@@ -1422,7 +1464,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.head(a, s, w, e, dT, false)
 	var flops int64
-	for _, x := range a.Layers {
+	for _, x := range c.layers() {
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))
 	}
 	a.FLOPs = c.a(flops, c.m(2, dT, s.Hidden, s.Vocab))

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -571,4 +572,37 @@ func ExampleSpec_Activations_llava() {
 	// vision    encoder   ×23 tokens 577 saved 0.0 MiB each
 	// projector projector ×1 tokens 576 saved 10.1 MiB each
 	// language  decoder   ×32 tokens 2048 saved 364.3 MiB each
+}
+
+// AppendActivations fills the caller's buffer and agrees with
+// Activations, for buffers too small, empty and large enough; with room
+// it allocates nothing.
+func TestAppendActivations(t *testing.T) {
+	for _, name := range []string{"llama-3-8b", "llava-1.5-7b", "t5-base", "whisper-small"} {
+		s, ok := model.Lookup(name)
+		if !ok {
+			t.Fatalf("%s not in the catalog", name)
+		}
+		w := model.Workload{Batch: 2, SeqLen: 256, EncoderLen: 128, DType: gpumem.BF16, Train: true, Images: 1}
+		if s.Family != "llava" {
+			w.Images = 0
+		}
+		want, err := s.Activations(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{0, 1, 16} {
+			got, err := s.AppendActivations(make([]model.LayerActivations, 3, n+3)[:n], w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, buffer of %d: AppendActivations differs from Activations:\n%+v\n%+v", name, n, got, want)
+			}
+		}
+		var buf [16]model.LayerActivations
+		if allocs := testing.AllocsPerRun(20, func() { _, _ = s.AppendActivations(buf[:0], w) }); allocs != 0 {
+			t.Errorf("%s: AppendActivations with room allocates %v times", name, allocs)
+		}
+	}
 }

@@ -159,6 +159,16 @@ func (o Adafactor) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 //   - torch, foreach: one var_estimate per tensor, all at once ("the
 //     foreach implementation uses ~ sizeof(params) more peak memory").
 func (o Adafactor) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Adafactor) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Adafactor) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}

@@ -175,7 +175,7 @@ func (o Adam8bit) appendSharedN(tn string, states int, dst []Slot, ts []gpumem.T
 	return dst, nil
 }
 
-func (o Adam8bit) transient(tn string, ts []gpumem.Tensor) (gpumem.Bytes, error) {
+func (o Adam8bit) transient(tn string, ts seq) (gpumem.Bytes, error) {
 	if _, _, err := o.settings(tn); err != nil {
 		return 0, err
 	}
@@ -216,6 +216,16 @@ func (o Adam8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o Adam8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Adam8bit) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Adam8bit) transientOf(ts seq) (gpumem.Bytes, error) {
 	return o.transient("Adam8bit", ts)
 }
 
@@ -251,6 +261,16 @@ func (o AdamW8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o AdamW8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o AdamW8bit) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o AdamW8bit) transientOf(ts seq) (gpumem.Bytes, error) {
 	return Adam8bit(o).transient("AdamW8bit", ts)
 }
 
@@ -310,5 +330,15 @@ func (o Lion8bit) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer]: 0, the update is a fused kernel.
 func (o Lion8bit) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Lion8bit) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Lion8bit) transientOf(ts seq) (gpumem.Bytes, error) {
 	return Adam8bit(o).transient("Lion8bit", ts)
 }

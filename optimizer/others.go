@@ -66,6 +66,16 @@ func (o Lion) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 // state-sized tensors at once, freed when update_fn returns. The foreach
 // variant holds one clone per tensor; Triton none.
 func (o Lion) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Lion) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Lion) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}
@@ -152,6 +162,16 @@ func (o LAMB) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 // (foreach=None resolves to it on CUDA), whose lists hold at most a few
 // tensors at a time. Fused: 0.
 func (o LAMB) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o LAMB) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o LAMB) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := checkStateDType("LAMB", o.StateDType); err != nil {
 		return 0, err
 	}
@@ -297,6 +317,16 @@ func nsShape(s []int64) (batch, r, c int64, ok bool) {
 //     buf2c, buf2c.sqrt()+eps and the quotient (four tensors like the
 //     parameter at the peak); the update stays referenced into the next.
 func (o Muon) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Muon) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Muon) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := checkStateDType("Muon", o.StateDType); err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/checked"
@@ -127,15 +128,90 @@ func scale(k, b int64) (int64, error) {
 // iteration, after that iteration has allocated its own).
 type temps struct{ peak, carry int64 }
 
+// Run is Count consecutive parameters of the same dtype and shape: the
+// identical layers of a transformer, visited one after the other. A
+// caller that keeps its inventory as runs (a 70B Llama is a few dozen
+// runs for 723 tensors) gets the step's temporaries from
+// [RunTransient.TransientRuns] in time proportional to the runs.
+type Run struct {
+	Tensor gpumem.Tensor
+	// Count is the number of tensors in the run, at least 1.
+	Count int64
+}
+
+// RunTransient is implemented by optimizers that compute Transient over
+// runs of identical tensors; every optimizer of this package does. The
+// result equals Transient of the expanded list.
+type RunTransient interface {
+	TransientRuns(rs []Run) (gpumem.Bytes, error)
+}
+
+// TransientRuns returns o.Transient of the tensors rs describes: through
+// [RunTransient] when o implements it, otherwise by expanding the runs
+// (which allocates).
+func TransientRuns(o Optimizer, rs []Run) (gpumem.Bytes, error) {
+	if r, ok := o.(RunTransient); ok {
+		return r.TransientRuns(rs)
+	}
+	var n int64
+	for i, r := range rs {
+		if r.Count < 1 || r.Count > 1<<24 {
+			return 0, gpumem.Errorf("Run["+strconv.Itoa(i)+"].Count", r.Count, gpumem.ErrInvalid, "must be in [1, 2^24]")
+		}
+		n += r.Count
+		if n > 1<<24 {
+			return 0, gpumem.Errorf("Run.Count", n, gpumem.ErrRange, "more than 2^24 tensors")
+		}
+	}
+	ts := make([]gpumem.Tensor, 0, n)
+	for _, r := range rs {
+		for k := int64(0); k < r.Count; k++ {
+			ts = append(ts, r.Tensor)
+		}
+	}
+	return o.Transient(ts)
+}
+
+// seq is the tensors a Transient visits: a list, or runs.
+type seq struct {
+	ts []gpumem.Tensor
+	rs []Run
+}
+
+func (s seq) len() int {
+	if s.rs != nil {
+		return len(s.rs)
+	}
+	return len(s.ts)
+}
+
+// at returns the i-th tensor, or run, and how many tensors it stands
+// for; the callers reject counts below 1 with badCount.
+func (s seq) at(i int) (gpumem.Tensor, int64) {
+	if s.rs == nil {
+		return s.ts[i], 1
+	}
+	return s.rs[i].Tensor, s.rs[i].Count
+}
+
+func badCount(i int, n int64) error {
+	return gpumem.Errorf("Run["+strconv.Itoa(i)+"].Count", n, gpumem.ErrInvalid, "must be at least 1")
+}
+
 // loopTransient is the temporary peak of a for-loop ("single tensor")
 // implementation: max over i of peak_i + carry_{i-1}, in the given order.
-func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.Bytes, error) {
+func loopTransient(ts seq, f func(p param) (temps, error)) (gpumem.Bytes, error) {
 	var best, prev int64
 	var tt temps
-	for i, t := range ts {
+	var last gpumem.Tensor
+	for i := range ts.len() {
+		t, count := ts.at(i)
+		if count < 1 {
+			return 0, badCount(i, count)
+		}
 		// A tensor like the one before it (k and v, gate and up, the
 		// norms) has the same temporaries: reuse them.
-		if i == 0 || !sameStorage(t, ts[i-1]) {
+		if i == 0 || !sameStorage(t, last) {
 			p, err := inspect(t)
 			if err != nil {
 				return 0, err
@@ -144,11 +220,19 @@ func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.B
 				return 0, err
 			}
 		}
+		last = t
 		v, ok := checked.Add(tt.peak, prev)
 		if !ok {
-			return 0, gpumem.Errorf("optimizer.Transient", len(ts), gpumem.ErrRange, "temporary bytes overflow int64")
+			return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
 		}
 		best = max(best, v)
+		if count > 1 {
+			// The rest of the run follows a tensor like itself.
+			if v, ok = checked.Add(tt.peak, tt.carry); !ok {
+				return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
+			}
+			best = max(best, v)
+		}
 		prev = tt.carry
 	}
 	return gpumem.Bytes(best), nil
@@ -159,10 +243,15 @@ func loopTransient(ts []gpumem.Tensor, f func(p param) (temps, error)) (gpumem.B
 // per (device, dtype) group. Summing over every tensor is exact for one
 // group, the usual case of a model in one dtype on one device, and an
 // upper bound otherwise.
-func sumTransient(ts []gpumem.Tensor, f func(p param) (int64, error)) (gpumem.Bytes, error) {
+func sumTransient(ts seq, f func(p param) (int64, error)) (gpumem.Bytes, error) {
 	var sum, b int64
-	for i, t := range ts {
-		if i == 0 || !sameStorage(t, ts[i-1]) {
+	var last gpumem.Tensor
+	for i := range ts.len() {
+		t, count := ts.at(i)
+		if count < 1 {
+			return 0, badCount(i, count)
+		}
+		if i == 0 || !sameStorage(t, last) {
 			p, err := inspect(t)
 			if err != nil {
 				return 0, err
@@ -171,9 +260,13 @@ func sumTransient(ts []gpumem.Tensor, f func(p param) (int64, error)) (gpumem.By
 				return 0, err
 			}
 		}
-		var ok bool
-		if sum, ok = checked.Add(sum, b); !ok {
-			return 0, gpumem.Errorf("optimizer.Transient", len(ts), gpumem.ErrRange, "temporary bytes overflow int64")
+		last = t
+		v, ok := checked.Mul(b, count)
+		if ok {
+			sum, ok = checked.Add(sum, v)
+		}
+		if !ok {
+			return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
 		}
 	}
 	return gpumem.Bytes(sum), nil

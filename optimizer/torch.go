@@ -118,6 +118,16 @@ func (o SGD) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 // Not modelled: the gradient-sized copy that weight_decay ≠ 0 or
 // nesterov=True make (grad.add(param), grad.add(buf)).
 func (o SGD) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o SGD) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o SGD) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}
@@ -202,7 +212,7 @@ func (o Adam) appendSlots(name string, dst []Slot, t gpumem.Tensor) ([]Slot, err
 // Not modelled: Adam's (not AdamW's) weight_decay ≠ 0 copies the gradient
 // first (grad.add(param)); in the foreach path that copy is freed
 // ("del device_grads") before exp_avg_sq_sqrt is allocated.
-func (o Adam) transient(name string, ts []gpumem.Tensor) (gpumem.Bytes, error) {
+func (o Adam) transient(name string, ts seq) (gpumem.Bytes, error) {
 	if err := o.check(name); err != nil {
 		return 0, err
 	}
@@ -245,7 +255,19 @@ func (o Adam) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 }
 
 // Transient implements [Optimizer]; see the note on [Adam.Impl].
-func (o Adam) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) { return o.transient("Adam", ts) }
+func (o Adam) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Adam) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Adam) transientOf(ts seq) (gpumem.Bytes, error) {
+	return o.transient("Adam", ts)
+}
 
 // AppendSlots implements [Layout].
 func (o AdamW) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
@@ -264,6 +286,16 @@ func (o AdamW) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer], as [Adam.Transient].
 func (o AdamW) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o AdamW) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o AdamW) transientOf(ts seq) (gpumem.Bytes, error) {
 	return Adam(o).transient("AdamW", ts)
 }
 
@@ -322,6 +354,16 @@ func (o Adagrad) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer]; see [Adagrad.Impl].
 func (o Adagrad) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o Adagrad) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o Adagrad) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}
@@ -330,7 +372,7 @@ func (o Adagrad) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 
 // oneStateTemp is the transient of an update that builds one state-sized
 // temporary per parameter (Adagrad's std, RMSprop's avg).
-func oneStateTemp(ts []gpumem.Tensor, impl Impl, typ string, set gpumem.DType) (gpumem.Bytes, error) {
+func oneStateTemp(ts seq, impl Impl, typ string, set gpumem.DType) (gpumem.Bytes, error) {
 	moment := func(p param) (int64, error) {
 		d, err := stateDType(typ, set, p)
 		if err != nil {
@@ -429,6 +471,16 @@ func (o RMSprop) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 
 // Transient implements [Optimizer]; see [RMSprop.Impl].
 func (o RMSprop) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.transientOf(seq{ts: ts})
+}
+
+// TransientRuns implements [RunTransient], as Transient.
+func (o RMSprop) TransientRuns(rs []Run) (gpumem.Bytes, error) {
+	return o.transientOf(seq{rs: rs})
+}
+
+// transientOf is Transient over a list of tensors or runs.
+func (o RMSprop) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
 	}

@@ -36,26 +36,25 @@ func Add(a, b int64) (int64, bool) {
 // A zero factor makes the product zero even when the other factors would
 // overflow together, as the element count of a tensor with a zero dimension.
 func MulAll(xs ...int64) (int64, bool) {
-	p := int64(1)
-	ok := true
+	var p uint64 = 1
+	over := false
 	for _, x := range xs {
-		if x < 0 {
-			return 0, false
-		}
-		if x == 0 {
+		if x <= 0 {
+			if x < 0 {
+				return 0, false
+			}
 			return 0, true
 		}
-		if ok {
-			p, ok = Mul(p, x)
-		}
+		hi, lo := bits.Mul64(p, uint64(x))
+		over = over || hi != 0 || lo > 1<<63-1
+		p = lo
 	}
-	if !ok {
+	if over {
 		return 0, false
 	}
-	return p, true
+	return int64(p), true
 }
 
-// CeilDiv returns ceil(a/b) for a >= 0 and b > 0, and false otherwise.
 func CeilDiv(a, b int64) (int64, bool) {
 	if a < 0 || b <= 0 {
 		return 0, false
