@@ -31,7 +31,7 @@ type actFigures struct {
 // logits_to_keep=1, transformers ≥ 4.45).
 func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	w := model.Workload{
-		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention,
+		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
 	}

@@ -89,6 +89,10 @@ type Breakdown struct {
 	// Context is the CUDA context and loaded kernels.
 	Context gpumem.Bytes
 
+	// Host is what the job keeps in host (CPU) memory because of
+	// Job.Offload; it is not part of the GPU peak, Total or Device.
+	Host gpumem.Bytes
+
 	// Phase is the phase that sets the peak.
 	Phase Phase
 	// Phases holds the allocated peak of each phase, indexed by Phase
@@ -157,6 +161,9 @@ func (b Breakdown) LogValue() slog.Value {
 		slog.Int64("allocated", int64(b.Allocated())),
 		slog.Int64("reserved", int64(b.Reserved())),
 		slog.Int64("device", int64(b.Device())))
+	if b.Host != 0 {
+		attrs = append(attrs, slog.Int64("host", int64(b.Host)))
+	}
 	for _, c := range b.Components() {
 		if c.Bytes != 0 {
 			attrs = append(attrs, slog.Int64(c.Name, int64(c.Bytes)))
@@ -172,6 +179,7 @@ type breakdownJSON struct {
 	DevicePeak    int64            `json:"device_peak"`
 	Phase         string           `json:"phase"`
 	Components    map[string]int64 `json:"components"`
+	Host          int64            `json:"host,omitempty"`
 }
 
 // MarshalJSON writes the totals, the phase and every component as
@@ -182,7 +190,7 @@ type breakdownJSON struct {
 func (b Breakdown) MarshalJSON() ([]byte, error) {
 	w := breakdownJSON{
 		AllocatedPeak: int64(b.Allocated()), ReservedPeak: int64(b.Reserved()), DevicePeak: int64(b.Device()),
-		Phase: b.Phase.String(), Components: make(map[string]int64, 13),
+		Phase: b.Phase.String(), Components: make(map[string]int64, 13), Host: int64(b.Host),
 	}
 	for _, c := range b.Components() {
 		w.Components[c.Name] = int64(c.Bytes)

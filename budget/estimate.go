@@ -72,13 +72,25 @@ func Estimate(j Job) (Breakdown, error) {
 		optState, optStep = acc.optimizer(j, sDT)
 	}
 	b.Optimizer = optState
+	if j.Offload&OffloadOptimizer != 0 {
+		// State and master copy live on the host; the step runs there.
+		b.Host = acc.sum(b.Optimizer, b.Master)
+		b.Optimizer, b.Master, optStep = 0, 0, 0
+	}
+	var largestCopy gpumem.Bytes
 	for i := range j.Copies {
 		c := &j.Copies[i]
 		dt := c.DType
 		if dt == gpumem.Invalid {
 			dt = wDT
 		}
-		b.ExtraModels = acc.sum(b.ExtraModels, acc.add(c.Model.weights(dt, false)))
+		w := acc.add(c.Model.weights(dt, false))
+		largestCopy = max(largestCopy, w)
+		b.ExtraModels = acc.sum(b.ExtraModels, w)
+	}
+	if j.Offload&OffloadCopies != 0 {
+		b.Host = acc.sum(b.Host, b.ExtraModels)
+		b.ExtraModels = largestCopy
 	}
 	for i := range j.Buffers {
 		b.Buffers = acc.sum(b.Buffers, acc.add(j.Buffers[i].size()))

@@ -186,6 +186,10 @@ type Job struct {
 	// Attention is the attention implementation (zero: Hugging Face's
 	// eager attention, with the softmax dtype its family uses).
 	Attention model.AttentionKernel
+	// HeadChunk, with eager attention, computes the attention scores
+	// HeadChunk heads at a time (model.Workload.HeadChunk); zero means
+	// all heads at once.
+	HeadChunk int
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when
@@ -210,6 +214,8 @@ type Job struct {
 	Dropout bool
 	// Copies are frozen extra models held beside the trained one.
 	Copies []Copy
+	// Offload moves state to host memory (see Offload).
+	Offload Offload
 	// Buffers are the job's own GPU tensors and caches.
 	Buffers []Buffer
 	// Overhead overrides the default overheads; the zero value means
@@ -220,3 +226,44 @@ type Job struct {
 	// (the Hopper cuBLAS workspace).
 	Device gpumem.Device
 }
+
+// Offload is a set of states kept in host (CPU) memory instead of on the
+// GPU. Offloaded bytes are reported in Breakdown.Host, not in the GPU
+// peak.
+type Offload uint8
+
+const (
+	// OffloadOptimizer keeps the optimizer state and the fp32 master
+	// weights in host memory and runs the step there, as DeepSpeed's
+	// ZeRO-Offload does with its CPU Adam (zero_optimization.
+	// offload_optimizer.device "cpu"; Ren et al., "ZeRO-Offload", 2021).
+	// The GPU keeps the 16-bit weights and, conservatively, the
+	// gradients until the step (DeepSpeed streams them to the host per
+	// bucket, which can only lower the peak).
+	OffloadOptimizer Offload = 1 << iota
+	// OffloadCopies keeps the frozen extra models (Job.Copies) in host
+	// memory and moves each to the GPU only while it runs, as diffusers'
+	// enable_model_cpu_offload moves whole models on use: the GPU holds
+	// the largest copy instead of all of them.
+	OffloadCopies
+
+	offloadAll = OffloadOptimizer | OffloadCopies
+)
+
+// String returns "none", "optimizer", "copies" or "optimizer+copies".
+func (o Offload) String() string {
+	switch o {
+	case 0:
+		return "none"
+	case OffloadOptimizer:
+		return "optimizer"
+	case OffloadCopies:
+		return "copies"
+	case OffloadOptimizer | OffloadCopies:
+		return "optimizer+copies"
+	}
+	return "Offload(" + strconv.Itoa(int(o)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (o Offload) MarshalText() ([]byte, error) { return []byte(o.String()), nil }

@@ -51,6 +51,12 @@ func (j *Job) validate() error {
 	if j.Images < 0 {
 		return gpumem.Errorf("Job.Images", j.Images, gpumem.ErrInvalid, "must not be negative")
 	}
+	if j.HeadChunk < 0 || j.HeadChunk > 1<<20 {
+		return gpumem.Errorf("Job.HeadChunk", j.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
+	}
+	if j.Offload&^offloadAll != 0 {
+		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies or both")
+	}
 	tokens, ok := checked.Mul(int64(j.Batch), int64(j.SeqLen)+int64(j.Generate))
 	if !ok || tokens > maxTokens {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrRange,

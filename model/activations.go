@@ -181,6 +181,14 @@ type Workload struct {
 	// Softmax overrides the dtype of the eager softmax (zero: the
 	// family's, see [Eager]).
 	Softmax Softmax
+	// HeadChunk, with Eager attention, computes the score and softmax
+	// matrices HeadChunk heads at a time (a loop over head slices, as
+	// seed 003's chunked block attention does), so the forward and
+	// no-grad transients hold batch·HeadChunk·s² elements instead of
+	// batch·heads·s². Zero (or at least the head count) means all heads
+	// at once. What training saves for backward is unchanged: every
+	// head's probabilities are kept.
+	HeadChunk int64
 	// Checkpointing is the recomputation policy (zero: none).
 	Checkpointing Checkpointing
 	// CheckpointEvery is k for EveryKCheckpointing (zero means 1, which
@@ -566,6 +574,9 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.Checkpointing >= numPolicies {
 		return 0, gpumem.Errorf("Workload.Checkpointing", w.Checkpointing, gpumem.ErrInvalid, "unknown checkpointing policy")
 	}
+	if w.HeadChunk < 0 || w.HeadChunk > 1<<20 {
+		return 0, gpumem.Errorf("Workload.HeadChunk", w.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
+	}
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
@@ -736,6 +747,7 @@ type actShape struct {
 	b, s, sk int64 // batch, sequence, cross-attention key length
 	e        int64 // compute dtype bytes
 	k        AttentionKernel
+	hc       int64 // eager head chunk; 0: all heads
 	drop     bool
 	softmax  Softmax
 }
@@ -805,11 +817,16 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		if bl.scalar {
 			part = c.a(part, e)
 		}
-		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P).
-		fwd = c.m(2*e, P)
+		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
+		// for one chunk of heads when the heads are chunked.
+		Pc := P
+		if sh.hc > 0 && sh.hc < bl.H {
+			Pc = c.m(b, sh.hc, sq, sk)
+		}
+		fwd = c.m(2*e, Pc)
 		// Without a graph: q, k, v and the larger of those two copies or
 		// the softmax's input and output.
-		live = c.a(q, k, v, c.m(actMax(2*e, sm+e), P))
+		live = c.a(q, k, v, c.m(actMax(2*e, sm+e), Pc))
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
 		if sm != e {
@@ -1152,7 +1169,7 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
@@ -1316,7 +1333,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
@@ -1430,8 +1447,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, drop: w.Dropout, softmax: w.Softmax}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen
