@@ -49,12 +49,19 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 // job builds the budget.Job the flags describe, and the device to check
 // it against (Capacity zero when none was named).
 func (f *jobFlags) job() (budget.Job, gpumem.Device, error) {
-	var j budget.Job
-	var dev gpumem.Device
 	s, err := f.load()
 	if err != nil {
-		return j, dev, err
+		return budget.Job{}, gpumem.Device{}, err
 	}
+	return f.jobFor(s)
+}
+
+// jobFor builds the budget.Job the flags describe for the model s, which
+// the caller has loaded (gpumem serve reads an inline config.json).
+func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
+	var j budget.Job
+	var dev gpumem.Device
+	var err error
 	switch {
 	case f.train == f.infer:
 		return j, dev, fmt.Errorf("%w: give one of --train and --infer", errUsage)
@@ -135,34 +142,14 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	need, err := budget.Estimate(j)
+	e, err := estimate(j, dev)
 	if err != nil {
 		return err
 	}
-	var shortfall gpumem.Bytes
-	fits := true
-	if dev.Capacity > 0 {
-		shortfall, fits = budget.Fits(need, dev)
-	}
 	if *asJSON {
-		comps := map[string]int64{}
-		for _, c := range need.Components() {
-			comps[c.Name] = int64(c.Bytes)
-		}
-		r := map[string]any{
-			"allocated_peak": int64(need.Allocated()), "reserved_peak": int64(need.Reserved()),
-			"device_peak": int64(need.Device()), "phase": need.Phase.String(), "components": comps,
-		}
-		if dev.Capacity > 0 {
-			r["device"] = dev.Name
-			r["free"] = int64(dev.Free())
-			r["fits"] = fits
-			r["shortfall"] = int64(shortfall)
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return e.writeJSON(out)
 	}
+	need, fits, shortfall := e.need, e.fits, e.shortfall
 	total, trainable := j.Model.Params()
 	fmt.Fprintf(out, "%s: %s, batch %d × %d tokens, %s precision", describe(j), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	if j.Optimizer != nil {
@@ -191,6 +178,50 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// estimation is an estimate and its fit on a device: what gpumem estimate
+// prints, and what gpumem serve's /v1/estimate returns.
+type estimation struct {
+	need      budget.Breakdown
+	dev       gpumem.Device // Capacity zero: no device named
+	fits      bool          // true when no device was named
+	shortfall gpumem.Bytes
+}
+
+// estimate estimates j and checks the fit on dev when it has a capacity.
+func estimate(j budget.Job, dev gpumem.Device) (estimation, error) {
+	need, err := budget.Estimate(j)
+	if err != nil {
+		return estimation{}, err
+	}
+	e := estimation{need: need, dev: dev, fits: true}
+	if dev.Capacity > 0 {
+		e.shortfall, e.fits = budget.Fits(need, dev)
+	}
+	return e, nil
+}
+
+// writeJSON writes the --json form of e (bytes as integers), the same
+// bytes for gpumem estimate --json and gpumem serve.
+func (e estimation) writeJSON(out io.Writer) error {
+	comps := map[string]int64{}
+	for _, c := range e.need.Components() {
+		comps[c.Name] = int64(c.Bytes)
+	}
+	r := map[string]any{
+		"allocated_peak": int64(e.need.Allocated()), "reserved_peak": int64(e.need.Reserved()),
+		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": comps,
+	}
+	if e.dev.Capacity > 0 {
+		r["device"] = e.dev.Name
+		r["free"] = int64(e.dev.Free())
+		r["fits"] = e.fits
+		r["shortfall"] = int64(e.shortfall)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 func describe(j budget.Job) string {

@@ -9,6 +9,7 @@
 //	gpumem oom      [FILE|-]                               [--json]
 //	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
 //	gpumem devices
+//	gpumem serve    [--addr 127.0.0.1:8080] [--max-body 1MiB]  (HTTP JSON; see README.md)
 //
 // Run "gpumem COMMAND -h" for a command's flags. Every size is printed in
 // binary units (GiB = 2^30 bytes); --json prints integers of bytes.
@@ -41,6 +42,7 @@ func commands() []command {
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM},
 		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices},
+		{"serve", "serve estimate, oom, leak, models and devices as an HTTP JSON service", runServe},
 	}
 }
 

@@ -1,0 +1,717 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/leak"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// defaultMaxBody is the largest request body the service reads, unless
+// --max-body says otherwise.
+const defaultMaxBody = 1 << 20
+
+// Server timeouts. A request is a small JSON document or a log of at most
+// --max-body bytes, and the library answers in microseconds to
+// milliseconds, so these are generous for clients and short for
+// connections that stall.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 10 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func runServe(args []string, _ io.Reader, _, errOut io.Writer) error {
+	fs := newFlags("serve", errOut)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port); the service has no authentication, so keep it on loopback or behind a proxy")
+	maxBody := fs.String("max-body", "1MiB", "largest request body accepted (e.g. 1MiB, 16MiB); larger bodies get 413")
+	inflight := fs.Int("max-inflight", 0, "requests computed at once; others wait for a slot (default GOMAXPROCS)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	limit, err := gpumem.ParseBytes(*maxBody)
+	if err != nil {
+		return fmt.Errorf("%w: --max-body: %v", errUsage, err)
+	}
+	if limit < 1 {
+		return fmt.Errorf("%w: --max-body %q: must be at least 1B", errUsage, *maxBody)
+	}
+	if *inflight < 0 {
+		return fmt.Errorf("%w: --max-inflight %d: must not be negative", errUsage, *inflight)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(errOut, "gpumem serve: listening on http://%s\n", ln.Addr())
+	return serve(ctx, ln, newServer(serverOptions{MaxBody: int64(limit), MaxInFlight: *inflight}), errOut)
+}
+
+// serve serves h on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish (for up to
+// shutdownTimeout) and returns.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, errOut io.Writer) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(errOut, "gpumem serve: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// serverOptions configure newServer. The zero value means defaults.
+type serverOptions struct {
+	MaxBody int64 // largest request body in bytes; 0 means defaultMaxBody (1 MiB)
+	// MaxInFlight bounds the POST requests computed at once; 0 means
+	// GOMAXPROCS. The work is CPU-bound, so more would not finish sooner,
+	// and a pathological inline config (65,536 layers) takes seconds and
+	// hundreds of MiB: the bound caps the memory such requests can hold.
+	MaxInFlight int
+}
+
+// server answers the service's endpoints. It holds no mutable state: the
+// catalogs are rendered once, and every request builds its own job, so
+// requests may run concurrently.
+type server struct {
+	maxBody  int64
+	slots    chan struct{} // a semaphore of MaxInFlight slots
+	defaults jobFlags      // the estimate flags' defaults, shared with the CLI
+	models   []byte        // GET /v1/models, rendered once
+	devices  []byte        // GET /v1/devices, rendered once
+	routes   map[string]route
+	allow    map[string]string // path → Allow header
+}
+
+// route is one endpoint.
+type route struct {
+	method string
+	path   string
+	query  []string // the query parameters it reads; others are refused
+	handle func(out io.Writer, r *http.Request, body []byte) error
+}
+
+// table lists the endpoints. A new endpoint is one line here.
+func (s *server) table() []route {
+	return []route{
+		{http.MethodPost, "/v1/estimate", nil, s.estimate},
+		{http.MethodPost, "/v1/oom", nil, s.oom},
+		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu"}, s.leak},
+		{http.MethodGet, "/v1/models", nil, s.writeStatic(func() []byte { return s.models })},
+		{http.MethodGet, "/v1/devices", nil, s.writeStatic(func() []byte { return s.devices })},
+	}
+}
+
+// newServer returns the service's handler.
+func newServer(opts serverOptions) http.Handler {
+	s := &server{maxBody: opts.MaxBody, routes: map[string]route{}, allow: map[string]string{}}
+	if s.maxBody <= 0 {
+		s.maxBody = defaultMaxBody
+	}
+	n := opts.MaxInFlight
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	s.slots = make(chan struct{}, n)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	s.defaults.register(fs) // the flags' registered defaults are the request's defaults
+	s.models = renderModels()
+	s.devices = renderDevices()
+	for _, rt := range s.table() {
+		key := rt.method + " " + rt.path
+		s.routes[key] = rt
+		if a := s.allow[rt.path]; a != "" {
+			s.allow[rt.path] = a + ", " + rt.method
+		} else {
+			s.allow[rt.path] = rt.method
+		}
+		if rt.method == http.MethodGet {
+			s.routes[http.MethodHead+" "+rt.path] = rt
+			s.allow[rt.path] += ", " + http.MethodHead
+		}
+	}
+	return s
+}
+
+// apiError is an error the service reports as {"error": msg, "field": field}
+// with an HTTP status.
+type apiError struct {
+	status int
+	field  string // the request field at fault; "" when none
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// badField returns a 400 error naming a request field.
+func badField(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP dispatches through the route table. Every reply, errors
+// included, is JSON.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			// A panic is a bug in gpumem, never the client's fault.
+			writeError(w, &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("internal error: %v", v)})
+		}
+	}()
+	rt, ok := s.routes[r.Method+" "+r.URL.Path]
+	if !ok {
+		if allow, known := s.allow[r.URL.Path]; known {
+			w.Header().Set("Allow", allow)
+			writeError(w, &apiError{status: http.StatusMethodNotAllowed,
+				msg: fmt.Sprintf("method %s not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
+			return
+		}
+		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s", r.URL.Path)})
+		return
+	}
+	if err := checkQuery(r, rt.query); err != nil {
+		writeError(w, err)
+		return
+	}
+	var body []byte
+	if rt.method == http.MethodPost {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody)); err != nil {
+			writeError(w, readError(err))
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-r.Context().Done():
+			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request cancelled while waiting for a free slot"})
+			return
+		}
+	}
+	var out bytes.Buffer
+	if err := rt.handle(&out, r, body); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(out.Bytes())
+	}
+}
+
+// checkQuery refuses query parameters the route does not read, so that a
+// misspelt one is not silently ignored.
+func checkQuery(r *http.Request, known []string) error {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("query string: %v", err)}
+	}
+	for k := range q {
+		ok := false
+		for _, n := range known {
+			ok = ok || k == n
+		}
+		if !ok {
+			if len(known) == 0 {
+				return badField(k, "unknown query parameter %q: %s takes none", k, r.URL.Path)
+			}
+			return badField(k, "unknown query parameter %q: want %s", k, strings.Join(known, " or "))
+		}
+	}
+	return nil
+}
+
+// readError turns an error reading the body into a reply.
+func readError(err error) *apiError {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return &apiError{status: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("request body larger than %d bytes (gpumem serve --max-body)", mb.Limit)}
+	}
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("reading the request body: %v", err)}
+}
+
+// writeError writes err as JSON: {"error": "...", "field": "..."}.
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{status: http.StatusBadRequest, msg: err.Error()}
+	}
+	v := struct {
+		Error string `json:"error"`
+		Field string `json:"field,omitempty"`
+	}{ae.msg, ae.field}
+	b, _ := json.MarshalIndent(v, "", "  ") // two strings: cannot fail
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(ae.status)
+	w.Write(b)
+}
+
+// writeJSON writes v as the CLI's --json does: indented by two spaces,
+// with a final newline.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isJSON reports whether the request's Content-Type is JSON
+// (application/json or any application/*+json).
+func isJSON(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// decodeStrict decodes one JSON object from body into v, refusing unknown
+// fields and trailing data; errors name the field.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: data after the top-level object"}
+	}
+	return nil
+}
+
+// unknownField matches encoding/json's error for DisallowUnknownFields.
+var unknownField = regexp.MustCompile(`^json: unknown field "(.*)"$`)
+
+// jsonError turns a decoding error into a reply naming the field.
+func jsonError(err error) *apiError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return &apiError{status: http.StatusBadRequest, msg: "empty request body: want a JSON object"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: unexpected end of the body"}
+	case errors.As(err, &se):
+		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("want a JSON object, got %s", te.Value)}
+		}
+		return badField(te.Field, "%s: want %s, got %s", te.Field, jsonKind(te.Type.String()), te.Value)
+	}
+	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+		return badField(m[1], "unknown field %q", m[1])
+	}
+	return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: " + err.Error()}
+}
+
+// jsonKind names a Go type as a JSON client knows it.
+func jsonKind(goType string) string {
+	switch goType {
+	case "int", "int64":
+		return "an integer"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	case "json.RawMessage":
+		return "a JSON value"
+	}
+	return goType
+}
+
+// sizeText reads a size given as a string ParseBytes reads ("80GiB") or
+// as a JSON integer number of bytes, and returns it as text; "" when the
+// value is absent or null.
+func sizeText(field string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badField(field, "%s: %v", field, err)
+		}
+		return s, nil
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return "", badField(field, "%s: want a size such as \"80GiB\" or an integer of bytes, got %s", field, raw)
+		}
+	}
+	return string(raw), nil
+}
+
+// estimateRequest is the body of POST /v1/estimate: the estimate flags
+// as JSON fields. Fields left out take the flags' defaults.
+type estimateRequest struct {
+	Model         string          `json:"model"`
+	Config        json.RawMessage `json:"config"`
+	Mode          string          `json:"mode"`
+	Train         bool            `json:"train"`
+	Infer         bool            `json:"infer"`
+	Batch         int             `json:"batch"`
+	Seq           int             `json:"seq"`
+	Generate      int             `json:"generate"`
+	GradAccum     int             `json:"grad_accum"`
+	Precision     string          `json:"precision"`
+	Optimizer     string          `json:"optimizer"`
+	Attention     string          `json:"attention"`
+	Checkpointing string          `json:"checkpointing"`
+	LoRARank      int64           `json:"lora_rank"`
+	QLoRA         bool            `json:"qlora"`
+	Images        int             `json:"images"`
+	GPU           string          `json:"gpu"`
+	Memory        json.RawMessage `json:"memory"`
+}
+
+// estimate answers POST /v1/estimate.
+func (s *server) estimate(out io.Writer, _ *http.Request, body []byte) error {
+	jf, spec, err := s.decodeEstimate(body)
+	if err != nil {
+		return err
+	}
+	j, dev, err := jf.jobFor(spec)
+	if err != nil {
+		return libraryError(err, jobFields(jf))
+	}
+	e, err := estimate(j, dev)
+	if err != nil {
+		return libraryError(err, jobFields(jf))
+	}
+	return e.writeJSON(out)
+}
+
+// decodeEstimate turns a request body into the jobFlags the CLI would
+// have parsed, and the model it names. It checks each field with the
+// functions the CLI's jobFlags.jobFor uses, so that an error names the
+// request field; what those functions accept, the service accepts.
+func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, error) {
+	d := s.defaults
+	req := estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
+		Precision: d.precision, Optimizer: d.opt, Attention: d.attn, Checkpointing: d.ckpt,
+		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images}
+	if err := decodeStrict(body, &req); err != nil {
+		return d, model.Spec{}, err
+	}
+	jf := d
+	switch strings.ToLower(req.Mode) {
+	case "":
+	case "train", "training":
+		jf.train = true
+	case "infer", "inference":
+		jf.infer = true
+	default:
+		return jf, model.Spec{}, badField("mode", "mode %q: want train or infer", req.Mode)
+	}
+	jf.train = jf.train || req.Train
+	jf.infer = jf.infer || req.Infer
+	if jf.train == jf.infer {
+		return jf, model.Spec{}, badField("mode", "give one of \"mode\": \"train\" and \"mode\": \"infer\" (or train: true, infer: true)")
+	}
+	var spec model.Spec
+	config := bytes.TrimSpace(req.Config)
+	hasConfig := len(config) > 0 && string(config) != "null"
+	switch {
+	case req.Model != "" && hasConfig:
+		return jf, spec, badField("config", "give one of model and config")
+	case req.Model != "":
+		var ok bool
+		if spec, ok = model.Lookup(req.Model); !ok {
+			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
+		}
+		jf.name = req.Model
+	case hasConfig:
+		if config[0] != '{' {
+			return jf, spec, badField("config", "config: want a config.json object, got %s", truncate(config, 40))
+		}
+		var err error
+		if spec, err = model.FromHFConfig(bytes.NewReader(config)); err != nil {
+			return jf, spec, libraryError(err, nil)
+		}
+		jf.config = "(inline)"
+	default:
+		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
+	}
+	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
+	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
+	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
+	var err error
+	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
+		return jf, spec, err
+	}
+	if jf.loraRank < 0 {
+		return jf, spec, badField("lora_rank", "lora_rank = %d: must not be negative", jf.loraRank)
+	}
+	if jf.precision != "" {
+		if _, err := budget.ParsePrecision(jf.precision); err != nil {
+			return jf, spec, badField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.precision)
+		}
+	}
+	if jf.train {
+		if _, ok := optimizer.Lookup(jf.opt); !ok {
+			return jf, spec, badField("optimizer", "optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", jf.opt)
+		}
+	}
+	if _, err := parseAttention(jf.attn); err != nil {
+		return jf, spec, badField("attention", "attention %q: want eager, sdpa or flash", jf.attn)
+	}
+	if _, err := parseCheckpointing(jf.ckpt); err != nil {
+		return jf, spec, badField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.ckpt)
+	}
+	switch {
+	case jf.gpu != "" && jf.memory != "":
+		return jf, spec, badField("memory", "give one of gpu and memory")
+	case jf.gpu != "":
+		if _, ok := gpumem.LookupDevice(jf.gpu); !ok {
+			return jf, spec, badField("gpu", "unknown GPU %q (see GET /v1/devices, or give memory)", jf.gpu)
+		}
+	case jf.memory != "":
+		if _, err := gpumem.ParseBytes(jf.memory); err != nil {
+			return jf, spec, badField("memory", "memory: %v", err)
+		}
+	}
+	return jf, spec, nil
+}
+
+// truncate shortens b for an error message.
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+// jobFields maps the library's names for a budget.Job's fields to the
+// request's.
+func jobFields(jf jobFlags) map[string]string {
+	m := map[string]string{
+		"Job.Batch": "batch", "Job.SeqLen": "seq", "Job.Generate": "generate", "Job.GradAccum": "grad_accum",
+		"Job.Images": "images", "Job.Precision": "precision", "Job.Optimizer": "optimizer",
+		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
+		"Job.Model": "model", "Job.Device": "gpu",
+	}
+	if jf.config != "" {
+		m["Job.Model"] = "config"
+	}
+	return m
+}
+
+// libraryError turns an error of the library or of the CLI's shared code
+// into a reply: a *gpumem.FieldError names its field (renamed by fields
+// when the request calls it otherwise), an input the library does not
+// model is 422, anything else the input caused is 400.
+func libraryError(err error, fields map[string]string) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	status := http.StatusBadRequest
+	if errors.Is(err, gpumem.ErrUnsupported) {
+		status = http.StatusUnprocessableEntity
+	}
+	var fe *gpumem.FieldError
+	if errors.As(err, &fe) {
+		field := fe.Field
+		if f, ok := fields[field]; ok {
+			field = f
+		}
+		msg := err.Error()
+		if field != fe.Field {
+			msg = (&gpumem.FieldError{Field: field, Value: fe.Value, Err: fe.Err}).Error()
+		}
+		return &apiError{status: status, field: field, msg: msg}
+	}
+	return &apiError{status: status, msg: strings.TrimPrefix(err.Error(), errUsage.Error()+": ")}
+}
+
+// oomRequest is the JSON body of POST /v1/oom.
+type oomRequest struct {
+	Message string `json:"message"`
+}
+
+// oom answers POST /v1/oom: the body is the message (or a whole log) as
+// text, or {"message": "..."} with Content-Type application/json.
+func (s *server) oom(out io.Writer, r *http.Request, body []byte) error {
+	text := string(body)
+	if isJSON(r) {
+		var req oomRequest
+		if err := decodeStrict(body, &req); err != nil {
+			return err
+		}
+		text = req.Message
+	}
+	o, ok := leak.ParseOOM(text)
+	if !ok {
+		return &apiError{status: http.StatusUnprocessableEntity, field: "message",
+			msg: "no out-of-memory message found in the input"}
+	}
+	return writeOOMJSON(out, o, o.Diagnose())
+}
+
+// leakRequest is the JSON body of POST /v1/leak.
+type leakRequest struct {
+	Log      string          `json:"log"`
+	Capacity json.RawMessage `json:"capacity"`
+	GPU      string          `json:"gpu"`
+}
+
+// leak answers POST /v1/leak: the body is the log as text with capacity
+// or gpu in the query string, or {"log": ..., "capacity": ..., "gpu": ...}
+// with Content-Type application/json.
+func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
+	q := r.URL.Query() // checkQuery has parsed it already
+	capacity, gpu := q.Get("capacity"), q.Get("gpu")
+	text := body
+	if isJSON(r) {
+		var req leakRequest
+		if err := decodeStrict(body, &req); err != nil {
+			return err
+		}
+		c, err := sizeText("capacity", req.Capacity)
+		if err != nil {
+			return err
+		}
+		if c != "" && capacity != "" || req.GPU != "" && gpu != "" {
+			return badField("capacity", "give capacity and gpu in the JSON body or the query string, not both")
+		}
+		capacity, gpu, text = capacity+c, gpu+req.GPU, []byte(req.Log)
+	}
+	var opts leak.Options
+	switch {
+	case capacity != "" && gpu != "":
+		return badField("capacity", "give one of capacity and gpu")
+	case capacity != "":
+		b, err := gpumem.ParseBytes(capacity)
+		if err != nil {
+			return badField("capacity", "capacity: %v", err)
+		}
+		opts.Capacity = b
+	case gpu != "":
+		d, ok := gpumem.LookupDevice(gpu)
+		if !ok {
+			return badField("gpu", "unknown GPU %q (see GET /v1/devices)", gpu)
+		}
+		opts.Capacity = d.Capacity
+	}
+	samples, err := leak.ParseSamples(bytes.NewReader(text))
+	if err != nil {
+		ae := libraryError(err, nil)
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "line ") {
+			ae.field = "log" // the message keeps the line: "line 12 = 5Gb: ..."
+		}
+		return ae
+	}
+	rep, err := leak.Analyze(samples, &opts)
+	if err != nil {
+		return libraryError(err, map[string]string{"Options.Capacity": "capacity"})
+	}
+	return writeJSON(out, rep)
+}
+
+// writeStatic returns a handler that writes a pre-rendered reply.
+func (s *server) writeStatic(b func() []byte) func(io.Writer, *http.Request, []byte) error {
+	return func(out io.Writer, _ *http.Request, _ []byte) error {
+		_, err := out.Write(b())
+		return err
+	}
+}
+
+// modelEntry is one model of GET /v1/models.
+type modelEntry struct {
+	Name   string `json:"name"`
+	Family string `json:"family"`
+	Params int64  `json:"params"`
+	Source string `json:"source,omitempty"`
+}
+
+// renderModels renders GET /v1/models: {"models": [...]} in catalog order.
+func renderModels() []byte {
+	cat := model.Catalog()
+	v := struct {
+		Models []modelEntry `json:"models"`
+	}{make([]modelEntry, 0, len(cat))}
+	for _, s := range cat {
+		src, _ := model.CatalogSource(s.Name)
+		v.Models = append(v.Models, modelEntry{Name: s.Name, Family: s.Family, Params: s.Params(), Source: src})
+	}
+	var b bytes.Buffer
+	writeJSON(&b, v) // strings and integers: cannot fail
+	return b.Bytes()
+}
+
+// deviceEntry is one GPU of GET /v1/devices.
+type deviceEntry struct {
+	Name          string `json:"name"`
+	Capacity      int64  `json:"capacity"`
+	CapacityHuman string `json:"capacity_human"`
+}
+
+// renderDevices renders GET /v1/devices: {"devices": [...]} in catalog order.
+func renderDevices() []byte {
+	devs := gpumem.Devices()
+	v := struct {
+		Devices []deviceEntry `json:"devices"`
+	}{make([]deviceEntry, 0, len(devs))}
+	for _, d := range devs {
+		v.Devices = append(v.Devices, deviceEntry{Name: d.Name, Capacity: int64(d.Capacity), CapacityHuman: d.Capacity.Human()})
+	}
+	var b bytes.Buffer
+	writeJSON(&b, v)
+	return b.Bytes()
+}
