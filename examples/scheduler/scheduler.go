@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"math"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+)
+
+// GPU is one device of the fleet and where it sits.
+type GPU struct {
+	Node   string // the node's name
+	Index  int    // the GPU's index on its node, as CUDA_VISIBLE_DEVICES counts
+	Device gpumem.Device
+}
+
+// Decision is what the scheduler did with one job. Placed jobs have GPU
+// >= 0; rejected ones have GPU == -1 and either Err (PreFilter failed:
+// the job is invalid) or a Shortfall (no GPU had room).
+type Decision struct {
+	// Need is the job's estimate; zero when PreFilter failed.
+	Need budget.Breakdown
+	// GPU is the index in the fleet of the GPU the job was placed on,
+	// or -1.
+	GPU int
+	// Score is budget.Utilization of the chosen GPU before the job was
+	// reserved on it: the fraction of its free memory the job takes.
+	Score float64
+
+	// Err is PreFilter's error, and Field the job field it names.
+	Err   error
+	Field string
+	// Shortfall is the smallest shortfall over the fleet when no GPU had
+	// room, and Closest the GPU that came closest.
+	Shortfall gpumem.Bytes
+	Closest   int
+	// TooLarge reports that the job would not fit even on the fleet's
+	// largest GPU with nothing else on it: waiting or preempting other
+	// jobs cannot help, only a larger GPU or a smaller job can.
+	TooLarge bool
+}
+
+// Placed reports whether the job was placed.
+func (d Decision) Placed() bool { return d.GPU >= 0 }
+
+// Scheduler places single-GPU jobs on a fleet with the Kubernetes
+// scheduler-framework extension points, backed by package budget:
+//
+//   - PreFilter: budget.Estimate, once per job; an error makes the job
+//     unschedulable, with the field it names;
+//   - Filter: budget.Fits on every GPU, without side effects; each GPU
+//     that fails leaves its shortfall, the smallest of which becomes the
+//     rejection's reason;
+//   - Score: budget.Utilization on each GPU that passed Filter; the
+//     highest wins, which packs the job onto the GPU it fills most
+//     tightly and leaves large free GPUs for large jobs (ties go to the
+//     lowest index);
+//   - Reserve: the chosen GPU's Used grows by the job's device-level
+//     need.
+//
+// Filter and Score run in the same pass over the fleet: the framework
+// scores the list of feasible nodes after filtering them all, which here
+// would only add a list to fill; keeping the best score as the loop goes
+// picks the same GPU. The devices live in one contiguous slice, and the
+// loop calls budget.Fits and budget.Utilization directly (Fits inlines
+// there) and allocates nothing.
+//
+// A Scheduler is not safe for concurrent use.
+type Scheduler struct {
+	devs    []gpumem.Device // the fleet's devices, Used updated by Reserve
+	where   []GPU           // node and index of each device, as given
+	largest gpumem.Device   // the fleet's largest GPU, idle: Used zero
+}
+
+// NewScheduler returns a scheduler over a copy of fleet.
+func NewScheduler(fleet []GPU) *Scheduler {
+	s := &Scheduler{devs: make([]gpumem.Device, len(fleet)), where: make([]GPU, len(fleet))}
+	copy(s.where, fleet)
+	for i, g := range fleet {
+		s.devs[i] = g.Device
+		idle := g.Device
+		idle.Used = 0
+		if idle.Free() > s.largest.Free() {
+			s.largest = idle
+		}
+	}
+	return s
+}
+
+// GPU returns the fleet's i-th GPU with its current Used.
+func (s *Scheduler) GPU(i int) GPU {
+	g := s.where[i]
+	g.Device = s.devs[i]
+	return g
+}
+
+// Len returns the number of GPUs in the fleet.
+func (s *Scheduler) Len() int { return len(s.devs) }
+
+// PreFilter estimates the job once. On error it returns the job field
+// the error names ("Job.Optimizer"), or "Job" when it names none.
+func (s *Scheduler) PreFilter(j budget.Job) (need budget.Breakdown, field string, err error) {
+	need, err = budget.Estimate(j)
+	if err != nil {
+		field = "Job"
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) {
+			field = fe.Field
+		}
+	}
+	return need, field, err
+}
+
+// Reserve books need on GPU i.
+func (s *Scheduler) Reserve(need *budget.Breakdown, i int) {
+	s.devs[i].Used += need.Device()
+}
+
+// Schedule runs the extension points for one job and, when a GPU has
+// room, reserves the job on it. It does not allocate unless PreFilter
+// fails.
+func (s *Scheduler) Schedule(j budget.Job) Decision {
+	need, field, err := s.PreFilter(j)
+	if err != nil {
+		return Decision{GPU: -1, Closest: -1, Err: err, Field: field}
+	}
+	best, bestScore := -1, math.Inf(-1)
+	closest, minShort := -1, gpumem.Bytes(math.MaxInt64)
+	for i := range s.devs {
+		short, ok := budget.Fits(need, s.devs[i]) // Filter
+		if !ok {
+			if short < minShort {
+				closest, minShort = i, short
+			}
+			continue
+		}
+		if score := budget.Utilization(need, s.devs[i]); score > bestScore { // Score
+			best, bestScore = i, score
+		}
+	}
+	if best < 0 {
+		_, fitsIdle := budget.Fits(need, s.largest)
+		return Decision{Need: need, GPU: -1, Shortfall: minShort, Closest: closest, TooLarge: !fitsIdle}
+	}
+	s.Reserve(&need, best)
+	return Decision{Need: need, GPU: best, Score: bestScore, Closest: -1}
+}
+
+// Place schedules the jobs in queue order and returns one Decision per
+// job, aligned with queue.
+func (s *Scheduler) Place(queue []Pending) []Decision {
+	out := make([]Decision, len(queue))
+	for k := range queue {
+		out[k] = s.Schedule(queue[k].Job)
+	}
+	return out
+}
+
+// Usage returns the memory in use on the fleet (the sum of Used) and
+// its capacity, and how many GPUs have anything in use.
+func (s *Scheduler) Usage() (used, capacity gpumem.Bytes, busy int) {
+	for i := range s.devs {
+		used += s.devs[i].Used
+		capacity += s.devs[i].Capacity
+		if s.devs[i].Used > 0 {
+			busy++
+		}
+	}
+	return used, capacity, busy
+}
