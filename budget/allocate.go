@@ -1,0 +1,966 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// DefaultMaxBatch bounds the micro-batch when Limits.MaxBatch and
+// Limits.TargetGlobalBatch are zero: a bound for the search, far above
+// what a GPU holds for any model of the catalog at 512 tokens.
+const DefaultMaxBatch = 4096
+
+// DefaultHeadroomFraction is the share of the free memory Allocate leaves
+// unused when Limits.HeadroomFraction is zero. It covers the estimate's
+// measured error: the published reserved peaks of testdata/published fall
+// at most 5.1% above Estimate (torchtune's Llama-2-7B LoRA runs, see
+// calibrate_test.go); 5% of the free memory on top of the estimate's own
+// 5% fragmentation covers them.
+const DefaultHeadroomFraction = 0.05
+
+// Limits bounds what Allocate may change. The zero value (or a nil
+// *Limits) lets Allocate choose the micro-batch in [1, DefaultMaxBatch],
+// turn on full activation checkpointing for training, swap eager
+// attention for SDPA (in PyTorch since 2.0), and shrink elastic buffers
+// down to zero entries; it keeps the sequence length, optimizer,
+// precision and trainable set, offloads nothing, and leaves
+// DefaultHeadroomFraction of the free memory unused.
+type Limits struct {
+	// MinBatch and MaxBatch bound the micro-batch (zero: 1, and
+	// TargetGlobalBatch or else DefaultMaxBatch).
+	MinBatch, MaxBatch int
+	// MinSeqLen and MaxSeqLen let the sequence length vary, for jobs
+	// that can take shorter or longer sequences. Both zero: the job's
+	// SeqLen is kept. With MaxSeqLen set, Allocate takes the longest
+	// sequence up to MaxSeqLen (at least MinSeqLen, zero meaning 1)
+	// before growing the batch.
+	MinSeqLen, MaxSeqLen int
+	// TargetGlobalBatch is the number of sequences per optimizer step:
+	// GradAccum becomes ceil(TargetGlobalBatch / Batch).
+	TargetGlobalBatch int
+	// Checkpointing lists the policies Allocate may turn on, in the
+	// order to try them (cheapest recompute first). Nil: full
+	// checkpointing (Hugging Face's gradient_checkpointing) for
+	// training. An empty non-nil slice allows none.
+	Checkpointing []model.Checkpointing
+	// Attention lists the kernels Allocate may swap in, in the order to
+	// try them. Nil: SDPA. Flash needs the flash-attn package, so it is
+	// tried only when listed. An empty non-nil slice allows none.
+	Attention []model.AttentionKernel
+	// HeadChunks lists head-chunk sizes for eager attention
+	// (Job.HeadChunk), largest first. Nil: none.
+	HeadChunks []int
+	// Optimizers lists substitutes for the job's optimizer, in order
+	// (e.g. optimizer.AdamW8bit{}, optimizer.Adafactor{}). Nil: none.
+	Optimizers []optimizer.Optimizer
+	// Precisions lists substitute precision policies, in order. Nil:
+	// none.
+	Precisions []Precision
+	// Offload is what Allocate may move to host memory (OffloadCopies
+	// is tried before OffloadOptimizer). Zero: nothing.
+	Offload Offload
+	// Models lists alternative set-ups of the same model — LoRA, QLoRA,
+	// frozen parts — tried last, in order, because they change what is
+	// trained. Nil: none.
+	Models []Alternative
+	// BufferMin is the smallest number of entries of each elastic
+	// buffer, by name (missing: 0). The job's Entries are the largest.
+	BufferMin map[string]int64
+	// Headroom is memory left unused, in bytes, on top of
+	// HeadroomFraction of the free memory (zero:
+	// DefaultHeadroomFraction; negative: none).
+	Headroom         gpumem.Bytes
+	HeadroomFraction float64
+}
+
+// Alternative is a model set-up Allocate may switch to (see
+// Limits.Models), with the name the ladder prints ("LoRA r=16").
+type Alternative struct {
+	Name  string
+	Model Model
+}
+
+// CostKind says what a change of the ladder costs.
+type CostKind uint8
+
+const (
+	// CostNone: the same computation by another kernel or loop.
+	CostNone CostKind = iota
+	// CostRecompute: part of the forward pass runs twice.
+	CostRecompute
+	// CostNumerics: lower-precision state or arithmetic.
+	CostNumerics
+	// CostTransfer: host–device copies every step.
+	CostTransfer
+	// CostTraining: fewer parameters are trained.
+	CostTraining
+)
+
+var costNames = [...]string{"none", "recompute", "numerics", "transfer", "training"}
+
+// String returns "none", "recompute", "numerics", "transfer" or "training".
+func (k CostKind) String() string {
+	if int(k) < len(costNames) {
+		return costNames[k]
+	}
+	return "CostKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k CostKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Cost is the price of one change.
+type Cost struct {
+	Kind CostKind `json:"kind"`
+	// Recompute is the extra forward work as a fraction of one forward
+	// pass (CostRecompute), from model.Activations.Recompute.
+	Recompute float64 `json:"recompute,omitempty"`
+	// Text says it in words.
+	Text string `json:"text"`
+}
+
+// Rung is one rung of the ladder: a change applied on top of the ones
+// before it, with the peak of the job as given (its batch, sequence and
+// buffers) after it.
+type Rung struct {
+	// Change describes it: "attention eager → sdpa".
+	Change string `json:"change"`
+	// Allocated and Device are the peaks after the change.
+	Allocated gpumem.Bytes `json:"allocated_peak"`
+	Device    gpumem.Bytes `json:"device_peak"`
+	// Saving is the drop of the device peak the change brings.
+	Saving gpumem.Bytes `json:"saving"`
+	Cost   Cost         `json:"cost"`
+	// Fits says the job as given fits after this change.
+	Fits bool `json:"fits"`
+	// Applied says the plan includes the change.
+	Applied bool `json:"applied"`
+}
+
+// Reason says what stopped the search.
+type Reason uint8
+
+const (
+	// ReasonMemory: one more sequence (or token, or entry) does not fit.
+	ReasonMemory Reason = iota + 1
+	// ReasonBatchLimit: the batch reached Limits.MaxBatch (or the target
+	// global batch).
+	ReasonBatchLimit
+	// ReasonSeqLimit: the sequence length reached Limits.MaxSeqLen.
+	ReasonSeqLimit
+	// ReasonBufferLimit: every elastic buffer has its full size and the
+	// batch and sequence their limits.
+	ReasonBufferLimit
+)
+
+var reasonNames = [...]string{ReasonMemory: "memory", ReasonBatchLimit: "batch limit",
+	ReasonSeqLimit: "sequence limit", ReasonBufferLimit: "buffer limit"}
+
+// String returns "memory", "batch limit", "sequence limit" or "buffer limit".
+func (r Reason) String() string {
+	if r >= ReasonMemory && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Plan is what Allocate returns: the job to run and why.
+type Plan struct {
+	// Job is the job with every chosen setting applied; the fields below
+	// repeat its knobs.
+	Job           Job
+	Batch         int
+	SeqLen        int
+	GradAccum     int
+	Checkpointing model.Checkpointing
+	Attention     model.AttentionKernel
+	HeadChunk     int
+	Optimizer     optimizer.Optimizer
+	Precision     Precision
+	Offload       Offload
+	// ModelName is the Alternative chosen, "" for the job's own model.
+	ModelName string
+	// Buffers are the job's buffers with the chosen sizes.
+	Buffers []Buffer
+	// Need is the Estimate of Job.
+	Need Breakdown
+	// Free is the memory Allocate was given; Headroom what the plan
+	// leaves of it (Free − Need.Device()), at least the Limits' headroom.
+	Free, Headroom gpumem.Bytes
+	// Reason says what stopped the search, and Limiting the component
+	// that the next increment would have overflowed with (ReasonMemory).
+	Reason   Reason
+	Limiting string
+	// Ladder is every change tried, in order, from the job as given.
+	Ladder []Rung
+}
+
+// InsufficientMemoryError is Allocate's error when the job does not fit
+// even with every allowed change at the smallest allowed workload. It
+// unwraps to gpumem.ErrDoesNotFit.
+type InsufficientMemoryError struct {
+	// Need is the estimate of the smallest job tried.
+	Need Breakdown
+	// Free is the memory given; Shortfall what is missing, headroom
+	// included.
+	Free, Shortfall gpumem.Bytes
+	// Dominant is Need's largest component.
+	Dominant Component
+	// Ladder is every change tried.
+	Ladder []Rung
+	// Hints are changes the Limits did not allow that would save memory.
+	Hints []string
+}
+
+func (e *InsufficientMemoryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "does not fit: needs %s more than the %s free (at least %s on the device; the largest part is %s, %s)",
+		e.Shortfall.Human(), e.Free.Human(), e.Need.Device().Human(), e.Dominant.Name, e.Dominant.Bytes.Human())
+	if len(e.Hints) > 0 {
+		b.WriteString("; ")
+		b.WriteString(strings.Join(e.Hints, "; "))
+	}
+	return b.String()
+}
+
+// Unwrap returns gpumem.ErrDoesNotFit.
+func (e *InsufficientMemoryError) Unwrap() error { return gpumem.ErrDoesNotFit }
+
+// change is one candidate rung.
+type change struct {
+	text  string
+	cost  Cost
+	apply func(*Job)
+}
+
+// allocator holds one Allocate call's state.
+type allocator struct {
+	free, headroom gpumem.Bytes
+	lim            Limits
+	minBatch       int
+	maxBatch       int
+	minSeq, maxSeq int
+	varySeq        bool
+}
+
+// budget is the device bytes a plan may use.
+func (a *allocator) budget() gpumem.Bytes { return a.free - a.headroom }
+
+// fits estimates j and reports whether it fits the budget.
+func (a *allocator) fits(j Job) (Breakdown, bool, error) {
+	b, err := Estimate(j)
+	if err != nil {
+		return b, false, err
+	}
+	return b, b.Device() <= a.budget(), nil
+}
+
+// Allocate returns the job to run in free bytes of device memory: j with
+// the batch, sequence length, gradient accumulation, checkpointing,
+// attention kernel, optimizer, precision, offload, trainable set and
+// buffer sizes that lim allows, chosen so that the estimate plus the
+// headroom fits.
+//
+// The search builds the ladder first: starting from j as given, each
+// allowed change is applied in order of cost — kernel swaps and head
+// chunking (free), checkpointing (recompute, cheapest first), optimizer
+// and precision substitutes (numerics), offload (transfers), alternative
+// models (what is trained) — and kept when it lowers the peak. The plan
+// takes the changes up to the first rung at which j fits as given (its
+// Batch, SeqLen and buffers); when none does, every change, and the
+// workload shrinks instead. On that configuration it maximizes the tokens
+// of a micro-step — the sequence first when Limits.MaxSeqLen lets it
+// vary, then the batch — and then the elastic buffers, in order, each by
+// an exact integer search (the peak is monotone in each). GradAccum
+// follows from Limits.TargetGlobalBatch.
+//
+// When even the smallest workload does not fit with every change, the
+// error is an *InsufficientMemoryError carrying the ladder. Invalid jobs
+// or limits return a *gpumem.FieldError. Allocate is deterministic and
+// safe for concurrent use.
+func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
+	if err := j.validate(); err != nil {
+		return Plan{}, err
+	}
+	a, err := newAllocator(free, j, lim)
+	if err != nil {
+		return Plan{}, err
+	}
+	// The job as given: buffers at their sizes, batch within limits.
+	given := j
+	given.Batch = min(max(j.Batch, a.minBatch), a.maxBatch)
+	if a.varySeq {
+		given.SeqLen = min(max(j.SeqLen, a.minSeq), a.maxSeq)
+	}
+	a.setAccum(&given)
+
+	ladder, jobs, firstFit, err := a.ladder(given)
+	if err != nil {
+		return Plan{}, err
+	}
+	rung := firstFit
+	if rung < 0 {
+		rung = len(jobs) - 1
+	}
+	cfg := jobs[rung]
+
+	// The smallest workload on that rung.
+	small := a.shrink(cfg)
+	need, ok, err := a.fits(small)
+	if err != nil {
+		return Plan{}, err
+	}
+	if !ok {
+		return Plan{}, a.insufficient(need, ladder, small)
+	}
+	for i := 1; i <= rung; i++ {
+		ladder[i].Applied = true
+	}
+
+	p := Plan{Free: free, Ladder: ladder}
+	best := small
+	// Sequence first, when it may vary.
+	if a.varySeq {
+		s, stop, err := a.maximize(a.minSeq, a.maxSeq, max(given.SeqLen, a.minSeq), func(v int) Job {
+			x := best
+			x.SeqLen = v
+			return x
+		})
+		if err != nil {
+			return Plan{}, err
+		}
+		best.SeqLen = s
+		if s == a.maxSeq {
+			p.Reason = ReasonSeqLimit
+		} else {
+			p.Reason, p.Limiting = ReasonMemory, stop
+		}
+	}
+	b, stop, err := a.maximizeBatch(best, given.Batch)
+	if err != nil {
+		return Plan{}, err
+	}
+	best.Batch = b
+	a.setAccum(&best)
+	if b == a.maxBatch {
+		if !a.varySeq || p.Reason == ReasonSeqLimit {
+			p.Reason = ReasonBatchLimit
+		}
+	} else {
+		p.Reason, p.Limiting = ReasonMemory, stop
+	}
+	// Elastic buffers, in order, up to the job's sizes.
+	grown := true
+	for i := range best.Buffers {
+		if !best.Buffers[i].Elastic {
+			continue
+		}
+		hi := cfg.Buffers[i].Entries
+		lo := best.Buffers[i].Entries
+		n, stop, err := a.maximize64(lo, hi, hi, func(v int64) Job {
+			x := best
+			x.Buffers = append([]Buffer(nil), best.Buffers...)
+			x.Buffers[i].Entries = v
+			return x
+		})
+		if err != nil {
+			return Plan{}, err
+		}
+		best.Buffers = append([]Buffer(nil), best.Buffers...)
+		best.Buffers[i].Entries = n
+		if n < hi {
+			grown = false
+			if p.Reason != ReasonMemory {
+				p.Reason, p.Limiting = ReasonMemory, stop
+			}
+		}
+	}
+	if grown && p.Reason == ReasonBatchLimit && hasElastic(best.Buffers) {
+		p.Reason = ReasonBufferLimit
+	}
+
+	if p.Need, err = Estimate(best); err != nil {
+		return Plan{}, err
+	}
+	// A rung before the chosen one may already hold the final workload
+	// when the job as given fitted nowhere: take the cheapest.
+	if firstFit < 0 {
+		for r := 0; r < rung; r++ {
+			x := withWorkload(jobs[r], best)
+			if nb, ok, err := a.fits(x); err == nil && ok {
+				for i := r + 1; i <= rung; i++ {
+					p.Ladder[i].Applied = false
+				}
+				best, p.Need = x, nb
+				break
+			}
+		}
+	}
+	p.Job = best
+	p.Batch, p.SeqLen, p.GradAccum = best.Batch, best.SeqLen, max(best.GradAccum, 1)
+	p.Checkpointing, p.Attention, p.HeadChunk = best.Checkpointing, best.Attention, best.HeadChunk
+	p.Optimizer, p.Precision, p.Offload = best.Optimizer, best.Precision, best.Offload
+	p.Buffers = best.Buffers
+	for i := len(p.Ladder) - 1; i > 0; i-- {
+		if p.Ladder[i].Applied && p.Ladder[i].Cost.Kind == CostTraining {
+			p.ModelName = strings.TrimPrefix(p.Ladder[i].Change, "model → ")
+			break
+		}
+	}
+	p.Headroom = free - p.Need.Device()
+	return p, nil
+}
+
+// withWorkload returns cfg with w's batch, sequence, accumulation and
+// buffers.
+func withWorkload(cfg, w Job) Job {
+	cfg.Batch, cfg.SeqLen, cfg.GradAccum, cfg.Buffers = w.Batch, w.SeqLen, w.GradAccum, w.Buffers
+	return cfg
+}
+
+func hasElastic(bs []Buffer) bool {
+	for _, b := range bs {
+		if b.Elastic {
+			return true
+		}
+	}
+	return false
+}
+
+func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
+	a := &allocator{free: free}
+	if lim != nil {
+		a.lim = *lim
+	}
+	l := &a.lim
+	if free <= 0 {
+		return nil, gpumem.Errorf("free", free, gpumem.ErrInvalid, "must be positive")
+	}
+	switch {
+	case l.MinBatch < 0:
+		return nil, gpumem.Errorf("Limits.MinBatch", l.MinBatch, gpumem.ErrInvalid, "must not be negative")
+	case l.MaxBatch < 0:
+		return nil, gpumem.Errorf("Limits.MaxBatch", l.MaxBatch, gpumem.ErrInvalid, "must not be negative")
+	case l.TargetGlobalBatch < 0:
+		return nil, gpumem.Errorf("Limits.TargetGlobalBatch", l.TargetGlobalBatch, gpumem.ErrInvalid, "must not be negative")
+	case l.MinSeqLen < 0:
+		return nil, gpumem.Errorf("Limits.MinSeqLen", l.MinSeqLen, gpumem.ErrInvalid, "must not be negative")
+	case l.MaxSeqLen < 0:
+		return nil, gpumem.Errorf("Limits.MaxSeqLen", l.MaxSeqLen, gpumem.ErrInvalid, "must not be negative")
+	case math.IsNaN(l.HeadroomFraction) || l.HeadroomFraction >= 1:
+		return nil, gpumem.Errorf("Limits.HeadroomFraction", l.HeadroomFraction, gpumem.ErrInvalid, "must be below 1 (negative: none)")
+	case l.Offload&^offloadAll != 0:
+		return nil, gpumem.Errorf("Limits.Offload", l.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies or both")
+	}
+	a.minBatch = max(l.MinBatch, 1)
+	a.maxBatch = l.MaxBatch
+	if a.maxBatch == 0 {
+		a.maxBatch = DefaultMaxBatch
+		if l.TargetGlobalBatch > 0 {
+			a.maxBatch = l.TargetGlobalBatch
+		}
+	}
+	if a.minBatch > a.maxBatch {
+		return nil, gpumem.Errorf("Limits.MinBatch", l.MinBatch, gpumem.ErrInvalid, "above MaxBatch %d", a.maxBatch)
+	}
+	if l.MaxSeqLen > 0 || l.MinSeqLen > 0 {
+		a.varySeq = true
+		a.minSeq = max(l.MinSeqLen, 1)
+		a.maxSeq = l.MaxSeqLen
+		if a.maxSeq == 0 {
+			a.maxSeq = max(j.SeqLen, a.minSeq)
+		}
+		if a.minSeq > a.maxSeq {
+			return nil, gpumem.Errorf("Limits.MinSeqLen", l.MinSeqLen, gpumem.ErrInvalid, "above MaxSeqLen %d", a.maxSeq)
+		}
+	}
+	for i, hc := range l.HeadChunks {
+		if hc < 1 || hc > 1<<20 {
+			return nil, gpumem.Errorf("Limits.HeadChunks["+strconv.Itoa(i)+"]", hc, gpumem.ErrInvalid, "must be in [1, 2^20]")
+		}
+	}
+	for i, o := range l.Optimizers {
+		if o == nil {
+			return nil, gpumem.Errorf("Limits.Optimizers["+strconv.Itoa(i)+"]", nil, gpumem.ErrInvalid, "nil optimizer")
+		}
+	}
+	for i, m := range l.Models {
+		if !m.Model.valid() {
+			return nil, gpumem.Errorf("Limits.Models["+strconv.Itoa(i)+"].Model", m.Name, gpumem.ErrInvalid, "build it with budget.NewModel")
+		}
+	}
+	for name, n := range l.BufferMin {
+		if n < 0 {
+			return nil, gpumem.Errorf("Limits.BufferMin["+name+"]", n, gpumem.ErrInvalid, "must not be negative")
+		}
+	}
+	frac := l.HeadroomFraction
+	switch {
+	case frac == 0:
+		frac = DefaultHeadroomFraction
+	case frac < 0:
+		frac = 0
+	}
+	h := l.Headroom
+	if h < 0 {
+		h = 0
+	}
+	a.headroom = h + gpumem.Bytes(frac*float64(free))
+	return a, nil
+}
+
+// setAccum sets GradAccum from the target global batch.
+func (a *allocator) setAccum(j *Job) {
+	if t := a.lim.TargetGlobalBatch; t > 0 && j.Mode == Training {
+		j.GradAccum = (t + j.Batch - 1) / j.Batch
+	}
+}
+
+// shrink returns j at the smallest allowed workload: MinBatch, MinSeqLen
+// when the sequence may vary, elastic buffers at their minimum.
+func (a *allocator) shrink(j Job) Job {
+	j.Batch = a.minBatch
+	if a.varySeq {
+		j.SeqLen = a.minSeq
+	}
+	a.setAccum(&j)
+	if hasElastic(j.Buffers) {
+		bs := append([]Buffer(nil), j.Buffers...)
+		for i := range bs {
+			if bs[i].Elastic {
+				bs[i].Entries = min(a.lim.BufferMin[bs[i].Name], bs[i].Entries)
+			}
+		}
+		j.Buffers = bs
+	}
+	return j
+}
+
+// changes lists the candidate rungs for j, in order of cost.
+func (a *allocator) changes(j Job) []change {
+	l := &a.lim
+	var cs []change
+	kernels := l.Attention
+	if kernels == nil {
+		kernels = []model.AttentionKernel{model.SDPA}
+	}
+	for _, k := range kernels {
+		cs = append(cs, change{
+			text: "attention → " + k.String(),
+			cost: Cost{Kind: CostNone, Text: "another kernel for the same attention"},
+			apply: func(x *Job) {
+				x.Attention = k
+				if k != model.Eager {
+					x.HeadChunk = 0
+				}
+			},
+		})
+	}
+	for _, hc := range l.HeadChunks {
+		cs = append(cs, change{
+			text: "eager attention in chunks of " + strconv.Itoa(hc) + " heads",
+			cost: Cost{Kind: CostNone, Text: "a loop over head slices"},
+			apply: func(x *Job) {
+				if x.Attention == model.Eager {
+					x.HeadChunk = hc
+				}
+			},
+		})
+	}
+	if j.Mode == Training {
+		policies := l.Checkpointing
+		if policies == nil {
+			policies = []model.Checkpointing{model.FullCheckpointing}
+		}
+		for _, c := range policies {
+			cs = append(cs, change{
+				text: "checkpointing → " + c.String(),
+				cost: Cost{Kind: CostRecompute},
+				apply: func(x *Job) {
+					x.Checkpointing = c
+					if c == model.EveryKCheckpointing && x.CheckpointEvery == 0 {
+						x.CheckpointEvery = 2
+					}
+				},
+			})
+		}
+		for _, o := range l.Optimizers {
+			cs = append(cs, change{
+				text:  "optimizer → " + o.String(),
+				cost:  Cost{Kind: CostNumerics, Text: "a different optimizer state"},
+				apply: func(x *Job) { x.Optimizer = o },
+			})
+		}
+	}
+	for _, p := range l.Precisions {
+		cs = append(cs, change{
+			text:  "precision → " + p.String(),
+			cost:  Cost{Kind: CostNumerics, Text: "lower-precision weights or state"},
+			apply: func(x *Job) { x.Precision = p },
+		})
+	}
+	if l.Offload&OffloadCopies != 0 && len(j.Copies) > 1 {
+		cs = append(cs, change{
+			text:  "offload frozen models to the CPU",
+			cost:  Cost{Kind: CostTransfer, Text: "each frozen model is copied to the GPU when it runs"},
+			apply: func(x *Job) { x.Offload |= OffloadCopies },
+		})
+	}
+	if l.Offload&OffloadOptimizer != 0 && j.Mode == Training {
+		cs = append(cs, change{
+			text:  "offload optimizer state to the CPU",
+			cost:  Cost{Kind: CostTransfer, Text: "gradients to the host and weights back every step; the step runs on the CPU"},
+			apply: func(x *Job) { x.Offload |= OffloadOptimizer },
+		})
+	}
+	for _, m := range l.Models {
+		cs = append(cs, change{
+			text: "model → " + m.Name,
+			cost: Cost{Kind: CostTraining},
+			apply: func(x *Job) {
+				x.Model = m.Model
+			},
+		})
+	}
+	return cs
+}
+
+// ladder applies the allowed changes to j in order, keeping those that
+// lower the peak of j as given. It returns the ladder (rung 0 is j
+// itself), the job after each rung, and the first rung at which j fits
+// (-1: none).
+func (a *allocator) ladder(j Job) ([]Rung, []Job, int, error) {
+	b, ok, err := a.fits(j)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	steps := []Rung{{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
+		Cost: Cost{Kind: CostNone, Text: "—"}}}
+	jobs := []Job{j}
+	first := -1
+	if ok {
+		first = 0
+	}
+	cur, curB := j, b
+	for _, c := range a.changes(j) {
+		x := cur
+		c.apply(&x)
+		if x.Mode == Training && x.Model.trainableTensors == 0 {
+			continue
+		}
+		nb, ok, err := a.fits(x)
+		if err != nil {
+			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrUnsupported) {
+				continue // not applicable to this job
+			}
+			return nil, nil, 0, err
+		}
+		if nb.Device() >= curB.Device() {
+			continue
+		}
+		cost := c.cost
+		if cost.Kind == CostRecompute {
+			cost.Recompute, cost.Text = recompute(x)
+		}
+		if cost.Kind == CostTraining {
+			_, tr := x.Model.Params()
+			_, was := cur.Model.Params()
+			cost.Text = "trains " + group3(tr) + " parameters instead of " + group3(was)
+		}
+		steps = append(steps, Rung{Change: c.text, Allocated: nb.Allocated(), Device: nb.Device(),
+			Saving: curB.Device() - nb.Device(), Cost: cost, Fits: ok})
+		jobs = append(jobs, x)
+		if ok && first < 0 {
+			first = len(jobs) - 1
+		}
+		cur, curB = x, nb
+	}
+	return steps, jobs, first, nil
+}
+
+// recompute returns the recompute fraction of j's checkpointing policy.
+func recompute(j Job) (float64, string) {
+	_, _, _, cDT := j.Precision.dtypes()
+	w := model.Workload{
+		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: cDT, Attention: j.Attention,
+		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery), Train: true, Images: int64(j.Images),
+	}
+	var buf [8]model.LayerActivations
+	act, err := j.Model.spec.AppendActivations(buf[:0], w)
+	if err != nil {
+		return 0, "recomputes part of the forward pass"
+	}
+	return act.Recompute, fmt.Sprintf("recomputes %.0f%% of a forward pass", 100*act.Recompute)
+}
+
+// maximizeBatch returns the largest batch in [minBatch, maxBatch] at
+// which j fits, starting the search at hint. Fits is monotone in the
+// batch within each accumulation regime (GradAccum > 1 keeps gradients
+// through forward; 1 does not), so each regime is searched on its own.
+func (a *allocator) maximizeBatch(j Job, hint int) (int, string, error) {
+	at := func(v int) Job {
+		x := j
+		x.Batch = v
+		a.setAccum(&x)
+		return x
+	}
+	t := a.lim.TargetGlobalBatch
+	if t > 0 && j.Mode == Training && t <= a.maxBatch && t > a.minBatch {
+		// Batches from t up need no accumulation: search there first.
+		if _, ok, err := a.fits(at(t)); err != nil {
+			return 0, "", err
+		} else if ok {
+			return a.maximize(t, a.maxBatch, t, at)
+		}
+		return a.maximize(a.minBatch, t-1, min(hint, t-1), at)
+	}
+	return a.maximize(a.minBatch, a.maxBatch, hint, at)
+}
+
+// maximize returns the largest v in [lo, hi] for which at(v) fits,
+// given that at(lo) fits and fitting is monotone, with a galloping search
+// from hint; and the dominant component of at(v+1) when v < hi.
+func (a *allocator) maximize(lo, hi, hint int, at func(int) Job) (int, string, error) {
+	v, stop, err := a.maximize64(int64(lo), int64(hi), int64(hint), func(x int64) Job { return at(int(x)) })
+	return int(v), stop, err
+}
+
+// maximize64 is maximize over int64, hint outside (lo, hi] meaning none.
+func (a *allocator) maximize64(lo, hi, hint int64, at func(int64) Job) (int64, string, error) {
+	good, step := lo, int64(1)
+	bad := hi + 1
+	if hint > lo && hint <= hi {
+		_, ok, err := a.fits(at(hint))
+		if err != nil {
+			return 0, "", err
+		}
+		if ok {
+			good = hint
+		} else {
+			bad = hint
+		}
+	}
+	// Gallop up from the last fit until a miss, then bisect.
+	for good < hi && bad == hi+1 {
+		probe := min(good+step, hi)
+		_, ok, err := a.fits(at(probe))
+		if err != nil {
+			return 0, "", err
+		}
+		if !ok {
+			bad = probe
+			break
+		}
+		good = probe
+		step *= 2
+	}
+	for bad-good > 1 {
+		mid := good + (bad-good)/2
+		_, ok, err := a.fits(at(mid))
+		if err != nil {
+			return 0, "", err
+		}
+		if ok {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	if good == hi {
+		return good, "", nil
+	}
+	// What grows: the component that rises most from good to good+1.
+	at0, _, err := a.fits(at(good))
+	if err != nil {
+		return 0, "", err
+	}
+	at1, _, err := a.fits(at(good + 1))
+	if err != nil {
+		return 0, "", err
+	}
+	return good, growth(at0, at1), nil
+}
+
+// growth names the component that rises most from x to y (the dominant
+// one of y when none rises).
+func growth(x, y Breakdown) string {
+	cx, cy := x.Components(), y.Components()
+	best, name := gpumem.Bytes(0), y.Dominant().Name
+	for i := range cy {
+		if d := cy[i].Bytes - cx[i].Bytes; d > best {
+			best, name = d, cy[i].Name
+		}
+	}
+	return name
+}
+
+// insufficient builds the error for a job that does not fit at its
+// smallest workload with every allowed change.
+func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
+	e := &InsufficientMemoryError{Need: need, Free: a.free, Shortfall: need.Device() - a.budget(),
+		Dominant: need.Dominant(), Ladder: ladder}
+	l := &a.lim
+	if j.Mode == Training {
+		if j.Checkpointing == model.NoCheckpointing && len(l.Checkpointing) == 0 && l.Checkpointing != nil {
+			e.Hints = append(e.Hints, "allow activation checkpointing")
+		}
+		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && len(l.Optimizers) == 0 {
+			e.Hints = append(e.Hints, "allow an 8-bit optimizer (Limits.Optimizers)")
+		}
+		if j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 {
+			e.Hints = append(e.Hints, "allow optimizer offload (Limits.Offload)")
+		}
+		if len(l.Models) == 0 {
+			e.Hints = append(e.Hints, "allow LoRA or QLoRA (Limits.Models)")
+		}
+		// Sharding optimizer state and gradients (ZeRO-2) over n ranks.
+		state := need.Optimizer + need.Master + need.Gradients
+		rest := need.Device() - state
+		if state > 0 && rest < a.budget() {
+			n := int64(math.Ceil(float64(state) / float64(a.budget()-rest)))
+			if n > 1 && n <= 1024 {
+				e.Hints = append(e.Hints, "shard gradients and optimizer state (ZeRO-2) over "+strconv.FormatInt(n, 10)+" GPUs")
+			}
+		}
+	}
+	if len(j.Copies) > 1 && j.Offload&OffloadCopies == 0 && l.Offload&OffloadCopies == 0 {
+		e.Hints = append(e.Hints, "allow offloading the frozen models (Limits.Offload)")
+	}
+	return e
+}
+
+// MaxBatch returns the largest micro-batch at which j, otherwise
+// unchanged, fits in free bytes with the default headroom; 0 and an
+// *InsufficientMemoryError when batch 1 does not fit.
+func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
+	p, err := Allocate(free, j, &Limits{Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
+	if err != nil {
+		return 0, err
+	}
+	return p.Batch, nil
+}
+
+// MaxSeqLen returns the longest sequence (up to 2^20 tokens) at which j,
+// with its batch and otherwise unchanged, fits in free bytes with the
+// default headroom; 0 and an *InsufficientMemoryError when one token
+// does not fit.
+func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
+	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: 1 << 20,
+		Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
+	if err != nil {
+		return 0, err
+	}
+	return p.SeqLen, nil
+}
+
+// CacheEntries returns how many entries of entryBytes each an elastic
+// cache may hold in budget bytes: ⌊budget / entryBytes⌋, at most max
+// (zero: no maximum). Seed 002 caps its cache of fp32 feature vectors at
+// min(2000, ⌊1 GiB / (4·feature_dim)⌋); CacheEntries derives the
+// count from the memory actually left instead of a fixed cap. When the
+// budget holds fewer than min entries it returns an
+// *InsufficientMemoryError.
+func CacheEntries(entryBytes, budget gpumem.Bytes, min, max int64) (int64, error) {
+	switch {
+	case entryBytes <= 0:
+		return 0, gpumem.Errorf("entryBytes", entryBytes, gpumem.ErrInvalid, "must be positive")
+	case min < 0:
+		return 0, gpumem.Errorf("min", min, gpumem.ErrInvalid, "must not be negative")
+	case max < 0:
+		return 0, gpumem.Errorf("max", max, gpumem.ErrInvalid, "must not be negative")
+	case max > 0 && min > max:
+		return 0, gpumem.Errorf("min", min, gpumem.ErrInvalid, "above max %d", max)
+	}
+	n := int64(0)
+	if budget > 0 {
+		n = int64(budget / entryBytes)
+	}
+	if n < min {
+		need := Breakdown{Buffers: entryBytes * gpumem.Bytes(min)}
+		return 0, &InsufficientMemoryError{Need: need, Free: budget, Shortfall: need.Buffers - budget,
+			Dominant: Component{"buffers", need.Buffers}}
+	}
+	if max > 0 && n > max {
+		n = max
+	}
+	return n, nil
+}
+
+// group3 writes n with commas between thousands: 6,738,415,616.
+func group3(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// String prints the plan and its ladder as a table.
+func (p Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %d × %d tokens", p.Batch, p.SeqLen)
+	if p.GradAccum > 1 {
+		fmt.Fprintf(&b, ", %d accumulation steps", p.GradAccum)
+	}
+	fmt.Fprintf(&b, ", attention %s", p.Attention)
+	if p.HeadChunk > 0 {
+		fmt.Fprintf(&b, " (%d heads at a time)", p.HeadChunk)
+	}
+	if p.Job.Mode == Training {
+		fmt.Fprintf(&b, ", checkpointing %s, %s", p.Checkpointing, p.Optimizer)
+	}
+	fmt.Fprintf(&b, ", %s", p.Precision)
+	if p.Offload != 0 {
+		fmt.Fprintf(&b, ", offload %s", p.Offload)
+	}
+	if p.ModelName != "" {
+		fmt.Fprintf(&b, ", %s", p.ModelName)
+	}
+	for _, buf := range p.Buffers {
+		if buf.Elastic {
+			fmt.Fprintf(&b, ", %s %d entries", buf.Name, buf.Entries)
+		}
+	}
+	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Device().Human(), p.Free.Human(),
+		p.Headroom.Human(), p.Reason)
+	if p.Limiting != "" {
+		fmt.Fprintf(&b, " (%s)", p.Limiting)
+	}
+	b.WriteString("\n")
+	writeLadder(&b, p.Ladder)
+	return b.String()
+}
+
+// writeLadder prints the ladder table.
+func writeLadder(b *strings.Builder, ladder []Rung) {
+	fmt.Fprintf(b, "  %-44s %12s %12s  %-4s  %s\n", "change", "device peak", "saving", "fits", "cost")
+	for _, s := range ladder {
+		mark := " "
+		if s.Applied {
+			mark = "*"
+		}
+		fits := "no"
+		if s.Fits {
+			fits = "yes"
+		}
+		saving := "—"
+		if s.Saving > 0 {
+			saving = "−" + s.Saving.Human()
+		}
+		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s\n", mark, s.Change, s.Device.Human(), saving, fits, s.Cost.Text)
+	}
+}
