@@ -304,7 +304,7 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	}
 	a.setAccum(&given)
 
-	ladder, jobs, firstFit, err := a.ladder(given)
+	ladder, jobs, changes, firstFit, err := a.ladder(given)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -326,7 +326,9 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	for i := 1; i <= rung; i++ {
 		ladder[i].Applied = true
 	}
-
+	// Changes after the first rung: the plan's rung is the earliest
+	// that fits, but a costly change before it may have become
+	// unnecessary once a later one was made (offload before LoRA).
 	p := Plan{Free: free, Ladder: ladder}
 	best := small
 	// Sequence first, when it may vary.
@@ -404,6 +406,26 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 				best, p.Need = x, nb
 				break
 			}
+		}
+	}
+	// Drop costly changes the final job does not need, the most recent
+	// first, keeping the workload: each must still fit without them.
+	for i := len(p.Ladder) - 1; i > 0; i-- {
+		if !p.Ladder[i].Applied || p.Ladder[i].Cost.Kind == CostNone {
+			continue
+		}
+		p.Ladder[i].Applied = false
+		x := given
+		for k := 1; k < len(p.Ladder); k++ {
+			if p.Ladder[k].Applied {
+				changes[k].apply(&x)
+			}
+		}
+		x = withWorkload(x, best)
+		if nb, ok, err := a.fits(x); err == nil && ok {
+			best, p.Need = x, nb
+		} else {
+			p.Ladder[i].Applied = true
 		}
 	}
 	p.Job = best
@@ -568,7 +590,7 @@ func (a *allocator) changes(j Job) []change {
 	}
 	for _, hc := range l.HeadChunks {
 		cs = append(cs, change{
-			text: "eager attention in chunks of " + strconv.Itoa(hc) + " heads",
+			text: "eager attention " + strconv.Itoa(hc) + " head(s) at a time",
 			cost: Cost{Kind: CostNone, Text: "a loop over head slices"},
 			apply: func(x *Job) {
 				if x.Attention == model.Eager {
@@ -639,14 +661,15 @@ func (a *allocator) changes(j Job) []change {
 // lower the peak of j as given. It returns the ladder (rung 0 is j
 // itself), the job after each rung, and the first rung at which j fits
 // (-1: none).
-func (a *allocator) ladder(j Job) ([]Rung, []Job, int, error) {
+func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 	b, ok, err := a.fits(j)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
 	steps := []Rung{{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
 		Cost: Cost{Kind: CostNone, Text: "—"}}}
 	jobs := []Job{j}
+	applied := []change{{}}
 	first := -1
 	if ok {
 		first = 0
@@ -655,15 +678,12 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, int, error) {
 	for _, c := range a.changes(j) {
 		x := cur
 		c.apply(&x)
-		if x.Mode == Training && x.Model.trainableTensors == 0 {
-			continue
-		}
 		nb, ok, err := a.fits(x)
 		if err != nil {
 			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrUnsupported) {
 				continue // not applicable to this job
 			}
-			return nil, nil, 0, err
+			return nil, nil, nil, 0, err
 		}
 		if nb.Device() >= curB.Device() {
 			continue
@@ -673,19 +693,23 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, int, error) {
 			cost.Recompute, cost.Text = recompute(x)
 		}
 		if cost.Kind == CostTraining {
-			_, tr := x.Model.Params()
-			_, was := cur.Model.Params()
-			cost.Text = "trains " + group3(tr) + " parameters instead of " + group3(was)
+			cost.Text = "weights " + (curB.Weights + curB.Master).Human() + " → " + (nb.Weights + nb.Master).Human()
+			if x.Mode == Training {
+				_, tr := x.Model.Params()
+				_, was := cur.Model.Params()
+				cost.Text += "; trains " + group3(tr) + " parameters instead of " + group3(was)
+			}
 		}
 		steps = append(steps, Rung{Change: c.text, Allocated: nb.Allocated(), Device: nb.Device(),
 			Saving: curB.Device() - nb.Device(), Cost: cost, Fits: ok})
 		jobs = append(jobs, x)
+		applied = append(applied, c)
 		if ok && first < 0 {
 			first = len(jobs) - 1
 		}
 		cur, curB = x, nb
 	}
-	return steps, jobs, first, nil
+	return steps, jobs, applied, first, nil
 }
 
 // recompute returns the recompute fraction of j's checkpointing policy.
@@ -814,13 +838,13 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 		if j.Checkpointing == model.NoCheckpointing && len(l.Checkpointing) == 0 && l.Checkpointing != nil {
 			e.Hints = append(e.Hints, "allow activation checkpointing")
 		}
-		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && len(l.Optimizers) == 0 {
+		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && j.Optimizer != nil && len(l.Optimizers) == 0 {
 			e.Hints = append(e.Hints, "allow an 8-bit optimizer (Limits.Optimizers)")
 		}
-		if j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 {
+		if j.Optimizer != nil && j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 {
 			e.Hints = append(e.Hints, "allow optimizer offload (Limits.Offload)")
 		}
-		if len(l.Models) == 0 {
+		if j.Optimizer != nil && len(l.Models) == 0 {
 			e.Hints = append(e.Hints, "allow LoRA or QLoRA (Limits.Models)")
 		}
 		// Sharding optimizer state and gradients (ZeRO-2) over n ranks.

@@ -69,7 +69,9 @@ func Estimate(j Job) (Breakdown, error) {
 		if j.Precision.master() {
 			b.Master = acc.add(m.weights(gpumem.FP32, true))
 		}
-		optState, optStep = acc.optimizer(j, sDT)
+		if j.Optimizer != nil {
+			optState, optStep = acc.optimizer(j, sDT)
+		}
 	}
 	b.Optimizer = optState
 	if j.Offload&OffloadOptimizer != 0 {

@@ -63,11 +63,15 @@ func (j *Job) validate() error {
 			"Batch × (SeqLen + Generate) = %d×%d tokens exceeds 2^40", j.Batch, int64(j.SeqLen)+int64(j.Generate))
 	}
 	if j.Mode == Training {
-		if j.Optimizer == nil {
-			return gpumem.Errorf("Job.Optimizer", nil, gpumem.ErrInvalid, "a Training job needs an optimizer")
+		// A frozen model without an optimizer is a backward pass to the
+		// inputs only (an adversarial attack, seed 000): activations are
+		// saved, no parameter gradient or state exists.
+		_, t := j.Model.Params()
+		if j.Optimizer == nil && t > 0 {
+			return gpumem.Errorf("Job.Optimizer", nil, gpumem.ErrInvalid, "a Training job needs an optimizer (or a model with nothing trainable)")
 		}
-		if _, t := j.Model.Params(); t == 0 {
-			return gpumem.Errorf("Job.Model", j.Model.spec.Name, gpumem.ErrInvalid, "nothing is trainable")
+		if t == 0 && j.Optimizer != nil {
+			return gpumem.Errorf("Job.Model", j.Model.spec.Name, gpumem.ErrInvalid, "nothing is trainable (omit the optimizer for a backward pass to the inputs only)")
 		}
 	}
 	for i := range j.Copies {

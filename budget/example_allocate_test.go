@@ -1,0 +1,213 @@
+package budget_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// mustModel prepares a catalog model, optionally adapted.
+func mustModel(name string, adapt func(*model.Finetune)) budget.Model {
+	s, ok := model.Lookup(name)
+	if !ok {
+		panic("not in the catalog: " + name)
+	}
+	f := model.Finetune{Model: s}
+	if adapt != nil {
+		adapt(&f)
+	}
+	m, err := budget.NewModel(f)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Seed 001, exercise 9.7: a budget allocator for a 7B vision-language
+// model on a 24 GB card (an RTX 3090), full fine-tuning with Adam, a
+// target batch of 32. With the default limits full training cannot fit:
+// Allocate returns the typed error with the ladder it tried and what to
+// allow. Allowing 8-bit AdamW, bf16 weights, optimizer offload and LoRA
+// reaches a plan, and the ladder shows what each change buys.
+func ExampleAllocate_seed001() {
+	full := mustModel("llava-1.5-7b", nil)
+	lora := mustModel("llava-1.5-7b", func(f *model.Finetune) {
+		f.LoRA = model.LoRA{Rank: 16, Targets: []string{"all-linear"}}
+	})
+	j := budget.Job{
+		Model: full, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+		Attention: model.Flash, Batch: 4, SeqLen: 2048, Images: 1,
+	}
+	rtx3090, _ := gpumem.LookupDevice("rtx 3090")
+	_, err := budget.Allocate(rtx3090.Free(), j, &budget.Limits{TargetGlobalBatch: 32})
+	var short *budget.InsufficientMemoryError
+	if errors.As(err, &short) {
+		fmt.Println("default limits:", errors.Is(err, gpumem.ErrDoesNotFit))
+		fmt.Println(short)
+	}
+	p, err := budget.Allocate(rtx3090.Free(), j, &budget.Limits{
+		TargetGlobalBatch: 32,
+		Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}},
+		Precisions:        []budget.Precision{budget.BF16},
+		Offload:           budget.OffloadOptimizer,
+		Models:            []budget.Alternative{{Name: "LoRA r=16", Model: lora}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(p)
+	// Output:
+	// default limits: true
+	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer (Limits.Optimizers); allow optimizer offload (Limits.Offload); allow LoRA or QLoRA (Limits.Models)
+	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, bnb.optim.AdamW8bit, bf16, LoRA r=16
+	// needs 22.32 GiB of 23.59 GiB free (1.27 GiB left); stopped by memory (activations)
+	//   change                                        device peak       saving  fits  cost
+	// * as given                                       193.15 GiB            —  no    —
+	// * checkpointing → full                           138.58 GiB   −54.57 GiB  no    recomputes 98% of a forward pass
+	// * optimizer → bnb.optim.AdamW8bit                 91.33 GiB   −47.25 GiB  no    a different optimizer state
+	// * precision → bf16                                49.89 GiB   −41.44 GiB  no    lower-precision weights or state
+	//   offload optimizer state to the CPU              35.86 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
+	// * model → LoRA r=16                               22.23 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
+}
+
+// Seed 003: 32k tokens through a Llama-style model with 32 heads in fp16
+// and eager attention (output_attentions needs it) on an 80 GB A100. One
+// layer's fp32 attention probabilities are 32 × 32k × 32k × 4 B =
+// 128 GiB; chunking the heads by 8 divides that by 4, and 4-bit weights
+// save most of the rest. The seed's gradient checkpointing saves nothing
+// in a forward pass without gradients, so the ladder does not list it.
+func ExampleAllocate_seed003() {
+	fp16 := mustModel("llama-3.1-8b", nil)
+	nf4 := mustModel("llama-3.1-8b", func(f *model.Finetune) {
+		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+		f.Train = func(gpumem.Tensor) bool { return false }
+	})
+	j := budget.Job{Model: fp16, Mode: budget.Prefill, Precision: budget.FP16, Attention: model.Eager, Batch: 1, SeqLen: 32768}
+	a100, _ := gpumem.LookupDevice("a100-80gb")
+	p, err := budget.Allocate(a100.Free(), j, &budget.Limits{
+		Attention:  []model.AttentionKernel{}, // the analysis needs the probabilities: eager only
+		HeadChunks: []int{16, 8, 4, 2, 1},
+		Models:     []budget.Alternative{{Name: "4-bit NF4 weights", Model: nf4}},
+		MaxBatch:   1,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(p)
+	// Output:
+	// batch 1 × 32768 tokens, attention eager (8 heads at a time), fp16
+	// needs 67.58 GiB of 79.15 GiB free (11.57 GiB left); stopped by batch limit
+	//   change                                        device peak       saving  fits  cost
+	// * as given                                       218.78 GiB            —  no    —
+	// * eager attention 16 head(s) at a time           117.98 GiB  −100.80 GiB  no    a loop over head slices
+	// * eager attention 8 head(s) at a time             67.58 GiB   −50.40 GiB  yes   a loop over head slices
+	//   eager attention 4 head(s) at a time             42.38 GiB   −25.20 GiB  yes   a loop over head slices
+	//   eager attention 2 head(s) at a time             29.78 GiB   −12.60 GiB  yes   a loop over head slices
+	//   eager attention 1 head(s) at a time             24.35 GiB    −5.43 GiB  yes   a loop over head slices
+	//   model → 4-bit NF4 weights                       14.22 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
+}
+
+// Seed 000: a PGD attack on Whisper-small's language identification
+// backpropagates to the input through a frozen model, holding every
+// sample's graph of a 30 s clip (1500 encoder frames, fp32, eager
+// attention with its fp32 softmax) until backward. Each clip's graph
+// costs the same, so the language micro-batch (lang_microbatch_size) is
+// what the memory left beside the rest of the attack holds: MaxBatch of
+// that job in that memory.
+func ExampleMaxBatch_seed000() {
+	frozen := mustModel("whisper-small", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
+	j := budget.Job{Model: frozen, Mode: budget.Training, Precision: budget.FP32, Attention: model.Eager, Batch: 1, SeqLen: 1}
+	one, _ := budget.Estimate(j)
+	j.Batch = 8
+	eight, err := budget.Estimate(j)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("each clip's graph:", ((eight.Allocated() - one.Allocated()) / 7).Human())
+	fmt.Println("batch 8 needs     ", eight.Device().Human())
+	for _, free := range []string{"24GiB", "12GiB", "6GiB"} {
+		b, _ := gpumem.ParseBytes(free)
+		n, err := budget.MaxBatch(j, b)
+		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
+	}
+	// Output:
+	// each clip's graph: 2.37 GiB
+	// batch 8 needs      21.27 GiB
+	// micro-batch in 24GiB: 8 <nil>
+	// micro-batch in 12GiB: 4 <nil>
+	// micro-batch in 6GiB: 1 <nil>
+}
+
+// Seed 002: the compensator's cache of fp32 feature vectors
+// (cached_Z, 50000 × feature_dim) sized from memory instead of a fixed
+// cap: CacheEntries gives the count a budget holds, and Allocate grows an
+// elastic buffer as far as the rest of the job leaves room.
+func ExampleCacheEntries_seed002() {
+	for _, featureDim := range []gpumem.Bytes{4096, 1 << 20} {
+		entry := 4 * featureDim
+		// The seed's rule: min(2000, ⌊1 GiB / (4·feature_dim)⌋).
+		n, _ := budget.CacheEntries(entry, 1<<30, 0, 2000)
+		m, _ := budget.CacheEntries(entry, 1<<30, 0, 0)
+		fmt.Printf("feature_dim %7d: seed's 1 GiB rule %4d entries, 1 GiB holds %5d\n", featureDim, n, m)
+	}
+	const featureDim = 32768
+	entry := gpumem.Bytes(4 * featureDim)
+
+	// The cache beside a Qwen2.5-7B bf16 inference job on a 24 GB card.
+	j := budget.Job{
+		Model: mustModel("qwen2.5-7b", nil), Mode: budget.Prefill, Precision: budget.BF16, Attention: model.SDPA,
+		Batch: 1, SeqLen: 2048,
+		Buffers: []budget.Buffer{{Name: "cached_Z", Entries: 50000, EntryBytes: entry, Elastic: true}},
+	}
+	p, err := budget.Allocate(24e9, j, &budget.Limits{MaxBatch: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("cached_Z entries on a 24 GB card:", p.Buffers[0].Entries, "stopped by", p.Reason)
+	// Output:
+	// feature_dim    4096: seed's 1 GiB rule 2000 entries, 1 GiB holds 65536
+	// feature_dim 1048576: seed's 1 GiB rule  256 entries, 1 GiB holds   256
+	// cached_Z entries on a 24 GB card: 41399 stopped by memory
+}
+
+// Seed 004: unlearning CogVideoX-5b needs 65 GB of model state, more
+// than the 46.07 GiB the seed's card had free. Allowing CPU offload, the
+// plan moves the frozen models to the host (each loaded when it runs) and
+// then the AdamW state, as the seed's tool falls back to --use_cpu_offload.
+func ExampleAllocate_seed004() {
+	frozen := func(name string) budget.Model {
+		return mustModel(name, func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
+	}
+	j := budget.Job{
+		Model: mustModel("cogvideox-5b-transformer", nil), Mode: budget.Training, Precision: budget.FP16,
+		Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Attention: model.SDPA, Batch: 1, SeqLen: 1,
+		Copies: []budget.Copy{
+			{Name: "original transformer", Model: frozen("cogvideox-5b-transformer")},
+			{Name: "T5-XXL text encoder", Model: frozen("cogvideox-5b-text-encoder")},
+		},
+	}
+	free, _ := gpumem.ParseBytes("46.07GiB") // the seed's tool divides by 1024³
+	p, err := budget.Allocate(free, j, &budget.Limits{Offload: budget.OffloadCopies | budget.OffloadOptimizer, MaxBatch: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(p)
+	fmt.Println("host memory:", p.Need.Host.HumanSI())
+	// Output:
+	// batch 1 × 1 tokens, attention sdpa, checkpointing none, torch.optim.AdamW, fp16, offload optimizer
+	// needs 42.43 GiB of 46.07 GiB free (3.64 GiB left); stopped by batch limit
+	//   change                                        device peak       saving  fits  cost
+	// * as given                                        64.22 GiB            —  no    —
+	//   offload frozen models to the CPU                54.90 GiB    −9.31 GiB  no    each frozen model is copied to the GPU when it runs
+	// * offload optimizer state to the CPU              33.12 GiB   −21.79 GiB  yes   gradients to the host and weights back every step; the step runs on the CPU
+	// host memory: 22.28 GB
+}
