@@ -314,11 +314,19 @@ def build_grid(max_tier=4):
                 while s <= m["max_seq"]:
                     cases.append(_case(m, t3, tr(anchor_prec, "adamw", batch=1, seq=s, attention=attn), vary="seq"))
                     s *= 2
-    seen, out = set(), []
+    kept, out = {}, []
     for c in sorted(cases, key=lambda c: c["tier"]):  # stable: grid order within a tier
-        if c["tier"] <= max_tier and c["id"] not in seen:
-            seen.add(c["id"])
-            out.append(c)
+        if c["tier"] > max_tier:
+            continue
+        if c["id"] in kept:
+            # An anchor that is also a ladder's rung runs once, early, and
+            # belongs to the ladder (its OOM prunes the larger rungs).
+            k = kept[c["id"]]
+            if not k["series"]:
+                k["series"], k["vary"] = c["series"], c["vary"]
+            continue
+        kept[c["id"]] = c
+        out.append(c)
     return out
 
 
