@@ -27,6 +27,7 @@ Models are built from their config with random weights directly on the GPU
 downloaded.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -265,28 +266,32 @@ def from_config(cls, config, dtype, attention):
 
 
 def build_model(torch, transformers, job, device):
+    """Builds the job's model with random weights on device (in place
+    under `with torch.device(device)` on torch >= 2.0, else on the CPU and
+    moved), with LoRA adapters from peft when job["lora_rank"] > 0."""
     config = hf_config(transformers, job)
     cls = auto_class(transformers, job["kind"], job["config"]["architectures"][0])
     dtype = getattr(torch, DTYPES[job["precision"]])
-    try:
-        if hasattr(torch.device(device), "__enter__"):  # torch >= 2.0: build in place
-            with torch.device(device):
-                model = from_config(cls, config, dtype, job["attention"])
-        else:
-            model = from_config(cls, config, dtype, job["attention"]).to(device)
-    except (ValueError, ImportError) as e:
-        msg = str(e)
-        if "attn_implementation" in msg or "does not support" in msg or "scaled_dot_product" in msg:
-            raise Unsupported(msg)
-        raise
-    if job.get("lora_rank"):
+    in_place = hasattr(torch.device(device), "__enter__")
+    ctx = torch.device(device) if in_place else contextlib.nullcontext()
+    with ctx:
         try:
-            import peft
-        except ImportError:
-            raise Unsupported("peft is not importable")
-        lc = peft.LoraConfig(r=job["lora_rank"], lora_alpha=2 * job["lora_rank"], lora_dropout=0.0,
-                             target_modules=job.get("lora_targets"))
-        model = peft.get_peft_model(model, lc)
+            model = from_config(cls, config, dtype, job["attention"])
+        except (ValueError, ImportError) as e:
+            msg = str(e)
+            if "attn_implementation" in msg or "does not support" in msg or "scaled_dot_product" in msg:
+                raise Unsupported(msg)
+            raise
+        if job.get("lora_rank"):
+            try:
+                import peft
+            except ImportError:
+                raise Unsupported("peft is not importable")
+            lc = peft.LoraConfig(r=job["lora_rank"], lora_alpha=2 * job["lora_rank"], lora_dropout=0.0,
+                                 target_modules=job.get("lora_targets"))
+            model = peft.get_peft_model(model, lc)
+    if not in_place:
+        model = model.to(device)
     return model
 
 
@@ -365,7 +370,6 @@ def autocast(torch, precision):
         return torch.autocast("cuda", dtype=torch.bfloat16)
     if precision == "fp16-mixed":
         return torch.autocast("cuda", dtype=torch.float16)
-    import contextlib
     return contextlib.nullcontext()
 
 
@@ -476,9 +480,16 @@ def _logits_to_keep(model):
 # --- one case ------------------------------------------------------------------------------------
 
 
+# Failures that are the GPU running out of memory without PyTorch's
+# OutOfMemoryError: a library's own allocation failing near the edge.
+OOM_TEXTS = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed",
+             "cudnn_status_not_enough_workspace", "cudaerrormemoryallocation")
+
+
 def is_oom(torch, e):
     oom = getattr(torch.cuda, "OutOfMemoryError", None) or getattr(torch, "OutOfMemoryError", None)
-    return (oom is not None and isinstance(e, oom)) or "out of memory" in str(e).lower()
+    msg = str(e).lower()
+    return (oom is not None and isinstance(e, oom)) or any(t in msg for t in OOM_TEXTS)
 
 
 def run_case(case, steps=3):
