@@ -760,59 +760,79 @@ func (a *allocator) maximize(lo, hi, hint int, at func(int) Job) (int, string, e
 }
 
 // maximize64 is maximize over int64, hint outside (lo, hi] meaning none.
+// The peak is close to affine in each quantity (activations, KV cache and
+// buffers grow linearly; eager scores grow quadratically in the
+// sequence), so the search probes where the line through the last two
+// points meets the budget, then that point's neighbour, with a bisection
+// every fifth probe so that it never takes more than about five times
+// log2(hi − lo) estimates; a linear peak takes three or four.
 func (a *allocator) maximize64(lo, hi, hint int64, at func(int64) Job) (int64, string, error) {
-	good, step := lo, int64(1)
-	bad := hi + 1
-	if hint > lo && hint <= hi {
-		_, ok, err := a.fits(at(hint))
+	limit := a.budget()
+	good, bad := lo, hi+1
+	bGood, _, err := a.fits(at(lo))
+	if err != nil {
+		return 0, "", err
+	}
+	var bBad Breakdown
+	lastLo, pLastLo := lo, bGood.Device() // a second point for the slope before any miss
+	lastOK := true
+	// secant is where the line through the bracket (or, before any
+	// miss, through the last two fits) meets the budget.
+	secant := func() int64 {
+		if bad <= hi {
+			pg, pb := float64(bGood.Device()), float64(bBad.Device())
+			if pb > pg {
+				return good + int64(float64(bad-good)*(float64(limit)-pg)/(pb-pg))
+			}
+			return good + (bad-good)/2
+		}
+		pg, pl := float64(bGood.Device()), float64(pLastLo)
+		if good > lastLo && pg > pl {
+			step := (float64(limit) - pg) / ((pg - pl) / float64(good-lastLo))
+			return min(good+int64(min(step, float64(hi-good)))+1, hi)
+		}
+		return min(good+max(good-lo, 1), hi) // gallop
+	}
+	for n := 0; bad-good > 1; n++ {
+		var probe int64
+		switch {
+		case n == 0 && hint > lo && hint <= hi:
+			probe = hint
+		case n%5 == 1 || n%5 == 3: // the neighbour of the last probe
+			if lastOK {
+				probe = good + 1
+			} else {
+				probe = bad - 1
+			}
+		case n%5 == 4:
+			probe = good + (bad-good)/2
+		default:
+			probe = secant()
+		}
+		if probe <= good || probe >= bad {
+			probe = good + (bad-good)/2
+		}
+		b, ok, err := a.fits(at(probe))
 		if err != nil {
 			return 0, "", err
 		}
 		if ok {
-			good = hint
+			lastLo, pLastLo = good, bGood.Device()
+			good, bGood = probe, b
 		} else {
-			bad = hint
+			bad, bBad = probe, b
 		}
-	}
-	// Gallop up from the last fit until a miss, then bisect.
-	for good < hi && bad == hi+1 {
-		probe := min(good+step, hi)
-		_, ok, err := a.fits(at(probe))
-		if err != nil {
-			return 0, "", err
-		}
-		if !ok {
-			bad = probe
-			break
-		}
-		good = probe
-		step *= 2
-	}
-	for bad-good > 1 {
-		mid := good + (bad-good)/2
-		_, ok, err := a.fits(at(mid))
-		if err != nil {
-			return 0, "", err
-		}
-		if ok {
-			good = mid
-		} else {
-			bad = mid
-		}
+		lastOK = ok
 	}
 	if good == hi {
 		return good, "", nil
 	}
-	// What grows: the component that rises most from good to good+1.
-	at0, _, err := a.fits(at(good))
-	if err != nil {
-		return 0, "", err
+	if bBad.Device() == 0 {
+		if bBad, _, err = a.fits(at(good + 1)); err != nil {
+			return 0, "", err
+		}
 	}
-	at1, _, err := a.fits(at(good + 1))
-	if err != nil {
-		return 0, "", err
-	}
-	return good, growth(at0, at1), nil
+	return good, growth(bGood, bBad), nil
 }
 
 // growth names the component that rises most from x to y (the dominant

@@ -1,0 +1,307 @@
+package budget
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// allocCase is a job and limits for the property tests.
+type allocCase struct {
+	name string
+	job  Job
+	lim  Limits
+}
+
+func allocCases(t testing.TB) []allocCase {
+	small := lookupModel(t, "qwen2.5-0.5b", nil)
+	llama := lookupModel(t, "llama-3.2-1b", nil)
+	lora := lookupModel(t, "llama-3.2-1b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
+	frozen := lookupModel(t, "qwen2.5-0.5b", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
+	return []allocCase{
+		{"train defaults", Job{Model: small, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
+		{"train target", Job{Model: llama, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
+			Limits{TargetGlobalBatch: 64, Attention: []model.AttentionKernel{model.SDPA, model.Flash},
+				Optimizers: []optimizer.Optimizer{optimizer.AdamW8bit{}}, Offload: OffloadOptimizer,
+				Models: []Alternative{{"LoRA r=8", lora}}}},
+		{"train seq range", Job{Model: small, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 4096},
+			Limits{MinSeqLen: 512, MaxSeqLen: 1 << 17, MaxBatch: 8}},
+		{"prefill eager chunks", Job{Model: llama, Mode: Prefill, Precision: FP16, Attention: model.Eager, Batch: 1, SeqLen: 8192},
+			Limits{Attention: []model.AttentionKernel{}, HeadChunks: []int{16, 8, 4}, MaxBatch: 64}},
+		{"generate", Job{Model: llama, Mode: Generation, Precision: BF16, Attention: model.SDPA, Batch: 8, SeqLen: 1024, Generate: 512}, Limits{MaxBatch: 512}},
+		{"elastic buffer", Job{Model: small, Mode: Prefill, Precision: BF16, Attention: model.SDPA, Batch: 1, SeqLen: 512,
+			Buffers: []Buffer{{Name: "cache", Entries: 1 << 20, EntryBytes: 64 << 10, Elastic: true}, {Name: "fixed", Bytes: 1 << 28}}},
+			Limits{MaxBatch: 4, BufferMin: map[string]int64{"cache": 100}}},
+		{"frozen copies", Job{Model: small, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Batch: 2, SeqLen: 512,
+			Copies: []Copy{{Name: "ref", Model: frozen}, {Name: "teacher", Model: frozen}}}, Limits{Offload: OffloadCopies, MaxBatch: 256}},
+	}
+}
+
+// budgetOf is the device bytes a plan may use under lim.
+func budgetOf(t testing.TB, free gpumem.Bytes, j Job, lim Limits) gpumem.Bytes {
+	a, err := newAllocator(free, j, &lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.budget()
+}
+
+// The plan fits its budget; one more sequence (or token, or entry) with
+// everything else equal does not, unless a limit stopped the search; more
+// memory never gives a plan with more changes, nor fewer tokens with the
+// same changes.
+func TestAllocateProperties(t *testing.T) {
+	t.Parallel()
+	for _, c := range allocCases(t) {
+		var prev Plan
+		var havePrev bool
+		for _, gib := range []float64{4, 6, 8, 12, 16, 24, 40, 48, 80, 141} {
+			free := gpumem.Bytes(gib * (1 << 30))
+			p, err := Allocate(free, c.job, &c.lim)
+			if err != nil {
+				var ie *InsufficientMemoryError
+				if !errors.As(err, &ie) || !errors.Is(err, gpumem.ErrDoesNotFit) || len(ie.Ladder) == 0 {
+					t.Fatalf("%s in %v: %v, want a plan or an *InsufficientMemoryError with a ladder", c.name, free, err)
+				}
+				if ie.Shortfall <= 0 || ie.Need.Device()-ie.Shortfall != budgetOf(t, free, c.job, c.lim) {
+					t.Errorf("%s in %v: shortfall %v inconsistent with need %v", c.name, free, ie.Shortfall, ie.Need.Device())
+				}
+				if havePrev {
+					t.Errorf("%s: fits in less memory than %v but not in %v", c.name, prev.Free, free)
+				}
+				continue
+			}
+			lim := budgetOf(t, free, c.job, c.lim)
+			if need, err := Estimate(p.Job); err != nil || need != p.Need {
+				t.Errorf("%s in %v: Need is not Estimate(Job): %v", c.name, free, err)
+			}
+			if p.Need.Device() > lim || p.Headroom != free-p.Need.Device() {
+				t.Errorf("%s in %v: plan needs %v, budget %v, headroom %v", c.name, free, p.Need.Device(), lim, p.Headroom)
+			}
+			a, _ := newAllocator(free, c.job, &c.lim)
+			if p.Batch < a.maxBatch {
+				x := p.Job
+				x.Batch++
+				a.setAccum(&x)
+				if b, err := Estimate(x); err == nil && b.Device() <= lim {
+					t.Errorf("%s in %v: batch %d fits but the plan has %d (reason %v)", c.name, free, x.Batch, p.Batch, p.Reason)
+				}
+			} else if p.Reason == ReasonMemory && !a.varySeq && !hasElastic(p.Job.Buffers) {
+				t.Errorf("%s in %v: batch at its limit but reason %v", c.name, free, p.Reason)
+			}
+			if a.varySeq && p.SeqLen < a.maxSeq && p.Batch == a.minBatch {
+				x := p.Job
+				x.SeqLen++
+				if b, err := Estimate(x); err == nil && b.Device() <= lim {
+					t.Errorf("%s in %v: sequence %d fits but the plan has %d", c.name, free, x.SeqLen, p.SeqLen)
+				}
+			}
+			for i, buf := range p.Buffers {
+				if buf.Elastic && buf.Entries < c.job.Buffers[i].Entries {
+					x := p.Job
+					x.Buffers = append([]Buffer(nil), p.Buffers...)
+					x.Buffers[i].Entries++
+					if b, err := Estimate(x); err == nil && b.Device() <= lim {
+						t.Errorf("%s in %v: buffer %s holds %d entries, %d fit", c.name, free, buf.Name, buf.Entries, buf.Entries+1)
+					}
+				}
+			}
+			if c.lim.TargetGlobalBatch > 0 && p.Batch*p.GradAccum < c.lim.TargetGlobalBatch {
+				t.Errorf("%s: %d × %d below the target %d", c.name, p.Batch, p.GradAccum, c.lim.TargetGlobalBatch)
+			}
+			if havePrev {
+				// Plans are ordered by: reaching the job as given, then
+				// fewer changes, then more tokens.
+				pw, qw := reaches(p, c, a), reaches(prev, c, a)
+				switch {
+				case qw && !pw:
+					t.Errorf("%s: %v reaches the job as given, %v does not", c.name, prev.Free, free)
+				case qw && applied(p) > applied(prev):
+					t.Errorf("%s: %v applies %d changes, %v only %d", c.name, free, applied(p), prev.Free, applied(prev))
+				case (qw && applied(p) == applied(prev) || !qw && !pw) && p.Batch*p.SeqLen < prev.Batch*prev.SeqLen:
+					t.Errorf("%s: %v gives %d×%d tokens, less than %d×%d in %v", c.name, free, p.Batch, p.SeqLen, prev.Batch, prev.SeqLen, prev.Free)
+				}
+			}
+			prev, havePrev = p, true
+		}
+		if !havePrev {
+			t.Errorf("%s fits nowhere up to 141 GiB", c.name)
+		}
+	}
+}
+
+// reaches reports whether p runs at least the batch and sequence of the
+// job as given.
+func reaches(p Plan, c allocCase, a *allocator) bool {
+	want := min(max(c.job.Batch, a.minBatch), a.maxBatch)
+	seq := c.job.SeqLen
+	if a.varySeq {
+		seq = min(max(seq, a.minSeq), a.maxSeq)
+	}
+	return p.Batch >= want && p.SeqLen >= seq
+}
+
+func applied(p Plan) int {
+	n := 0
+	for _, r := range p.Ladder[1:] {
+		if r.Applied {
+			n++
+		}
+	}
+	return n
+}
+
+// Random limits and memory: never a panic, a plan that fits or a typed
+// error, deterministic.
+func TestAllocateRandom(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 11))
+	cases := allocCases(t)
+	for range 200 {
+		c := cases[r.IntN(len(cases))]
+		c.lim.MaxBatch = r.IntN(64)
+		c.lim.MinBatch = r.IntN(max(c.lim.MaxBatch, 1) + 1)
+		c.lim.HeadroomFraction = []float64{0, -1, 0.1}[r.IntN(3)]
+		c.lim.Headroom = gpumem.Bytes(r.Int64N(1 << 30))
+		free := gpumem.Bytes(r.Int64N(100 << 30))
+		p1, err1 := Allocate(free, c.job, &c.lim)
+		p2, err2 := Allocate(free, c.job, &c.lim)
+		if (err1 == nil) != (err2 == nil) || (err1 == nil && (p1.Batch != p2.Batch || p1.SeqLen != p2.SeqLen || p1.Need != p2.Need)) {
+			t.Fatalf("%s: not deterministic", c.name)
+		}
+		if err1 != nil && !errors.Is(err1, gpumem.ErrDoesNotFit) && !errors.Is(err1, gpumem.ErrInvalid) {
+			t.Errorf("%s in %v: %v", c.name, free, err1)
+		}
+		if err1 == nil && p1.Need.Device() > budgetOf(t, free, c.job, c.lim) {
+			t.Errorf("%s in %v: plan does not fit", c.name, free)
+		}
+	}
+}
+
+func TestAllocateBadLimits(t *testing.T) {
+	t.Parallel()
+	j := allocCases(t)[0].job
+	tests := []struct {
+		field string
+		free  gpumem.Bytes
+		lim   Limits
+	}{
+		{"free", 0, Limits{}},
+		{"Limits.MinBatch", 1 << 34, Limits{MinBatch: -1}},
+		{"Limits.MinBatch", 1 << 34, Limits{MinBatch: 9, MaxBatch: 8}},
+		{"Limits.MaxSeqLen", 1 << 34, Limits{MaxSeqLen: -5}},
+		{"Limits.MinSeqLen", 1 << 34, Limits{MinSeqLen: 900, MaxSeqLen: 800}},
+		{"Limits.HeadroomFraction", 1 << 34, Limits{HeadroomFraction: 1}},
+		{"Limits.HeadChunks[1]", 1 << 34, Limits{HeadChunks: []int{8, 0}}},
+		{"Limits.Optimizers[0]", 1 << 34, Limits{Optimizers: []optimizer.Optimizer{nil}}},
+		{"Limits.Models[0].Model", 1 << 34, Limits{Models: []Alternative{{Name: "zero"}}}},
+		{"Limits.BufferMin[x]", 1 << 34, Limits{BufferMin: map[string]int64{"x": -1}}},
+		{"Limits.Offload", 1 << 34, Limits{Offload: 64}},
+	}
+	for _, tt := range tests {
+		_, err := Allocate(tt.free, j, &tt.lim)
+		var fe *gpumem.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, gpumem.ErrInvalid) {
+			t.Errorf("%+v: got %v, want a FieldError on %s", tt.lim, err, tt.field)
+		}
+	}
+	bad := j
+	bad.Batch = 0
+	if _, err := Allocate(1<<34, bad, nil); !errors.Is(err, gpumem.ErrInvalid) {
+		t.Errorf("Batch 0: %v", err)
+	}
+}
+
+func TestCacheEntries(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		entry, budget gpumem.Bytes
+		lo, hi, want  int64
+	}{
+		{16 << 10, 1 << 30, 0, 2000, 2000},
+		{16 << 10, 1 << 30, 0, 0, 65536},
+		{1 << 22, 1 << 30, 0, 2000, 256},
+		{1 << 22, (1 << 30) - 1, 0, 0, 255},
+		{100, -5, 0, 10, 0},
+	} {
+		got, err := CacheEntries(tt.entry, tt.budget, tt.lo, tt.hi)
+		if err != nil || got != tt.want {
+			t.Errorf("CacheEntries(%v, %v, %d, %d) = %d, %v; want %d", tt.entry, tt.budget, tt.lo, tt.hi, got, err, tt.want)
+		}
+	}
+	if _, err := CacheEntries(1<<20, 1<<20, 2, 0); !errors.Is(err, gpumem.ErrDoesNotFit) {
+		t.Errorf("2 MiB in 1 MiB: %v, want ErrDoesNotFit", err)
+	}
+	for _, bad := range [][4]int64{{0, 1, 0, 0}, {1, 1, -1, 0}, {1, 1, 0, -1}, {1, 1, 5, 4}} {
+		if _, err := CacheEntries(gpumem.Bytes(bad[0]), gpumem.Bytes(bad[1]), bad[2], bad[3]); !errors.Is(err, gpumem.ErrInvalid) {
+			t.Errorf("CacheEntries%v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// MaxBatch and MaxSeqLen agree with Estimate at the edge.
+func TestMaxBatchMaxSeqLen(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3.2-1b", nil)
+	j := Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048}
+	free := gpumem.Bytes(24 << 30)
+	lim := budgetOf(t, free, j, Limits{})
+	b, err := MaxBatch(j, free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(batch, seq int) gpumem.Bytes {
+		x := j
+		x.Batch, x.SeqLen = batch, seq
+		n, err := Estimate(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Device()
+	}
+	if at(b, 2048) > lim || at(b+1, 2048) <= lim {
+		t.Errorf("MaxBatch %d: %v at b, %v at b+1, budget %v", b, at(b, 2048), at(b+1, 2048), lim)
+	}
+	s, err := MaxSeqLen(j, free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at(1, s) > lim || at(1, s+1) <= lim {
+		t.Errorf("MaxSeqLen %d: %v at s, %v at s+1, budget %v", s, at(1, s), at(1, s+1), lim)
+	}
+	if _, err := MaxBatch(j, 1<<30); !errors.Is(err, gpumem.ErrDoesNotFit) {
+		t.Errorf("1 GiB: %v, want ErrDoesNotFit", err)
+	}
+}
+
+// BenchmarkAllocate plans a Llama-2-70B fine-tune on an 80 GB GPU over
+// every knob: kernels, checkpointing, 8-bit AdamW and Adafactor, bf16,
+// offload, LoRA, a target global batch.
+func BenchmarkAllocate(b *testing.B) {
+	m := lookupModel(b, "llama-2-70b", nil)
+	lora := lookupModel(b, "llama-2-70b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 16} })
+	qlora := lookupModel(b, "llama-2-70b", func(f *model.Finetune) {
+		f.LoRA = model.LoRA{Rank: 16}
+		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+	})
+	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
+	lim := &Limits{
+		TargetGlobalBatch: 256,
+		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
+		Checkpointing:     []model.Checkpointing{model.SelectiveCheckpointing, model.FullCheckpointing},
+		Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}},
+		Precisions:        []Precision{BF16},
+		Offload:           OffloadOptimizer,
+		Models:            []Alternative{{"LoRA r=16", lora}, {"QLoRA r=16", qlora}},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Allocate(80<<30, j, lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
