@@ -218,7 +218,9 @@ type InsufficientMemoryError struct {
 	Dominant Component
 	// Ladder is every change tried.
 	Ladder []Rung
-	// Hints are changes the Limits did not allow that would save memory.
+	// Hints are changes the Limits did not allow that would save memory
+	// (Limits.Checkpointing, Optimizers, Offload, Models), and the ZeRO-2
+	// sharding that would hold the rest.
 	Hints []string
 }
 
@@ -859,13 +861,13 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 			e.Hints = append(e.Hints, "allow activation checkpointing")
 		}
 		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && j.Optimizer != nil && len(l.Optimizers) == 0 {
-			e.Hints = append(e.Hints, "allow an 8-bit optimizer (Limits.Optimizers)")
+			e.Hints = append(e.Hints, "allow an 8-bit optimizer")
 		}
 		if j.Optimizer != nil && j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 {
-			e.Hints = append(e.Hints, "allow optimizer offload (Limits.Offload)")
+			e.Hints = append(e.Hints, "allow optimizer offload")
 		}
 		if j.Optimizer != nil && len(l.Models) == 0 {
-			e.Hints = append(e.Hints, "allow LoRA or QLoRA (Limits.Models)")
+			e.Hints = append(e.Hints, "allow LoRA or QLoRA")
 		}
 		// Sharding optimizer state and gradients (ZeRO-2) over n ranks.
 		state := need.Optimizer + need.Master + need.Gradients
@@ -878,7 +880,7 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 		}
 	}
 	if len(j.Copies) > 1 && j.Offload&OffloadCopies == 0 && l.Offload&OffloadCopies == 0 {
-		e.Hints = append(e.Hints, "allow offloading the frozen models (Limits.Offload)")
+		e.Hints = append(e.Hints, "allow offloading the frozen models")
 	}
 	return e
 }
@@ -985,6 +987,14 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)
 	}
 	b.WriteString("\n")
+	writeLadder(&b, p.Ladder)
+	return b.String()
+}
+
+// LadderString prints the ladder as the table Plan.String ends with;
+// rows marked * are in the plan.
+func (p Plan) LadderString() string {
+	var b strings.Builder
 	writeLadder(&b, p.Ladder)
 	return b.String()
 }

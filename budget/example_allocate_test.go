@@ -63,7 +63,7 @@ func ExampleAllocate_seed001() {
 	fmt.Print(p)
 	// Output:
 	// default limits: true
-	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer (Limits.Optimizers); allow optimizer offload (Limits.Offload); allow LoRA or QLoRA (Limits.Models)
+	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
 	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, bnb.optim.AdamW8bit, bf16, LoRA r=16
 	// needs 22.32 GiB of 23.59 GiB free (1.27 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost

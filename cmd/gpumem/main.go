@@ -6,6 +6,7 @@
 //
 //	gpumem inspect  --model NAME | --config config.json   [--json]
 //	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json]
+//	gpumem plan     --model NAME --train|--infer --gpu NAME | --memory 24GiB [--target-batch N --max-seq S --allow ...] [--json]
 //	gpumem oom      [FILE|-]                               [--json]
 //	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
 //	gpumem devices
@@ -39,6 +40,7 @@ func commands() []command {
 	return []command{
 		{"inspect", "read a model and print its parameters and memory by dtype and part", runInspect},
 		{"estimate", "estimate the peak memory of a training or inference job, and whether it fits", runEstimate},
+		{"plan", "choose batch, sequence, checkpointing, kernel, optimizer and offload so a job fits; print the ladder", runPlan},
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM},
 		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices},

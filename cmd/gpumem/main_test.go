@@ -235,3 +235,58 @@ func TestInspectSafetensorsTruncated(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, p, "the error names the file")
 }
+
+func TestPlan(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "plan", "--model", "llava-1.5-7b", "--train", "--batch", "4", "--seq", "2048",
+		"--images", "1", "--attention", "flash", "--gpu", "rtx 3090", "--target-batch", "32", "--allow", "adamw8bit,bf16,offload,lora")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"batch 4 × 2048 tokens, 8 accumulation steps", "* model → LoRA r=16", "  offload optimizer state to the CPU"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, "", "plan", "--model", "llava-1.5-7b", "--train", "--batch", "4", "--gpu", "rtx 3090", "--json")
+	if code != 1 {
+		t.Fatalf("full training on 24 GB: exit %d, want 1", code)
+	}
+	var e struct {
+		Fits      bool     `json:"fits"`
+		Shortfall int64    `json:"shortfall"`
+		Hints     []string `json:"hints"`
+		Ladder    []struct {
+			Change string `json:"change"`
+		} `json:"ladder"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatal(err, out)
+	}
+	if e.Fits || e.Shortfall <= 0 || len(e.Hints) == 0 || len(e.Ladder) == 0 {
+		t.Errorf("does-not-fit JSON: %+v", e)
+	}
+	code, out, _ = runCLI(t, "", "plan", "--model", "qwen2.5-0.5b", "--infer", "--memory", "24GiB", "--max-seq", "131072", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"batch", "seq_len", "grad_accum", "checkpointing", "attention", "optimizer", "offload", "need", "headroom", "reason", "ladder"} {
+		if _, ok := p[k]; !ok {
+			t.Errorf("plan JSON lacks %q", k)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--allow", "warp-drive"}, {"--allow", "heads=0"}, {"--headroom", "1.5"}, {}, // no --gpu
+	} {
+		args := append([]string{"plan", "--model", "gpt2", "--infer"}, bad...)
+		if len(bad) > 0 {
+			args = append(args, "--memory", "8GiB")
+		}
+		if code, _, errOut := runCLI(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", bad, code, errOut)
+		}
+	}
+}

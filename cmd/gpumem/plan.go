@@ -1,0 +1,262 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+const allowHelp = `changes the planner may make, comma-separated, tried in this order within each kind:
+  sdpa, flash, eager                  attention kernels (default: sdpa)
+  heads=N                             eager attention N heads at a time
+  selective, full, every-k, offload-activations
+                                      checkpointing policies (default: full, training only)
+  adamw8bit, paged_adamw_8bit, adafactor, lion, sgd, ...
+                                      optimizer substitutes (Hugging Face names)
+  bf16, fp16, bf16-mixed, ...         precision substitutes
+  offload, offload-optimizer, offload-copies
+                                      keep optimizer state / frozen models in host memory
+  lora, qlora                         train LoRA adapters (rank --lora-rank or 16), on NF4 weights for qlora
+  none                                allow nothing beyond the batch (and --max-seq)`
+
+func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
+	fs := newFlags("plan", errOut)
+	var jf jobFlags
+	jf.register(fs)
+	target := fs.Int("target-batch", 0, "sequences per optimizer step: sets the gradient accumulation")
+	minBatch := fs.Int("min-batch", 0, "smallest micro-batch (default 1)")
+	maxBatch := fs.Int("max-batch", 0, "largest micro-batch (default the target batch, else 4096)")
+	minSeq := fs.Int("min-seq", 0, "with --max-seq: shortest sequence (default 1)")
+	maxSeq := fs.Int("max-seq", 0, "let the sequence length vary up to this many tokens (longest first)")
+	allow := fs.String("allow", "", allowHelp)
+	headroom := fs.String("headroom", "", "memory to leave unused: a fraction of the free memory (0.05) or a size (2GiB); default 5%")
+	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	j, dev, err := jf.job()
+	if err != nil {
+		return err
+	}
+	if dev.Capacity == 0 {
+		return fmt.Errorf("%w: give --gpu NAME or --memory SIZE to plan for", errUsage)
+	}
+	lim := budget.Limits{TargetGlobalBatch: *target, MinBatch: *minBatch, MaxBatch: *maxBatch, MinSeqLen: *minSeq, MaxSeqLen: *maxSeq}
+	if err := parseAllow(*allow, &jf, &lim); err != nil {
+		return err
+	}
+	if err := parseHeadroom(*headroom, &lim); err != nil {
+		return err
+	}
+	p, err := budget.Allocate(dev.Free(), j, &lim)
+	var short *budget.InsufficientMemoryError
+	if errors.As(err, &short) {
+		if *asJSON {
+			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
+				return werr
+			}
+			return errDoesNotFit
+		}
+		fmt.Fprintf(out, "%s does NOT fit on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
+		fmt.Fprintln(out, short)
+		fmt.Fprintln(out)
+		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
+		return errDoesNotFit
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(out, planJSON(p, dev))
+	}
+	fmt.Fprintf(out, "%s on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
+	fmt.Fprint(out, p)
+	return nil
+}
+
+// errDoesNotFit makes the command exit 1 after printing its own report.
+var errDoesNotFit = fmt.Errorf("%w", gpumem.ErrDoesNotFit)
+
+// parseAllow reads --allow into lim.
+func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.ToLower(strings.TrimSpace(item))
+		switch {
+		case item == "":
+		case item == "none":
+			lim.Attention = []model.AttentionKernel{}
+			lim.Checkpointing = []model.Checkpointing{}
+		case item == "offload":
+			lim.Offload |= budget.OffloadCopies | budget.OffloadOptimizer
+		case item == "offload-optimizer":
+			lim.Offload |= budget.OffloadOptimizer
+		case item == "offload-copies":
+			lim.Offload |= budget.OffloadCopies
+		case strings.HasPrefix(item, "heads="):
+			n, err := strconv.Atoi(strings.TrimPrefix(item, "heads="))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", errUsage, item)
+			}
+			lim.HeadChunks = append(lim.HeadChunks, n)
+		case item == "lora" || item == "qlora":
+			alt, err := loraAlternative(jf, item == "qlora")
+			if err != nil {
+				return err
+			}
+			lim.Models = append(lim.Models, alt)
+		default:
+			if k, err := parseAttention(item); err == nil {
+				lim.Attention = append(nonNilKernels(lim.Attention), k)
+				continue
+			}
+			if c, err := parseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
+				lim.Checkpointing = append(nonNilPolicies(lim.Checkpointing), c)
+				continue
+			}
+			if p, err := budget.ParsePrecision(item); err == nil {
+				lim.Precisions = append(lim.Precisions, p)
+				continue
+			}
+			if o, ok := optimizer.Lookup(item); ok {
+				lim.Optimizers = append(lim.Optimizers, o)
+				continue
+			}
+			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", errUsage, item)
+		}
+	}
+	return nil
+}
+
+func nonNilKernels(ks []model.AttentionKernel) []model.AttentionKernel {
+	if ks == nil {
+		return []model.AttentionKernel{}
+	}
+	return ks
+}
+
+func nonNilPolicies(cs []model.Checkpointing) []model.Checkpointing {
+	if cs == nil {
+		return []model.Checkpointing{}
+	}
+	return cs
+}
+
+// loraAlternative prepares the job's model with LoRA adapters (QLoRA:
+// on NF4 base weights).
+func loraAlternative(jf *jobFlags, quant bool) (budget.Alternative, error) {
+	s, err := jf.load()
+	if err != nil {
+		return budget.Alternative{}, err
+	}
+	rank := jf.loraRank
+	if rank == 0 {
+		rank = 16
+	}
+	ft := model.Finetune{Model: s, LoRA: model.LoRA{Rank: rank}}
+	name := "LoRA r=" + strconv.FormatInt(rank, 10)
+	if quant {
+		ft.Quant, ft.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+		name = "QLoRA r=" + strconv.FormatInt(rank, 10)
+	}
+	m, err := budget.NewModel(ft)
+	if err != nil && strings.Contains(err.Error(), "target modules") {
+		ft.LoRA.Targets = []string{"all-linear"}
+		m, err = budget.NewModel(ft)
+	}
+	if err != nil {
+		return budget.Alternative{}, err
+	}
+	return budget.Alternative{Name: name, Model: m}, nil
+}
+
+// parseHeadroom reads --headroom: a fraction below 1, or a size.
+func parseHeadroom(s string, lim *budget.Limits) error {
+	if s == "" {
+		return nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f < 0 || f >= 1 {
+			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1)", errUsage, s)
+		}
+		lim.HeadroomFraction = f
+		if f == 0 {
+			lim.HeadroomFraction = -1
+		}
+		return nil
+	}
+	b, err := gpumem.ParseBytes(s)
+	if err != nil || b < 0 {
+		return fmt.Errorf("%w: --headroom %q: want a fraction (0.05) or a size (2GiB)", errUsage, s)
+	}
+	lim.Headroom, lim.HeadroomFraction = b, -1
+	return nil
+}
+
+// rungJSON is one ladder rung on the wire.
+type rungJSON struct {
+	Change        string      `json:"change"`
+	AllocatedPeak int64       `json:"allocated_peak"`
+	DevicePeak    int64       `json:"device_peak"`
+	Saving        int64       `json:"saving"`
+	Cost          budget.Cost `json:"cost"`
+	Fits          bool        `json:"fits"`
+	Applied       bool        `json:"applied"`
+}
+
+func ladderJSON(rs []budget.Rung) []rungJSON {
+	out := make([]rungJSON, len(rs))
+	for i, r := range rs {
+		out[i] = rungJSON{r.Change, int64(r.Allocated), int64(r.Device), int64(r.Saving), r.Cost, r.Fits, r.Applied}
+	}
+	return out
+}
+
+func components(b budget.Breakdown) map[string]int64 {
+	m := map[string]int64{}
+	for _, c := range b.Components() {
+		m[c.Name] = int64(c.Bytes)
+	}
+	return m
+}
+
+func planJSON(p budget.Plan, dev gpumem.Device) map[string]any {
+	opt := ""
+	if p.Optimizer != nil {
+		opt = p.Optimizer.String()
+	}
+	r := map[string]any{
+		"fits": true, "device": dev.Name, "free": int64(dev.Free()),
+		"batch": p.Batch, "seq_len": p.SeqLen, "grad_accum": p.GradAccum, "global_batch": p.Batch * p.GradAccum,
+		"checkpointing": p.Checkpointing.String(), "attention": p.Attention.String(), "head_chunk": p.HeadChunk,
+		"optimizer": opt, "precision": p.Precision.String(), "offload": p.Offload.String(), "model": p.ModelName,
+		"need": components(p.Need), "allocated_peak": int64(p.Need.Allocated()), "reserved_peak": int64(p.Need.Reserved()),
+		"device_peak": int64(p.Need.Device()), "host": int64(p.Need.Host), "phase": p.Need.Phase.String(),
+		"headroom": int64(p.Headroom), "reason": p.Reason.String(), "limiting": p.Limiting, "ladder": ladderJSON(p.Ladder),
+	}
+	var bufs []map[string]any
+	for _, b := range p.Buffers {
+		bufs = append(bufs, map[string]any{"name": b.Name, "entries": b.Entries, "entry_bytes": int64(b.EntryBytes), "bytes": int64(b.Bytes)})
+	}
+	if bufs != nil {
+		r["buffers"] = bufs
+	}
+	return r
+}
+
+func planErrorJSON(e *budget.InsufficientMemoryError, dev gpumem.Device) map[string]any {
+	return map[string]any{
+		"fits": false, "device": dev.Name, "free": int64(dev.Free()), "shortfall": int64(e.Shortfall),
+		"dominant": e.Dominant.Name, "need": components(e.Need), "device_peak": int64(e.Need.Device()),
+		"hints": e.Hints, "ladder": ladderJSON(e.Ladder), "error": e.Error(),
+	}
+}
