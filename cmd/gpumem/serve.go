@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,9 +117,9 @@ type serverOptions struct {
 	MaxInFlight int
 }
 
-// server answers the service's endpoints. It holds no mutable state: the
-// catalogs are rendered once, and every request builds its own job, so
-// requests may run concurrently.
+// server answers the service's endpoints. Requests share nothing but the
+// catalogs, rendered once and read-only, and the semaphore slots: every
+// request builds its own job, so requests may run concurrently.
 type server struct {
 	maxBody  int64
 	slots    chan struct{} // a semaphore of MaxInFlight slots
@@ -142,8 +144,8 @@ func (s *server) table() []route {
 		{http.MethodPost, "/v1/estimate", nil, s.estimate},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
 		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu"}, s.leak},
-		{http.MethodGet, "/v1/models", nil, s.writeStatic(func() []byte { return s.models })},
-		{http.MethodGet, "/v1/devices", nil, s.writeStatic(func() []byte { return s.devices })},
+		{http.MethodGet, "/v1/models", nil, static(s.models)},
+		{http.MethodGet, "/v1/devices", nil, static(s.devices)},
 	}
 }
 
@@ -252,7 +254,7 @@ func checkQuery(r *http.Request, known []string) error {
 	if err != nil {
 		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("query string: %v", err)}
 	}
-	for k := range q {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		ok := false
 		for _, n := range known {
 			ok = ok || k == n
@@ -626,8 +628,11 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if err != nil {
 			return err
 		}
-		if c != "" && capacity != "" || req.GPU != "" && gpu != "" {
-			return badField("capacity", "give capacity and gpu in the JSON body or the query string, not both")
+		if c != "" && capacity != "" {
+			return badField("capacity", "give capacity in the JSON body or the query string, not both")
+		}
+		if req.GPU != "" && gpu != "" {
+			return badField("gpu", "give gpu in the JSON body or the query string, not both")
 		}
 		capacity, gpu, text = capacity+c, gpu+req.GPU, []byte(req.Log)
 	}
@@ -664,10 +669,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	return writeJSON(out, rep)
 }
 
-// writeStatic returns a handler that writes a pre-rendered reply.
-func (s *server) writeStatic(b func() []byte) func(io.Writer, *http.Request, []byte) error {
+// static returns a handler that writes a reply rendered beforehand.
+func static(reply []byte) func(io.Writer, *http.Request, []byte) error {
 	return func(out io.Writer, _ *http.Request, _ []byte) error {
-		_, err := out.Write(b())
+		_, err := out.Write(reply)
 		return err
 	}
 }

@@ -216,6 +216,8 @@ func TestServeErrors(t *testing.T) {
 		{"leak both", "POST", "/v1/leak?gpu=h100&capacity=1GiB", "", "Step 1: Memory=1GB\n", 400, "capacity", "one of capacity and gpu", ""},
 		{"leak twice", "POST", "/v1/leak?capacity=1GiB", "application/json", `{"log":"","capacity":"2GiB"}`, 400, "capacity", "not both", ""},
 		{"leak unknown query", "POST", "/v1/leak?cap=1GiB", "", "", 400, "cap", "want capacity or gpu", ""},
+		{"leak gpu twice", "POST", "/v1/leak?gpu=h100", "application/json", `{"log":"","gpu":"a100"}`, 400, "gpu", "not both", ""},
+		{"unknown queries, first in order", "GET", "/v1/models?z=1&b=2&a=3", "", "", 400, "a", `unknown query parameter "a"`, ""},
 		{"leak bad query", "POST", "/v1/leak?capacity=%zz", "", "", 400, "", "query string", ""},
 		{"leak unknown field", "POST", "/v1/leak", "application/json", `{"logs":""}`, 400, "logs", `unknown field "logs"`, ""},
 		{"leak capacity type", "POST", "/v1/leak", "application/json", `{"log":"","capacity":true}`, 400, "capacity", "want a size", ""},
