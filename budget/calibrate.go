@@ -67,19 +67,24 @@ const calibrateRcond = 1e-6
 // scheduler that compares Breakdown.Device with free memory wants.
 //
 // Each measured level gives one equation, written as a relative error so
-// that large and small jobs weigh alike, and each term is the least-
-// squares solution (singular value decomposition, gonum/mat) of the sum
-// of their squares:
+// that large and small jobs weigh alike, and the terms minimize the sum
+// of their squares, in two stages:
 //
-//  1. f, from every observation that measures Reserved:
-//     ((1+f)·A − R) / R.
-//  2. C, with that f, from every observation that measures Device:
-//     (R + C − D) / D where Reserved is measured, ((1+f)·A + C − D) / D
-//     where it is not.
+//  1. f, from every observation that measures Reserved, with residuals
+//     ((1+f)·A − R) / R: f = Σ (A/R)·((R−A)/R) / Σ (A/R)².
+//  2. C, with that f, from every observation that measures Device, with
+//     residuals (R + C − D) / D where Reserved is measured and
+//     ((1+f)·A + C − D) / D where it is not: C = Σ (1/D)·e / Σ (1/D)²,
+//     e being the residual at C = 0.
+//
+// The stages keep the fragmentation a property of the allocator: the
+// observations that measure only Device, whose allocated level is often a
+// prediction, cannot bend it, and the context absorbs what they add.
 //
 // When no observation measures Reserved, f and C are fitted together
-// from the device-level equations, which needs two or more observations
-// of different allocated sizes. The bounds f ≥ 0 and C > 0 hold for
+// from the device-level equations (linear least squares by singular value
+// decomposition, gonum/mat), which needs two or more observations of
+// different allocated sizes. The bounds f ≥ 0 and C > 0 hold for
 // every real process: a fit with f < 0 is taken as f = 0 (the context
 // refit with it), and a fit with C ≤ 0 is an error.
 //
