@@ -203,7 +203,7 @@ func TestServeErrors(t *testing.T) {
 		// Routing.
 		{"wrong method", "GET", "/v1/estimate", "", "", 405, "", "not allowed", "POST"},
 		{"wrong method on a GET", "DELETE", "/v1/models", "", "", 405, "", "not allowed", "GET, HEAD"},
-		{"unknown path", "POST", "/v1/plan", "", `{}`, 404, "", "no endpoint /v1/plan", ""},
+		{"unknown path", "POST", "/v1/nope", "", `{}`, 404, "", "no endpoint /v1/nope", ""},
 		{"root", "GET", "/", "", "", 404, "", "no endpoint /", ""},
 		// oom.
 		{"oom nothing", "POST", "/v1/oom", "text/plain", "all is well", 422, "message", "no out-of-memory message", ""},
