@@ -402,7 +402,7 @@ func heldOutError(t *testing.T, obs []Observation, ov Overhead) (all, reserved, 
 // defaults' 426 MiB context is far below the 1343 MiB measured on the
 // V100 (CUDA 11.2, eager module loading) that supplies every device-only
 // row; the reserved level stays at about 3.5–4% either way, since the
-// fitted fragmentation (0.04–0.05) is close to the default 0.05. The
+// fitted fragmentation (0.038 to 0.054 on the halves) is close to the default 0.05. The
 // fitted context mostly describes that one V100 setup, so these rows do
 // not justify changing the defaults for current GPUs.
 func TestCalibratePublished(t *testing.T) {
