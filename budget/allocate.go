@@ -856,21 +856,25 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	e := &InsufficientMemoryError{Need: need, Free: a.free, Shortfall: need.Device() - a.budget(),
 		Dominant: need.Dominant(), Ladder: ladder}
 	l := &a.lim
+	// A hint is worth giving when its saving covers a tenth of the
+	// shortfall: allowed together, such changes add up.
+	short := e.Shortfall / 10
 	if j.Mode == Training {
-		if j.Checkpointing == model.NoCheckpointing && len(l.Checkpointing) == 0 && l.Checkpointing != nil {
+		if j.Checkpointing == model.NoCheckpointing && l.Checkpointing != nil && len(l.Checkpointing) == 0 && need.Activations >= short {
 			e.Hints = append(e.Hints, "allow activation checkpointing")
 		}
-		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && j.Optimizer != nil && len(l.Optimizers) == 0 {
+		state := need.Optimizer + need.Master
+		if _, ok := j.Optimizer.(optimizer.AdamW8bit); !ok && j.Optimizer != nil && len(l.Optimizers) == 0 && 3*state/4 >= short {
 			e.Hints = append(e.Hints, "allow an 8-bit optimizer")
 		}
-		if j.Optimizer != nil && j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 {
+		if j.Optimizer != nil && j.Offload&OffloadOptimizer == 0 && l.Offload&OffloadOptimizer == 0 && state >= short {
 			e.Hints = append(e.Hints, "allow optimizer offload")
 		}
-		if j.Optimizer != nil && len(l.Models) == 0 {
+		if j.Optimizer != nil && len(l.Models) == 0 && state+need.Gradients >= short {
 			e.Hints = append(e.Hints, "allow LoRA or QLoRA")
 		}
 		// Sharding optimizer state and gradients (ZeRO-2) over n ranks.
-		state := need.Optimizer + need.Master + need.Gradients
+		state += need.Gradients
 		rest := need.Device() - state
 		if state > 0 && rest < a.budget() {
 			n := int64(math.Ceil(float64(state) / float64(a.budget()-rest)))
@@ -881,6 +885,9 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	}
 	if len(j.Copies) > 1 && j.Offload&OffloadCopies == 0 && l.Offload&OffloadCopies == 0 {
 		e.Hints = append(e.Hints, "allow offloading the frozen models")
+	}
+	if !a.varySeq && need.Activations+need.Logits+need.Attention >= short && j.SeqLen > 1 {
+		e.Hints = append(e.Hints, "allow shorter sequences (Limits.MaxSeqLen)")
 	}
 	return e
 }
