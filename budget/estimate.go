@@ -73,6 +73,25 @@ func Estimate(j Job) (Breakdown, error) {
 			optState, optStep = acc.optimizer(j, sDT)
 		}
 	}
+	// ZeRO / FSDP sharding over the data-parallel ranks.
+	if n := j.Parallel.shards(); n > 1 && train {
+		st := j.Parallel.Stage
+		if st >= 1 {
+			optState, b.Master, optStep = partition(optState, n), partition(b.Master, n), partition(optStep, n)
+		}
+		if st >= 2 {
+			// The rank keeps its shard; a reduce bucket of full-size
+			// gradients is in flight during backward.
+			grads = acc.sum(partition(grads, n), min(grads, m.bucket(gDT)))
+		}
+	}
+	if n := j.Parallel.shards(); n > 1 && j.Parallel.Stage == 3 {
+		// Stage 3 also partitions the weights; the layer being computed
+		// and the one prefetched are gathered in full.
+		gathered := acc.add(m.layerWeights(wDT))
+		b.Weights = acc.sum(partition(b.Weights, n), min(b.Weights, 2*gathered))
+		casts = partition(casts, n)
+	}
 	b.Optimizer = optState
 	if j.Offload&OffloadOptimizer != 0 {
 		// State and master copy live on the host; the step runs there.

@@ -216,6 +216,9 @@ type Job struct {
 	Copies []Copy
 	// Offload moves state to host memory (see Offload).
 	Offload Offload
+	// Parallel is the multi-GPU layout (zero: one GPU); Estimate then
+	// returns one rank's memory.
+	Parallel Parallel
 	// Buffers are the job's own GPU tensors and caches.
 	Buffers []Buffer
 	// Overhead overrides the default overheads; the zero value means

@@ -32,6 +32,10 @@ type Model struct {
 
 	kv attention.KVCache // the language model's cache geometry, dtype unset
 
+	// layerElems is the largest transformer block's parameter count
+	// (model.Spec.Groups, "layer"): what ZeRO-3 and FSDP gather at once.
+	layerElems int64
+
 	params, trainableParams   int64 // elements
 	tensors, trainableTensors int64
 }
@@ -78,6 +82,13 @@ func NewModel(f model.Finetune) (Model, error) {
 		trains[t.Name] = true
 	}
 	m := Model{spec: s, kv: kvGeometry(s)}
+	if gs, err := s.Groups(); err == nil {
+		for _, g := range gs {
+			if g.Name == "layer" {
+				m.layerElems = max(m.layerElems, g.Params)
+			}
+		}
+	}
 	index := make(map[string]int, 64)
 	var key strings.Builder
 	for i, t := range ts {
@@ -214,4 +225,25 @@ func roundAlloc(b int64) int64 {
 
 func errOverflow(what string) error {
 	return gpumem.Errorf("Job", what, gpumem.ErrRange, "bytes overflow int64")
+}
+
+// reduceBucket is DeepSpeed's reduce_bucket_size default, in elements
+// (deepspeed/runtime/zero/config.py: 5e8): ZeRO-2 reduces gradients in
+// buckets of this many elements.
+const reduceBucket = 500_000_000
+
+// bucket returns one gradient reduce bucket in dt.
+func (m *Model) bucket(dt gpumem.DType) gpumem.Bytes {
+	b, _ := dt.Size(min(int64(reduceBucket), m.trainableParams))
+	return b
+}
+
+// layerWeights returns the largest block's weights in dt (the whole
+// model's when it has no blocks).
+func (m *Model) layerWeights(dt gpumem.DType) (gpumem.Bytes, error) {
+	n := m.layerElems
+	if n == 0 {
+		n = m.params
+	}
+	return dt.Size(n)
 }

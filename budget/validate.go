@@ -54,6 +54,9 @@ func (j *Job) validate() error {
 	if j.HeadChunk < 0 || j.HeadChunk > 1<<20 {
 		return gpumem.Errorf("Job.HeadChunk", j.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
+	if err := j.Parallel.validate(); err != nil {
+		return err
+	}
 	if j.Offload&^offloadAll != 0 {
 		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies or both")
 	}
