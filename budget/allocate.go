@@ -42,8 +42,9 @@ type Limits struct {
 	// sequence up to MaxSeqLen (at least MinSeqLen, zero meaning 1)
 	// before growing the batch.
 	MinSeqLen, MaxSeqLen int
-	// TargetGlobalBatch is the number of sequences per optimizer step:
-	// GradAccum becomes ceil(TargetGlobalBatch / Batch).
+	// TargetGlobalBatch is the number of sequences per optimizer step
+	// over every data-parallel rank: GradAccum becomes
+	// ceil(TargetGlobalBatch / (Batch × DataParallel)).
 	TargetGlobalBatch int
 	// Checkpointing lists the policies Allocate may turn on, in the
 	// order to try them (cheapest recompute first). Nil: full
@@ -491,7 +492,8 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 	if a.maxBatch == 0 {
 		a.maxBatch = DefaultMaxBatch
 		if l.TargetGlobalBatch > 0 {
-			a.maxBatch = l.TargetGlobalBatch
+			dp := max(j.Parallel.DataParallel, 1)
+			a.maxBatch = max((l.TargetGlobalBatch+dp-1)/dp, 1)
 		}
 	}
 	if a.minBatch > a.maxBatch {
@@ -546,7 +548,8 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 // setAccum sets GradAccum from the target global batch.
 func (a *allocator) setAccum(j *Job) {
 	if t := a.lim.TargetGlobalBatch; t > 0 && j.Mode == Training {
-		j.GradAccum = (t + j.Batch - 1) / j.Batch
+		per := j.Batch * max(j.Parallel.DataParallel, 1) // sequences per micro-step over every rank
+		j.GradAccum = (t + per - 1) / per
 	}
 }
 
@@ -741,6 +744,9 @@ func (a *allocator) maximizeBatch(j Job, hint int) (int, string, error) {
 		return x
 	}
 	t := a.lim.TargetGlobalBatch
+	if dp := max(j.Parallel.DataParallel, 1); t > 0 {
+		t = (t + dp - 1) / dp // the micro-batch from which no accumulation is needed
+	}
 	if t > 0 && j.Mode == Training && t <= a.maxBatch && t > a.minBatch {
 		// Batches from t up need no accumulation: search there first.
 		if _, ok, err := a.fits(at(t)); err != nil {

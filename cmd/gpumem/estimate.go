@@ -25,6 +25,7 @@ type jobFlags struct {
 	qlora             bool
 	gpu, memory       string
 	images            int
+	gpus, zero        int
 }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
@@ -42,6 +43,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
+	fs.IntVar(&f.gpus, "gpus", 1, "data-parallel GPUs (with --zero: the ranks state is sharded over)")
+	fs.IntVar(&f.zero, "zero", 0, "ZeRO stage 0-3 (FSDP: SHARD_GRAD_OP = 2, FULL_SHARD = 3); the estimate is per GPU")
 	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
 }
@@ -111,6 +114,10 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
+	if f.gpus < 1 || f.zero < 0 || f.zero > 3 {
+		return j, dev, fmt.Errorf("%w: --gpus %d --zero %d: want at least 1 GPU and a stage 0-3", errUsage, f.gpus, f.zero)
+	}
+	j.Parallel = budget.Parallel{DataParallel: f.gpus, Stage: f.zero}
 	switch {
 	case f.gpu != "" && f.memory != "":
 		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)

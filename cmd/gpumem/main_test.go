@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -288,5 +289,38 @@ func TestPlan(t *testing.T) {
 		if code, _, errOut := runCLI(t, "", args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", bad, code, errOut)
 		}
+	}
+}
+
+func TestPlanDeepSpeed(t *testing.T) {
+	ds := filepath.Join(t.TempDir(), "ds.json")
+	code, out, errOut := runCLI(t, "", "plan", "--model", "llama-3-8b", "--train", "--batch", "2", "--seq", "4096",
+		"--attention", "flash", "--gpus", "8", "--zero", "3", "--gpu", "h100", "--target-batch", "256", "--deepspeed", ds, "--hf-args")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	raw, err := os.ReadFile(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Train int `json:"train_batch_size"`
+		Micro int `json:"train_micro_batch_size_per_gpu"`
+		Accum int `json:"gradient_accumulation_steps"`
+		Zero  struct {
+			Stage int `json:"stage"`
+		} `json:"zero_optimization"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Zero.Stage != 3 || c.Train != c.Micro*c.Accum*8 || c.Train < 256 {
+		t.Errorf("DeepSpeed config %+v", c)
+	}
+	if !strings.Contains(out, "--per_device_train_batch_size "+strconv.Itoa(c.Micro)) {
+		t.Errorf("no TrainingArguments line matching the config:\n%s", out)
+	}
+	if code, _, _ := runCLI(t, "", "estimate", "--model", "gpt2", "--train", "--zero", "5"); code != 2 {
+		t.Errorf("--zero 5: exit %d, want 2", code)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -38,6 +40,8 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	allow := fs.String("allow", "", allowHelp)
 	headroom := fs.String("headroom", "", "memory to leave unused: a fraction of the free memory (0.05) or a size (2GiB); default 5%")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	dsFile := fs.String("deepspeed", "", "also write the plan's DeepSpeed config JSON to this file (training)")
+	hfArgs := fs.Bool("hf-args", false, "also print the Hugging Face TrainingArguments flags of the plan (training)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -73,11 +77,40 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *dsFile != "" {
+		c, err := p.DeepSpeed()
+		if err != nil {
+			return fmt.Errorf("%w: --deepspeed: %v", errUsage, err)
+		}
+		raw, err := c.MarshalIndent()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*dsFile, append(raw, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
 	fmt.Fprintf(out, "%s on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
 	fmt.Fprint(out, p)
+	if *hfArgs {
+		a, err := p.HFTrainingArguments()
+		if err != nil {
+			return fmt.Errorf("%w: --hf-args: %v", errUsage, err)
+		}
+		keys := make([]string, 0, len(a))
+		for k := range a {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var flags []string
+		for _, k := range keys {
+			flags = append(flags, fmt.Sprintf("--%s %v", k, a[k]))
+		}
+		fmt.Fprintf(out, "TrainingArguments: %s\n", strings.Join(flags, " "))
+	}
 	return nil
 }
 
