@@ -142,6 +142,7 @@ type route struct {
 func (s *server) table() []route {
 	return []route{
 		{http.MethodPost, "/v1/estimate", nil, s.estimate},
+		{http.MethodPost, "/v1/plan", nil, s.plan},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
 		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu"}, s.leak},
 		{http.MethodGet, "/v1/models", nil, static(s.models)},
@@ -443,14 +444,24 @@ func (s *server) estimate(out io.Writer, _ *http.Request, body []byte) error {
 // functions the CLI's jobFlags.jobFor uses, so that an error names the
 // request field; what those functions accept, the service accepts.
 func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, error) {
+	req := s.defaultRequest()
+	if err := decodeStrict(body, &req); err != nil {
+		return s.defaults, model.Spec{}, err
+	}
+	return s.flagsFrom(req)
+}
+
+// defaultRequest is an estimate request with the flags' defaults.
+func (s *server) defaultRequest() estimateRequest {
 	d := s.defaults
-	req := estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
+	return estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
 		Precision: d.precision, Optimizer: d.opt, Attention: d.attn, Checkpointing: d.ckpt,
 		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images}
-	if err := decodeStrict(body, &req); err != nil {
-		return d, model.Spec{}, err
-	}
-	jf := d
+}
+
+// flagsFrom checks a decoded estimate request and turns it into flags.
+func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
+	jf := s.defaults
 	switch strings.ToLower(req.Mode) {
 	case "":
 	case "train", "training":
@@ -719,4 +730,60 @@ func renderDevices() []byte {
 	var b bytes.Buffer
 	writeJSON(&b, v)
 	return b.Bytes()
+}
+
+// planRequest is the body of POST /v1/plan: an estimate request plus
+// the plan flags.
+type planRequest struct {
+	estimateRequest
+	TargetBatch int    `json:"target_batch"`
+	MinBatch    int    `json:"min_batch"`
+	MaxBatch    int    `json:"max_batch"`
+	MinSeq      int    `json:"min_seq"`
+	MaxSeq      int    `json:"max_seq"`
+	Allow       string `json:"allow"`
+	Headroom    string `json:"headroom"`
+}
+
+// plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
+// that fits nowhere is 200 with "fits": false, the ladder and hints.
+func (s *server) plan(out io.Writer, _ *http.Request, body []byte) error {
+	req := planRequest{estimateRequest: s.defaultRequest()}
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	jf, spec, err := s.flagsFrom(req.estimateRequest)
+	if err != nil {
+		return err
+	}
+	j, dev, err := jf.jobFor(spec)
+	if err != nil {
+		return libraryError(err, jobFields(jf))
+	}
+	if dev.Capacity == 0 {
+		return badField("gpu", "give gpu or memory to plan for")
+	}
+	lim := budget.Limits{TargetGlobalBatch: req.TargetBatch, MinBatch: req.MinBatch, MaxBatch: req.MaxBatch,
+		MinSeqLen: req.MinSeq, MaxSeqLen: req.MaxSeq}
+	if err := parseAllow(req.Allow, &jf, &lim); err != nil {
+		return badField("allow", "%v", err)
+	}
+	if err := parseHeadroom(req.Headroom, &lim); err != nil {
+		return badField("headroom", "%v", err)
+	}
+	p, err := budget.Allocate(dev.Free(), j, &lim)
+	var short *budget.InsufficientMemoryError
+	if errors.As(err, &short) {
+		return writeJSON(out, planErrorJSON(short, dev))
+	}
+	if err != nil {
+		fields := jobFields(jf)
+		for k, v := range map[string]string{"Limits.MinBatch": "min_batch", "Limits.MaxBatch": "max_batch",
+			"Limits.TargetGlobalBatch": "target_batch", "Limits.MinSeqLen": "min_seq", "Limits.MaxSeqLen": "max_seq",
+			"Limits.HeadroomFraction": "headroom"} {
+			fields[k] = v
+		}
+		return libraryError(err, fields)
+	}
+	return writeJSON(out, planJSON(p, dev))
 }

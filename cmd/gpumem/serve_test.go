@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -508,6 +509,46 @@ func BenchmarkServeEstimate(b *testing.B) {
 		w := do(b, h, http.MethodPost, "/v1/estimate", "application/json", bytes.NewReader(body))
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+func TestServePlan(t *testing.T) {
+	h := newServer(serverOptions{})
+	post := func(body string) (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/plan", strings.NewReader(body)))
+		var m map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+			t.Fatalf("%s: not JSON: %s", body, rec.Body.String())
+		}
+		return rec.Code, m
+	}
+	code, m := post(`{"model":"llava-1.5-7b","mode":"train","batch":4,"images":1,"attention":"flash","gpu":"rtx 3090","target_batch":32,"allow":"adamw8bit,bf16,offload,lora"}`)
+	if code != 200 || m["fits"] != true || m["model"] != "LoRA r=16" {
+		t.Errorf("plan: %d %v", code, m)
+	}
+	// The same as the CLI's --json.
+	_, cli, _ := runCLI(t, "", "plan", "--model", "llava-1.5-7b", "--train", "--batch", "4", "--images", "1", "--attention", "flash",
+		"--gpu", "rtx 3090", "--target-batch", "32", "--allow", "adamw8bit,bf16,offload,lora", "--json")
+	var c map[string]any
+	if err := json.Unmarshal([]byte(cli), &c); err != nil || !reflect.DeepEqual(c, m) {
+		t.Errorf("service and CLI differ: %v", err)
+	}
+	code, m = post(`{"model":"llava-1.5-7b","mode":"train","gpu":"rtx 3090"}`)
+	if code != 200 || m["fits"] != false || m["ladder"] == nil {
+		t.Errorf("does not fit: %d %v", code, m)
+	}
+	for body, field := range map[string]string{
+		`{"model":"gpt2","mode":"infer"}`:                                    "gpu",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","allow":"warp"}`:     "allow",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","max_batch":-1}`:     "max_batch",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","headroom":"lots"}`:  "headroom",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","target_batches":1}`: "target_batches",
+	} {
+		code, m := post(body)
+		if code != http.StatusBadRequest || m["field"] != field {
+			t.Errorf("%s: %d %v, want 400 naming %s", body, code, m, field)
 		}
 	}
 }
