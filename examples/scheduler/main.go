@@ -17,10 +17,20 @@
 //
 // # Performance
 //
-// BenchmarkPlace places 10,000 jobs on 1,000 GPUs (PreFilter once per
-// job, Filter and Score on every GPU):
+// BenchmarkPlace places 10,000 jobs on 1,000 GPUs, on a fresh copy of
+// the fleet each time: PreFilter once per job, Filter and Score on every
+// GPU, Reserve on the chosen one. BenchmarkPreFilter estimates the same
+// jobs alone. On an AMD EPYC (cpuinfo's model name; a 2-vCPU VM shared
+// with other builds), Go 1.26, go test -bench . -benchmem:
 //
-//	BENCHMARK FIGURE HERE
+//	BenchmarkPlace-2        6   193669880 ns/op   19367 ns/job   1530 placed   107050 B/op   13 allocs/op
+//	BenchmarkPreFilter-2   64    18497034 ns/op    1850 ns/job                    473 B/op   10 allocs/op
+//
+// That is 19 µs per job, 0.19 s for the queue: 1.9 µs of budget.Estimate
+// and 17 ns per GPU of Filter and Score, most of it copying the
+// Breakdown that budget.Fits takes by value (see [Scheduler]). The
+// allocations are the fleet's copy and the errors of the two invalid
+// jobs; placing a valid job allocates nothing.
 package main
 
 import (
