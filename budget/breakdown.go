@@ -115,6 +115,13 @@ func (b Breakdown) Reserved() gpumem.Bytes { return b.Allocated() + b.Fragmentat
 // scheduler must compare with a GPU's free memory.
 func (b Breakdown) Device() gpumem.Bytes { return b.Reserved() + b.Context }
 
+// device is Device without copying b through the nested value calls:
+// Fits and Utilization run per node in a scheduler's loop.
+func (b *Breakdown) device() gpumem.Bytes {
+	return b.Weights + b.Gradients + b.Optimizer + b.Master + b.Activations + b.Attention +
+		b.Logits + b.KVCache + b.Buffers + b.ExtraModels + b.Workspace + b.Fragmentation + b.Context
+}
+
 // Total returns the sum of every component; it equals Device.
 func (b Breakdown) Total() gpumem.Bytes {
 	var sum gpumem.Bytes
@@ -203,7 +210,7 @@ func (b Breakdown) MarshalJSON() ([]byte, error) {
 // (positive); when it does, shortfall is zero. Fits is cheap and
 // allocation-free, for a scheduler's Filter over thousands of nodes.
 func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
-	s := need.Device() - d.Free()
+	s := need.device() - d.Free()
 	if s > 0 {
 		return s, false
 	}
@@ -220,5 +227,5 @@ func Utilization(need Breakdown, d gpumem.Device) float64 {
 	if free <= 0 {
 		return math.Inf(1)
 	}
-	return float64(need.Device()) / float64(free)
+	return float64(need.device()) / float64(free)
 }

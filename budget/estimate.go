@@ -58,7 +58,7 @@ func Estimate(j Job) (Breakdown, error) {
 	// that use them, or Transformer Engine's fp8 weights.
 	var casts gpumem.Bytes
 	if train && j.Precision.autocast() {
-		casts = acc.add(m.weights(cDT, false))
+		casts = acc.add(m.casts(cDT))
 	}
 	if train && j.Precision == FP8 {
 		casts = acc.add(m.weights(gpumem.FP8E4M3, true))

@@ -186,10 +186,21 @@ func (m Model) valid() bool { return m.tensors > 0 }
 // groups in their own storage), each rounded up to the caching
 // allocator's 512-byte granularity, and the trainable share.
 func (m Model) weights(dt gpumem.DType, trainableOnly bool) (gpumem.Bytes, error) {
+	return m.weightsOf(dt, trainableOnly, false)
+}
+
+// casts returns the bytes of dt copies of the floating-point tensors
+// (autocast's casts): quantized groups are dequantized per operation by
+// their kernels (bitsandbytes' matmul_4bit), not cached.
+func (m Model) casts(dt gpumem.DType) (gpumem.Bytes, error) {
+	return m.weightsOf(dt, false, true)
+}
+
+func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool) (gpumem.Bytes, error) {
 	var sum int64
 	for i := range m.groups {
 		g := &m.groups[i]
-		if trainableOnly && !g.trainable {
+		if (trainableOnly && !g.trainable) || (floatOnly && g.fixed != gpumem.Invalid) {
 			continue
 		}
 		d := dt

@@ -110,3 +110,30 @@ func TestEstimateHeadChunk(t *testing.T) {
 		t.Errorf("Offload 8: err = %v, want ErrInvalid", err)
 	}
 }
+
+// Autocast casts only floating-point weights: a QLoRA model's NF4 base
+// is dequantized per operation, never cached as a bf16 copy.
+func TestEstimateAutocastSkipsQuantized(t *testing.T) {
+	t.Parallel()
+	q := lookupModel(t, "llama-3.2-1b", func(f *model.Finetune) {
+		f.LoRA = model.LoRA{Rank: 16}
+		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+	})
+	j := trainJob(q)
+	j.Precision = AMPBF16
+	amp, err := Estimate(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := q.weights(gpumem.FP32, false)
+	all, _ := q.weights(gpumem.BF16, false) // every group, the NF4 ones in NF4
+	nf4 := all
+	casts, _ := q.casts(gpumem.BF16)
+	nf4 -= casts
+	if nf4 <= 0 {
+		t.Fatalf("no NF4 bytes: weights %v, casts %v", all, casts)
+	}
+	if amp.Phase != Step && amp.Weights != stored+casts {
+		t.Errorf("weights at %v: %v, want stored %v + casts of the float tensors %v", amp.Phase, amp.Weights, stored, casts)
+	}
+}
