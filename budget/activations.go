@@ -30,11 +30,7 @@ type actFigures struct {
 // the logits of the last position only (generate() passes
 // logits_to_keep=1, transformers ≥ 4.45).
 func activations(j Job, dt gpumem.DType) (actFigures, error) {
-	w := model.Workload{
-		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
-		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
-		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
-	}
+	w := workload(j, dt)
 	// Few kinds of block: a stack buffer keeps Estimate allocation-free
 	// (AppendActivations grows it on the heap only beyond eight kinds).
 	var buf [8]model.LayerActivations
@@ -57,4 +53,13 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	return f, nil
+}
+
+// workload is the activation model's view of j in the compute dtype dt.
+func workload(j Job, dt gpumem.DType) model.Workload {
+	return model.Workload{
+		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
+		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
+		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
+	}
 }

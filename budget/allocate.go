@@ -13,8 +13,8 @@ import (
 )
 
 // DefaultMaxBatch bounds the micro-batch when Limits.MaxBatch and
-// Limits.TargetGlobalBatch are zero: a bound for the search, far above
-// what a GPU holds for any model of the catalog at 512 tokens.
+// Limits.TargetGlobalBatch are zero. It is a bound for the search, not a
+// measured figure: a plan that reaches it says so (ReasonBatchLimit).
 const DefaultMaxBatch = 4096
 
 // DefaultHeadroomFraction is the share of the free memory Allocate leaves
@@ -244,6 +244,7 @@ type change struct {
 	text  string
 	cost  Cost
 	apply func(*Job)
+	model string // the Alternative's name, for a model change
 }
 
 // allocator holds one Allocate call's state.
@@ -437,8 +438,8 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	p.Optimizer, p.Precision, p.Offload = best.Optimizer, best.Precision, best.Offload
 	p.Buffers = best.Buffers
 	for i := len(p.Ladder) - 1; i > 0; i-- {
-		if p.Ladder[i].Applied && p.Ladder[i].Cost.Kind == CostTraining {
-			p.ModelName = strings.TrimPrefix(p.Ladder[i].Change, "model → ")
+		if p.Ladder[i].Applied && changes[i].model != "" {
+			p.ModelName = changes[i].model
 			break
 		}
 	}
@@ -652,8 +653,9 @@ func (a *allocator) changes(j Job) []change {
 	}
 	for _, m := range l.Models {
 		cs = append(cs, change{
-			text: "model → " + m.Name,
-			cost: Cost{Kind: CostTraining},
+			text:  "model → " + m.Name,
+			model: m.Name,
+			cost:  Cost{Kind: CostTraining},
 			apply: func(x *Job) {
 				x.Model = m.Model
 			},
@@ -720,12 +722,8 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 // recompute returns the recompute fraction of j's checkpointing policy.
 func recompute(j Job) (float64, string) {
 	_, _, _, cDT := j.Precision.dtypes()
-	w := model.Workload{
-		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: cDT, Attention: j.Attention,
-		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery), Train: true, Images: int64(j.Images),
-	}
 	var buf [8]model.LayerActivations
-	act, err := j.Model.spec.AppendActivations(buf[:0], w)
+	act, err := j.Model.spec.AppendActivations(buf[:0], workload(j, cDT))
 	if err != nil {
 		return 0, "recomputes part of the forward pass"
 	}

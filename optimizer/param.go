@@ -198,42 +198,54 @@ func badCount(i int, n int64) error {
 	return gpumem.Errorf("Run["+strconv.Itoa(i)+"].Count", n, gpumem.ErrInvalid, "must be at least 1")
 }
 
-// loopTransient is the temporary peak of a for-loop ("single tensor")
-// implementation: max over i of peak_i + carry_{i-1}, in the given order.
-func loopTransient(ts seq, f func(p param) (temps, error)) (gpumem.Bytes, error) {
-	var best, prev int64
-	var tt temps
+// eachRun walks ts: f sizes each tensor unlike the one before it (a
+// tensor like its predecessor — k and v, gate and up, the norms — has
+// the same temporaries, so f's result is reused), and visit receives
+// that result and the entry's tensor count; visit reports false when a
+// sum overflows.
+func eachRun[T any](ts seq, f func(p param) (T, error), visit func(v T, count int64) bool) error {
+	var v T
 	var last gpumem.Tensor
 	for i := range ts.len() {
 		t, count := ts.at(i)
 		if count < 1 {
-			return 0, badCount(i, count)
+			return badCount(i, count)
 		}
-		// A tensor like the one before it (k and v, gate and up, the
-		// norms) has the same temporaries: reuse them.
 		if i == 0 || !sameStorage(t, last) {
 			p, err := inspect(t)
 			if err != nil {
-				return 0, err
+				return err
 			}
-			if tt, err = f(p); err != nil {
-				return 0, err
+			if v, err = f(p); err != nil {
+				return err
 			}
 		}
 		last = t
-		v, ok := checked.Add(tt.peak, prev)
-		if !ok {
-			return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
+		if !visit(v, count) {
+			return gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
 		}
+	}
+	return nil
+}
+
+// loopTransient is the temporary peak of a for-loop ("single tensor")
+// implementation: max over i of peak_i + carry_{i-1}, in the given order.
+func loopTransient(ts seq, f func(p param) (temps, error)) (gpumem.Bytes, error) {
+	var best, prev int64
+	err := eachRun(ts, f, func(tt temps, count int64) bool {
+		v, ok := checked.Add(tt.peak, prev)
 		best = max(best, v)
 		if count > 1 {
 			// The rest of the run follows a tensor like itself.
-			if v, ok = checked.Add(tt.peak, tt.carry); !ok {
-				return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
-			}
-			best = max(best, v)
+			var ok2 bool
+			v, ok2 = checked.Add(tt.peak, tt.carry)
+			best, ok = max(best, v), ok && ok2
 		}
 		prev = tt.carry
+		return ok
+	})
+	if err != nil {
+		return 0, err
 	}
 	return gpumem.Bytes(best), nil
 }
@@ -244,30 +256,16 @@ func loopTransient(ts seq, f func(p param) (temps, error)) (gpumem.Bytes, error)
 // group, the usual case of a model in one dtype on one device, and an
 // upper bound otherwise.
 func sumTransient(ts seq, f func(p param) (int64, error)) (gpumem.Bytes, error) {
-	var sum, b int64
-	var last gpumem.Tensor
-	for i := range ts.len() {
-		t, count := ts.at(i)
-		if count < 1 {
-			return 0, badCount(i, count)
-		}
-		if i == 0 || !sameStorage(t, last) {
-			p, err := inspect(t)
-			if err != nil {
-				return 0, err
-			}
-			if b, err = f(p); err != nil {
-				return 0, err
-			}
-		}
-		last = t
+	var sum int64
+	err := eachRun(ts, f, func(b, count int64) bool {
 		v, ok := checked.Mul(b, count)
 		if ok {
 			sum, ok = checked.Add(sum, v)
 		}
-		if !ok {
-			return 0, gpumem.Errorf("optimizer.Transient", ts.len(), gpumem.ErrRange, "temporary bytes overflow int64")
-		}
+		return ok
+	})
+	if err != nil {
+		return 0, err
 	}
 	return gpumem.Bytes(sum), nil
 }

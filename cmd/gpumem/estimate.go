@@ -212,13 +212,9 @@ func estimate(j budget.Job, dev gpumem.Device) (estimation, error) {
 // writeJSON writes the --json form of e (bytes as integers), the same
 // bytes for gpumem estimate --json and gpumem serve.
 func (e estimation) writeJSON(out io.Writer) error {
-	comps := map[string]int64{}
-	for _, c := range e.need.Components() {
-		comps[c.Name] = int64(c.Bytes)
-	}
 	r := map[string]any{
 		"allocated_peak": int64(e.need.Allocated()), "reserved_peak": int64(e.need.Reserved()),
-		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": comps,
+		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": components(e.need),
 	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name

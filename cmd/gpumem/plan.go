@@ -66,13 +66,13 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return errDoesNotFit
+			return gpumem.ErrDoesNotFit
 		}
 		fmt.Fprintf(out, "%s does NOT fit on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return errDoesNotFit
+		return gpumem.ErrDoesNotFit
 	}
 	if err != nil {
 		return err
@@ -114,9 +114,6 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	return nil
 }
 
-// errDoesNotFit makes the command exit 1 after printing its own report.
-var errDoesNotFit = fmt.Errorf("%w", gpumem.ErrDoesNotFit)
-
 // parseAllow reads --allow into lim.
 func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 	if strings.TrimSpace(s) == "" {
@@ -149,11 +146,11 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 			lim.Models = append(lim.Models, alt)
 		default:
 			if k, err := parseAttention(item); err == nil {
-				lim.Attention = append(nonNilKernels(lim.Attention), k)
+				lim.Attention = append(nonNil(lim.Attention), k)
 				continue
 			}
 			if c, err := parseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
-				lim.Checkpointing = append(nonNilPolicies(lim.Checkpointing), c)
+				lim.Checkpointing = append(nonNil(lim.Checkpointing), c)
 				continue
 			}
 			if p, err := budget.ParsePrecision(item); err == nil {
@@ -170,18 +167,13 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 	return nil
 }
 
-func nonNilKernels(ks []model.AttentionKernel) []model.AttentionKernel {
-	if ks == nil {
-		return []model.AttentionKernel{}
+// nonNil returns s, or an empty non-nil slice for nil: a listed change
+// replaces the Limits' defaults, which a nil list means.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	return ks
-}
-
-func nonNilPolicies(cs []model.Checkpointing) []model.Checkpointing {
-	if cs == nil {
-		return []model.Checkpointing{}
-	}
-	return cs
+	return s
 }
 
 // loraAlternative prepares the job's model with LoRA adapters (QLoRA:
@@ -254,6 +246,7 @@ func ladderJSON(rs []budget.Rung) []rungJSON {
 	return out
 }
 
+// components maps each component's JSON name to its bytes.
 func components(b budget.Breakdown) map[string]int64 {
 	m := map[string]int64{}
 	for _, c := range b.Components() {
