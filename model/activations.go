@@ -189,6 +189,26 @@ type Workload struct {
 	// at once. What training saves for backward is unchanged: every
 	// head's probabilities are kept.
 	HeadChunk int64
+	// TensorParallel is Megatron's tensor-parallel degree t (zero: 1):
+	// each rank holds Heads/t query heads, KVHeads/t key/value heads (one,
+	// replicated, when KVHeads < t), Intermediate/t of the MLP (and of
+	// every expert) and Vocab/t of the logits (vocab-parallel cross
+	// entropy); LayerNorms, dropout masks and each block's input stay
+	// whole on every rank (Korthikanti et al. 2022, eq. 2: the 10·sbh
+	// left replicated). t must divide Heads, and KVHeads and t must
+	// divide one another.
+	TensorParallel int64
+	// SequenceParallel splits what tensor parallelism leaves replicated
+	// (norms, dropout masks, block inputs, the final norm and head input)
+	// along the sequence over the t ranks (Korthikanti et al. 2022, §4.2.2,
+	// eq. 4). It needs TensorParallel above 1.
+	SequenceParallel bool
+	// ContextParallel is the context-parallel degree (Megatron-Core
+	// --context-parallel-size, ring attention): each rank holds SeqLen/cp
+	// tokens of every activation. It needs a fused attention kernel (the
+	// ring exchanges K/V blocks; no eager implementation exists), a
+	// decoder-only model, and a SeqLen divisible by cp (zero: 1).
+	ContextParallel int64
 	// Checkpointing is the recomputation policy (zero: none).
 	Checkpointing Checkpointing
 	// CheckpointEvery is k for EveryKCheckpointing (zero means 1, which
@@ -437,6 +457,12 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	if err != nil {
 		return Activations{}, err
 	}
+	if cp := w.ContextParallel; cp > 1 {
+		// Each rank holds its SeqLen/cp tokens of every tensor; the
+		// fused kernel saves the rank's q, k, v, output and log-sum-exp
+		// (the K/V blocks of the ring are transients).
+		w.SeqLen /= cp
+	}
 	var c actCalc
 	var a Activations
 	switch layoutOf(s) {
@@ -577,6 +603,9 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.HeadChunk < 0 || w.HeadChunk > 1<<20 {
 		return 0, gpumem.Errorf("Workload.HeadChunk", w.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
+	if err := w.checkParallel(s); err != nil {
+		return 0, err
+	}
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
@@ -599,6 +628,88 @@ func (w Workload) check(s Spec) (int64, error) {
 		return 2, nil
 	}
 	return 0, gpumem.Errorf("Workload.DType", d, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+}
+
+// checkParallel validates the tensor, sequence and context degrees against s.
+func (w Workload) checkParallel(s Spec) error {
+	t := w.TensorParallel
+	if t < 0 || t > 1<<16 {
+		return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must be in [0, 65536]")
+	}
+	if w.SequenceParallel && t < 2 {
+		return gpumem.Errorf("Workload.SequenceParallel", true, gpumem.ErrInvalid, "sequence parallelism needs TensorParallel above 1 (got %d)", t)
+	}
+	if cp := w.ContextParallel; cp != 0 && cp != 1 {
+		switch {
+		case cp < 0 || cp > 1<<16:
+			return gpumem.Errorf("Workload.ContextParallel", cp, gpumem.ErrInvalid, "must be in [0, 65536]")
+		case w.Attention == Eager:
+			return gpumem.Errorf("Workload.ContextParallel", cp, gpumem.ErrUnsupported, "context parallelism needs a fused attention kernel (flash or sdpa), not eager")
+		case s.Encoder != nil || s.Vision != nil || s.Text != nil || s.Image.Size > 0:
+			return gpumem.Errorf("Workload.ContextParallel", cp, gpumem.ErrUnsupported, "context parallelism is modelled for decoder-only language models, not %s", s.Family)
+		case w.SeqLen%cp != 0:
+			return gpumem.Errorf("Workload.ContextParallel", cp, gpumem.ErrInvalid, "must divide the sequence length %d", w.SeqLen)
+		}
+	}
+	if t <= 1 {
+		return nil
+	}
+	check := func(path string, p Spec) error {
+		if p.Heads%t != 0 {
+			return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must divide %s.Heads = %d", path, p.Heads)
+		}
+		if kv := p.KVHeads; kv%t != 0 && t%kv != 0 {
+			return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "%s.KVHeads = %d and t must divide one another", path, kv)
+		}
+		if p.Encoder != nil && p.Encoder.Heads%t != 0 {
+			return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must divide %s.Encoder.Heads = %d", path, p.Encoder.Heads)
+		}
+		return nil
+	}
+	if s.Vision != nil {
+		if err := check("Spec.Vision", *s.Vision); err != nil {
+			return err
+		}
+	}
+	if s.Text != nil {
+		return check("Spec.Text", *s.Text)
+	}
+	return check("Spec", s)
+}
+
+// tp returns the tensor-parallel degree (at least 1).
+func (w Workload) tp() int64 { return max(1, w.TensorParallel) }
+
+// sp returns the divisor of the replicated per-token tensors: t under
+// sequence parallelism, else 1.
+func (w Workload) sp() int64 {
+	if w.SequenceParallel {
+		return w.tp()
+	}
+	return 1
+}
+
+// split returns bl as one of t tensor-parallel ranks holds it (Megatron's
+// column/row split of attention and MLP): heads, key/value heads (one,
+// replicated, below t), MLP and expert inner sizes divided by t.
+func (bl actBlock) split(t int64) actBlock {
+	if t <= 1 {
+		return bl
+	}
+	bl.H /= t
+	if bl.KV >= t {
+		bl.KV /= t
+	} else {
+		bl.KV = 1
+	}
+	bl.I, _ = checked.CeilDiv(bl.I, t)
+	if bl.moe != nil {
+		m := *bl.moe
+		m.Intermediate, _ = checked.CeilDiv(m.Intermediate, t)
+		m.SharedIntermediate, _ = checked.CeilDiv(m.SharedIntermediate, t)
+		bl.moe = &m
+	}
+	return bl
 }
 
 // actCalc does checked int64 arithmetic; any overflow sets bad, and the
@@ -750,6 +861,7 @@ type actShape struct {
 	hc       int64 // eager head chunk; 0: all heads
 	drop     bool
 	softmax  Softmax
+	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
 }
 
 // actCost is one block's figures.
@@ -921,10 +1033,17 @@ func (c *actCalc) normSaved(k actNorm, T, w, e int64) int64 {
 func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	b, s, e := sh.b, sh.s, sh.e
 	T := c.m(b, s)
-	eTh := c.m(e, T, bl.h)
+	// Th is the tokens of the per-token tensors tensor parallelism
+	// leaves whole (norms, dropout masks, block input, projection
+	// inputs): all T, or T/t of them under sequence parallelism.
+	Th := T
+	if sh.sp > 1 {
+		Th, _ = checked.CeilDiv(T, sh.sp)
+	}
+	eTh := c.m(e, Th, bl.h)
 	var x actCost
 	x.input = eTh
-	norm := c.normSaved(bl.norm, T, bl.h, e)
+	norm := c.normSaved(bl.norm, Th, bl.h, e)
 	var saved int64
 	switch {
 	case bl.post:
@@ -934,7 +1053,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		if bl.pnorms > 1 {
 			// The second norm reads the same input storage: only its
 			// statistics (and normalized copy for RMS) are new.
-			saved = c.a(saved, c.normSaved(bl.norm, T, bl.h, e)-c.m(e, T, bl.h), eTh)
+			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
 	default:
 		saved = c.a(norm, eTh, norm, eTh)
@@ -968,7 +1087,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	x.fwd, x.bwd = af, ab
 	x.attnFlops = aflops
 	if sh.drop {
-		saved = c.a(saved, c.m(bl.residDrop, T, bl.h))
+		saved = c.a(saved, c.m(bl.residDrop, Th, bl.h))
 	}
 	if bl.cross {
 		cs, cp, cf, cb, cflops, clive := c.attention(bl, sh, s, sh.sk)
@@ -1103,6 +1222,14 @@ func actFamily(s Spec) actBlock {
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
+		switch s.Activation {
+		case "gelu", "gelu_pytorch_tanh":
+			bl.act = actGELU
+		case "relu":
+			bl.act = actReLU
+		case "quick_gelu":
+			bl.act = actQuickGELU
+		}
 	case layoutBigCode:
 		bl.upcast = true // attention_softmax_in_fp32
 	case layoutOPT:
@@ -1120,7 +1247,9 @@ func actFamily(s Spec) actBlock {
 
 // stack adds blocks to a: Count blocks of one kind, computed once.
 func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBlock, sh actShape, count int64, train bool) LayerActivations {
-	x := c.block(bl, sh)
+	rank := bl.split(w.tp())
+	sh.sp = w.sp()
+	x := c.block(&rank, sh)
 	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: sh.s,
 		Saved: gpumem.Bytes(x.saved), Attention: gpumem.Bytes(x.attn), Input: gpumem.Bytes(x.input),
 		Forward: gpumem.Bytes(x.fwd), Backward: gpumem.Bytes(x.bwd), FLOPs: x.flops, AttentionFLOPs: x.attnFlops}
@@ -1195,7 +1324,13 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
 	}
 	l := layoutOf(s)
-	eTh := c.m(e, T, s.Hidden)
+	// Per-token tensors outside the blocks: whole on every tensor-parallel
+	// rank, a 1/t slice of the sequence under sequence parallelism.
+	Th := T
+	if sp := w.sp(); sp > 1 {
+		Th, _ = checked.CeilDiv(T, sp)
+	}
+	eTh := c.m(e, Th, s.Hidden)
 	// Rotary tables: cos and sin, batch·seq·head_dim each, computed once
 	// (LlamaRotaryEmbedding) and saved by every block's q·cos, k·cos.
 	switch l {
@@ -1213,10 +1348,10 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	// dropout saves a mask.
 	emb := int64(0)
 	if l == layoutBERT {
-		emb = c.normSaved(actLN, T, s.Hidden, e)
+		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(T, s.Hidden))
+		emb = c.a(emb, c.m(Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
@@ -1227,14 +1362,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	switch {
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
-		fin = c.a(eTh, eTh, c.normSaved(actLN, T, s.Hidden, e))
+		fin = c.a(eTh, eTh, c.normSaved(actLN, Th, s.Hidden, e))
 	case bl.post || s.NoFinalNorm:
 		fin = eTh // the last block's output, saved by the head
 		if bl.post {
 			fin = 0
 		}
 	default:
-		fin = c.normSaved(bl.norm, T, s.Hidden, e)
+		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
@@ -1244,8 +1379,9 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	if !w.Train {
 		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
 	}
-	c.head(a, s, w, e, T, l == layoutBERT || (s.NoFinalNorm && !bl.post))
-	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, s.Vocab))
+	c.head(a, s, w, e, T, Th, l == layoutBERT || (s.NoFinalNorm && !bl.post))
+	V, _ := checked.CeilDiv(s.Vocab, w.tp())
+	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, V))
 	c.finish(a, w)
 }
 
@@ -1257,8 +1393,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 // transformers' ForCausalLMLoss, which upcasts the logits to fp32 first
 // (logits.float(): LogitsFP32, and an fp32 log-softmax); BERT's MLM loss,
 // T5 and Whisper call CrossEntropyLoss on the logits as they are.
-func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T int64, inputCounted bool) {
-	V := s.Vocab
+//
+// Under tensor parallelism the head is vocab-parallel (Megatron's
+// VocabParallelEmbedding and vocab-parallel cross entropy): each rank
+// holds Vocab/t columns of the logits, their fp32 copy, log-softmax and
+// gradient. Th is the head input's tokens (T, or T/t under sequence
+// parallelism).
+func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, inputCounted bool) {
+	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	TV := c.m(T, V)
 	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
 	if !w.Train {
@@ -1266,10 +1408,10 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T int64, inputCoun
 	}
 	h := int64(0)
 	if !inputCounted {
-		h = c.m(e, T, s.Hidden)
+		h = c.m(e, Th, s.Hidden)
 	}
 	if layoutOf(s) == layoutBERT {
-		h = c.m(e, T, s.Hidden) // the transform's LayerNorm output
+		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
 	}
 	if s.Family == "gemma2" {
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
@@ -1479,7 +1621,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
 		}
 	}
-	c.head(a, s, w, e, dT, false)
+	c.head(a, s, w, e, dT, dT, false)
 	var flops int64
 	for _, x := range c.layers() {
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))

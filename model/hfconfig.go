@@ -855,6 +855,21 @@ func (c *config) gpt2(s *Spec) error {
 	if s.Family == "gpt_bigcode" && e.b(c.boolv(true, "multi_query")) {
 		s.KVHeads = 1
 	}
+	if s.Family == "gpt2" {
+		act, err := c.str("activation_function", "gelu_new")
+		if err != nil && e.err == nil {
+			e.err = err
+		}
+		switch act {
+		case "gelu_new", "gelu", "gelu_pytorch_tanh", "relu", "quick_gelu":
+			s.Activation = act
+		default:
+			if e.err == nil {
+				e.err = gpumem.Errorf(c.field("activation_function"), act, gpumem.ErrUnsupported,
+					"want gelu_new, gelu, gelu_pytorch_tanh, relu or quick_gelu")
+			}
+		}
+	}
 	if e.err == nil && s.Heads > 0 && s.Hidden%s.Heads != 0 {
 		return gpumem.Errorf(c.field("n_head"), s.Heads, gpumem.ErrInvalid, "does not divide n_embd = %d", s.Hidden)
 	}

@@ -183,6 +183,12 @@ type Spec struct {
 	// Gated is a gated feed-forward with three matrices (SwiGLU, GeGLU,
 	// T5 gated-gelu) instead of two.
 	Gated bool
+	// Activation is the feed-forward activation where a family's config
+	// chooses it (GPT-2's activation_function): "gelu_new" (written in
+	// Python ops), "gelu" and "gelu_pytorch_tanh" (one fused kernel),
+	// "relu" or "quick_gelu". Empty means the family's default. It
+	// changes what the MLP saves for backward, not the parameters.
+	Activation string
 	// Bias says which linear layers carry biases, where the family's
 	// layout leaves it open.
 	Bias Bias
@@ -336,6 +342,11 @@ func (s Spec) validateFields(path string) error {
 	}
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	switch s.Activation {
+	case "", "gelu_new", "gelu", "gelu_pytorch_tanh", "relu", "quick_gelu":
+	default:
+		return gpumem.Errorf(path+".Activation", s.Activation, gpumem.ErrUnsupported, "want gelu_new, gelu, gelu_pytorch_tanh, relu or quick_gelu")
 	}
 	if !s.DType.Valid() {
 		return gpumem.Errorf(path+".DType", s.DType, gpumem.ErrInvalid, "not a storage format")
