@@ -23,6 +23,10 @@ type actFigures struct {
 	lossForward, lossBackward gpumem.Bytes
 	// logits is the logits tensor, part of saved.
 	logits gpumem.Bytes
+	// front is what the first pipeline stage keeps outside the blocks
+	// (embedding, token ids, shared tables); back what the last keeps
+	// (shared tables, final norm, head, logits, labels).
+	front, back gpumem.Bytes
 }
 
 // activations returns the activation figures of j in the compute dtype
@@ -52,7 +56,49 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 		f.lossForward = 0
 	}
 	f.outside = f.saved - f.blocks
+	f.front = a.Embedding + a.TokenIDs + a.Shared
+	f.back = f.outside - a.Embedding
 	return f, nil
+}
+
+// stage returns the figures of the pipeline stage v (first or last) of a
+// job j: its ceil(L/p) blocks, and on the first stage the activations of
+// the micro-batches in flight under 1F1B, min(p, micro-batches), or
+// p + (p−1)/m for the interleaved schedule with m virtual stages
+// (Korthikanti et al. 2022, §4.2.3: L·(1 + (p−1)/(p·m)) layers' worth
+// over p stages). The last stage holds one micro-batch and the loss.
+func (f actFigures) stage(j *Job, v *rankView) actFigures {
+	layers := j.Model.layers
+	if layers <= 0 || v.pp <= 1 {
+		return f
+	}
+	per := (layers + v.pp - 1) / v.pp
+	blocks := gpumem.Bytes(0)
+	if layers > 0 {
+		blocks = f.blocks / gpumem.Bytes(layers) * gpumem.Bytes(per)
+	}
+	out := f
+	if v.last {
+		out.blocks = blocks
+		out.saved = blocks + f.back
+		out.outside = f.back
+		return out
+	}
+	micro := int64(max(j.GradAccum, 1))
+	inflight := min(v.pp, micro)
+	scaled := blocks * gpumem.Bytes(inflight)
+	if m := int64(j.Parallel.VirtualStages); m > 1 && j.Mode == Training {
+		// p + (p−1)/m micro-batches' worth of a stage's blocks.
+		scaled = blocks * gpumem.Bytes(v.pp*m+v.pp-1) / gpumem.Bytes(m)
+	}
+	if j.Mode != Training {
+		inflight, scaled = 1, blocks
+	}
+	out.blocks = scaled
+	out.outside = f.front * gpumem.Bytes(inflight)
+	out.saved = out.blocks + out.outside
+	out.logits, out.lossForward, out.lossBackward = 0, 0, 0
+	return out
 }
 
 // workload is the activation model's view of j in the compute dtype dt.
@@ -61,5 +107,7 @@ func workload(j Job, dt gpumem.DType) model.Workload {
 		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
+		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
+		ContextParallel: int64(j.Parallel.ContextParallel),
 	}
 }

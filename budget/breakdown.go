@@ -92,6 +92,12 @@ type Breakdown struct {
 	// Host is what the job keeps in host (CPU) memory because of
 	// Job.Offload; it is not part of the GPU peak, Total or Device.
 	Host gpumem.Bytes
+	// HostNode is Host for every rank of one node (Parallel.GPUsPerNode
+	// ranks): what a node's host memory must hold.
+	HostNode gpumem.Bytes
+	// Stage is the pipeline stage of the rank the figures are for, the
+	// most loaded one (0: the first; PipelineParallel−1: the last).
+	Stage int
 
 	// Phase is the phase that sets the peak.
 	Phase Phase
@@ -187,6 +193,8 @@ type breakdownJSON struct {
 	Phase         string           `json:"phase"`
 	Components    map[string]int64 `json:"components"`
 	Host          int64            `json:"host,omitempty"`
+	HostNode      int64            `json:"host_per_node,omitempty"`
+	Stage         int              `json:"pipeline_stage,omitempty"`
 }
 
 // MarshalJSON writes the totals, the phase and every component as
@@ -198,6 +206,7 @@ func (b Breakdown) MarshalJSON() ([]byte, error) {
 	w := breakdownJSON{
 		AllocatedPeak: int64(b.Allocated()), ReservedPeak: int64(b.Reserved()), DevicePeak: int64(b.Device()),
 		Phase: b.Phase.String(), Components: make(map[string]int64, 13), Host: int64(b.Host),
+		HostNode: int64(b.HostNode), Stage: b.Stage,
 	}
 	for _, c := range b.Components() {
 		w.Components[c.Name] = int64(c.Bytes)

@@ -38,6 +38,46 @@ func Estimate(j Job) (Breakdown, error) {
 	if err := j.validate(); err != nil {
 		return Breakdown{}, err
 	}
+	if err := j.Parallel.validateFor(&j); err != nil {
+		return Breakdown{}, err
+	}
+	if !j.Parallel.modelParallel() {
+		return estimateRank(&j, nil)
+	}
+	first := j.Parallel.view(&j.Model, false)
+	b, err := estimateRank(&j, &first)
+	if err != nil || j.Parallel.PipelineParallel < 2 {
+		return b, err
+	}
+	// The first stage holds the most micro-batches of activations and the
+	// embedding; the last holds the head, the logits and the loss.
+	last := j.Parallel.view(&j.Model, true)
+	bl, err := estimateRank(&j, &last)
+	if err != nil {
+		return Breakdown{}, err
+	}
+	if bl.device() > b.device() {
+		bl.Stage = j.Parallel.PipelineParallel - 1
+		return bl, nil
+	}
+	return b, nil
+}
+
+// ZeRO-3 defaults, deepspeed/runtime/zero/config.py: parameters kept
+// gathered (stage3_max_live_parameters), the prefetch bucket
+// (stage3_prefetch_bucket_size) and the size under which a parameter is
+// kept whole on every rank (stage3_param_persistence_threshold), in
+// elements.
+const (
+	zero3MaxLive     = 1_000_000_000
+	zero3Prefetch    = 50_000_000
+	zero3Persistence = 100_000
+)
+
+// estimateRank is Estimate for the rank v (nil: a rank holding the whole
+// model).
+func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
+	j := jp
 	train := j.Mode == Training
 	ov := j.Overhead
 	if j.Device.Name != "" && ov.Workspace == 0 {
@@ -52,44 +92,68 @@ func Estimate(j Job) (Breakdown, error) {
 	acc := accumulator{}
 
 	// Persistent state.
-	b.Weights = acc.add(m.weights(wDT, false))
+	b.Weights = acc.add(m.weightsOf(wDT, false, false, v))
 	// Weight copies that live from forward to the end of backward:
 	// autocast's 16-bit casts of the fp32 weights, saved by the matmuls
 	// that use them, or Transformer Engine's fp8 weights.
 	var casts gpumem.Bytes
 	if train && j.Precision.autocast() {
-		casts = acc.add(m.casts(cDT))
+		casts = acc.add(m.casts(cDT, v))
 	}
 	if train && j.Precision == FP8 {
-		casts = acc.add(m.weights(gpumem.FP8E4M3, true))
+		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v))
 	}
 	var grads, optState, optStep gpumem.Bytes
 	if train {
-		grads = acc.add(m.weights(gDT, true))
+		grads = acc.add(m.weightsOf(gDT, true, false, v))
 		if j.Precision.master() {
-			b.Master = acc.add(m.weights(gpumem.FP32, true))
+			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v))
 		}
 		if j.Optimizer != nil {
-			optState, optStep = acc.optimizer(j, sDT)
+			if v != nil {
+				optState, optStep = acc.rankOptimizer(j, v, sDT)
+			} else {
+				optState, optStep = acc.optimizer(*j, sDT)
+			}
 		}
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
-	if n := j.Parallel.shards(); n > 1 && train {
-		st := j.Parallel.Stage
+	par := &j.Parallel
+	if n := par.shards(); n > 1 && train {
+		st := par.Stage
 		if st >= 1 {
 			optState, b.Master, optStep = partition(optState, n), partition(b.Master, n), partition(optStep, n)
 		}
 		if st >= 2 {
-			// The rank keeps its shard; a reduce bucket of full-size
-			// gradients is in flight during backward.
-			grads = acc.sum(partition(grads, n), min(grads, m.bucket(gDT)))
+			// The rank keeps its shard; in flight during backward: a
+			// DeepSpeed reduce bucket (reduce_bucket_size, 5e8 elements)
+			// or FSDP's reduce-scatter of one unit's gradients.
+			inflight := m.bucket(gDT, v)
+			if par.FSDP {
+				inflight = acc.add(m.layerWeights(gDT, v))
+			}
+			grads = acc.sum(partition(grads, n), min(grads, inflight))
 		}
 	}
-	if n := j.Parallel.shards(); n > 1 && j.Parallel.Stage == 3 {
-		// Stage 3 also partitions the weights; the layer being computed
-		// and the one prefetched are gathered in full.
-		gathered := acc.add(m.layerWeights(wDT))
-		b.Weights = acc.sum(partition(b.Weights, n), min(b.Weights, 2*gathered))
+	if n := par.shards(); n > 1 && par.Stage >= 2 && par.FSDP {
+		unit := acc.add(m.layerWeights(wDT, v))
+		if par.Stage == 3 {
+			// FULL_SHARD: the unit computing and the one prefetched
+			// (BACKWARD_PRE) are gathered in full.
+			b.Weights = acc.sum(partition(b.Weights, n), min(b.Weights, 2*unit))
+		} else {
+			// SHARD_GRAD_OP: the gathered parameters stay from forward to
+			// the end of backward, beside the rank's shard.
+			b.Weights = acc.sum(partition(b.Weights, n), b.Weights)
+		}
+		casts = partition(casts, n)
+	} else if n > 1 && par.Stage == 3 {
+		// DeepSpeed ZeRO-3 partitions the weights but keeps tensors under
+		// the persistence threshold whole; up to max_live_parameters plus
+		// the prefetch bucket are gathered at once.
+		small := acc.add(m.smallWeights(wDT, v, zero3Persistence))
+		live, _ := wDT.Size(zero3MaxLive + zero3Prefetch)
+		b.Weights = acc.sum(acc.sum(partition(b.Weights-small, n), small), min(b.Weights-small, live))
 		casts = partition(casts, n)
 	}
 	b.Optimizer = optState
@@ -105,7 +169,8 @@ func Estimate(j Job) (Breakdown, error) {
 		if dt == gpumem.Invalid {
 			dt = wDT
 		}
-		w := acc.add(c.Model.weights(dt, false))
+		// Frozen copies are split over the ranks like the trained model.
+		w := acc.add(c.Model.weightsOf(dt, false, false, v))
 		largestCopy = max(largestCopy, w)
 		b.ExtraModels = acc.sum(b.ExtraModels, w)
 	}
@@ -117,16 +182,19 @@ func Estimate(j Job) (Breakdown, error) {
 		b.Buffers = acc.sum(b.Buffers, acc.add(j.Buffers[i].size()))
 	}
 	if j.Mode == Generation {
-		b.KVCache = acc.add(kvCache(j, cDT))
+		b.KVCache = acc.add(kvCache(*j, cDT, v))
 	}
 	b.Workspace = ov.Workspace * gpumem.Bytes(ov.Workspaces)
 	if acc.err != nil {
 		return Breakdown{}, acc.err
 	}
 
-	act, err := activations(j, cDT)
+	act, err := activations(*j, cDT)
 	if err != nil {
 		return Breakdown{}, err
+	}
+	if v != nil && v.pp > 1 {
+		act = act.stage(j, v)
 	}
 
 	base := acc.sum(acc.sum(acc.sum(b.Weights, b.Master), acc.sum(b.Optimizer, b.ExtraModels)),
@@ -196,6 +264,7 @@ func Estimate(j Job) (Breakdown, error) {
 	alloc := b.Allocated()
 	b.Fragmentation = gpumem.Bytes(float64(alloc) * ov.Fragmentation)
 	b.Context = ov.Context
+	b.HostNode = b.Host * gpumem.Bytes(par.perNode())
 	return b, nil
 }
 

@@ -32,9 +32,23 @@ func kvGeometry(s model.Spec) attention.KVCache {
 }
 
 // kvCache returns the KV cache of a Generation job: Batch × (SeqLen +
-// Generate) tokens in the compute dtype.
-func kvCache(j Job, dt gpumem.DType) (gpumem.Bytes, error) {
+// Generate) tokens in the compute dtype, for the rank v (nil: the whole
+// model). Tensor parallelism splits the KV heads (one per rank,
+// replicated, below t; MLA's decompressed heads like query heads);
+// a pipeline stage holds its ceil(layers/pp) layers' cache.
+func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	c := j.Model.kv
 	c.DType = dt
+	if v != nil {
+		if t := int(v.tp); t > 1 {
+			c.KVHeads = max(1, c.KVHeads/t)
+		}
+		if v.pp > 1 {
+			c.Layers = (c.Layers + int(v.pp) - 1) / int(v.pp)
+			if len(c.Windows) > c.Layers {
+				c.Windows = c.Windows[:c.Layers]
+			}
+		}
+	}
 	return c.Bytes(j.Batch, j.SeqLen+j.Generate)
 }

@@ -38,6 +38,9 @@ type Model struct {
 
 	params, trainableParams   int64 // elements
 	tensors, trainableTensors int64
+
+	layers int64 // the language model's blocks (pipeline stages split them)
+	tied   bool  // the head is the input embedding (the last stage holds a copy)
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -51,6 +54,12 @@ type group struct {
 	count     int64
 	fixed     gpumem.DType // storage that ignores the precision policy (quantized bases); Invalid otherwise
 	trainable bool
+
+	comp      uint8   // compLayer, compEmbed, compHead, compOther
+	tp        tpClass // how tensor parallelism splits it
+	tpDim     int8    // the dimension it splits (-1: none)
+	expert    bool    // a routed expert's tensor (split by expert parallelism)
+	heads, kv int64   // the part's query and key/value heads (for tpKV, tpQKV)
 }
 
 // NewModel prepares a model set up for training or inference — a Spec,
@@ -81,7 +90,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	for _, t := range trainable {
 		trains[t.Name] = true
 	}
-	m := Model{spec: s, kv: kvGeometry(s)}
+	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
 	if gs, err := s.Groups(); err == nil {
 		for _, g := range gs {
 			if g.Name == "layer" {
@@ -109,12 +118,17 @@ func NewModel(f model.Finetune) (Model, error) {
 				"a %s tensor cannot be trained; train an adapter on it", t.DType)
 		}
 		part, comp, _ := model.Component(t.Name)
+		tpc, tpDim := tpClassify(t.Name, len(t.Shape))
+		expert := model.IsExpert(t.Name)
 		key.Reset()
 		key.WriteString(part)
 		key.WriteByte('/')
 		key.WriteString(comp)
 		key.WriteByte('/')
 		key.WriteString(strconv.FormatBool(train))
+		key.WriteByte('/')
+		key.WriteString(strconv.Itoa(int(tpc)*4 + int(tpDim) + 1))
+		key.WriteString(strconv.FormatBool(expert))
 		key.WriteByte('/')
 		key.WriteString(fixed.String())
 		for _, d := range t.Shape {
@@ -125,7 +139,9 @@ func NewModel(f model.Finetune) (Model, error) {
 			m.groups[g].count++
 		} else {
 			index[key.String()] = len(m.groups)
-			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train})
+			heads, kv := partHeads(s, part)
+			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train,
+				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv})
 		}
 		var ok bool
 		if m.params, ok = checked.Add(m.params, n); !ok {
@@ -186,17 +202,19 @@ func (m Model) valid() bool { return m.tensors > 0 }
 // groups in their own storage), each rounded up to the caching
 // allocator's 512-byte granularity, and the trainable share.
 func (m Model) weights(dt gpumem.DType, trainableOnly bool) (gpumem.Bytes, error) {
-	return m.weightsOf(dt, trainableOnly, false)
+	return m.weightsOf(dt, trainableOnly, false, nil)
 }
 
 // casts returns the bytes of dt copies of the floating-point tensors
 // (autocast's casts): quantized groups are dequantized per operation by
 // their kernels (bitsandbytes' matmul_4bit), not cached.
-func (m Model) casts(dt gpumem.DType) (gpumem.Bytes, error) {
-	return m.weightsOf(dt, false, true)
+func (m Model) casts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
+	return m.weightsOf(dt, false, true, v)
 }
 
-func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool) (gpumem.Bytes, error) {
+// weightsOf sums the groups' bytes in dt as the rank v holds them (nil:
+// the whole model).
+func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool, v *rankView) (gpumem.Bytes, error) {
 	var sum int64
 	for i := range m.groups {
 		g := &m.groups[i]
@@ -207,11 +225,18 @@ func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool) (gpumem
 		if g.fixed != gpumem.Invalid {
 			d = g.fixed
 		}
-		b, err := d.Size(g.elems)
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		if count == 0 {
+			continue
+		}
+		b, err := d.Size(elems)
 		if err != nil {
 			return 0, err
 		}
-		r, ok := checked.Mul(roundAlloc(int64(b)), g.count)
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
 		if !ok {
 			return 0, errOverflow("weights")
 		}
@@ -243,18 +268,54 @@ func errOverflow(what string) error {
 // buckets of this many elements.
 const reduceBucket = 500_000_000
 
-// bucket returns one gradient reduce bucket in dt.
-func (m *Model) bucket(dt gpumem.DType) gpumem.Bytes {
-	b, _ := dt.Size(min(int64(reduceBucket), m.trainableParams))
+// bucket returns one gradient reduce bucket in dt, for the rank v.
+func (m *Model) bucket(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	b, _ := dt.Size(min(int64(reduceBucket), m.rankTrainable(v)))
 	return b
 }
 
-// layerWeights returns the largest block's weights in dt (the whole
-// model's when it has no blocks).
-func (m *Model) layerWeights(dt gpumem.DType) (gpumem.Bytes, error) {
+// layerWeights returns the largest block's weights in dt as the rank v
+// holds them (the whole model's when it has no blocks): what FSDP
+// gathers per unit.
+func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	n := m.layerElems
 	if n == 0 {
 		n = m.params
 	}
+	if v != nil && v.tp > 1 {
+		n, _ = checked.CeilDiv(n, v.tp)
+	}
 	return dt.Size(n)
+}
+
+// smallWeights returns the bytes of the tensors of fewer than threshold
+// elements on the rank v (DeepSpeed ZeRO-3 keeps them whole).
+func (m *Model) smallWeights(dt gpumem.DType, v *rankView, threshold int64) (gpumem.Bytes, error) {
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		if elems >= threshold || count == 0 {
+			continue
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0, err
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if ok {
+			sum, ok = checked.Add(sum, r)
+		}
+		if !ok {
+			return 0, errOverflow("weights")
+		}
+	}
+	return gpumem.Bytes(sum), nil
 }

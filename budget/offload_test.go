@@ -128,7 +128,7 @@ func TestEstimateAutocastSkipsQuantized(t *testing.T) {
 	stored, _ := q.weights(gpumem.FP32, false)
 	all, _ := q.weights(gpumem.BF16, false) // every group, the NF4 ones in NF4
 	nf4 := all
-	casts, _ := q.casts(gpumem.BF16)
+	casts, _ := q.casts(gpumem.BF16, nil)
 	nf4 -= casts
 	if nf4 <= 0 {
 		t.Fatalf("no NF4 bytes: weights %v, casts %v", all, casts)

@@ -112,8 +112,26 @@ func TestEstimateZeROStages(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
 		}
 	}
-	j.Parallel = Parallel{TensorParallel: 2}
-	if _, err := Estimate(j); !errors.Is(err, gpumem.ErrUnsupported) {
-		t.Errorf("TP 2: %v, want ErrUnsupported", err)
+	for _, c := range []struct {
+		p     Parallel
+		field string
+		kind  error
+	}{
+		{Parallel{TensorParallel: 3}, "Workload.TensorParallel", gpumem.ErrInvalid}, // 32 heads
+		{Parallel{SequenceParallel: true}, "Job.Parallel.SequenceParallel", gpumem.ErrInvalid},
+		{Parallel{DataParallel: 8, Stage: 1, FSDP: true}, "Job.Parallel.Stage", gpumem.ErrUnsupported},
+		{Parallel{PipelineParallel: 64}, "Job.Parallel.PipelineParallel", gpumem.ErrInvalid}, // 32 layers
+		{Parallel{VirtualStages: 2}, "Job.Parallel.VirtualStages", gpumem.ErrInvalid},
+		{Parallel{PipelineParallel: 4, VirtualStages: 2}, "Job.GradAccum", gpumem.ErrInvalid},
+		{Parallel{DataParallel: 8, ExpertParallel: 8}, "Job.Parallel.ExpertParallel", gpumem.ErrInvalid}, // dense model
+		{Parallel{DataParallel: 8, ExpertParallel: 3}, "Job.Parallel.ExpertParallel", gpumem.ErrInvalid},
+		{Parallel{ContextParallel: 2}, "Workload.ContextParallel", gpumem.ErrUnsupported}, // eager attention
+	} {
+		j.Parallel = c.p
+		_, err := Estimate(j)
+		var fe *gpumem.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, c.kind) {
+			t.Errorf("%+v: %v, want a %v error naming %s", c.p, err, c.kind, c.field)
+		}
 	}
 }
