@@ -117,9 +117,9 @@ func (p Plan) fsdp() (fsdpJob, error) {
 	if j.Mode != Training {
 		return fsdpJob{}, gpumem.Errorf("Plan.Job.Mode", j.Mode, gpumem.ErrUnsupported, "FSDP configs describe training")
 	}
-	if j.Parallel.TensorParallel > 1 || j.Parallel.PipelineParallel > 1 {
+	if j.Parallel.modelParallel() || j.Parallel.ContextParallel > 1 {
 		return fsdpJob{}, gpumem.Errorf("Plan.Job.Parallel", j.Parallel, gpumem.ErrUnsupported,
-			"an accelerate FSDP config lays out data parallelism only, not tensor or pipeline parallelism")
+			"an accelerate FSDP config lays out data parallelism only, not tensor, pipeline, context or expert parallelism")
 	}
 	if err := j.validate(); err != nil {
 		return fsdpJob{}, err
@@ -165,12 +165,23 @@ func (p Plan) fsdp() (fsdpJob, error) {
 			"accelerate's fp8 needs an fp8_config block (a backend and a recipe) that this config does not write")
 	}
 	f.processes = max(j.Parallel.DataParallel, 1)
-	f.machines = 1
+	// Each machine runs as many processes (accelerate launch starts
+	// num_processes/num_machines per machine), the ranks per node that
+	// the plan assumes.
+	perNode := int(j.Parallel.perNode())
+	if f.processes%perNode != 0 {
+		return fsdpJob{}, gpumem.Errorf("Plan.Job.Parallel.GPUsPerNode", j.Parallel.GPUsPerNode, gpumem.ErrUnsupported,
+			"%d processes do not fill machines of %d GPUs alike; set GPUsPerNode to a divisor of DataParallel", f.processes, perNode)
+	}
+	f.machines = f.processes / perNode
 	if f.strategy == FSDPHybridShard || f.strategy == FSDPHybridShardZeRO2 {
 		// PyTorch shards a hybrid strategy over one node's GPUs
 		// (torch/distributed/fsdp/_init_utils.py: the intra-node group
 		// of device_count() ranks), so a shard group is a machine.
-		f.machines = f.processes / j.Parallel.ShardGroup
+		if j.Parallel.ShardGroup != perNode {
+			return fsdpJob{}, gpumem.Errorf("Plan.Job.Parallel.ShardGroup", j.Parallel.ShardGroup, gpumem.ErrUnsupported,
+				"%s shards over one machine's GPUs, %d here (GPUsPerNode)", f.strategy, perNode)
+		}
 		f.hybrid = true
 	}
 	return f, nil
@@ -191,7 +202,9 @@ type AccelerateConfig struct {
 	// MixedPrecision is "no", "fp16" or "bf16".
 	MixedPrecision string `json:"mixed_precision"`
 	// NumMachines is the number of nodes; NumProcesses the number of
-	// processes (GPUs) over all of them, the data-parallel degree.
+	// processes (GPUs) over all of them, the data-parallel degree
+	// (launch.py: "The total number of processes to be launched in
+	// parallel").
 	NumMachines  int `json:"num_machines"`
 	NumProcesses int `json:"num_processes"`
 	// MachineRank is this node's rank, 0; each node of a multi-node run
@@ -257,18 +270,24 @@ type AccelerateFSDP struct {
 //     script must load in that dtype;
 //   - fsdp_activation_checkpointing for full checkpointing (the Trainer
 //     then needs gradient_checkpointing off);
-//   - one machine, or DataParallel/ShardGroup machines for the hybrid
-//     strategies, which shard over one node's GPUs.
+//   - DataParallel processes on machines of Job.Parallel.GPUsPerNode
+//     GPUs (zero: up to 8); the hybrid strategies shard over one
+//     machine's GPUs, so ShardGroup must be GPUsPerNode.
+//
+// Estimate counts FSDP's gathering (one wrapped unit and the prefetched
+// next) rather than DeepSpeed's when Job.Parallel.FSDP is set; the config
+// is the same either way.
 //
 // Batch sizes are not part of an accelerate config: they go to the
 // training script ([Plan.HFTrainingArgumentsFSDP]). Job.OffloadCopies is
 // the script's business and is not reflected.
 //
 // It fails with ErrUnsupported for what FSDP through accelerate cannot
-// express: a job that is not training, tensor or pipeline parallelism,
-// ZeRO stage 1, selective, every-k or offloaded activation
-// checkpointing, fp8; and with the job's own validation error for an
-// invalid job.
+// express: a job that is not training, tensor, pipeline, context or
+// expert parallelism, ZeRO stage 1, selective, every-k or offloaded
+// activation checkpointing, fp8, a DataParallel that is not a whole
+// number of machines, a hybrid ShardGroup other than a machine; and with
+// the job's own validation error for an invalid job.
 func (p Plan) Accelerate() (AccelerateConfig, error) {
 	f, err := p.fsdp()
 	if err != nil {

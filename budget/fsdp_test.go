@@ -223,6 +223,13 @@ func TestAccelerateMapping(t *testing.T) {
 			func(c AccelerateConfig) bool { return c.MixedPrecision == "fp16" }},
 		{"pure bf16 is no mixed precision", "llama-3.2-1b", func(j *Job) { j.Precision = BF16 },
 			func(c AccelerateConfig) bool { return c.MixedPrecision == "no" }},
+		{"two machines of 8", "llama-3.2-1b", func(j *Job) { j.Parallel = Parallel{DataParallel: 16, Stage: 3, FSDP: true} },
+			func(c AccelerateConfig) bool {
+				return c.NumMachines == 2 && c.NumProcesses == 16 && c.FSDP.ShardingStrategy == "FULL_SHARD"
+			}},
+		{"machines of GPUsPerNode", "llama-3.2-1b",
+			func(j *Job) { j.Parallel = Parallel{DataParallel: 16, Stage: 3, ShardGroup: 4, GPUsPerNode: 4} },
+			func(c AccelerateConfig) bool { return c.NumMachines == 4 && c.FSDP.ShardingStrategy == "HYBRID_SHARD" }},
 		{"one GPU", "llama-3.2-1b", func(j *Job) { j.Parallel = Parallel{} },
 			func(c AccelerateConfig) bool { return c.NumProcesses == 1 && c.FSDP.ShardingStrategy == "NO_SHARD" }},
 	} {
@@ -261,11 +268,16 @@ func TestAccelerateUnsupported(t *testing.T) {
 		{"Plan.Job.Checkpointing", func(j *Job) { j.Checkpointing = model.OffloadActivations }, gpumem.ErrUnsupported},
 		{"Plan.Job.Checkpointing", func(j *Job) { j.Checkpointing, j.CheckpointEvery = model.EveryKCheckpointing, 2 }, gpumem.ErrUnsupported},
 		{"Plan.Job.Parallel", func(j *Job) { j.Parallel.TensorParallel = 2 }, gpumem.ErrUnsupported},
+		{"Plan.Job.Parallel", func(j *Job) { j.Parallel.PipelineParallel = 2 }, gpumem.ErrUnsupported},
+		{"Plan.Job.Parallel", func(j *Job) { j.Parallel.ContextParallel = 2 }, gpumem.ErrUnsupported},
+		{"Plan.Job.Parallel.GPUsPerNode", func(j *Job) { j.Parallel.DataParallel = 12 }, gpumem.ErrUnsupported},
+		{"Plan.Job.Parallel.ShardGroup", func(j *Job) { j.Parallel = Parallel{DataParallel: 16, Stage: 3, ShardGroup: 4} },
+			gpumem.ErrUnsupported},
 		{"Job.Batch", func(j *Job) { j.Batch = 0 }, gpumem.ErrInvalid},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			t.Parallel()
-			j := fsdpTrainJob(t, "llama-3.2-1b", Parallel{DataParallel: 8, Stage: 3})
+			j := fsdpTrainJob(t, "llama-3.2-1b", Parallel{DataParallel: 8, Stage: 3, FSDP: true})
 			tc.edit(&j)
 			for name, call := range map[string]func() error{
 				"Accelerate":              func() error { _, err := (Plan{Job: j}).Accelerate(); return err },
