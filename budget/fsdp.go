@@ -32,7 +32,8 @@ const (
 // nothing, so it stays NO_SHARD).
 //
 // Stage 1 (optimizer state alone partitioned) has no FSDP strategy: it
-// fails with ErrUnsupported. An invalid p fails with ErrInvalid.
+// fails with ErrUnsupported. An invalid p fails with its validation
+// error.
 func (p Parallel) FSDPStrategy() (string, error) {
 	if err := p.validate(); err != nil {
 		return "", err
@@ -245,8 +246,8 @@ type AccelerateFSDP struct {
 	// a unit (LoRA, QLoRA).
 	UseOrigParams bool `json:"fsdp_use_orig_params"`
 	// SyncModuleStates and CPURAMEfficientLoading are true: rank 0
-	// loads the checkpoint and broadcasts it (the first needs the
-	// second).
+	// loads the checkpoint and broadcasts it (the second needs the
+	// first).
 	SyncModuleStates       bool `json:"fsdp_sync_module_states"`
 	CPURAMEfficientLoading bool `json:"fsdp_cpu_ram_efficient_loading"`
 	// ActivationCheckpointing is the plan's full checkpointing.
@@ -279,8 +280,8 @@ type AccelerateFSDP struct {
 // is the same either way.
 //
 // Batch sizes are not part of an accelerate config: they go to the
-// training script ([Plan.HFTrainingArgumentsFSDP]). Job.OffloadCopies is
-// the script's business and is not reflected.
+// training script ([Plan.HFTrainingArgumentsFSDP]). OffloadCopies in
+// Job.Offload is the script's business and is not reflected.
 //
 // It fails with ErrUnsupported for what FSDP through accelerate cannot
 // express: a job that is not training, tensor, pipeline, context or
