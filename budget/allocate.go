@@ -102,11 +102,15 @@ const (
 	CostTransfer
 	// CostTraining: fewer parameters are trained.
 	CostTraining
+	// CostCommunication: more collective traffic between GPUs (a
+	// parallel layout; see AllocateFleet).
+	CostCommunication
 )
 
-var costNames = [...]string{"none", "recompute", "numerics", "transfer", "training"}
+var costNames = [...]string{"none", "recompute", "numerics", "transfer", "training", "communication"}
 
-// String returns "none", "recompute", "numerics", "transfer" or "training".
+// String returns "none", "recompute", "numerics", "transfer", "training"
+// or "communication".
 func (k CostKind) String() string {
 	if int(k) < len(costNames) {
 		return costNames[k]
@@ -969,6 +973,9 @@ func group3(n int64) string {
 // String prints the plan and its ladder as a table.
 func (p Plan) String() string {
 	var b strings.Builder
+	if p.Job.Parallel.GPUs() > 1 {
+		fmt.Fprintf(&b, "layout %s; ", p.Job.Parallel.Describe())
+	}
 	fmt.Fprintf(&b, "batch %d × %d tokens", p.Batch, p.SeqLen)
 	if p.GradAccum > 1 {
 		fmt.Fprintf(&b, ", %d accumulation steps", p.GradAccum)

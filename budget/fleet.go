@@ -1,0 +1,243 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gpumem/gpumem"
+)
+
+// Fleet is the GPUs a job may spread over: Nodes nodes of GPUsPerNode
+// GPUs, each with Free bytes free.
+type Fleet struct {
+	Nodes, GPUsPerNode int
+	Free               gpumem.Bytes
+}
+
+// GPUs returns Nodes × GPUsPerNode.
+func (f Fleet) GPUs() int { return f.Nodes * f.GPUsPerNode }
+
+func (f Fleet) validate() error {
+	switch {
+	case f.Nodes < 1 || f.Nodes > 1<<16:
+		return gpumem.Errorf("Fleet.Nodes", f.Nodes, gpumem.ErrInvalid, "must be in [1, 65536]")
+	case f.GPUsPerNode < 1 || f.GPUsPerNode > 1<<10:
+		return gpumem.Errorf("Fleet.GPUsPerNode", f.GPUsPerNode, gpumem.ErrInvalid, "must be in [1, 1024]")
+	case f.Free <= 0:
+		return gpumem.Errorf("Fleet.Free", f.Free, gpumem.ErrInvalid, "must be positive")
+	}
+	return nil
+}
+
+// Layouts returns the layouts AllocateFleet tries for j on f, least
+// communication first:
+//
+//  1. plain data parallelism over every GPU (gradients all-reduced);
+//  2. ZeRO-1, ZeRO-2, ZeRO-3 over every GPU (FSDP NO_SHARD,
+//     SHARD_GRAD_OP, FULL_SHARD when j.Parallel.FSDP; FSDP has no stage
+//     1): each stage adds communication (ZeRO §7: stage 3 moves 1.5× the
+//     data of stages 0–2);
+//  3. tensor parallelism within a node (t = 2, 4, ... up to
+//     GPUsPerNode, dividing the attention heads; sequence parallel on)
+//     with ZeRO-1 over the remaining data-parallel ranks, as Megatron's
+//     distributed optimizer does;
+//  4. with more than one node, pipeline stages across nodes on top of
+//     a node-wide tensor-parallel group.
+//
+// Offloading and the other costly changes of Limits are not layouts:
+// AllocateFleet tries them only after every layout failed without them.
+func Layouts(f Fleet, j Job) []Parallel {
+	n := f.GPUs()
+	fsdp := j.Parallel.FSDP
+	var out []Parallel
+	for stage := 0; stage <= 3; stage++ {
+		if n == 1 && stage > 0 {
+			break
+		}
+		if fsdp && stage == 1 {
+			continue
+		}
+		out = append(out, Parallel{DataParallel: n, Stage: stage, FSDP: fsdp, GPUsPerNode: f.GPUsPerNode})
+	}
+	lm := j.Model.spec.LM()
+	heads := lm.Heads
+	tpOK := func(t int) bool {
+		if heads <= 0 || heads%int64(t) != 0 {
+			return false
+		}
+		kv := lm.KVHeads
+		return kv <= 0 || kv%int64(t) == 0 || int64(t)%kv == 0
+	}
+	var maxTP int
+	for t := 2; t <= f.GPUsPerNode; t *= 2 {
+		if f.GPUsPerNode%t != 0 || !tpOK(t) {
+			continue
+		}
+		maxTP = t
+		out = append(out, Parallel{DataParallel: n / t, Stage: 1, TensorParallel: t, SequenceParallel: true, GPUsPerNode: f.GPUsPerNode})
+	}
+	if maxTP == 0 {
+		maxTP = 1
+	}
+	if j.Model.spec.Encoder == nil && j.Model.spec.Vision == nil {
+		for p := 2; p <= f.Nodes && int64(p) <= lm.Layers; p *= 2 {
+			if f.Nodes%p != 0 {
+				continue
+			}
+			par := Parallel{DataParallel: n / (maxTP * p), Stage: 1, TensorParallel: maxTP, SequenceParallel: maxTP > 1,
+				PipelineParallel: p, GPUsPerNode: f.GPUsPerNode}
+			out = append(out, par)
+		}
+	}
+	return out
+}
+
+// Describe names a layout as the ladder prints it: "ZeRO-2 over 16
+// GPUs", "TP 8 (SP) × DP 2, ZeRO-1".
+func (p Parallel) Describe() string {
+	if p.GPUs() <= 1 {
+		return "one GPU"
+	}
+	var parts []string
+	if p.TensorParallel > 1 {
+		s := fmt.Sprintf("TP %d", p.TensorParallel)
+		if p.SequenceParallel {
+			s += " (SP)"
+		}
+		parts = append(parts, s)
+	}
+	if p.PipelineParallel > 1 {
+		s := fmt.Sprintf("PP %d", p.PipelineParallel)
+		if p.VirtualStages > 1 {
+			s += fmt.Sprintf(" (%d virtual)", p.VirtualStages)
+		}
+		parts = append(parts, s)
+	}
+	if p.ContextParallel > 1 {
+		parts = append(parts, fmt.Sprintf("CP %d", p.ContextParallel))
+	}
+	if p.ExpertParallel > 1 {
+		parts = append(parts, fmt.Sprintf("EP %d", p.ExpertParallel))
+	}
+	dp := max(p.DataParallel, 1)
+	shard := "no sharding"
+	switch {
+	case p.FSDP:
+		shard = [...]string{"FSDP NO_SHARD", "FSDP", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD"}[p.Stage]
+		if p.Stage == 3 && p.ShardGroup > 0 && p.ShardGroup < dp {
+			shard = fmt.Sprintf("FSDP HYBRID_SHARD (groups of %d)", p.ShardGroup)
+		}
+	case p.Stage > 0:
+		shard = fmt.Sprintf("ZeRO-%d", p.Stage)
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("DP %d, %s", dp, shard)
+	}
+	return fmt.Sprintf("%s × DP %d, %s", strings.Join(parts, " × "), dp, shard)
+}
+
+// AllocateFleet plans j over the fleet f: the least-communication layout
+// (see Layouts) at which the job fits, then the batch, sequence and
+// checkpointing as Allocate chooses them on one GPU of that layout. The
+// costly changes that l allows (optimizer, precision, offload,
+// alternative models) are tried only when no layout fits without them,
+// layout by layout again. The plan's Ladder starts with one rung per
+// layout tried (the job as given under it); Plan.Job.Parallel is the
+// chosen layout. When nothing fits, the error is the
+// *InsufficientMemoryError of the last layout, with those rungs.
+func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
+	if err := f.validate(); err != nil {
+		return Plan{}, err
+	}
+	layouts := Layouts(f, j)
+	var cheap Limits
+	if l != nil {
+		cheap = *l
+	}
+	cheap.Optimizers, cheap.Precisions, cheap.Offload, cheap.Models = nil, nil, 0, nil
+	var rungs []Rung
+	var prev gpumem.Bytes
+	var last error
+	for pass, lim := range []*Limits{&cheap, l} {
+		if pass == 1 && l == nil {
+			break
+		}
+		if pass == 1 && len(l.Optimizers) == 0 && len(l.Precisions) == 0 && l.Offload == 0 && len(l.Models) == 0 {
+			break
+		}
+		for i, par := range layouts {
+			jl := j
+			jl.Parallel = par
+			p, err := Allocate(f.Free, jl, lim)
+			var ime *InsufficientMemoryError
+			if err != nil && !errors.As(err, &ime) {
+				return Plan{}, err
+			}
+			inner := p.Ladder
+			if ime != nil {
+				inner = ime.Ladder
+			}
+			if pass == 0 {
+				// The layout's rung is the job as given under it: the
+				// first rung of Allocate's own ladder.
+				r := Rung{Change: "layout " + par.Describe(), Cost: layoutCost(par)}
+				if len(inner) > 0 {
+					r.Allocated, r.Device, r.Fits = inner[0].Allocated, inner[0].Device, inner[0].Fits
+				}
+				if i > 0 && prev > r.Device {
+					r.Saving = prev - r.Device
+				}
+				prev = r.Device
+				rungs = append(rungs, r)
+			}
+			if len(inner) > 0 {
+				inner = inner[1:]
+			}
+			if err == nil {
+				ladder := rungs
+				if pass == 0 {
+					ladder = rungs[:i+1]
+				}
+				ladder = append([]Rung(nil), ladder...)
+				ladder[i].Applied = true
+				p.Ladder = append(ladder, inner...)
+				return p, nil
+			}
+			last = err
+			ime.Ladder = inner
+		}
+	}
+	var ime *InsufficientMemoryError
+	if errors.As(last, &ime) {
+		e := *ime
+		e.Ladder = append(append([]Rung(nil), rungs...), ime.Ladder...)
+		return Plan{}, &e
+	}
+	if last == nil {
+		last = gpumem.Errorf("Fleet", f.GPUs(), gpumem.ErrDoesNotFit, "no layout of %d GPUs applies to %s", f.GPUs(), j.Model.spec.Name)
+	}
+	return Plan{}, last
+}
+
+// layoutCost says what a layout costs in communication.
+func layoutCost(p Parallel) Cost {
+	var parts []string
+	switch {
+	case p.GPUs() <= 1:
+		return Cost{Kind: CostNone, Text: "none"}
+	case p.Stage == 0 && p.TensorParallel <= 1 && p.PipelineParallel <= 1:
+		parts = append(parts, "gradient all-reduce (2Ψ per step)")
+	case p.Stage == 1 || p.Stage == 2:
+		parts = append(parts, "reduce-scatter + all-gather (2Ψ, as all-reduce)")
+	case p.Stage == 3:
+		parts = append(parts, "parameter all-gathers in forward and backward (3Ψ, 1.5×)")
+	}
+	if p.TensorParallel > 1 {
+		parts = append(parts, "activation all-reduces in every block (within a node)")
+	}
+	if p.PipelineParallel > 1 {
+		parts = append(parts, "pipeline bubble (p−1)/m over micro-batches")
+	}
+	return Cost{Kind: CostCommunication, Text: strings.Join(parts, "; ")}
+}
