@@ -171,7 +171,15 @@ func (p Plan) DeepSpeed() (DeepSpeedConfig, error) {
 	if j.Mode != Training {
 		return DeepSpeedConfig{}, gpumem.Errorf("Plan.Job.Mode", j.Mode, gpumem.ErrUnsupported, "DeepSpeed configs describe training")
 	}
-	dp := max(j.Parallel.DataParallel, 1)
+	par := j.Parallel
+	if par.FSDP {
+		return DeepSpeedConfig{}, gpumem.Errorf("Plan.Job.Parallel.FSDP", true, gpumem.ErrUnsupported, "an FSDP plan: use Plan.Accelerate")
+	}
+	if par.TensorParallel > 1 || par.PipelineParallel > 1 || par.ContextParallel > 1 {
+		return DeepSpeedConfig{}, gpumem.Errorf("Plan.Job.Parallel", par.Describe(), gpumem.ErrUnsupported,
+			"DeepSpeed's JSON config has no tensor, pipeline or context degree; run the plan with Megatron flags (Plan.Megatron)")
+	}
+	dp := max(par.DataParallel, 1)
 	accum := max(j.GradAccum, 1)
 	c := DeepSpeedConfig{
 		TrainBatchSize: j.Batch * accum * dp, TrainMicroBatchSizePerGPU: j.Batch, GradientAccumulationSteps: accum,

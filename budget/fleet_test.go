@@ -114,3 +114,29 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// A model-parallel plan becomes Megatron flags; DeepSpeed's JSON refuses it.
+func TestMegatronFlags(t *testing.T) {
+	j := fleetJob(t, "llama-2-70b")
+	j.Checkpointing = model.SelectiveCheckpointing
+	j.GradAccum = 16
+	j.Parallel = Parallel{DataParallel: 2, Stage: 1, TensorParallel: 8, SequenceParallel: true, PipelineParallel: 4, VirtualStages: 5}
+	p := Plan{Job: j}
+	got, err := p.Megatron()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 " +
+		"--sequence-parallel --micro-batch-size 1 --global-batch-size 32 --seq-length 2048 --recompute-granularity selective " +
+		"--use-distributed-optimizer --bf16 --use-flash-attn"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("flags\n%s\nwant\n%s", s, want)
+	}
+	if _, err := p.DeepSpeed(); !errors.Is(err, gpumem.ErrUnsupported) {
+		t.Errorf("DeepSpeed of a TP/PP plan: %v, want ErrUnsupported", err)
+	}
+	p.Job.Parallel = Parallel{DataParallel: 8, Stage: 3}
+	if _, err := p.Megatron(); !errors.Is(err, gpumem.ErrUnsupported) {
+		t.Errorf("Megatron of a ZeRO-3 plan: %v, want ErrUnsupported", err)
+	}
+}
