@@ -50,9 +50,49 @@
 // with its source, which callers override with their own measurements.
 //
 // CPU offload of the optimizer state (ZeRO-Offload) and of frozen models
-// (diffusers' model offload) moves their bytes to [Breakdown.Host].
+// (diffusers' model offload) moves their bytes to [Breakdown.Host], and
+// [Breakdown.HostNode] is that for every rank of a node.
 //
-// Not modelled yet: parallel layouts across GPUs (ZeRO, FSDP, tensor and
-// pipeline parallelism), parameter offload, NCCL buffers, torch.compile's
-// buffers, CUDA graphs' private pools.
+// # More than one GPU
+//
+// [Parallel] describes a layout: data parallelism with DeepSpeed ZeRO
+// stages 1–3 or PyTorch FSDP (NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
+// HYBRID_SHARD), Megatron tensor parallelism with sequence parallelism,
+// pipeline stages with the 1F1B or interleaved schedule, context and
+// expert parallelism. Estimate then returns the most loaded rank. What
+// the figures are checked against (parallel_test.go, megatron_test.go,
+// deepspeed_test.go; model/parallel_test.go):
+//
+//   - [ModelStates] reproduces all 54 cells of Table 1 of the ZeRO paper
+//     (Rajbhandari et al., SC'20) and the 120 / 31.4 / 16.6 / 1.9 GB of
+//     its Figure 1 (7.5B on 64 GPUs), and [DeepSpeedZero2] and
+//     [DeepSpeedZero3] DeepSpeed's estimate_zero2/3_model_states_mem_needs
+//     printed examples;
+//   - the per-op activation model reproduces Korthikanti et al. (MLSys
+//     2023) Table 2 for their four GPT models (22B, GPT-3 175B, MT-NLG
+//     530B, 1T; tensor, tensor+sequence, selective and full
+//     recomputation) to the byte, beyond two terms the paper leaves out
+//     and the tests name (LayerNorm statistics, 16 bytes per token and
+//     layer; GPT-2's 2-byte attention scale), the 70% and 65% selective
+//     savings of §5, and eq. 5/6 with the interleaved factor for the
+//     first pipeline stage of GPT-3 (t = 8, p = 8, m = 3);
+//   - per-rank parameters under tensor, pipeline and expert parallelism
+//     are exact counts (norms replicated, KV heads replicated below t).
+//
+// No multi-GPU run has been measured: the transients the engines add
+// (ZeRO-3's live parameters and prefetch bucket, FSDP's gathered units,
+// the ZeRO-2 reduce bucket) follow the engines' documented defaults, not
+// a measurement.
+//
+// [AllocateFleet] chooses a layout over nodes of GPUs, least
+// communication first (plain data parallelism, ZeRO-1, 2, 3, tensor
+// parallelism within a node, pipeline stages across nodes), and only
+// then the costly changes of [Limits]; a [Plan] becomes a DeepSpeed
+// config ([Plan.DeepSpeed]), an accelerate FSDP config ([Plan.Accelerate]),
+// Megatron-LM flags ([Plan.Megatron]) or Hugging Face TrainingArguments.
+//
+// Not modelled yet: parameter offload (ZeRO-Infinity, FSDP CPU offload
+// of parameters; the GPU side is then an upper bound), NCCL buffers,
+// pipeline send/receive buffers, torch.compile's buffers, CUDA graphs'
+// private pools.
 package budget
