@@ -8,9 +8,14 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
-func runDevices(args []string, _ io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("devices", errOut)
+func runDevices(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("devices", out)
+	asJSON := fs.Bool("json", false, "print JSON: {\"devices\": [{\"name\", \"capacity\" (bytes), \"capacity_human\"}]}, as GET /v1/devices")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := out.Write(renderDevices())
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -124,7 +124,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	case f.gpu != "":
 		d, ok := gpumem.LookupDevice(f.gpu)
 		if !ok {
-			return j, dev, fmt.Errorf("%w: unknown GPU %q (see gpumem devices, or give --memory)", errUsage, f.gpu)
+			return j, dev, fmt.Errorf("%w: --gpu %q: not in the catalog (see gpumem devices, or give --memory)", errUsage, f.gpu)
 		}
 		dev, j.Device = d, d
 	case f.memory != "":
@@ -137,12 +137,17 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	return j, dev, nil
 }
 
-func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("estimate", errOut)
+func runEstimate(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("estimate", out)
 	var jf jobFlags
 	jf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	var cf chartFlags
+	cf.register(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := cf.check(fs); err != nil {
 		return err
 	}
 	j, dev, err := jf.job()
@@ -153,8 +158,14 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := cf.write(j, dev, "as given"); err != nil {
+		return err
+	}
 	if *asJSON {
-		return e.writeJSON(out)
+		if err := e.writeJSON(out); err != nil {
+			return err
+		}
+		return e.verdict()
 	}
 	need, fits, shortfall := e.need, e.fits, e.shortfall
 	total, trainable := j.Model.Params()
@@ -184,7 +195,16 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 				dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
 		}
 	}
-	return nil
+	return e.verdict()
+}
+
+// verdict is nil when the job fits (or no device was named), else an
+// error wrapping gpumem.ErrDoesNotFit: the command exits 1.
+func (e estimation) verdict() error {
+	if e.fits {
+		return nil
+	}
+	return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, e.dev.Name, e.shortfall.Human())
 }
 
 // estimation is an estimate and its fit on a device: what gpumem estimate

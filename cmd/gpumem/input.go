@@ -20,7 +20,7 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; see -model list)")
+	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; --model list lists them)")
 	fs.StringVar(&m.config, "config", "", "a Hugging Face config.json")
 	fs.StringVar(&m.safetensors, "safetensors", "", "a .safetensors file, or a sharded model.safetensors.index.json (headers only are read)")
 	fs.StringVar(&m.gguf, "gguf", "", "a .gguf file (header only is read)")
@@ -46,39 +46,39 @@ func (m *modelFlags) load() (model.Spec, error) {
 	case m.name != "":
 		s, ok := model.Lookup(m.name)
 		if !ok {
-			return model.Spec{}, fmt.Errorf("%w: no model %q in the catalog (try --model list, or --config)", errUsage, m.name)
+			return model.Spec{}, fmt.Errorf("%w: --model %q: not in the catalog (try --model list, or --config)", errUsage, m.name)
 		}
 		return s, nil
 	case m.config != "":
 		f, err := os.Open(m.config)
 		if err != nil {
-			return model.Spec{}, err
+			return model.Spec{}, fmt.Errorf("--config: %w", err)
 		}
 		defer f.Close()
 		s, err := model.FromHFConfig(f)
 		if err != nil {
-			return model.Spec{}, fmt.Errorf("%s: %w", m.config, err)
+			return model.Spec{}, fmt.Errorf("--config %s: %w", m.config, err)
 		}
 		return s, nil
 	case strings.HasSuffix(m.safetensors, ".index.json"):
 		s, err := model.FromSafetensorsIndex(os.DirFS(filepath.Dir(m.safetensors)), filepath.Base(m.safetensors))
 		if err != nil {
-			return model.Spec{}, fmt.Errorf("%s: %w", m.safetensors, err)
+			return model.Spec{}, fmt.Errorf("--safetensors %s: %w", m.safetensors, err)
 		}
 		return s, nil
 	case m.safetensors != "":
-		return readAt(m.safetensors, model.FromSafetensors)
+		return readAt("--safetensors", m.safetensors, model.FromSafetensors)
 	case m.gguf != "":
-		return readAt(m.gguf, model.FromGGUF)
+		return readAt("--gguf", m.gguf, model.FromGGUF)
 	}
 	return model.Spec{}, fmt.Errorf("%w: name a model with --model, --config, --safetensors or --gguf", errUsage)
 }
 
-// readAt opens a file and reads its header with read.
-func readAt(path string, read func(io.ReaderAt, int64) (model.Spec, error)) (model.Spec, error) {
+// readAt opens the file a flag names and reads its header with read.
+func readAt(flagName, path string, read func(io.ReaderAt, int64) (model.Spec, error)) (model.Spec, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return model.Spec{}, err
+		return model.Spec{}, fmt.Errorf("%s: %w", flagName, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -87,7 +87,7 @@ func readAt(path string, read func(io.ReaderAt, int64) (model.Spec, error)) (mod
 	}
 	s, err := read(f, st.Size())
 	if err != nil {
-		return model.Spec{}, fmt.Errorf("%s: %w", path, err)
+		return model.Spec{}, fmt.Errorf("%s %s: %w", flagName, path, err)
 	}
 	return s, nil
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-func runInspect(args []string, _ io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("inspect", errOut)
+func runInspect(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("inspect", out)
 	var mf modelFlags
 	mf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")

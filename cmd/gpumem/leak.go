@@ -22,7 +22,7 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	case len(args) == 1:
 		f, err := os.Open(args[0])
 		if err != nil {
-			return nil, err
+			return nil, err // names the file
 		}
 		defer f.Close()
 		return io.ReadAll(io.LimitReader(f, maxLog))
@@ -30,15 +30,11 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	return nil, fmt.Errorf("%w: at most one FILE", errUsage)
 }
 
-func runLeak(args []string, in io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("leak", errOut)
+func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
+	fs := newFlags("leak", out)
 	capacity := fs.String("capacity", "", "device memory to forecast the OOM against (e.g. 24GiB); default: from the log, if it says")
 	gpu := fs.String("gpu", "", "take the capacity from the GPU catalog (e.g. rtx4090)")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
-	fs.Usage = func() {
-		fmt.Fprintln(errOut, "usage: gpumem leak [--capacity 24GiB | --gpu NAME] [--json] FILE|-")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -55,7 +51,7 @@ func runLeak(args []string, in io.Reader, out, errOut io.Writer) error {
 	case *gpu != "":
 		d, ok := gpumem.LookupDevice(*gpu)
 		if !ok {
-			return fmt.Errorf("%w: unknown GPU %q (see gpumem devices)", errUsage, *gpu)
+			return fmt.Errorf("%w: --gpu %q: not in the catalog (see gpumem devices, or give --capacity)", errUsage, *gpu)
 		}
 		opts.Capacity = d.Capacity
 	}

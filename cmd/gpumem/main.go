@@ -5,15 +5,18 @@
 // Usage:
 //
 //	gpumem inspect  --model NAME | --config config.json   [--json]
-//	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json]
-//	gpumem plan     --model NAME --train|--infer --gpu NAME | --memory 24GiB [--target-batch N --max-seq S --allow ...] [--json]
+//	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json] [--chart F.png]
+//	gpumem plan     --model NAME --train|--infer --gpu NAME | --memory 24GiB [--target-batch N --max-seq S --allow ...] [--json] [--chart F.png]
 //	gpumem oom      [FILE|-]                               [--json]
 //	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
-//	gpumem devices
-//	gpumem serve    [--addr 127.0.0.1:8080] [--max-body 1MiB]  (HTTP JSON; see README.md)
+//	gpumem devices                                         [--json]
+//	gpumem serve    [--addr 127.0.0.1:8080] [--max-body 1MiB] [--json]  (HTTP JSON; see README.md)
 //
-// Run "gpumem COMMAND -h" for a command's flags. Every size is printed in
-// binary units (GiB = 2^30 bytes); --json prints integers of bytes.
+// Run "gpumem COMMAND -h" for a command's flags and examples. Every size
+// is printed in binary units (GiB = 2^30 bytes); --json prints integers
+// of bytes. The exit status is 0 when the job fits (or the command did
+// what was asked), 1 when it does not fit (estimate, plan) or the input
+// holds no out-of-memory message (oom), and 2 for bad flags or input.
 package main
 
 import (
@@ -22,93 +25,298 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"regexp"
 	"strings"
+
+	"github.com/gpumem/gpumem"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// Exit statuses, the same for every subcommand.
+const (
+	exitOK         = 0 // the job fits, or the command did what was asked
+	exitDoesNotFit = 1 // the answer is no: the job does not fit (estimate, plan), no OOM message in the input (oom)
+	exitBadInput   = 2 // bad flags, arguments or input files; the message names the flag or field
+)
+
 // command is one subcommand.
 type command struct {
 	name, summary string
 	run           func(args []string, in io.Reader, out, errOut io.Writer) error
+	help          help
+}
+
+// help is what "gpumem COMMAND -h" prints besides the flags.
+type help struct {
+	usage    string   // the synopsis, after "usage: "
+	about    string   // what the command does, in a paragraph
+	examples []string // command lines, each with an optional "  # comment"
+	exit     string   // what the exit statuses mean for this command
+	args     bool     // the command takes a FILE argument (else arguments are refused)
 }
 
 func commands() []command {
 	return []command{
-		{"inspect", "read a model and print its parameters and memory by dtype and part", runInspect},
-		{"estimate", "estimate the peak memory of a training or inference job, and whether it fits", runEstimate},
-		{"plan", "choose batch, sequence, checkpointing, kernel, optimizer and offload so a job fits; print the ladder", runPlan},
-		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM},
-		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak},
-		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices},
-		{"serve", "serve estimate, oom, leak, models and devices as an HTTP JSON service", runServe},
+		{"inspect", "read a model and print its parameters and memory by dtype and part", runInspect, inspectHelp()},
+		{"estimate", "estimate the peak memory of a training or inference job, and whether it fits", runEstimate, estimateHelp()},
+		{"plan", "choose batch, sequence, checkpointing, kernel, optimizer and offload so a job fits; print the ladder", runPlan, planHelp()},
+		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM, oomHelp()},
+		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak, leakHelp()},
+		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices, devicesHelp()},
+		{"serve", "serve estimate, plan, oom, leak, models and devices as an HTTP JSON service", runServe, serveHelp()},
 	}
 }
 
 // errUsage marks an error whose message is a usage problem (exit 2).
 var errUsage = errors.New("usage")
 
+// errNoOOM reports input without an out-of-memory message (exit 1).
+var errNoOOM = errors.New("no out-of-memory message found in the input")
+
 func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(errOut, cmds)
-		if len(args) == 0 {
-			return 2
+		return exitBadInput
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return run([]string{args[1], "-h"}, in, out, errOut)
 		}
-		return 0
+		usage(out, cmds)
+		return exitOK
 	}
 	for _, c := range cmds {
 		if c.name == args[0] {
-			err := c.run(args[1:], in, out, errOut)
-			switch {
-			case err == nil:
-				return 0
-			case errors.Is(err, flag.ErrHelp):
-				return 0
-			case errors.Is(err, errUsage):
-				fmt.Fprintf(errOut, "gpumem %s: %v\n", c.name, err)
-				return 2
-			default:
-				fmt.Fprintf(errOut, "gpumem %s: %v\n", c.name, err)
-				return 1
-			}
+			return exit(errOut, c.name, c.run(args[1:], in, out, errOut))
 		}
 	}
-	fmt.Fprintf(errOut, "gpumem: unknown command %q\n", args[0])
+	fmt.Fprintf(errOut, "gpumem: unknown command %q\n\n", args[0])
 	usage(errOut, cmds)
-	return 2
+	return exitBadInput
+}
+
+// exit reports err on errOut and returns the command's exit status.
+func exit(errOut io.Writer, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintf(errOut, "gpumem %s: %s\n", name, message(err))
+	if errors.Is(err, gpumem.ErrDoesNotFit) || errors.Is(err, errNoOOM) {
+		return exitDoesNotFit
+	}
+	return exitBadInput
+}
+
+// message is err's text for the command line: without the usage marker,
+// and with a library field that a flag sets named by the flag, as it was
+// typed ("--batch 0: invalid value: must be at least 1", not
+// "Job.Batch = 0: ...").
+func message(err error) string {
+	msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+	var fe *gpumem.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := flagFor(fe.Field); ok {
+			msg = strings.Replace(msg, fe.Error(), fmt.Sprintf("%s %v: %v", name, fe.Value, fe.Err), 1)
+		}
+	}
+	return msg
+}
+
+// flagFor returns the flag that sets a field the library names in its
+// errors (budget.Job, model.Workload, budget.Limits, leak.Options).
+func flagFor(field string) (string, bool) {
+	switch field {
+	case "Job.Batch", "Workload.Batch":
+		return "--batch", true
+	case "Job.SeqLen", "Workload.SeqLen":
+		return "--seq", true
+	case "Job.Generate":
+		return "--generate", true
+	case "Job.GradAccum":
+		return "--grad-accum", true
+	case "Job.Images", "Workload.Images":
+		return "--images", true
+	case "Job.Precision", "Plan.Job.Precision":
+		return "--precision", true
+	case "Job.Optimizer":
+		return "--optimizer", true
+	case "Job.Attention", "Workload.Attention":
+		return "--attention", true
+	case "Job.Checkpointing", "Workload.Checkpointing":
+		return "--checkpointing", true
+	case "Job.Device":
+		return "--gpu", true
+	case "Job.Parallel.DataParallel":
+		return "--gpus", true
+	case "Job.Parallel.Stage":
+		return "--zero", true
+	case "LoRA.Rank":
+		return "--lora-rank", true
+	case "Limits.TargetGlobalBatch":
+		return "--target-batch", true
+	case "Limits.MinBatch":
+		return "--min-batch", true
+	case "Limits.MaxBatch":
+		return "--max-batch", true
+	case "Limits.MinSeqLen":
+		return "--min-seq", true
+	case "Limits.MaxSeqLen":
+		return "--max-seq", true
+	case "Limits.HeadroomFraction":
+		return "--headroom", true
+	case "Options.Capacity":
+		return "--capacity", true
+	}
+	return "", false
 }
 
 func usage(w io.Writer, cmds []command) {
-	fmt.Fprintln(w, "usage: gpumem COMMAND [flags]")
-	fmt.Fprintln(w)
-	names := make([]string, 0, len(cmds))
+	fmt.Fprint(w, `gpumem tells how much GPU memory a deep-learning job needs, where it goes and
+what to change so that it fits; it reads out-of-memory messages and memory logs.
+
+usage: gpumem COMMAND [flags]
+
+commands:
+`)
 	for _, c := range cmds {
-		names = append(names, fmt.Sprintf("  %-9s %s", c.name, c.summary))
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	sort.Strings(names)
-	fmt.Fprintln(w, strings.Join(names, "\n"))
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "gpumem COMMAND -h" for the flags of a command.`)
+	fmt.Fprint(w, `
+examples:
+  gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --gpu h100
+  gpumem plan --model llava-1.5-7b --train --gpu "rtx 3090" --target-batch 32 --allow adamw8bit,lora
+  gpumem estimate --model llama-2-7b --infer --generate 512 --gpu a100-80gb --chart mem.png
+  gpumem oom < train.log
+  gpumem devices --json
+
+Every command takes --json (sizes as integers of bytes; the schemas are in
+cmd/gpumem/README.md) and -h (its flags and examples); "gpumem help COMMAND"
+is "gpumem COMMAND -h". Sizes print in binary units (GiB = 2^30 bytes).
+
+exit status: 0 fits or done, 1 does not fit (estimate, plan) or no OOM
+message in the input (oom), 2 bad flags or input (the message names the flag).
+`)
 }
 
-// newFlags returns a FlagSet that reports errors instead of exiting.
-func newFlags(name string, errOut io.Writer) *flag.FlagSet {
+// newFlags returns a FlagSet that reports errors instead of exiting, and
+// prints the command's help to out for -h.
+func newFlags(name string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpumem "+name, flag.ContinueOnError)
-	fs.SetOutput(errOut)
+	fs.SetOutput(out)
+	fs.Usage = func() { writeHelp(fs.Output(), name, fs) }
 	return fs
 }
 
-// parse parses flags, turning flag errors into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// writeHelp prints a command's help: synopsis, what it does, examples,
+// flags and exit statuses.
+func writeHelp(w io.Writer, name string, fs *flag.FlagSet) {
+	var h help
+	for _, c := range commands() {
+		if c.name == name {
+			h = c.help
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return nil
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", h.usage, h.about)
+	if len(h.examples) > 0 {
+		fmt.Fprintln(w, "\nexamples:")
+		for _, e := range h.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+	fmt.Fprintln(w, "\nflags:")
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, text := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		switch f.DefValue {
+		case "", "0", "false":
+		default:
+			text += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, strings.ReplaceAll(text, "\n", "\n      "))
+	})
+	if h.exit != "" {
+		fmt.Fprintf(w, "\nexit status: %s\n", h.exit)
+	}
+}
+
+// badFlagValue matches the flag package's error for a value it cannot
+// parse.
+var badFlagValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-(\S+): (.*)$`)
+
+// parse parses flags, turning flag errors into usage errors that name
+// the flag as typed. Flags may follow arguments ("gpumem oom log.txt
+// --json"); after "--" everything is an argument. Commands that take no
+// argument refuse one.
+func parse(fs *flag.FlagSet, args []string) error {
+	out, help := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard) // run reports errors; help goes to out for -h only
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = help }()
+	name := strings.TrimPrefix(fs.Name(), "gpumem ")
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				help()
+				return err
+			}
+			return fmt.Errorf("%w: %s (see gpumem %s -h)", errUsage, flagMessage(fs, err), name)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	takesArgs := false
+	for _, c := range commands() {
+		if c.name == name {
+			takesArgs = c.help.args
+		}
+	}
+	if len(pos) > 0 && !takesArgs {
+		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", errUsage, pos[0], name, name)
+	}
+	return fs.Parse(append([]string{"--"}, pos...)) // fs.Args() is now pos
+}
+
+// flagMessage rewrites the flag package's errors to name flags with the
+// two dashes the documentation uses, and to say what a value should be.
+func flagMessage(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", name)
+	}
+	m := badFlagValue.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	want := m[3]
+	if f := fs.Lookup(m[2]); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case int, int64:
+				want = "want an integer"
+			case bool:
+				want = "want true or false"
+			}
+		}
+	}
+	return fmt.Sprintf("--%s %q: %s", m[2], m[1], want)
 }

@@ -45,7 +45,7 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, int64(124_439_808), r.Params, "GPT-2's published parameter count")
 	code, _, stderr = runCLI(t, "", "inspect", "--model", "no-such-model")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, `no model "no-such-model"`)
+	assert.Contains(t, stderr, `--model "no-such-model": not in the catalog`)
 }
 
 func TestInspectConfig(t *testing.T) {
@@ -62,8 +62,9 @@ func TestInspectConfig(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	t.Parallel()
 	code, out, stderr := runCLI(t, "", "estimate", "--model", "llama-3-8b", "--train", "--batch", "4", "--seq", "4096", "--gpu", "h100")
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, exitDoesNotFit, code, stderr)
 	assert.Contains(t, out, "does NOT fit on NVIDIA H100 80GB HBM3")
+	assert.Contains(t, stderr, "does not fit on NVIDIA H100 80GB HBM3")
 	assert.Contains(t, out, "allocated peak (max_memory_allocated)")
 
 	code, out, stderr = runCLI(t, "", "estimate", "--model", "llama-2-7b", "--infer", "--generate", "50", "--seq", "6",
@@ -101,9 +102,9 @@ func TestEstimateBadFlags(t *testing.T) {
 		{[]string{"estimate", "--model", "gpt2"}, "give one of --train and --infer"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--optimizer", "adamw_hf"}, `--optimizer "adamw_hf"`},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--precision", "fp64"}, `--precision "fp64"`},
-		{[]string{"estimate", "--model", "gpt2", "--train", "--gpu", "a99"}, `unknown GPU "a99"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--gpu", "a99"}, `--gpu "a99": not in the catalog`},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--memory", "32Gb"}, "bits"},
-		{[]string{"estimate", "--model", "gpt2", "--train", "--batch", "0"}, "Job.Batch = 0"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--batch", "0"}, "--batch 0: invalid value"},
 	}
 	for _, tc := range tests {
 		code, _, stderr := runCLI(t, "", tc.args...)
@@ -233,7 +234,7 @@ func TestInspectSafetensorsTruncated(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "bad.safetensors")
 	writeSafetensors(t, p, `{"w":{"dtype":"BF16","shape":[16,8],"data_offsets":[0,256]}}`, 10)
 	code, _, stderr := runCLI(t, "", "inspect", "--safetensors", p)
-	assert.Equal(t, 1, code)
+	assert.Equal(t, exitBadInput, code)
 	assert.Contains(t, stderr, p, "the error names the file")
 }
 

@@ -11,13 +11,9 @@ import (
 	"github.com/gpumem/gpumem/leak"
 )
 
-func runOOM(args []string, in io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("oom", errOut)
+func runOOM(args []string, in io.Reader, out, _ io.Writer) error {
+	fs := newFlags("oom", out)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
-	fs.Usage = func() {
-		fmt.Fprintln(errOut, "usage: gpumem oom [--json] [FILE|-]   (reads standard input without FILE)")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -27,7 +23,7 @@ func runOOM(args []string, in io.Reader, out, errOut io.Writer) error {
 	}
 	o, ok := leak.ParseOOM(string(text))
 	if !ok {
-		return fmt.Errorf("no out-of-memory message found in the input")
+		return errNoOOM
 	}
 	d := o.Diagnose()
 	if *asJSON {

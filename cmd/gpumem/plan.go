@@ -28,8 +28,8 @@ const allowHelp = `changes the planner may make, comma-separated, tried in this 
   lora, qlora                         train LoRA adapters (rank --lora-rank or 16), on NF4 weights for qlora
   none                                allow nothing beyond the batch (and --max-seq)`
 
-func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
-	fs := newFlags("plan", errOut)
+func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("plan", out)
 	var jf jobFlags
 	jf.register(fs)
 	target := fs.Int("target-batch", 0, "sequences per optimizer step: sets the gradient accumulation")
@@ -42,7 +42,12 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	dsFile := fs.String("deepspeed", "", "also write the plan's DeepSpeed config JSON to this file (training)")
 	hfArgs := fs.Bool("hf-args", false, "also print the Hugging Face TrainingArguments flags of the plan (training)")
+	var cf chartFlags
+	cf.register(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := cf.check(fs); err != nil {
 		return err
 	}
 	j, dev, err := jf.job()
@@ -62,6 +67,9 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	p, err := budget.Allocate(dev.Free(), j, &lim)
 	var short *budget.InsufficientMemoryError
 	if errors.As(err, &short) {
+		if err := cf.write(j, dev, "as given"); err != nil {
+			return err
+		}
 		if *asJSON {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
@@ -75,6 +83,9 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return gpumem.ErrDoesNotFit
 	}
 	if err != nil {
+		return err
+	}
+	if err := cf.write(p.Job, dev, "planned"); err != nil {
 		return err
 	}
 	if *dsFile != "" {

@@ -47,16 +47,14 @@ const (
 	maxHeaderBytes    = 64 << 10
 )
 
-func runServe(args []string, _ io.Reader, _, errOut io.Writer) error {
-	fs := newFlags("serve", errOut)
+func runServe(args []string, _ io.Reader, out, errOut io.Writer) error {
+	fs := newFlags("serve", out)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port); the service has no authentication, so keep it on loopback or behind a proxy")
 	maxBody := fs.String("max-body", "1MiB", "largest request body accepted (e.g. 1MiB, 16MiB); larger bodies get 413")
 	inflight := fs.Int("max-inflight", 0, "requests computed at once; others wait for a slot (default GOMAXPROCS)")
+	asJSON := fs.Bool("json", false, "print {\"addr\": HOST:PORT, \"url\": ...} on standard output once listening (for --addr HOST:0)")
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	limit, err := gpumem.ParseBytes(*maxBody)
 	if err != nil {
@@ -70,12 +68,27 @@ func runServe(args []string, _ io.Reader, _, errOut io.Writer) error {
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: --addr %q: %v", errUsage, *addr, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(errOut, "gpumem serve: listening on http://%s\n", ln.Addr())
+	if err := announce(out, errOut, ln.Addr(), *asJSON); err != nil {
+		ln.Close()
+		return err
+	}
 	return serve(ctx, ln, newServer(serverOptions{MaxBody: int64(limit), MaxInFlight: *inflight}), errOut)
+}
+
+// announce tells where the service listens: a line on errOut, or with
+// --json {"addr": ..., "url": ...} on out, for a caller that asked for
+// port 0.
+func announce(out, errOut io.Writer, addr net.Addr, asJSON bool) error {
+	url := "http://" + addr.String()
+	if asJSON {
+		return writeJSON(out, map[string]string{"addr": addr.String(), "url": url})
+	}
+	_, err := fmt.Fprintf(errOut, "gpumem serve: listening on %s\n", url)
+	return err
 }
 
 // serve serves h on ln until ctx is done, then shuts down gracefully:

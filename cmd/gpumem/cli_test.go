@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+)
+
+// TestExitCodes checks the exit status of every subcommand: 0 fits or
+// done, 1 does not fit (or no OOM message), 2 bad flags or input.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing.log")
+	tests := []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		err   string // a part of standard error; "" when it must be empty
+	}{
+		{"estimate fits", "", []string{"estimate", "--model", "gpt2", "--train", "--memory", "80GiB"}, exitOK, ""},
+		{"estimate without a device", "", []string{"estimate", "--model", "gpt2", "--infer"}, exitOK, ""},
+		{"estimate does not fit", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090"}, exitDoesNotFit, "does not fit on NVIDIA GeForce RTX 4090"},
+		{"estimate --json does not fit", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--json"}, exitDoesNotFit, "does not fit"},
+		{"estimate bad value", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "0"}, exitBadInput, "--seq 0"},
+		{"estimate unknown model", "", []string{"estimate", "--model", "gpt-9", "--train"}, exitBadInput, `--model "gpt-9"`},
+		{"plan fits", "", []string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB"}, exitOK, ""},
+		{"plan does not fit", "", []string{"plan", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--allow", "none"}, exitDoesNotFit, "does not fit"},
+		{"plan without a device", "", []string{"plan", "--model", "gpt2", "--infer"}, exitBadInput, "--gpu NAME or --memory SIZE"},
+		{"inspect", "", []string{"inspect", "--model", "gpt2"}, exitOK, ""},
+		{"inspect missing file", "", []string{"inspect", "--gguf", missing}, exitBadInput, "--gguf"},
+		{"oom", oomMessage, []string{"oom"}, exitOK, ""},
+		{"oom without a message", "all is well\n", []string{"oom"}, exitDoesNotFit, "no out-of-memory message"},
+		{"oom missing file", "", []string{"oom", missing}, exitBadInput, "missing.log"},
+		{"oom two files", "", []string{"oom", "a", "b"}, exitBadInput, "at most one FILE"},
+		{"leak", "", []string{"leak", "--capacity", "24GiB", leakLog}, exitOK, ""},
+		{"leak bad capacity", "", []string{"leak", "--capacity", "lots", leakLog}, exitBadInput, "--capacity"},
+		{"leak unknown gpu", "", []string{"leak", "--gpu", "a99", leakLog}, exitBadInput, `--gpu "a99"`},
+		{"devices", "", []string{"devices"}, exitOK, ""},
+		{"devices argument", "", []string{"devices", "h100"}, exitBadInput, `unexpected argument "h100"`},
+		{"serve bad address", "", []string{"serve", "--addr", "127.0.0.1:99999"}, exitBadInput, "--addr"},
+		{"no command", "", nil, exitBadInput, "usage: gpumem COMMAND"},
+		{"unknown command", "", []string{"estmate"}, exitBadInput, `unknown command "estmate"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := runCLI(t, tc.stdin, tc.args...)
+			assert.Equal(t, tc.code, code, "gpumem %v: stderr %s", tc.args, stderr)
+			if tc.err == "" {
+				assert.Empty(t, stderr)
+			} else {
+				assert.Contains(t, stderr, tc.err)
+			}
+		})
+	}
+}
+
+// TestHelp checks that the command and each subcommand print their help,
+// with examples, on standard output and exit 0.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, out, stderr := runCLI(t, "", args...)
+		assert.Equal(t, exitOK, code, args)
+		assert.Empty(t, stderr, args)
+		assert.Contains(t, out, "usage: gpumem COMMAND", args)
+		assert.Contains(t, out, "exit status: 0 fits", args)
+	}
+	for _, c := range commands() {
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
+			code, out, stderr := runCLI(t, "", args...)
+			assert.Equal(t, exitOK, code, args)
+			assert.Empty(t, stderr, args)
+			assert.True(t, strings.HasPrefix(out, "usage: gpumem "+c.name), "%v: %s", args, out)
+			assert.Contains(t, out, "\nexamples:\n  gpumem "+c.name, args)
+			assert.Contains(t, out, "\n  --json\n", args)
+			assert.Contains(t, out, "\nexit status: 0 ", args)
+		}
+	}
+}
+
+// TestFlagErrors checks that a bad flag is named as typed, with its
+// value, and that the flag package's own errors read the same way.
+func TestFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"estimate", "--model", "gpt2", "--train", "--batch", "x"}, `--batch "x": want an integer`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--batch", "-3"}, "--batch -3: invalid value"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--grad-accum", "-1"}, "--grad-accum -1"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--bacth", "4"}, "unknown flag --bacth"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--batch"}, "--batch needs a value"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--attention", "xformers"}, `--attention "xformers"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--checkpointing", "some"}, `--checkpointing "some"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--zero", "5"}, "--zero 5"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "4"}, `unexpected argument "4"`},
+		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--allow", "warp-drive"}, `--allow "warp-drive"`},
+		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--headroom", "1.5"}, `--headroom "1.5"`},
+		{[]string{"inspect", "--model", "gpt2", "--optimizer", "nope"}, `--optimizer "nope"`},
+		{[]string{"leak", "--capacity", "24Gb", "-"}, `--capacity: gpumem.ParseBytes: parsing "24Gb"`},
+		{[]string{"serve", "--max-body", "0"}, `--max-body "0"`},
+		{[]string{"oom", "--json=maybe"}, `--json "maybe": want true or false`},
+	}
+	for _, tc := range tests {
+		code, _, stderr := runCLI(t, "", tc.args...)
+		assert.Equal(t, exitBadInput, code, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+		assert.NotContains(t, stderr, "Job.", tc.args)
+	}
+}
+
+// TestFlagsAfterArguments checks that flags may follow the FILE argument,
+// and that "--" ends the flags.
+func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "oom.txt")
+	require.NoError(t, os.WriteFile(p, []byte(oomMessage), 0o600))
+	code, out, stderr := runCLI(t, "", "oom", p, "--json")
+	require.Equal(t, exitOK, code, stderr)
+	assert.True(t, json.Valid([]byte(out)), out)
+	code, _, stderr = runCLI(t, "", "oom", "--", "--json")
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, stderr, "--json", "after --, --json is a file name")
+}
+
+// TestJSONEverywhere checks that every subcommand prints one JSON
+// document with --json, with the keys cmd/gpumem/README.md documents.
+func TestJSONEverywhere(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		stdin string
+		args  []string
+		code  int
+		keys  []string
+	}{
+		{"", []string{"inspect", "--model", "gpt2"}, exitOK, []string{"name", "params", "weights_bytes", "bytes_by_dtype", "parts"}},
+		{"", []string{"estimate", "--model", "gpt2", "--train", "--gpu", "h100"}, exitOK,
+			[]string{"allocated_peak", "reserved_peak", "device_peak", "phase", "components", "device", "free", "fits", "shortfall"}},
+		{"", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090"}, exitDoesNotFit,
+			[]string{"device_peak", "fits", "shortfall"}},
+		{"", []string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB"}, exitOK, []string{"fits", "batch", "need", "ladder"}},
+		{"", []string{"plan", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--allow", "none"}, exitDoesNotFit,
+			[]string{"fits", "shortfall", "hints", "ladder", "error"}},
+		{oomMessage, []string{"oom"}, exitOK, []string{"found", "requested", "cause", "advice"}},
+		{"", []string{"leak", "--capacity", "24GiB", leakLog}, exitOK, []string{"samples", "shape", "leak", "oom_step"}},
+		{"", []string{"devices"}, exitOK, []string{"devices"}},
+	}
+	for _, tc := range tests {
+		code, out, stderr := runCLI(t, tc.stdin, append(tc.args, "--json")...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, stderr)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &m), "%v: %s", tc.args, out)
+		for _, k := range tc.keys {
+			assert.Contains(t, m, k, tc.args)
+		}
+	}
+	var fits struct{ Fits bool }
+	_, out, _ := runCLI(t, "", "estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &fits))
+	assert.False(t, fits.Fits)
+}
+
+// TestDevicesJSONMatchesService checks that gpumem devices --json prints
+// the bytes of GET /v1/devices.
+func TestDevicesJSONMatchesService(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "", "devices", "--json")
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, string(renderDevices()), out)
+	var d struct {
+		Devices []struct {
+			Name     string `json:"name"`
+			Capacity int64  `json:"capacity"`
+		} `json:"devices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	require.Len(t, d.Devices, len(gpumem.Devices()))
+	h100, ok := gpumem.LookupDevice("h100")
+	require.True(t, ok)
+	found := false
+	for _, e := range d.Devices {
+		found = found || (e.Name == h100.Name && e.Capacity == int64(h100.Capacity))
+	}
+	assert.True(t, found, "the H100 with its capacity in bytes")
+}
+
+func TestServeAnnounce(t *testing.T) {
+	t.Parallel()
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 43210}
+	var out, errOut bytes.Buffer
+	require.NoError(t, announce(&out, &errOut, addr, true))
+	assert.JSONEq(t, `{"addr": "127.0.0.1:43210", "url": "http://127.0.0.1:43210"}`, out.String())
+	assert.Empty(t, errOut.String())
+	out.Reset()
+	require.NoError(t, announce(&out, &errOut, addr, false))
+	assert.Empty(t, out.String())
+	assert.Equal(t, "gpumem serve: listening on http://127.0.0.1:43210\n", errOut.String())
+}
+
+// TestChart renders charts and checks that each is a PNG of
+// chartWidth × chartHeight pixels that shows the free-memory line.
+func TestChart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"estimate batch", []string{"estimate", "--model", "llama-3-8b", "--train", "--batch", "4", "--seq", "4096", "--attention", "flash",
+			"--checkpointing", "full", "--optimizer", "adamw8bit", "--precision", "bf16", "--gpu", "h100"}, exitOK},
+		{"estimate seq", []string{"estimate", "--model", "llama-3-8b", "--train", "--batch", "4", "--gpu", "h100", "--chart-x", "seq"}, exitDoesNotFit},
+		{"estimate kv cache", []string{"estimate", "--model", "llama-2-7b", "--infer", "--generate", "512", "--batch", "8", "--gpu", "a100-80gb", "--json"}, exitOK},
+		{"plan", []string{"plan", "--model", "llava-1.5-7b", "--train", "--batch", "4", "--images", "1", "--attention", "flash", "--gpu", "rtx 3090",
+			"--target-batch", "32", "--allow", "adamw8bit,bf16,offload,lora"}, exitOK},
+		{"plan does not fit", []string{"plan", "--model", "llava-1.5-7b", "--train", "--batch", "4", "--gpu", "rtx 3090"}, exitDoesNotFit},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".png")
+			code, _, stderr := runCLI(t, "", append(tc.args, "--chart", p)...)
+			require.Equal(t, tc.code, code, stderr)
+			f, err := os.Open(p)
+			require.NoError(t, err)
+			defer f.Close()
+			img, err := png.Decode(f)
+			require.NoError(t, err)
+			assert.Equal(t, chartWidth, img.Bounds().Dx())
+			assert.Equal(t, chartHeight, img.Bounds().Dy())
+			red := 0 // pixels of the free-memory line's colour
+			for y := 0; y < chartHeight; y++ {
+				for x := 0; x < chartWidth; x++ {
+					r, g, b, _ := img.At(x, y).RGBA()
+					if r>>8 == 0xc0 && g>>8 == 0 && b>>8 == 0 {
+						red++
+					}
+				}
+			}
+			assert.Greater(t, red, 500, "the dashed free-memory line")
+		})
+	}
+}
+
+func TestChartBadFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := []string{"estimate", "--model", "gpt2", "--train"}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--chart", filepath.Join(dir, "a.jpg")}, `--chart "` + filepath.Join(dir, "a.jpg") + `": want a file name ending in .png`},
+		{[]string{"--chart", filepath.Join(dir, "a.png"), "--chart-x", "tokens"}, `--chart-x "tokens": want batch or seq`},
+		{[]string{"--chart-x", "seq"}, "--chart-x seq: give --chart FILE.png too"},
+		{[]string{"--chart", filepath.Join(dir, "no", "such", "dir.png")}, "--chart"},
+	}
+	for _, tc := range tests {
+		code, _, stderr := runCLI(t, "", append(job, tc.args...)...)
+		assert.Equal(t, exitBadInput, code, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+	code, _, stderr := runCLI(t, "", "plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--chart", "x.svg")
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, stderr, `--chart "x.svg"`)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no chart is written when a flag is bad")
+}
+
+// TestSweep checks the chart's data: the largest batch it reports fits
+// and the next does not, the job's own batch is drawn, and the
+// components at each point sum to the device peak.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	jf := jobFlags{modelFlags: modelFlags{name: "llama-2-7b"}, infer: true, generate: 512, batch: 8, seq: 1024,
+		accum: 1, attn: "sdpa", ckpt: "none", opt: "adamw", gpus: 1, gpu: "a100-80gb"}
+	j, dev, err := jf.job()
+	require.NoError(t, err)
+	for _, axis := range []string{"batch", "seq"} {
+		s, err := sweep(j, axis, dev)
+		require.NoError(t, err, axis)
+		require.Positive(t, s.fitMax, axis)
+		need := func(x int) budget.Breakdown {
+			n, err := budget.Estimate(at(j, axis, x))
+			require.NoError(t, err)
+			return n
+		}
+		_, ok := budget.Fits(need(s.fitMax), dev)
+		assert.True(t, ok, "%s %d fits", axis, s.fitMax)
+		_, ok = budget.Fits(need(s.fitMax+1), dev)
+		assert.False(t, ok, "%s %d does not fit", axis, s.fitMax+1)
+		assert.Contains(t, s.xs, s.x0, axis)
+		assert.Contains(t, s.xs, s.fitMax+1, axis)
+		assert.LessOrEqual(t, len(s.xs), chartPoints+8, axis)
+		for i, n := range s.needs {
+			var sum gpumem.Bytes
+			for _, c := range n.Components() {
+				sum += c.Bytes
+			}
+			assert.Equal(t, n.Device(), sum, "%s %d", axis, s.xs[i])
+			if i > 0 {
+				assert.GreaterOrEqual(t, n.Device(), s.needs[i-1].Device(), "%s: never decreases", axis)
+			}
+		}
+	}
+}

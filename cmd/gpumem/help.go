@@ -1,0 +1,127 @@
+package main
+
+// The help of each command: "gpumem COMMAND -h" prints it with the flags.
+
+func inspectHelp() help {
+	return help{
+		usage: "gpumem inspect --model NAME | --config config.json | --safetensors FILE | --gguf FILE [flags]",
+		about: `Read a model (the embedded catalog, a Hugging Face config.json, or the header of a
+safetensors or GGUF file) and print its geometry, exact parameter count and the
+memory of its weights by dtype and part; with --optimizer the state it keeps,
+with --batch and --seq the activations of one training step.`,
+		examples: []string{
+			"gpumem inspect --model llama-2-7b",
+			"gpumem inspect --config ./config.json --json",
+			"gpumem inspect --safetensors model.safetensors.index.json   # a sharded checkpoint: headers only",
+			"gpumem inspect --model llama-2-7b --optimizer adamw --batch 1 --seq 1024",
+			"gpumem inspect --model list                                 # the catalog's names",
+		},
+		exit: "0 done, 2 bad flags or an unreadable model file.",
+	}
+}
+
+func estimateHelp() help {
+	return help{
+		usage: "gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory SIZE] [flags]",
+		about: `Estimate the peak GPU memory of one training or inference job, component by
+component (weights, gradients, optimizer state, activations, logits, KV cache,
+fragmentation, CUDA context), as allocated, reserved and device (nvidia-smi)
+memory, and the phase that sets the peak. With --gpu or --memory, say whether it
+fits and by how much. --chart draws the peak by component against the batch
+or the sequence length.`,
+		examples: []string{
+			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --attention flash \\",
+			"    --checkpointing full --optimizer adamw8bit --precision bf16 --gpu h100",
+			"gpumem estimate --model llama-2-7b --train --qlora --optimizer paged_adamw_8bit --gpu rtx4090",
+			"gpumem estimate --model llama-2-7b --infer --generate 512 --batch 8 --gpu a100-80gb --json",
+			"gpumem estimate --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100   # per GPU",
+			"gpumem estimate --model llama-3-8b --train --gpu h100 --chart mem.png --chart-x seq",
+		},
+		exit: "0 fits (or no GPU named), 1 does not fit, 2 bad flags or input.",
+	}
+}
+
+func planHelp() help {
+	return help{
+		usage: "gpumem plan --model NAME --train|--infer --gpu NAME | --memory SIZE [--target-batch N] [--allow CHANGES] [flags]",
+		about: `Choose what to change so that a job fits: the largest micro-batch (and
+sequence length with --max-seq), then, cheapest first, the changes --allow
+permits (attention kernel, checkpointing, optimizer, precision, offload,
+LoRA/QLoRA). Print the plan and the ladder of what each change buys; when
+nothing fits, the ladder and what else to allow.`,
+		examples: []string{
+			"gpumem plan --model llava-1.5-7b --train --batch 4 --images 1 --attention flash --gpu \"rtx 3090\" \\",
+			"    --target-batch 32 --allow adamw8bit,bf16,offload,lora",
+			"gpumem plan --model qwen2.5-0.5b --infer --memory 24GiB --max-seq 131072 --json",
+			"gpumem plan --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100 --target-batch 256 \\",
+			"    --deepspeed ds.json --hf-args",
+			"gpumem plan --model llama-3-8b --train --gpu h100 --allow full,adamw8bit --chart plan.png",
+		},
+		exit: "0 a plan fits, 1 nothing fits (the ladder and hints are printed), 2 bad flags or input.",
+	}
+}
+
+func oomHelp() help {
+	return help{
+		usage: "gpumem oom [--json] [FILE | -]",
+		about: `Read an out-of-memory message, or a whole log that contains one (PyTorch of
+every era, TensorFlow, JAX, ...), from FILE or standard input, and diagnose
+it: what was requested, what was free, allocated and reserved, the cause
+(fragmentation, other processes, a cap, plain exhaustion) and what to change.`,
+		examples: []string{
+			"gpumem oom train.log",
+			"python train.py 2>&1 | tail -50 | gpumem oom",
+			"gpumem oom --json < train.log",
+		},
+		exit: "0 diagnosed, 1 no out-of-memory message in the input, 2 bad flags or an unreadable file.",
+		args: true,
+	}
+}
+
+func leakHelp() help {
+	return help{
+		usage: "gpumem leak [--capacity SIZE | --gpu NAME] [--json] FILE | -",
+		about: `Read a memory log (training logs that print memory, nvidia-smi CSV, torch
+memory_stats dumps) and tell whether memory grows: its shape (flat, warm-up,
+step change, linear or accelerating leak, sawtooth), the growth per step, and
+the step at which it will run out of memory.`,
+		examples: []string{
+			"gpumem leak --gpu rtx4090 train.log",
+			"nvidia-smi --query-gpu=timestamp,memory.used --format=csv -l 10 > mem.csv; gpumem leak --capacity 24GiB mem.csv",
+			"gpumem leak --capacity 80GiB --json - < train.log",
+		},
+		exit: "0 analysed (a leak is a finding, not an error), 2 bad flags or a log it cannot read.",
+		args: true,
+	}
+}
+
+func devicesHelp() help {
+	return help{
+		usage: "gpumem devices [--json]",
+		about: `List the GPU catalog: each device's name as nvidia-smi prints it and the memory
+the driver reports to a process, the capacity --gpu checks a job against.`,
+		examples: []string{
+			"gpumem devices",
+			"gpumem devices --json | jq '.devices[] | select(.capacity > 40e9) | .name'",
+		},
+		exit: "0 done, 2 bad flags.",
+	}
+}
+
+func serveHelp() help {
+	return help{
+		usage: "gpumem serve [--addr HOST:PORT] [--max-body SIZE] [--max-inflight N] [--json]",
+		about: `Serve estimate, plan, oom and leak (POST /v1/estimate, /v1/plan, /v1/oom,
+/v1/leak) and the catalogs (GET /v1/models, /v1/devices) as an HTTP JSON
+service, for schedulers not written in Go. The replies are the --json output
+of the commands; the requests and status codes are in cmd/gpumem/README.md.
+The service has no authentication: keep it on loopback or behind a proxy.
+SIGINT or SIGTERM stops it gracefully.`,
+		examples: []string{
+			"gpumem serve --addr 127.0.0.1:8080",
+			"gpumem serve --addr 127.0.0.1:0 --json   # prints the address it listens on as JSON",
+			"curl -s localhost:8080/v1/estimate -d '{\"model\":\"llama-3-8b\",\"mode\":\"train\",\"gpu\":\"h100\"}'",
+		},
+		exit: "0 stopped by a signal, 2 bad flags or an address it cannot listen on.",
+	}
+}
