@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -324,6 +325,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canva
 	p.X.Min = 0
 	if discrete {
 		p.X.Max += 0.5
+		p.X.Tick.Marker = integerTicks(s.xs[len(s.xs)-1])
 	}
 	comps := s.needs[0].Components()
 	bottom := make([]float64, len(s.xs))
@@ -425,6 +427,27 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canva
 		Max: vg.Point{X: dc.Max.X - vg.Points(6), Y: area.Max.Y},
 	}})
 	return canvas, nil
+}
+
+// integerTicks marks every integer up to last, and labels every one,
+// every 2nd, 5th, 10th, ... so that at most 16 are labelled.
+func integerTicks(last int) plot.ConstantTicks {
+	step := 1
+	for _, st := range []int{1, 2, 5, 10, 20, 50} {
+		step = st
+		if last/st <= 16 {
+			break
+		}
+	}
+	ticks := make(plot.ConstantTicks, 0, last+1)
+	for x := 0; x <= last; x++ {
+		t := plot.Tick{Value: float64(x)}
+		if x%step == 0 {
+			t.Label = strconv.Itoa(x)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
 }
 
 // chartTitle describes the job, the device and the largest value that

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"image/png"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,6 +112,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"estimate", "--model", "gpt2", "--train", "--checkpointing", "some"}, `--checkpointing "some"`},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--zero", "5"}, "--zero 5"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "4"}, `unexpected argument "4"`},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "-8"}, "--lora-rank -8: must not be negative"},
+		{[]string{"inspect", "--model", "gpt2", "--lora-rank", "-8"}, "--lora-rank -8: must not be negative"},
 		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--allow", "warp-drive"}, `--allow "warp-drive"`},
 		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--headroom", "1.5"}, `--headroom "1.5"`},
 		{[]string{"inspect", "--model", "gpt2", "--optimizer", "nope"}, `--optimizer "nope"`},
@@ -318,4 +324,38 @@ func TestSweep(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPlotOnlyInCommand checks that no package outside cmd/ imports
+// gonum.org/v1/plot: the library's packages import the standard library
+// and gonum's numerics only, so that a scheduler importing budget does
+// not compile a plotting library.
+func TestPlotOnlyInCommand(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == filepath.Join(root, "cmd") || path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return nil // a file that does not parse fails its own package's build
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "gonum.org/v1/plot") {
+				t.Errorf("%s imports %s: only cmd/ may", path, p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
 )
@@ -18,10 +17,14 @@ func runDevices(args []string, _ io.Reader, out, _ io.Writer) error {
 		_, err := out.Write(renderDevices())
 		return err
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "device\tcapacity\t exact\t")
-	for _, d := range gpumem.Devices() {
-		fmt.Fprintf(tw, "%s\t%s\t %s\t\n", d.Name, d.Capacity.Human(), d.Capacity)
+	devs := gpumem.Devices()
+	width := len("device")
+	for _, d := range devs {
+		width = max(width, len(d.Name))
 	}
-	return tw.Flush()
+	fmt.Fprintf(out, "%-*s  %10s  %12s\n", width, "device", "capacity", "exact")
+	for _, d := range devs {
+		fmt.Fprintf(out, "%-*s  %10s  %12s\n", width, d.Name, d.Capacity.Human(), d.Capacity)
+	}
+	return nil
 }

@@ -99,6 +99,9 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	ft := model.Finetune{Model: s}
+	if f.loraRank < 0 {
+		return j, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
+	}
 	if f.loraRank > 0 || f.qlora {
 		rank := f.loraRank
 		if rank == 0 {

@@ -33,6 +33,9 @@ func runInspect(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	ft := model.Finetune{Model: s}
+	if *loraRank < 0 {
+		return fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, *loraRank)
+	}
 	if *loraRank > 0 {
 		ft.LoRA = model.LoRA{Rank: *loraRank}
 	}
