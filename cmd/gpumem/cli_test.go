@@ -43,6 +43,8 @@ func TestExitCodes(t *testing.T) {
 		{"plan does not fit", "", []string{"plan", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--allow", "none"}, exitDoesNotFit, "does not fit"},
 		{"plan without a device", "", []string{"plan", "--model", "gpt2", "--infer"}, exitBadInput, "--gpu NAME or --memory SIZE"},
 		{"inspect", "", []string{"inspect", "--model", "gpt2"}, exitOK, ""},
+		{"inspect the catalog", "", []string{"inspect", "--model", "list"}, exitOK, ""},
+		{"estimate the catalog", "", []string{"estimate", "--model", "list", "--train"}, exitOK, ""},
 		{"inspect missing file", "", []string{"inspect", "--gguf", missing}, exitBadInput, "--gguf"},
 		{"oom", oomMessage, []string{"oom"}, exitOK, ""},
 		{"oom without a message", "all is well\n", []string{"oom"}, exitDoesNotFit, "no out-of-memory message"},

@@ -55,7 +55,7 @@ nothing fits, the ladder and what else to allow.`,
 			"gpumem plan --model qwen2.5-0.5b --infer --memory 24GiB --max-seq 131072 --json",
 			"gpumem plan --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100 --target-batch 256 \\",
 			"    --deepspeed ds.json --hf-args",
-			"gpumem plan --model llama-3-8b --train --gpu h100 --allow full,adamw8bit --chart plan.png",
+			"gpumem plan --model llama-3-8b --train --gpu h100 --allow full,adamw8bit,bf16 --chart plan.png",
 		},
 		exit: "0 a plan fits, 1 nothing fits (the ladder and hints are printed), 2 bad flags or input.",
 	}

@@ -38,11 +38,11 @@ func (m *modelFlags) load() (model.Spec, error) {
 	case given > 1:
 		return model.Spec{}, fmt.Errorf("%w: give one of --model, --config, --safetensors and --gguf", errUsage)
 	case m.name == "list":
-		names := make([]string, 0, 64)
+		names := make(catalogList, 0, 64)
 		for _, s := range model.Catalog() {
 			names = append(names, s.Name)
 		}
-		return model.Spec{}, fmt.Errorf("%w: the catalog has: %s", errUsage, strings.Join(names, ", "))
+		return model.Spec{}, names
 	case m.name != "":
 		s, ok := model.Lookup(m.name)
 		if !ok {
@@ -73,6 +73,13 @@ func (m *modelFlags) load() (model.Spec, error) {
 	}
 	return model.Spec{}, fmt.Errorf("%w: name a model with --model, --config, --safetensors or --gguf", errUsage)
 }
+
+// catalogList is what --model list asks for: the catalog's names, which
+// the command prints on standard output, exiting 0. It is an error only
+// to stop the command that was asked for it.
+type catalogList []string
+
+func (c catalogList) Error() string { return "the catalog has: " + strings.Join(c, ", ") }
 
 // readAt opens the file a flag names and reads its header with read.
 func readAt(flagName, path string, read func(io.ReaderAt, int64) (model.Spec, error)) (model.Spec, error) {

@@ -92,7 +92,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	}
 	for _, c := range cmds {
 		if c.name == args[0] {
-			return exit(errOut, c.name, c.run(args[1:], in, out, errOut))
+			return exit(out, errOut, c.name, c.run(args[1:], in, out, errOut))
 		}
 	}
 	fmt.Fprintf(errOut, "gpumem: unknown command %q\n\n", args[0])
@@ -101,8 +101,13 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 }
 
 // exit reports err on errOut and returns the command's exit status.
-func exit(errOut io.Writer, name string, err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+func exit(out, errOut io.Writer, name string, err error) int {
+	var list catalogList
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &list):
+		fmt.Fprintln(out, strings.Join(list, "\n"))
 		return exitOK
 	}
 	fmt.Fprintf(errOut, "gpumem %s: %s\n", name, message(err))

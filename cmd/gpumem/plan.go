@@ -74,13 +74,13 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return gpumem.ErrDoesNotFit
+			return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, dev.Name, short.Shortfall.Human())
 		}
 		fmt.Fprintf(out, "%s does NOT fit on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return gpumem.ErrDoesNotFit
+		return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, dev.Name, short.Shortfall.Human())
 	}
 	if err != nil {
 		return err
