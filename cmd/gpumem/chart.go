@@ -291,6 +291,9 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canva
 	p.X.Label.Text = "micro-batch size (sequences per forward pass)"
 	if s.axis == "seq" {
 		p.X.Label.Text = "sequence length (tokens)"
+		if j.Generate > 0 {
+			p.X.Label.Text = "prompt length (tokens)"
+		}
 	}
 	p.Y.Label.Text = "GiB on the device (stacked by component)"
 	p.X.Min, p.X.Max = float64(s.xs[0]), float64(s.xs[len(s.xs)-1])
@@ -450,20 +453,49 @@ func integerTicks(last int) plot.ConstantTicks {
 	return ticks
 }
 
-// chartTitle describes the job, the device and the largest value that
-// fits, in two lines.
+// chartTitleWidth is the longest title line, in characters, that fits
+// above the plot at the title's size (about 9 pixels a character, 880
+// pixels of plot).
+const chartTitleWidth = 90
+
+// chartTitle describes the job, then the device and the largest value
+// that fits; the job's description wraps at commas to stay within
+// chartTitleWidth.
 func chartTitle(j budget.Job, s series, dev gpumem.Device) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s, %s", describe(j), j.Mode, j.Precision)
+	parts := []string{fmt.Sprintf("%s: %s", describe(j), j.Mode), j.Precision.String()}
+	if total, trainable := j.Model.Params(); j.Mode == budget.Training && trainable < total {
+		parts = append(parts, group3(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
+	}
 	if j.Optimizer != nil {
-		fmt.Fprintf(&b, ", %s", j.Optimizer)
+		parts = append(parts, j.Optimizer.String())
 	}
-	if s.axis == "seq" {
-		fmt.Fprintf(&b, ", batch %d", j.Batch)
-	} else {
-		fmt.Fprintf(&b, ", %d tokens", j.SeqLen)
+	switch {
+	case s.axis == "seq" && j.Generate > 0:
+		parts = append(parts, fmt.Sprintf("batch %d", j.Batch), fmt.Sprintf("%d tokens generated", j.Generate))
+	case s.axis == "seq":
+		parts = append(parts, fmt.Sprintf("batch %d", j.Batch))
+	case j.Generate > 0:
+		parts = append(parts, fmt.Sprintf("%d-token prompt + %d generated", j.SeqLen, j.Generate))
+	default:
+		parts = append(parts, fmt.Sprintf("%d tokens", j.SeqLen))
 	}
-	fmt.Fprintf(&b, ", %s attention, checkpointing %s\n", j.Attention, j.Checkpointing)
+	parts = append(parts, j.Attention.String()+" attention", "checkpointing "+j.Checkpointing.String())
+	var b strings.Builder
+	line := 0
+	for i, p := range parts {
+		switch {
+		case i == 0:
+		case line+2+len(p) > chartTitleWidth:
+			b.WriteString(",\n")
+			line = 0
+		default:
+			b.WriteString(", ")
+			line += 2
+		}
+		b.WriteString(p)
+		line += len(p)
+	}
+	b.WriteString("\n")
 	switch {
 	case dev.Capacity == 0:
 		b.WriteString("device peak by component (no GPU named: give --gpu or --memory for the fit line)")
