@@ -26,6 +26,7 @@ type jobFlags struct {
 	gpu, memory       string
 	images            int
 	gpus, zero        int
+	layout            layoutFlags
 }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
@@ -43,8 +44,9 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
-	fs.IntVar(&f.gpus, "gpus", 1, "data-parallel GPUs (with --zero: the ranks state is sharded over)")
-	fs.IntVar(&f.zero, "zero", 0, "ZeRO stage 0-3 (FSDP: SHARD_GRAD_OP = 2, FULL_SHARD = 3); the estimate is per GPU")
+	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
+	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
+	f.layout.register(fs)
 	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
 }
@@ -117,10 +119,11 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
-	if f.gpus < 1 || f.zero < 0 || f.zero > 3 {
-		return j, dev, fmt.Errorf("%w: --gpus %d --zero %d: want at least 1 GPU and a stage 0-3", errUsage, f.gpus, f.zero)
+	par, off, err := f.layout.layout(f.gpus, f.zero)
+	if err != nil {
+		return j, dev, err
 	}
-	j.Parallel = budget.Parallel{DataParallel: f.gpus, Stage: f.zero}
+	j.Parallel, j.Offload = par, j.Offload|off
 	switch {
 	case f.gpu != "" && f.memory != "":
 		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
@@ -176,7 +179,18 @@ func runEstimate(args []string, _ io.Reader, out, _ io.Writer) error {
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
 	}
-	fmt.Fprintf(out, "\nparameters %s, trainable %s\n\n", group3(total), group3(trainable))
+	fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+	if j.Parallel.GPUs() > 1 {
+		fmt.Fprintf(out, "layout %s over %d GPUs; figures for one GPU", j.Parallel.Describe(), j.Parallel.GPUs())
+		if j.Parallel.PipelineParallel > 1 {
+			fmt.Fprintf(out, " (pipeline stage %d, the most loaded)", need.Stage)
+		}
+		fmt.Fprintln(out)
+	}
+	if need.Host > 0 {
+		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.Human(), need.HostNode.Human())
+	}
+	fmt.Fprintln(out)
 	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
 	for _, c := range need.Components() {
 		if c.Bytes != 0 {

@@ -28,13 +28,17 @@ component (weights, gradients, optimizer state, activations, logits, KV cache,
 fragmentation, CUDA context), as allocated, reserved and device (nvidia-smi)
 memory, and the phase that sets the peak. With --gpu or --memory, say whether it
 fits and by how much. --chart draws the peak by component against the batch
-or the sequence length.`,
+or the sequence length. Over several GPUs (--gpus per node, --nodes) with
+--zero or --fsdp, --tp/--sp, --pp/--vpp, --cp, --ep and --offload optimizer,
+the figures are one GPU's, of the most loaded pipeline stage.`,
 		examples: []string{
 			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --attention flash \\",
 			"    --checkpointing full --optimizer adamw8bit --precision bf16 --gpu h100",
 			"gpumem estimate --model llama-2-7b --train --qlora --optimizer paged_adamw_8bit --gpu rtx4090",
 			"gpumem estimate --model llama-2-7b --infer --generate 512 --batch 8 --gpu a100-80gb --json",
 			"gpumem estimate --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100   # per GPU",
+			"gpumem estimate --model llama-3-70b --train --gpus 8 --nodes 2 --tp 8 --sp --pp 2 --grad-accum 8 \\",
+			"    --attention flash --checkpointing selective --gpu h100",
 			"gpumem estimate --model llama-3-8b --train --gpu h100 --chart mem.png --chart-x seq",
 		},
 		exit: "0 fits (or no GPU named), 1 does not fit, 2 bad flags or input.",
@@ -48,7 +52,12 @@ func planHelp() help {
 sequence length with --max-seq), then, cheapest first, the changes --allow
 permits (attention kernel, checkpointing, optimizer, precision, offload,
 LoRA/QLoRA). Print the plan and the ladder of what each change buys; when
-nothing fits, the ladder and what else to allow.`,
+nothing fits, the ladder and what else to allow. With --gpus above 1 (or
+--nodes) and no layout flag, choose the layout too, least communication
+first: data parallel, ZeRO-1, 2, 3 (or FSDP with --fsdp), tensor parallel
+within a node, pipeline stages across nodes; the --allow changes come only
+after no layout fits without them. --deepspeed, --accelerate, --megatron and
+--hf-args print the plan as each engine takes it.`,
 		examples: []string{
 			"gpumem plan --model llava-1.5-7b --train --batch 4 --images 1 --attention flash --gpu \"rtx 3090\" \\",
 			"    --target-batch 32 --allow adamw8bit,bf16,offload,lora",
@@ -56,6 +65,9 @@ nothing fits, the ladder and what else to allow.`,
 			"gpumem plan --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100 --target-batch 256 \\",
 			"    --deepspeed ds.json --hf-args",
 			"gpumem plan --model llama-3-8b --train --gpu h100 --allow full,adamw8bit,bf16 --chart plan.png",
+			"gpumem plan --model llama-3-70b --train --precision bf16-master --gpus 8 --gpu h100 --attention flash \\",
+			"    --target-batch 64 --allow full,offload-optimizer --deepspeed ds.json",
+			"gpumem plan --model llama-2-7b --train --gpus 8 --fsdp full_shard --gpu a100-40gb --accelerate fsdp.yaml",
 		},
 		exit: "0 a plan fits, 1 nothing fits (the ladder and hints are printed), 2 bad flags or input.",
 	}

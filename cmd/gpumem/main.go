@@ -160,6 +160,22 @@ func flagFor(field string) (string, bool) {
 		return "--gpus", true
 	case "Job.Parallel.Stage":
 		return "--zero", true
+	case "Job.Parallel.TensorParallel", "Workload.TensorParallel":
+		return "--tp", true
+	case "Job.Parallel.SequenceParallel", "Workload.SequenceParallel":
+		return "--sp", true
+	case "Job.Parallel.PipelineParallel":
+		return "--pp", true
+	case "Job.Parallel.VirtualStages":
+		return "--vpp", true
+	case "Job.Parallel.ContextParallel", "Workload.ContextParallel":
+		return "--cp", true
+	case "Job.Parallel.ExpertParallel":
+		return "--ep", true
+	case "Job.Parallel.FSDP", "Job.Parallel.ShardGroup":
+		return "--fsdp", true
+	case "Job.Offload":
+		return "--offload", true
 	case "LoRA.Rank":
 		return "--lora-rank", true
 	case "Limits.TargetGlobalBatch":

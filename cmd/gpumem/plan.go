@@ -42,6 +42,8 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	dsFile := fs.String("deepspeed", "", "also write the plan's DeepSpeed config JSON to this file (training)")
 	hfArgs := fs.Bool("hf-args", false, "also print the Hugging Face TrainingArguments flags of the plan (training)")
+	accFile := fs.String("accelerate", "", "also write the plan's accelerate FSDP config YAML to this file (with --fsdp)")
+	megatron := fs.Bool("megatron", false, "also print the plan's Megatron-LM flags (tensor/pipeline layouts)")
 	var cf chartFlags
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -50,6 +52,7 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	if err := cf.check(fs); err != nil {
 		return err
 	}
+	jf.layout.setExplicit(fs)
 	j, dev, err := jf.job()
 	if err != nil {
 		return err
@@ -64,7 +67,13 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	if err := parseHeadroom(*headroom, &lim); err != nil {
 		return err
 	}
-	p, err := budget.Allocate(dev.Free(), j, &lim)
+	var p budget.Plan
+	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
+		// GPUs but no layout: choose one, least communication first.
+		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.layout.nodes, GPUsPerNode: jf.gpus, Free: dev.Free()}, j, &lim)
+	} else {
+		p, err = budget.Allocate(dev.Free(), j, &lim)
+	}
 	var short *budget.InsufficientMemoryError
 	if errors.As(err, &short) {
 		if err := cf.write(j, dev, "as given"); err != nil {
@@ -101,6 +110,19 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 			return err
 		}
 	}
+	if *accFile != "" {
+		c, err := p.Accelerate()
+		if err != nil {
+			return fmt.Errorf("%w: --accelerate: %v", errUsage, err)
+		}
+		y, err := c.YAML()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*accFile, y, 0o644); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
@@ -121,6 +143,13 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 			flags = append(flags, fmt.Sprintf("--%s %v", k, a[k]))
 		}
 		fmt.Fprintf(out, "TrainingArguments: %s\n", strings.Join(flags, " "))
+	}
+	if *megatron {
+		args, err := p.Megatron()
+		if err != nil {
+			return fmt.Errorf("%w: --megatron: %v", errUsage, err)
+		}
+		fmt.Fprintf(out, "Megatron-LM: %s\n", strings.Join(args, " "))
 	}
 	return nil
 }
