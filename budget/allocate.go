@@ -489,8 +489,10 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 		return nil, gpumem.Errorf("Limits.MaxSeqLen", l.MaxSeqLen, gpumem.ErrInvalid, "must not be negative")
 	case math.IsNaN(l.HeadroomFraction) || l.HeadroomFraction >= 1:
 		return nil, gpumem.Errorf("Limits.HeadroomFraction", l.HeadroomFraction, gpumem.ErrInvalid, "must be below 1 (negative: none)")
-	case l.Offload&^offloadAll != 0:
+	case l.Offload&^(OffloadOptimizer|OffloadCopies|OffloadParams) != 0:
 		return nil, gpumem.Errorf("Limits.Offload", l.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies or both")
+	case l.Offload&OffloadParams != 0:
+		return nil, gpumem.Errorf("Limits.Offload", l.Offload, gpumem.ErrUnsupported, "Allocate does not try parameter offload; set Job.Offload")
 	}
 	a.minBatch = max(l.MinBatch, 1)
 	a.maxBatch = l.MaxBatch

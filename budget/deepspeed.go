@@ -201,6 +201,9 @@ func (p Plan) DeepSpeed() (DeepSpeedConfig, error) {
 			c.ZeroOptimization.Stage = 1 // offload_optimizer needs ZeRO 1, 2 or 3
 		}
 	}
+	if j.Offload&OffloadParams != 0 {
+		c.ZeroOptimization.OffloadParam = &DeepSpeedOffload{Device: "cpu", PinMemory: true}
+	}
 	if j.Checkpointing != model.NoCheckpointing {
 		c.ActivationCheckpointing = &DeepSpeedCheckpoints{CPUCheckpointing: j.Checkpointing == model.OffloadActivations}
 	}

@@ -91,8 +91,9 @@
 // config ([Plan.DeepSpeed]), an accelerate FSDP config ([Plan.Accelerate]),
 // Megatron-LM flags ([Plan.Megatron]) or Hugging Face TrainingArguments.
 //
-// Not modelled yet: parameter offload (ZeRO-Infinity, FSDP CPU offload
-// of parameters; the GPU side is then an upper bound), NCCL buffers,
+// Parameter offload ([OffloadParams], ZeRO-Infinity to CPU, FSDP CPU
+// offload) moves the rank's weight and gradient partitions to the host
+// under stage 3. Not modelled yet: NVMe offload, NCCL buffers,
 // pipeline send/receive buffers, torch.compile's buffers, CUDA graphs'
 // private pools.
 package budget

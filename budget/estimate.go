@@ -119,6 +119,7 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
 	par := &j.Parallel
+	fullGrads := grads
 	if n := par.shards(); n > 1 && train {
 		st := par.Stage
 		if st >= 1 {
@@ -135,7 +136,30 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 			grads = acc.sum(partition(grads, n), min(grads, inflight))
 		}
 	}
-	if n := par.shards(); n > 1 && par.Stage >= 2 && par.FSDP {
+	paramsOff := j.Offload&OffloadParams != 0
+	var hostParams gpumem.Bytes
+	if n := par.shards(); paramsOff {
+		// ZeRO-Infinity / FSDP CPU offload: the rank's partition of the
+		// weights and gradients lives on the host; the GPU keeps what is
+		// gathered (and DeepSpeed's persistent small tensors) and the
+		// gradients in flight.
+		kept := gpumem.Bytes(0)
+		if !par.FSDP {
+			kept = acc.add(m.smallWeights(wDT, v, zero3Persistence))
+		}
+		live, _ := wDT.Size(zero3MaxLive + zero3Prefetch)
+		if par.FSDP {
+			live = 2 * acc.add(m.layerWeights(wDT, v))
+		}
+		hostParams = acc.sum(partition(b.Weights-kept, n), partition(fullGrads, n))
+		inflight := m.bucket(gDT, v)
+		if par.FSDP {
+			inflight = acc.add(m.layerWeights(gDT, v))
+		}
+		b.Weights = acc.sum(kept, min(b.Weights-kept, live))
+		grads = min(fullGrads, inflight)
+		casts = partition(casts, n)
+	} else if n > 1 && par.Stage >= 2 && par.FSDP {
 		unit := acc.add(m.layerWeights(wDT, v))
 		if par.Stage == 3 {
 			// FULL_SHARD: the unit computing and the one prefetched
@@ -162,6 +186,7 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 		b.Host = acc.sum(b.Optimizer, b.Master)
 		b.Optimizer, b.Master, optStep = 0, 0, 0
 	}
+	b.Host = acc.sum(b.Host, hostParams)
 	var largestCopy gpumem.Bytes
 	for i := range j.Copies {
 		c := &j.Copies[i]

@@ -249,8 +249,15 @@ const (
 	// enable_model_cpu_offload moves whole models on use: the GPU holds
 	// the largest copy instead of all of them.
 	OffloadCopies
+	// OffloadParams keeps the partitioned weights and gradients of a
+	// ZeRO-3 / FSDP FULL_SHARD job in host memory (DeepSpeed
+	// zero_optimization.offload_param.device "cpu", ZeRO-Infinity;
+	// FSDP CPUOffload(offload_params=True)): the GPU holds only the
+	// gathered parameters (and the tensors DeepSpeed keeps whole) and the
+	// gradients in flight. It needs Parallel.Stage 3.
+	OffloadParams
 
-	offloadAll = OffloadOptimizer | OffloadCopies
+	offloadAll = OffloadOptimizer | OffloadCopies | OffloadParams
 )
 
 // String returns "none", "optimizer", "copies" or "optimizer+copies".
@@ -264,6 +271,14 @@ func (o Offload) String() string {
 		return "copies"
 	case OffloadOptimizer | OffloadCopies:
 		return "optimizer+copies"
+	case OffloadParams:
+		return "params"
+	case OffloadParams | OffloadOptimizer:
+		return "optimizer+params"
+	case OffloadParams | OffloadOptimizer | OffloadCopies:
+		return "optimizer+params+copies"
+	case OffloadParams | OffloadCopies:
+		return "params+copies"
 	}
 	return "Offload(" + strconv.Itoa(int(o)) + ")"
 }

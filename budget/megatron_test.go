@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -212,5 +213,41 @@ func TestZeRO3Transients(t *testing.T) {
 	layer, _ := m.layerWeights(gpumem.BF16, nil)
 	if want := partition(full, 64) + 2*layer; fsdp.Weights != want {
 		t.Errorf("FSDP weights %v, want shard + two blocks %v", fsdp.Weights, want)
+	}
+}
+
+// Parameter offload (ZeRO-Infinity) moves the rank's partition of the
+// weights and gradients to the host: the GPU keeps the persistent small
+// tensors, the live gathered parameters and one reduce bucket.
+func TestOffloadParams(t *testing.T) {
+	m := lookupModel(t, "llama-2-70b", nil)
+	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048,
+		Attention: model.Flash, Checkpointing: model.FullCheckpointing, Parallel: Parallel{DataParallel: 8, Stage: 3},
+		Offload: OffloadOptimizer}
+	opt, err := Estimate(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Offload |= OffloadParams
+	both, err := Estimate(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := m.weights(gpumem.BF16, false)
+	small, _ := m.smallWeights(gpumem.BF16, nil, zero3Persistence)
+	live, _ := gpumem.BF16.Size(zero3MaxLive + zero3Prefetch)
+	if want := small + live; both.Weights != want {
+		t.Errorf("GPU weights %v, want persistent %v + live %v", both.Weights, small, live)
+	}
+	grads, _ := m.weights(gpumem.BF16, true)
+	if want := opt.Host + partition(full-small, 8) + partition(grads, 8); both.Host != want {
+		t.Errorf("host %v, want optimizer %v + weight and gradient partitions = %v", both.Host, opt.Host, want)
+	}
+	if both.Device() >= opt.Device() {
+		t.Errorf("parameter offload did not lower the GPU peak: %v vs %v", both.Device(), opt.Device())
+	}
+	j.Parallel.Stage = 2
+	if _, err := Estimate(j); !errors.Is(err, gpumem.ErrInvalid) {
+		t.Errorf("parameter offload at stage 2: %v, want ErrInvalid", err)
 	}
 }

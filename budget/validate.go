@@ -58,7 +58,11 @@ func (j *Job) validate() error {
 		return err
 	}
 	if j.Offload&^offloadAll != 0 {
-		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies or both")
+		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid, "want OffloadOptimizer, OffloadCopies, OffloadParams")
+	}
+	if j.Offload&OffloadParams != 0 && (j.Parallel.Stage != 3 || j.Mode != Training) {
+		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid,
+			"parameter offload needs a training job with ZeRO stage 3 or FSDP FULL_SHARD (Parallel.Stage %d)", j.Parallel.Stage)
 	}
 	tokens, ok := checked.Mul(int64(j.Batch), int64(j.SeqLen)+int64(j.Generate))
 	if !ok || tokens > maxTokens {

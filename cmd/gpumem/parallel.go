@@ -31,7 +31,7 @@ func (f *layoutFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.vpp, "vpp", 1, "virtual stages per pipeline rank (interleaved schedule)")
 	fs.IntVar(&f.cp, "cp", 1, "context-parallel size (needs --attention flash or sdpa)")
 	fs.IntVar(&f.ep, "ep", 1, "expert-parallel size (MoE models)")
-	fs.StringVar(&f.offload, "offload", "", "move to the host: optimizer (ZeRO-Offload: state, master weights and the step)")
+	fs.StringVar(&f.offload, "offload", "", "move to the host: optimizer (ZeRO-Offload: state, master weights and the step), params (ZeRO-Infinity / FSDP CPU offload with --zero 3 or --fsdp full_shard: weight and gradient partitions), or optimizer,params")
 }
 
 // layout returns the budget.Parallel of gpus per node and ZeRO stage zero
@@ -92,9 +92,11 @@ func (f *layoutFlags) layout(gpus, zero int) (budget.Parallel, budget.Offload, e
 	case "optimizer":
 		off = budget.OffloadOptimizer
 	case "params", "parameters":
-		return budget.Parallel{}, off, fmt.Errorf("%w: --offload %s: parameter offload (ZeRO-Infinity, FSDP cpu_offload of parameters) is not modelled yet; --offload optimizer is", errUsage, f.offload)
+		off = budget.OffloadParams
+	case "optimizer,params", "params,optimizer", "all":
+		off = budget.OffloadOptimizer | budget.OffloadParams
 	default:
-		return budget.Parallel{}, off, fmt.Errorf("%w: --offload %q: want optimizer", errUsage, f.offload)
+		return budget.Parallel{}, off, fmt.Errorf("%w: --offload %q: want optimizer, params or optimizer,params", errUsage, f.offload)
 	}
 	return p, off, nil
 }

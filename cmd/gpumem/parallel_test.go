@@ -44,7 +44,8 @@ func TestLayoutFlags(t *testing.T) {
 		{[]string{"--nodes", "-1"}, "--nodes"},
 		{[]string{"--fsdp", "zero9"}, "--fsdp"},
 		{[]string{"--zero", "2", "--fsdp", "full_shard"}, "--fsdp"},
-		{[]string{"--offload", "params"}, "--offload"},
+		{[]string{"--offload", "params"}, "--offload"}, // needs stage 3
+		{[]string{"--offload", "disk"}, "--offload"},
 		{[]string{"--pp", "3"}, "--pp"},
 		{[]string{"--sp"}, "--sp"},
 	} {
