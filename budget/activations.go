@@ -73,10 +73,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 		return f
 	}
 	per := (layers + v.pp - 1) / v.pp
-	blocks := gpumem.Bytes(0)
-	if layers > 0 {
-		blocks = f.blocks / gpumem.Bytes(layers) * gpumem.Bytes(per)
-	}
+	blocks := f.blocks / gpumem.Bytes(layers) * gpumem.Bytes(per)
 	out := f
 	if v.last {
 		out.blocks = blocks

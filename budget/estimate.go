@@ -76,8 +76,7 @@ const (
 
 // estimateRank is Estimate for the rank v (nil: a rank holding the whole
 // model).
-func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
-	j := jp
+func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	train := j.Mode == Training
 	ov := j.Overhead
 	if j.Device.Name != "" && ov.Workspace == 0 {
@@ -92,7 +91,7 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 	acc := accumulator{}
 
 	// Persistent state.
-	b.Weights = acc.add(m.weightsOf(wDT, false, false, v))
+	b.Weights = acc.add(m.weightsOf(wDT, false, false, v, 0))
 	// Weight copies that live from forward to the end of backward:
 	// autocast's 16-bit casts of the fp32 weights, saved by the matmuls
 	// that use them, or Transformer Engine's fp8 weights.
@@ -101,84 +100,68 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 		casts = acc.add(m.casts(cDT, v))
 	}
 	if train && j.Precision == FP8 {
-		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v))
+		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
 	}
 	var grads, optState, optStep gpumem.Bytes
 	if train {
-		grads = acc.add(m.weightsOf(gDT, true, false, v))
+		grads = acc.add(m.weightsOf(gDT, true, false, v, 0))
 		if j.Precision.master() {
-			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v))
+			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v, 0))
 		}
 		if j.Optimizer != nil {
-			if v != nil {
-				optState, optStep = acc.rankOptimizer(j, v, sDT)
-			} else {
-				optState, optStep = acc.optimizer(*j, sDT)
-			}
+			optState, optStep = acc.optimizer(j, v, sDT)
 		}
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
 	par := &j.Parallel
-	fullGrads := grads
-	if n := par.shards(); n > 1 && train {
-		st := par.Stage
-		if st >= 1 {
-			optState, b.Master, optStep = partition(optState, n), partition(b.Master, n), partition(optStep, n)
-		}
-		if st >= 2 {
-			// The rank keeps its shard; in flight during backward: a
-			// DeepSpeed reduce bucket (reduce_bucket_size, 5e8 elements)
-			// or FSDP's reduce-scatter of one unit's gradients.
-			inflight := m.bucket(gDT, v)
-			if par.FSDP {
-				inflight = acc.add(m.layerWeights(gDT, v))
-			}
-			grads = acc.sum(partition(grads, n), min(grads, inflight))
-		}
-	}
+	shards := par.shards()
 	paramsOff := j.Offload&OffloadParams != 0
-	var hostParams gpumem.Bytes
-	if n := par.shards(); paramsOff {
-		// ZeRO-Infinity / FSDP CPU offload: the rank's partition of the
-		// weights and gradients lives on the host; the GPU keeps what is
-		// gathered (and DeepSpeed's persistent small tensors) and the
-		// gradients in flight.
-		kept := gpumem.Bytes(0)
-		if !par.FSDP {
-			kept = acc.add(m.smallWeights(wDT, v, zero3Persistence))
-		}
-		live, _ := wDT.Size(zero3MaxLive + zero3Prefetch)
-		if par.FSDP {
-			live = 2 * acc.add(m.layerWeights(wDT, v))
-		}
-		hostParams = acc.sum(partition(b.Weights-kept, n), partition(fullGrads, n))
-		inflight := m.bucket(gDT, v)
+	if train && shards > 1 && par.Stage >= 1 {
+		optState, b.Master, optStep = partition(optState, shards), partition(b.Master, shards), partition(optStep, shards)
+	}
+	// Gradients in flight during backward once they are sharded: a
+	// DeepSpeed reduce bucket (reduce_bucket_size, 5e8 elements) or FSDP's
+	// reduce-scatter of one unit's gradients.
+	var inflight gpumem.Bytes
+	if train && ((shards > 1 && par.Stage >= 2) || paramsOff) {
+		inflight = m.bucket(gDT, v)
 		if par.FSDP {
 			inflight = acc.add(m.layerWeights(gDT, v))
 		}
-		b.Weights = acc.sum(kept, min(b.Weights-kept, live))
-		grads = min(fullGrads, inflight)
-		casts = partition(casts, n)
-	} else if n > 1 && par.Stage >= 2 && par.FSDP {
-		unit := acc.add(m.layerWeights(wDT, v))
-		if par.Stage == 3 {
-			// FULL_SHARD: the unit computing and the one prefetched
-			// (BACKWARD_PRE) are gathered in full.
-			b.Weights = acc.sum(partition(b.Weights, n), min(b.Weights, 2*unit))
+	}
+	var hostParams gpumem.Bytes
+	switch {
+	case par.Stage == 3 && (shards > 1 || paramsOff):
+		// The weights are partitioned; gathered in full are FSDP's unit
+		// computing and the one prefetched (BACKWARD_PRE), or DeepSpeed's
+		// live parameters and prefetch bucket, with the tensors under
+		// DeepSpeed's persistence threshold kept whole on every rank.
+		var kept, live gpumem.Bytes
+		if par.FSDP {
+			live = 2 * acc.add(m.layerWeights(wDT, v))
 		} else {
+			kept = acc.add(m.weightsOf(wDT, false, false, v, zero3Persistence))
+			live, _ = wDT.Size(zero3MaxLive + zero3Prefetch)
+		}
+		shard, gathered := partition(b.Weights-kept, shards), min(b.Weights-kept, live)
+		if paramsOff {
+			// ZeRO-Infinity / FSDP CPU offload: the weight and gradient
+			// partitions live on the host.
+			hostParams = acc.sum(shard, partition(grads, shards))
+			b.Weights, grads = acc.sum(kept, gathered), min(grads, inflight)
+		} else {
+			b.Weights = acc.sum(acc.sum(shard, kept), gathered)
+			grads = acc.sum(partition(grads, shards), min(grads, inflight))
+		}
+		casts = partition(casts, shards)
+	case shards > 1 && par.Stage == 2:
+		grads = acc.sum(partition(grads, shards), min(grads, inflight))
+		if par.FSDP {
 			// SHARD_GRAD_OP: the gathered parameters stay from forward to
 			// the end of backward, beside the rank's shard.
-			b.Weights = acc.sum(partition(b.Weights, n), b.Weights)
+			b.Weights = acc.sum(partition(b.Weights, shards), b.Weights)
+			casts = partition(casts, shards)
 		}
-		casts = partition(casts, n)
-	} else if n > 1 && par.Stage == 3 {
-		// DeepSpeed ZeRO-3 partitions the weights but keeps tensors under
-		// the persistence threshold whole; up to max_live_parameters plus
-		// the prefetch bucket are gathered at once.
-		small := acc.add(m.smallWeights(wDT, v, zero3Persistence))
-		live, _ := wDT.Size(zero3MaxLive + zero3Prefetch)
-		b.Weights = acc.sum(acc.sum(partition(b.Weights-small, n), small), min(b.Weights-small, live))
-		casts = partition(casts, n)
 	}
 	b.Optimizer = optState
 	if j.Offload&OffloadOptimizer != 0 {
@@ -195,7 +178,7 @@ func estimateRank(jp *Job, v *rankView) (Breakdown, error) {
 			dt = wDT
 		}
 		// Frozen copies are split over the ranks like the trained model.
-		w := acc.add(c.Model.weightsOf(dt, false, false, v))
+		w := acc.add(c.Model.weightsOf(dt, false, false, v, 0))
 		largestCopy = max(largestCopy, w)
 		b.ExtraModels = acc.sum(b.ExtraModels, w)
 	}
@@ -316,30 +299,54 @@ func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
 }
 
 // optimizer returns the optimizer's persistent state for the trainable
-// groups, stepped in dt, and its step transient.
-func (a *accumulator) optimizer(j Job, dt gpumem.DType) (state, step gpumem.Bytes) {
+// groups as the rank v holds them (nil: the whole model), stepped in dt,
+// and its step transient. The whole model's step uses the inventory
+// NewModel prepared; a rank's is built per call (it allocates).
+func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, step gpumem.Bytes) {
 	m := &j.Model
+	ts, runs := m.stepped(dt)
+	_, byRun := j.Optimizer.(optimizer.RunTransient)
+	if v != nil {
+		ts, runs = nil, nil
+	}
 	for i := range m.groups {
 		g := &m.groups[i]
 		if !g.trainable {
 			continue
 		}
-		s, err := j.Optimizer.State(gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt})
+		t, n := gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt}, g.count
+		if v != nil {
+			if n = v.count(g, m.layers); n == 0 {
+				continue
+			}
+			t.Shape = g.rankShape(v.elems(g))
+			runs = append(runs, optimizer.Run{Tensor: t, Count: n})
+			if !byRun {
+				for k := int64(0); k < n; k++ {
+					ts = append(ts, t)
+				}
+			}
+		}
+		s, err := j.Optimizer.State(t)
 		if err != nil {
 			a.add(0, err)
 			return 0, 0
 		}
-		p, ok := checked.Mul(int64(s), g.count)
+		p, ok := checked.Mul(int64(s), n)
 		if !ok {
 			a.add(0, errOverflow("optimizer state"))
 			return 0, 0
 		}
 		state = a.sum(state, gpumem.Bytes(p))
 	}
-	ts, runs := m.stepped(dt)
 	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
 		// State kept once per optimizer (bitsandbytes' quantization
 		// maps): a few KiB.
+		if ts == nil {
+			for _, r := range runs {
+				ts = append(ts, r.Tensor)
+			}
+		}
 		state = a.sum(state, a.add(sh.SharedBytes(ts)))
 	}
 	if r, ok := j.Optimizer.(optimizer.RunTransient); ok {

@@ -159,13 +159,11 @@ func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
 	var rungs []Rung
 	var prev gpumem.Bytes
 	var last error
-	for pass, lim := range []*Limits{&cheap, l} {
-		if pass == 1 && l == nil {
-			break
-		}
-		if pass == 1 && len(l.Optimizers) == 0 && len(l.Precisions) == 0 && l.Offload == 0 && len(l.Models) == 0 {
-			break
-		}
+	passes := []*Limits{&cheap}
+	if l != nil && (len(l.Optimizers) > 0 || len(l.Precisions) > 0 || l.Offload != 0 || len(l.Models) > 0) {
+		passes = append(passes, l)
+	}
+	for pass, lim := range passes {
 		for i, par := range layouts {
 			jl := j
 			jl.Parallel = par

@@ -11,15 +11,9 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-// rankParams returns the parameters the rank v holds.
-func rankParams(m *Model, v *rankView) int64 {
-	var n int64
-	for i := range m.groups {
-		g := &m.groups[i]
-		n += v.elems(g) * v.count(g, m.layers)
-	}
-	return n
-}
+// rankParams returns the parameters the rank v holds (every parameter
+// is trained in these tests).
+func rankParams(m *Model, v *rankView) int64 { return m.rankTrainable(v) }
 
 // Under tensor parallelism every matrix and the vocabulary split; the
 // norms stay whole. Llama-2-7B: 6,738,415,616 parameters of which
@@ -205,7 +199,7 @@ func TestZeRO3Transients(t *testing.T) {
 		t.Fatal(err)
 	}
 	full, _ := m.weights(gpumem.BF16, false)
-	small, _ := m.smallWeights(gpumem.BF16, nil, zero3Persistence)
+	small, _ := m.weightsOf(gpumem.BF16, false, false, nil, zero3Persistence)
 	live, _ := gpumem.BF16.Size(zero3MaxLive + zero3Prefetch)
 	if want := partition(full-small, 64) + small + live; ds.Weights != want {
 		t.Errorf("ZeRO-3 weights %v, want shard %v + persistent %v + live %v", ds.Weights, partition(full-small, 64), small, live)
@@ -234,7 +228,7 @@ func TestOffloadParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	full, _ := m.weights(gpumem.BF16, false)
-	small, _ := m.smallWeights(gpumem.BF16, nil, zero3Persistence)
+	small, _ := m.weightsOf(gpumem.BF16, false, false, nil, zero3Persistence)
 	live, _ := gpumem.BF16.Size(zero3MaxLive + zero3Prefetch)
 	if want := small + live; both.Weights != want {
 		t.Errorf("GPU weights %v, want persistent %v + live %v", both.Weights, small, live)
@@ -249,5 +243,20 @@ func TestOffloadParams(t *testing.T) {
 	j.Parallel.Stage = 2
 	if _, err := Estimate(j); !errors.Is(err, gpumem.ErrInvalid) {
 		t.Errorf("parameter offload at stage 2: %v, want ErrInvalid", err)
+	}
+}
+
+// BenchmarkEstimateParallel: a 70B job over TP 8 × PP 4 × DP 2 with
+// ZeRO-1 (two stages estimated, the rank's optimizer shapes built).
+func BenchmarkEstimateParallel(b *testing.B) {
+	m := lookupModel(b, "llama-2-70b", nil)
+	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
+		Batch: 1, SeqLen: 4096, Attention: model.Flash, GradAccum: 8,
+		Parallel: Parallel{DataParallel: 2, Stage: 1, TensorParallel: 8, SequenceParallel: true, PipelineParallel: 4}}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Estimate(j); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -202,19 +202,20 @@ func (m Model) valid() bool { return m.tensors > 0 }
 // groups in their own storage), each rounded up to the caching
 // allocator's 512-byte granularity, and the trainable share.
 func (m Model) weights(dt gpumem.DType, trainableOnly bool) (gpumem.Bytes, error) {
-	return m.weightsOf(dt, trainableOnly, false, nil)
+	return m.weightsOf(dt, trainableOnly, false, nil, 0)
 }
 
 // casts returns the bytes of dt copies of the floating-point tensors
 // (autocast's casts): quantized groups are dequantized per operation by
 // their kernels (bitsandbytes' matmul_4bit), not cached.
 func (m Model) casts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
-	return m.weightsOf(dt, false, true, v)
+	return m.weightsOf(dt, false, true, v, 0)
 }
 
 // weightsOf sums the groups' bytes in dt as the rank v holds them (nil:
-// the whole model).
-func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool, v *rankView) (gpumem.Bytes, error) {
+// the whole model); below > 0 counts only tensors of fewer elements
+// (what DeepSpeed ZeRO-3 keeps whole).
+func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool, v *rankView, below int64) (gpumem.Bytes, error) {
 	var sum int64
 	for i := range m.groups {
 		g := &m.groups[i]
@@ -229,7 +230,7 @@ func (m Model) weightsOf(dt gpumem.DType, trainableOnly, floatOnly bool, v *rank
 		if v != nil {
 			elems, count = v.elems(g), v.count(g, m.layers)
 		}
-		if count == 0 {
+		if count == 0 || (below > 0 && elems >= below) {
 			continue
 		}
 		b, err := d.Size(elems)
@@ -286,36 +287,4 @@ func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error)
 		n, _ = checked.CeilDiv(n, v.tp)
 	}
 	return dt.Size(n)
-}
-
-// smallWeights returns the bytes of the tensors of fewer than threshold
-// elements on the rank v (DeepSpeed ZeRO-3 keeps them whole).
-func (m *Model) smallWeights(dt gpumem.DType, v *rankView, threshold int64) (gpumem.Bytes, error) {
-	var sum int64
-	for i := range m.groups {
-		g := &m.groups[i]
-		elems, count := g.elems, g.count
-		if v != nil {
-			elems, count = v.elems(g), v.count(g, m.layers)
-		}
-		if elems >= threshold || count == 0 {
-			continue
-		}
-		d := dt
-		if g.fixed != gpumem.Invalid {
-			d = g.fixed
-		}
-		b, err := d.Size(elems)
-		if err != nil {
-			return 0, err
-		}
-		r, ok := checked.Mul(roundAlloc(int64(b)), count)
-		if ok {
-			sum, ok = checked.Add(sum, r)
-		}
-		if !ok {
-			return 0, errOverflow("weights")
-		}
-	}
-	return gpumem.Bytes(sum), nil
 }

@@ -136,6 +136,9 @@ func (p Parallel) validate() error {
 
 // validateFor checks the layout against the model and the job.
 func (p Parallel) validateFor(j *Job) error {
+	if p.ExpertParallel <= 1 && p.PipelineParallel <= 1 {
+		return nil
+	}
 	s := j.Model.spec
 	lm := s.LM()
 	if p.ExpertParallel > 1 {

@@ -3,10 +3,8 @@ package budget
 import (
 	"strings"
 
-	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
-	"github.com/gpumem/gpumem/optimizer"
 )
 
 // # What one rank holds
@@ -274,55 +272,4 @@ func (m *Model) rankTrainable(v *rankView) int64 {
 		}
 	}
 	return n
-}
-
-// rankOptimizer returns the optimizer's state and step transient for the
-// rank's trainable tensors, stepped in dt. It allocates (the rank's
-// tensor shapes are built per call).
-func (a *accumulator) rankOptimizer(j *Job, v *rankView, dt gpumem.DType) (state, step gpumem.Bytes) {
-	m := &j.Model
-	var runs []optimizer.Run
-	var ts []gpumem.Tensor
-	for i := range m.groups {
-		g := &m.groups[i]
-		if !g.trainable {
-			continue
-		}
-		n := v.count(g, m.layers)
-		if n == 0 {
-			continue
-		}
-		t := gpumem.Tensor{Name: g.name, Shape: g.rankShape(v.elems(g)), DType: dt}
-		s, err := j.Optimizer.State(t)
-		if err != nil {
-			a.add(0, err)
-			return 0, 0
-		}
-		p, ok := checked.Mul(int64(s), n)
-		if !ok {
-			a.add(0, errOverflow("optimizer state"))
-			return 0, 0
-		}
-		state = a.sum(state, gpumem.Bytes(p))
-		runs = append(runs, optimizer.Run{Tensor: t, Count: n})
-		if _, ok := j.Optimizer.(optimizer.RunTransient); !ok {
-			for k := int64(0); k < n; k++ {
-				ts = append(ts, t)
-			}
-		}
-	}
-	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
-		if ts == nil {
-			for _, r := range runs {
-				ts = append(ts, r.Tensor)
-			}
-		}
-		state = a.sum(state, a.add(sh.SharedBytes(ts)))
-	}
-	if r, ok := j.Optimizer.(optimizer.RunTransient); ok {
-		step = a.add(r.TransientRuns(runs))
-	} else {
-		step = a.add(j.Optimizer.Transient(ts))
-	}
-	return state, step
 }
