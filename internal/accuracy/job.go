@@ -1,0 +1,289 @@
+package accuracy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
+)
+
+// Job is a job in the vocabulary of tools/calibrate (the "job" object of
+// testdata/measured/README.md), which testdata/published/jobs.jsonl
+// shares, with four fields of its own for published runs: Quant,
+// LoRADType, Parallel and Offload.
+type Job struct {
+	// Model is the grid's name for the model; Catalog names
+	// model/configs/<Catalog>.json. Config is the Hugging Face config the
+	// model was built from; it is read instead of the catalog when
+	// ConfigOverrides is set or Catalog is empty.
+	Model           string          `json:"model"`
+	Catalog         string          `json:"catalog"`
+	Config          json.RawMessage `json:"config"`
+	ConfigOverrides json.RawMessage `json:"config_overrides"`
+	// Kind is how the harness built the inputs: causal, masked, seq2seq,
+	// speech, vision or llava.
+	Kind string `json:"kind"`
+	// Mode is train, prefill or generate.
+	Mode      string `json:"mode"`
+	Batch     int    `json:"batch"`
+	Seq       *int   `json:"seq"`
+	Generate  int    `json:"generate"`
+	GradAccum int    `json:"grad_accum"`
+	Images    int    `json:"images"`
+	// EncoderSeq and DecoderSeq are the encoder–decoders' lengths, which
+	// budget.Job derives (T5: the encoder reads Seq; Whisper: 1500
+	// frames); they are checked, not used.
+	EncoderSeq *int `json:"encoder_seq"`
+	DecoderSeq *int `json:"decoder_seq"`
+	// Precision is a budget.ParsePrecision name; Optimizer an
+	// optimizer.Lookup name (null for inference).
+	Precision string  `json:"precision"`
+	Optimizer *string `json:"optimizer"`
+	// OptimizerImpl selects a torch optimizer's implementation: foreach
+	// (empty: the default on CUDA since torch 2.0), forloop (torch ≤ 1.13's
+	// default) or fused; published runs only.
+	OptimizerImpl string `json:"optimizer_impl"`
+	Attention     string `json:"attention"`
+	Checkpointing string `json:"checkpointing"`
+	LoRARank      int64  `json:"lora_rank"`
+	// LoRATargets are PEFT's target_modules; null means PEFT's default for
+	// the family.
+	LoRATargets []string `json:"lora_targets"`
+	// LoRADType is the adapters' dtype (empty: fp32, PEFT's
+	// autocast_adapter_dtype); published runs only.
+	LoRADType string `json:"lora_dtype"`
+	// Quant stores the base linear weights quantized: "nf4" (QLoRA,
+	// bitsandbytes 4-bit with double quantization); published runs only.
+	Quant string `json:"quant"`
+	// Dropout says whether the model trains with dropout > 0.
+	Dropout bool `json:"dropout"`
+	// Parallel is the multi-GPU layout, with budget.Parallel's field
+	// names; Offload is "optimizer", "params" or "optimizer,params".
+	// Published runs only.
+	Parallel *budget.Parallel `json:"parallel"`
+	Offload  string           `json:"offload"`
+}
+
+// field names a field of the job in errors.
+func field(name string) string { return "job." + name }
+
+// Spec returns the model the job runs.
+func (j *Job) Spec() (model.Spec, error) {
+	hasConfig := len(bytes.TrimSpace(j.Config)) > 0 && !bytes.Equal(bytes.TrimSpace(j.Config), []byte("null"))
+	overridden := len(j.ConfigOverrides) > 0 && !bytes.Equal(bytes.TrimSpace(j.ConfigOverrides), []byte("null"))
+	switch {
+	case j.Catalog != "" && !overridden:
+		s, ok := model.Lookup(j.Catalog)
+		if !ok {
+			return model.Spec{}, gpumem.Errorf(field("catalog"), j.Catalog, gpumem.ErrInvalid, "not in gpumem's catalog")
+		}
+		return s, nil
+	case hasConfig:
+		s, err := model.FromHFConfig(bytes.NewReader(j.Config))
+		if err != nil {
+			return model.Spec{}, fmt.Errorf("%s: %w", field("config"), err)
+		}
+		if s.Name == "" {
+			s.Name = j.Model
+		}
+		return s, nil
+	}
+	return model.Spec{}, gpumem.Errorf(field("catalog"), j.Catalog, gpumem.ErrInvalid, "no catalog name and no config")
+}
+
+// Budget returns the budget.Job the job describes. Errors name the job
+// field (job.precision, job.lora_rank, ...) and its value.
+func (j *Job) Budget() (budget.Job, error) {
+	var b budget.Job
+	s, err := j.Spec()
+	if err != nil {
+		return b, err
+	}
+	switch j.Mode {
+	case "train":
+		b.Mode = budget.Training
+	case "prefill":
+		b.Mode = budget.Prefill
+	case "generate":
+		b.Mode = budget.Generation
+		if j.Generate < 1 {
+			return b, gpumem.Errorf(field("generate"), j.Generate, gpumem.ErrInvalid, "a generate job generates at least one token")
+		}
+	default:
+		return b, gpumem.Errorf(field("mode"), j.Mode, gpumem.ErrInvalid, "want train, prefill or generate")
+	}
+	if b.Precision, err = budget.ParsePrecision(j.Precision); err != nil {
+		return b, gpumem.Errorf(field("precision"), j.Precision, gpumem.ErrInvalid, "want fp32, bf16-mixed, fp16-mixed, bf16, fp16, ...")
+	}
+	switch {
+	case b.Mode == budget.Training && j.Optimizer == nil:
+		return b, gpumem.Errorf(field("optimizer"), nil, gpumem.ErrInvalid, "a training job needs an optimizer")
+	case b.Mode == budget.Training:
+		o, ok := optimizer.Lookup(*j.Optimizer)
+		if !ok {
+			return b, gpumem.Errorf(field("optimizer"), *j.Optimizer, gpumem.ErrUnsupported, "not an optimizer gpumem models")
+		}
+		if b.Optimizer, err = withImpl(o, j.OptimizerImpl); err != nil {
+			return b, err
+		}
+	case j.OptimizerImpl != "":
+		return b, gpumem.Errorf(field("optimizer_impl"), j.OptimizerImpl, gpumem.ErrInvalid, "an inference job has no optimizer")
+	}
+	switch j.Attention {
+	case "eager":
+		b.Attention = model.Eager
+	case "sdpa":
+		b.Attention = model.SDPA
+	case "flash", "flash_attention_2":
+		b.Attention = model.Flash
+	default:
+		return b, gpumem.Errorf(field("attention"), j.Attention, gpumem.ErrInvalid, "want eager, sdpa or flash_attention_2")
+	}
+	switch j.Checkpointing {
+	case "none", "":
+		b.Checkpointing = model.NoCheckpointing
+	case "full":
+		b.Checkpointing = model.FullCheckpointing
+	case "selective":
+		b.Checkpointing = model.SelectiveCheckpointing
+	default:
+		return b, gpumem.Errorf(field("checkpointing"), j.Checkpointing, gpumem.ErrInvalid, "want none, full or selective")
+	}
+	ft := model.Finetune{Model: s}
+	switch {
+	case j.LoRARank < 0:
+		return b, gpumem.Errorf(field("lora_rank"), j.LoRARank, gpumem.ErrRange, "must not be negative")
+	case j.LoRARank > 0:
+		ft.LoRA = model.LoRA{Rank: j.LoRARank, Targets: j.LoRATargets}
+		if j.LoRADType != "" {
+			if ft.LoRA.DType, err = gpumem.ParseDType(j.LoRADType); err != nil {
+				return b, gpumem.Errorf(field("lora_dtype"), j.LoRADType, gpumem.ErrInvalid, "not a dtype")
+			}
+		}
+	case j.LoRATargets != nil || j.LoRADType != "":
+		return b, gpumem.Errorf(field("lora_targets"), j.LoRATargets, gpumem.ErrInvalid, "LoRA targets or dtype without lora_rank")
+	}
+	switch j.Quant {
+	case "":
+	case "nf4":
+		ft.Quant = gpumem.NF4
+		ft.Blockwise = gpumem.Blockwise{Nested: true}
+	default:
+		return b, gpumem.Errorf(field("quant"), j.Quant, gpumem.ErrUnsupported, "want nf4 (QLoRA) or nothing")
+	}
+	if b.Model, err = budget.NewModel(ft); err != nil {
+		return b, err
+	}
+	if j.Batch < 1 {
+		return b, gpumem.Errorf(field("batch"), j.Batch, gpumem.ErrRange, "must be at least 1")
+	}
+	b.Batch = j.Batch
+	switch {
+	case j.Seq != nil:
+		b.SeqLen = *j.Seq
+	case j.Kind != "vision":
+		return b, gpumem.Errorf(field("seq"), nil, gpumem.ErrInvalid, "only a vision encoder has no text sequence")
+	default:
+		// A vision encoder's sequence is its patch count, which the
+		// model's image size sets; budget.Job asks for a SeqLen of at
+		// least 1 and does not use it.
+		b.SeqLen = 1
+	}
+	if err := j.checkEncoderDecoder(s); err != nil {
+		return b, err
+	}
+	b.Generate, b.GradAccum, b.Images, b.Dropout = j.Generate, j.GradAccum, j.Images, j.Dropout
+	if j.Parallel != nil {
+		b.Parallel = *j.Parallel
+	}
+	switch j.Offload {
+	case "":
+	case "optimizer":
+		b.Offload = budget.OffloadOptimizer
+	case "params":
+		b.Offload = budget.OffloadParams
+	case "optimizer,params", "params,optimizer":
+		b.Offload = budget.OffloadOptimizer | budget.OffloadParams
+	default:
+		return b, gpumem.Errorf(field("offload"), j.Offload, gpumem.ErrInvalid, "want optimizer, params or optimizer,params")
+	}
+	return b, nil
+}
+
+// checkEncoderDecoder checks that the encoder and decoder lengths the
+// harness recorded are the ones budget.Job derives from SeqLen.
+func (j *Job) checkEncoderDecoder(s model.Spec) error {
+	if j.EncoderSeq == nil && j.DecoderSeq == nil {
+		return nil
+	}
+	if s.Encoder == nil {
+		return gpumem.Errorf(field("encoder_seq"), *firstSet(j.EncoderSeq, j.DecoderSeq), gpumem.ErrInvalid,
+			"%s is not an encoder–decoder", s.Family)
+	}
+	seq := 0
+	if j.Seq != nil {
+		seq = *j.Seq
+	}
+	enc, dec := seq, seq
+	if s.Family == "whisper" {
+		enc = int(s.Encoder.Positions)
+	}
+	if j.EncoderSeq != nil && *j.EncoderSeq != enc {
+		return gpumem.Errorf(field("encoder_seq"), *j.EncoderSeq, gpumem.ErrUnsupported,
+			"budget.Job encodes %d positions for this job", enc)
+	}
+	// A generating decoder starts from its prompt (one start token for
+	// T5), which budget.Job reads as SeqLen: not checked.
+	if j.DecoderSeq != nil && j.Mode != "generate" && *j.DecoderSeq != dec {
+		return gpumem.Errorf(field("decoder_seq"), *j.DecoderSeq, gpumem.ErrUnsupported,
+			"budget.Job decodes %d positions for this job", dec)
+	}
+	return nil
+}
+
+func firstSet(a, b *int) *int {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// withImpl sets the implementation of a torch optimizer.
+func withImpl(o optimizer.Optimizer, name string) (optimizer.Optimizer, error) {
+	if name == "" {
+		return o, nil
+	}
+	var impl optimizer.Impl
+	switch name {
+	case "foreach":
+		impl = optimizer.Foreach
+	case "forloop":
+		impl = optimizer.ForLoop
+	case "fused":
+		impl = optimizer.Fused
+	default:
+		return nil, gpumem.Errorf(field("optimizer_impl"), name, gpumem.ErrInvalid, "want foreach, forloop or fused")
+	}
+	switch t := o.(type) {
+	case optimizer.Adam:
+		t.Impl = impl
+		return t, nil
+	case optimizer.AdamW:
+		t.Impl = impl
+		return t, nil
+	case optimizer.SGD:
+		t.Impl = impl
+		return t, nil
+	case optimizer.Adagrad:
+		t.Impl = impl
+		return t, nil
+	case optimizer.RMSprop:
+		t.Impl = impl
+		return t, nil
+	}
+	return nil, gpumem.Errorf(field("optimizer_impl"), name, gpumem.ErrUnsupported, "%s has no torch implementations to choose from", o)
+}
