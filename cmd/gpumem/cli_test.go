@@ -166,6 +166,7 @@ func TestJSONEverywhere(t *testing.T) {
 		{oomMessage, []string{"oom"}, exitOK, []string{"found", "requested", "cause", "advice"}},
 		{"", []string{"leak", "--capacity", "24GiB", leakLog}, exitOK, []string{"samples", "shape", "leak", "oom_step"}},
 		{"", []string{"devices"}, exitOK, []string{"devices"}},
+		{"", []string{"accuracy", "--data", "../../testdata"}, exitOK, []string{"groups", "cases", "ooms", "failures", "violations"}},
 	}
 	for _, tc := range tests {
 		code, out, stderr := runCLI(t, tc.stdin, append(tc.args, "--json")...)

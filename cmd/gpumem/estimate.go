@@ -25,6 +25,7 @@ type jobFlags struct {
 	qlora             bool
 	gpu, memory       string
 	images            int
+	dropout           bool
 	gpus, zero        int
 	layout            layoutFlags
 }
@@ -44,6 +45,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
+	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
 	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
 	f.layout.register(fs)
@@ -119,6 +121,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
+	j.Dropout = f.dropout && f.train
 	par, off, err := f.layout.layout(f.gpus, f.zero)
 	if err != nil {
 		return j, dev, err

@@ -120,6 +120,27 @@ the driver reports to a process, the capacity --gpu checks a job against.`,
 	}
 }
 
+func accuracyHelp() help {
+	return help{
+		usage: "gpumem accuracy [--data DIR] [--by family|gpu|id] [--json] [--chart FILE.png]",
+		about: `Compare gpumem's estimates with GPU memory that was measured: the rows
+tools/calibrate recorded on our GPUs (DIR/measured/*.jsonl) and the published
+figures whose job is stated (DIR/published/jobs.jsonl with peaks.jsonl). Each
+is estimated at the level it measured (allocated, reserved or device); the
+table gives, per group, the median and worst absolute relative error, the
+median signed error and the share under-estimated. The gate: no allocated
+estimate more than 5% below its measurement, each measured level's median
+within 10%, every measured OOM predicted not to fit. Run it from the
+repository root (DIR defaults to testdata).`,
+		examples: []string{
+			"gpumem accuracy",
+			"gpumem accuracy --by gpu --chart accuracy.png",
+			"gpumem accuracy --by id --json | jq '.cases[] | select(.error < -0.05)'",
+		},
+		exit: "0 the gate is met, 1 it is missed, 2 bad flags or unreadable data.",
+	}
+}
+
 func serveHelp() help {
 	return help{
 		usage: "gpumem serve [--addr HOST:PORT] [--max-body SIZE] [--max-inflight N] [--json]",

@@ -10,13 +10,15 @@
 //	gpumem oom      [FILE|-]                               [--json]
 //	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
 //	gpumem devices                                         [--json]
+//	gpumem accuracy [--data testdata] [--by family|gpu|id]  [--json] [--chart F.png]
 //	gpumem serve    [--addr 127.0.0.1:8080] [--max-body 1MiB] [--json]  (HTTP JSON; see README.md)
 //
 // Run "gpumem COMMAND -h" for a command's flags and examples. Every size
 // is printed in binary units (GiB = 2^30 bytes); --json prints integers
 // of bytes. The exit status is 0 when the job fits (or the command did
 // what was asked), 1 when it does not fit (estimate, plan) or the input
-// holds no out-of-memory message (oom), and 2 for bad flags or input.
+// holds no out-of-memory message (oom) or the estimates miss the accuracy
+// gate (accuracy), and 2 for bad flags or input.
 package main
 
 import (
@@ -38,7 +40,7 @@ func main() {
 // Exit statuses, the same for every subcommand.
 const (
 	exitOK         = 0 // the job fits, or the command did what was asked
-	exitDoesNotFit = 1 // the answer is no: the job does not fit (estimate, plan), no OOM message in the input (oom)
+	exitDoesNotFit = 1 // the answer is no: the job does not fit (estimate, plan), no OOM message in the input (oom), the gate is missed (accuracy)
 	exitBadInput   = 2 // bad flags, arguments or input files; the message names the flag or field
 )
 
@@ -66,6 +68,7 @@ func commands() []command {
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM, oomHelp()},
 		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak, leakHelp()},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices, devicesHelp()},
+		{"accuracy", "compare the estimates with measured and published GPU memory; print the error table", runAccuracy, accuracyHelp()},
 		{"serve", "serve estimate, plan, oom, leak, models and devices as an HTTP JSON service", runServe, serveHelp()},
 	}
 }
@@ -111,7 +114,7 @@ func exit(out, errOut io.Writer, name string, err error) int {
 		return exitOK
 	}
 	fmt.Fprintf(errOut, "gpumem %s: %s\n", name, message(err))
-	if errors.Is(err, gpumem.ErrDoesNotFit) || errors.Is(err, errNoOOM) {
+	if errors.Is(err, gpumem.ErrDoesNotFit) || errors.Is(err, errNoOOM) || errors.Is(err, errGate) {
 		return exitDoesNotFit
 	}
 	return exitBadInput

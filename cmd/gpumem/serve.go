@@ -431,6 +431,7 @@ type estimateRequest struct {
 	LoRARank      int64           `json:"lora_rank"`
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
+	Dropout       bool            `json:"dropout"`
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
 }
@@ -514,6 +515,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
+	jf.dropout = req.Dropout
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	var err error

@@ -166,6 +166,8 @@ def gpumem_flags(job, m):
             f += ["--lora-rank", str(job["lora_rank"])]
         if job.get("grad_accum", 1) > 1:
             f += ["--grad-accum", str(job["grad_accum"])]
+        if job.get("dropout"):
+            f += ["--dropout"]
     else:
         f += ["--infer"]
         if job["mode"] == "generate":

@@ -79,7 +79,7 @@ class GridTest(unittest.TestCase):
     def test_gpumem_flags(self):
         by_id = {c["id"]: c for c in grid.build_grid()}
         self.assertEqual(by_id["gpt2/train/bf16-mixed/adamw/sdpa/ckpt-none/b4/s1024"]["gpumem_flags"],
-                         "--model gpt2 --train --optimizer adamw --checkpointing none --batch 4 --seq 1024 "
+                         "--model gpt2 --train --optimizer adamw --checkpointing none --dropout --batch 4 --seq 1024 "
                          "--precision bf16-mixed --attention sdpa")
         self.assertIsNone(by_id["mixtral-small/train/bf16-mixed/adamw/sdpa/ckpt-none/b4/s2048"]["gpumem_flags"])
         gen = by_id["llama-3.2-1b/generate/bf16/sdpa/b1/s512/g128"]

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/gpumem/gpumem/internal/accuracy"
+)
+
+// errGate reports an accuracy comparison that misses the gate (exit 1).
+var errGate = errors.New("the estimates miss the accuracy gate")
+
+func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("accuracy", out)
+	data := fs.String("data", "testdata", "the `DIR` holding measured/ (tools/calibrate's rows) and published/ (peaks.jsonl, jobs.jsonl)")
+	by := fs.String("by", "family", "group the table by family (the model's model_type), gpu or id (one row per case)")
+	chart := fs.String("chart", "", "also write a `FILE.png` scatter plot of estimated against measured memory")
+	asJSON := fs.Bool("json", false, "print JSON: the groups, every case and the gate's violations (bytes as integers)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var key func(accuracy.Case) string
+	switch *by {
+	case "family":
+		key = func(c accuracy.Case) string { return c.Family }
+	case "gpu":
+		key = func(c accuracy.Case) string { return shortGPU(c.GPU) }
+	case "id":
+		key = func(c accuracy.Case) string { return c.ID }
+	default:
+		return fmt.Errorf("%w: --by %q: want family, gpu or id", errUsage, *by)
+	}
+	if *chart != "" && !strings.EqualFold(filepath.Ext(*chart), ".png") {
+		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", errUsage, *chart)
+	}
+	set, err := loadAccuracy(*data)
+	if err != nil {
+		return err
+	}
+	violations := accuracy.Check(set)
+	if *chart != "" {
+		if err := writeAccuracyChart(*chart, set); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		if err := writeAccuracyJSON(out, set, accuracy.Summarize(set.Cases, key), violations); err != nil {
+			return err
+		}
+	} else {
+		printAccuracy(out, set, key, *by, violations)
+	}
+	if len(violations) > 0 {
+		return errGate
+	}
+	return nil
+}
+
+// loadAccuracy reads both data sets under dir and compares them.
+func loadAccuracy(dir string) (accuracy.Set, error) {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return accuracy.Set{}, fmt.Errorf("%w: --data %q: not a folder (run from the repository root, or name its testdata folder)", errUsage, dir)
+	}
+	fsys := os.DirFS(dir)
+	rows, err := accuracy.ReadMeasured(fsys, "measured")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return accuracy.Set{}, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+	}
+	stated, err := accuracy.ReadPublished(fsys, "published")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return accuracy.Set{}, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+	}
+	if len(rows) == 0 && len(stated) == 0 {
+		return accuracy.Set{}, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl) and no stated figures (published/jobs.jsonl)", errUsage, dir)
+	}
+	return accuracy.Compare(rows, stated), nil
+}
+
+// shortGPU shortens an NVML name for a table ("NVIDIA H100 80GB HBM3" →
+// "H100 80GB HBM3"); sources that describe the GPU in a sentence keep
+// their first words.
+func shortGPU(s string) string {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "NVIDIA ")
+	if i := strings.IndexAny(s, "(,;"); i > 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if s == "" {
+		return "not stated"
+	}
+	return s
+}
+
+func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) string, by string, violations []string) {
+	count := map[string]int{}
+	for _, c := range set.Cases {
+		count[c.Source]++
+	}
+	if total := sum(set.Statuses); total == 0 {
+		fmt.Fprintln(out, "measured:  no rows yet (measured/*.jsonl: no GPU has run tools/calibrate)")
+	} else {
+		ok := set.Statuses["ok"]
+		fmt.Fprintf(out, "measured:  %d rows (%d ok, %d oom, %d unsupported or failed) on %s: %d figures\n", total, ok,
+			set.Statuses["oom"], total-ok-set.Statuses["oom"], strings.Join(set.GPUs, ", "), count[accuracy.Measured])
+	}
+	fmt.Fprintf(out, "published: %d figures with a stated job (testdata/published/jobs.jsonl)\n\n", count[accuracy.Published])
+	if len(set.Cases) > 0 {
+		width := len(by)
+		groups := accuracy.Summarize(set.Cases, key)
+		for _, g := range groups {
+			width = max(width, len(g.Key))
+		}
+		fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3s  %7s  %7s  %7s  %s\n", "source", width, by, "level", "n", "median", "bias", "under", "worst")
+		for _, g := range groups {
+			fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, g.Key, g.Label, g.N,
+				100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
+		}
+		fmt.Fprintln(out)
+		for _, g := range accuracy.Summarize(set.Cases, nil) {
+			fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, "all", g.Label, g.N,
+				100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
+		}
+		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
+		fmt.Fprintln(out, "under: the share of cases under-estimated.")
+	}
+	var exempt []accuracy.Case
+	for _, c := range set.Cases {
+		if c.Exempt != "" {
+			exempt = append(exempt, c)
+		}
+	}
+	if len(exempt) > 0 {
+		fmt.Fprintln(out, "\nnot held to the 5% margin (why, from the source):")
+		for _, c := range exempt {
+			fmt.Fprintf(out, "  %s %+.1f%%: %s\n", c.ID, 100*c.Err(), c.Exempt)
+		}
+	}
+	if len(set.OOMs) > 0 {
+		missed := 0
+		for _, o := range set.OOMs {
+			if o.Fits {
+				missed++
+			}
+		}
+		fmt.Fprintf(out, "\nOOM rows: %d, predicted not to fit: %d\n", len(set.OOMs), len(set.OOMs)-missed)
+	}
+	if len(violations) == 0 {
+		fmt.Fprintf(out, "\ngate: met (no allocated estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
+			100*accuracy.MaxUnder, 100*accuracy.MaxMedian)
+		return
+	}
+	fmt.Fprintf(out, "\ngate: missed (%d):\n", len(violations))
+	for _, v := range violations {
+		fmt.Fprintln(out, "  "+v)
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// accuracyJSON is the --json output.
+type accuracyJSON struct {
+	Statuses   map[string]int `json:"measured_statuses"`
+	GPUs       []string       `json:"measured_gpus"`
+	Groups     []groupJSON    `json:"groups"`
+	Cases      []caseJSON     `json:"cases"`
+	OOMs       []oomJSON      `json:"ooms"`
+	Failures   []failureJSON  `json:"failures"`
+	Violations []string       `json:"violations"`
+}
+
+type groupJSON struct {
+	Source       string  `json:"source"`
+	Key          string  `json:"key"`
+	Level        string  `json:"level"`
+	N            int     `json:"n"`
+	Median       float64 `json:"median_abs_error"`
+	MedianSigned float64 `json:"median_error"`
+	Worst        float64 `json:"worst_abs_error"`
+	WorstID      string  `json:"worst_id"`
+	Under        float64 `json:"under_fraction"`
+}
+
+type caseJSON struct {
+	Source    string  `json:"source"`
+	ID        string  `json:"id"`
+	Family    string  `json:"family"`
+	GPU       string  `json:"gpu"`
+	Level     string  `json:"level"`
+	Measured  int64   `json:"measured"`
+	Estimated int64   `json:"estimated"`
+	Error     float64 `json:"error"`
+	Phase     string  `json:"phase"`
+	Exempt    string  `json:"exempt,omitempty"`
+}
+
+type oomJSON struct {
+	ID       string `json:"id"`
+	GPU      string `json:"gpu"`
+	Capacity int64  `json:"capacity"`
+	Need     int64  `json:"estimated_device"`
+	Fits     bool   `json:"predicted_to_fit"`
+	Phase    string `json:"oom_phase"`
+}
+
+type failureJSON struct {
+	Source string `json:"source"`
+	ID     string `json:"id"`
+	Error  string `json:"error"`
+}
+
+func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group, violations []string) error {
+	// round keeps the JSON short: errors to 0.01%.
+	round := func(x float64) float64 { return math.Round(x*1e4) / 1e4 }
+	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Cases: []caseJSON{},
+		OOMs: []oomJSON{}, Failures: []failureJSON{}, Violations: violations}
+	if v.GPUs == nil {
+		v.GPUs = []string{}
+	}
+	if v.Violations == nil {
+		v.Violations = []string{}
+	}
+	for _, g := range groups {
+		v.Groups = append(v.Groups, groupJSON{g.Source, g.Key, g.Label, g.N, round(g.Median), round(g.MedianSigned),
+			round(g.Worst), g.WorstID, round(g.Under)})
+	}
+	for _, c := range set.Cases {
+		v.Cases = append(v.Cases, caseJSON{c.Source, c.ID, c.Family, c.GPU, c.Label, int64(c.Measured), int64(c.Predicted),
+			round(c.Err()), c.Phase, c.Exempt})
+	}
+	for _, o := range set.OOMs {
+		v.OOMs = append(v.OOMs, oomJSON{o.ID, o.GPU, int64(o.Capacity), int64(o.Need), o.Fits, o.Phase})
+	}
+	for _, f := range set.Failures {
+		v.Failures = append(v.Failures, failureJSON{f.Source, f.ID, f.Err.Error()})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Colours of the scatter plot's levels.
+var levelColors = map[string]color.RGBA{
+	accuracy.Allocated: {0x1f, 0x77, 0xb4, 0xff},
+	accuracy.Reserved:  {0xff, 0x7f, 0x0e, 0xff},
+	accuracy.Device:    {0x2c, 0xa0, 0x2c, 0xff},
+}
+
+// writeAccuracyChart draws estimated against measured memory, log-log,
+// one point per case: colour by level, filled circles for our
+// measurements, triangles for published figures, crosses for the figures
+// not held to the margin; the diagonal and the ±5% and ±10% bands.
+func writeAccuracyChart(file string, set accuracy.Set) error {
+	if len(set.Cases) == 0 {
+		return fmt.Errorf("%w: --chart: no cases to draw", errUsage)
+	}
+	p := plot.New()
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font} {
+		f.Variant = "Sans"
+	}
+	n := map[string]int{}
+	for _, c := range set.Cases {
+		n[c.Source]++
+	}
+	title := fmt.Sprintf("gpumem's estimates against %d figures we measured and %d published ones",
+		n[accuracy.Measured], n[accuracy.Published])
+	if n[accuracy.Measured] == 0 {
+		title = fmt.Sprintf("gpumem's estimates against %d published figures (none measured by us yet)", n[accuracy.Published])
+	}
+	p.Title.Text = strings.ReplaceAll(title, " ", "\u00a0")
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = vg.Points(8)
+	p.X.Label.Text = "measured (GiB, log scale)"
+	p.Y.Label.Text = "estimated (GiB, log scale)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = logTicks{}, logTicks{}
+	p.Add(plotter.NewGrid())
+
+	lo, hi := math.Inf(1), 0.0
+	for _, c := range set.Cases {
+		for _, v := range []float64{c.Measured.GiB(), c.Predicted.GiB()} {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	lo, hi = lo/1.25, hi*1.25
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.TextStyle.Font = font.From(plot.DefaultFont, vg.Points(10))
+	l.TextStyle.Font.Variant = "Sans"
+	l.ThumbnailWidth = vg.Points(18)
+	for _, band := range []struct {
+		f      float64
+		label  string
+		dashes []vg.Length
+		gray   uint8
+	}{{1, "estimate = measurement", nil, 0x20}, {0.05, "±5%", []vg.Length{vg.Points(6), vg.Points(3)}, 0x70},
+		{0.10, "±10%", []vg.Length{vg.Points(2), vg.Points(3)}, 0x90}} {
+		for i, k := range []float64{1 + band.f, 1 - band.f} {
+			if band.f == 1 {
+				k = 1
+			}
+			line, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo * k}, {X: hi, Y: hi * k}})
+			if err != nil {
+				return err
+			}
+			line.LineStyle.Width = vg.Points(1)
+			line.LineStyle.Color = color.Gray{Y: band.gray}
+			line.LineStyle.Dashes = band.dashes
+			p.Add(line)
+			if i == 0 {
+				l.Add(band.label, line)
+			}
+			if band.f == 1 {
+				break
+			}
+		}
+	}
+	for _, src := range []string{accuracy.Measured, accuracy.Published} {
+		for _, lvl := range accuracy.Labels {
+			for _, exempt := range []bool{false, true} {
+				var pts plotter.XYs
+				for _, c := range set.Cases {
+					if c.Source == src && c.Label == lvl && (c.Exempt != "") == exempt {
+						pts = append(pts, plotter.XY{X: c.Measured.GiB(), Y: c.Predicted.GiB()})
+					}
+				}
+				if len(pts) == 0 {
+					continue
+				}
+				s, err := plotter.NewScatter(pts)
+				if err != nil {
+					return err
+				}
+				s.GlyphStyle.Color = levelColors[lvl]
+				s.GlyphStyle.Radius = vg.Points(4)
+				s.GlyphStyle.Shape = draw.CircleGlyph{}
+				name := fmt.Sprintf("%s, %s (%d)", src, lvl, len(pts))
+				switch {
+				case exempt:
+					s.GlyphStyle.Shape = draw.CrossGlyph{}
+					name = fmt.Sprintf("%s, %s, exempt (%d)", src, lvl, len(pts))
+				case src == accuracy.Published:
+					s.GlyphStyle.Shape = draw.TriangleGlyph{}
+				}
+				p.Add(s)
+				l.Add(name, s)
+			}
+		}
+	}
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+	canvas := vgimg.NewWith(vgimg.UseWH(vg.Length(chartWidth)*vg.Inch/chartDPI, vg.Length(chartHeight)*vg.Inch/chartDPI),
+		vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
+	dc := draw.New(canvas)
+	p.Draw(draw.Crop(dc, 0, -chartLegend, 0, 0))
+	area := p.DataCanvas(draw.Crop(dc, 0, -chartLegend, 0, 0))
+	l.Draw(draw.Canvas{Canvas: canvas, Rectangle: vg.Rectangle{
+		Min: vg.Point{X: area.Max.X + vg.Points(14), Y: area.Min.Y},
+		Max: vg.Point{X: dc.Max.X - vg.Points(6), Y: area.Max.Y},
+	}})
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("%w: --chart %q: %v", errUsage, file, err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--chart %q: %v", file, err)
+	}
+	return f.Close()
+}
+
+// logTicks marks 1, 2 and 5 times each power of ten and labels them,
+// with unlabelled minor ticks between, for a log axis in GiB.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		base := math.Pow(10, e)
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * base
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/internal/accuracy"
+)
+
+// TestAccuracy runs gpumem accuracy on the repository's data: the table
+// names every published level, the JSON has one case per stated figure
+// and the chart is a PNG.
+func TestAccuracy(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCLI(t, "", "accuracy", "--data", "../../testdata")
+	require.Equal(t, exitOK, code, stderr)
+	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met"} {
+		assert.Contains(t, out, want)
+	}
+	stated, err := accuracy.ReadPublished(os.DirFS("../../testdata"), "published")
+	require.NoError(t, err)
+	code, out, _ = runCLI(t, "", "accuracy", "--data", "../../testdata", "--by", "id", "--json")
+	require.Equal(t, exitOK, code)
+	var v struct {
+		Groups []struct {
+			Key string `json:"key"`
+			N   int    `json:"n"`
+		} `json:"groups"`
+		Cases []struct {
+			ID        string  `json:"id"`
+			Measured  int64   `json:"measured"`
+			Estimated int64   `json:"estimated"`
+			Error     float64 `json:"error"`
+		} `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Len(t, v.Cases, len(stated))
+	require.Len(t, v.Groups, len(stated), "--by id: one group per case")
+	for _, c := range v.Cases {
+		assert.InDelta(t, float64(c.Estimated-c.Measured)/float64(c.Measured), c.Error, 1e-4, c.ID)
+	}
+
+	png := filepath.Join(t.TempDir(), "acc.png")
+	code, _, stderr = runCLI(t, "", "accuracy", "--data", "../../testdata", "--by", "gpu", "--chart", png)
+	require.Equal(t, exitOK, code, stderr)
+	b, err := os.ReadFile(png)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), "\x89PNG"))
+}
+
+// TestAccuracyGate checks exit 1 with the violation named when a figure
+// is far above its estimate, and exit 2 for bad flags and data.
+func TestAccuracyGate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "published"), 0o755))
+	// GPT-2 inference needs well under 1 GiB; the figure says 40 GiB.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "published", "peaks.jsonl"),
+		[]byte(`{"id":"x","metric":"max_memory_allocated","value_bytes":42949672960}`+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "published", "jobs.jsonl"),
+		[]byte(`{"id":"x","label":"allocated","job":{"model":"gpt2","catalog":"gpt2","kind":"causal","mode":"prefill",`+
+			`"batch":1,"seq":128,"precision":"bf16","optimizer":null,"attention":"sdpa","checkpointing":"none","lora_rank":0},"unmodelled":"","how":"test"}`+"\n"), 0o600))
+	code, out, stderr := runCLI(t, "", "accuracy", "--data", dir)
+	assert.Equal(t, exitDoesNotFit, code)
+	assert.Contains(t, out, "gate: missed (1)")
+	assert.Contains(t, out, "published x: allocated estimate")
+	assert.Contains(t, stderr, "miss the accuracy gate")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"accuracy", "--data", filepath.Join(dir, "nothing")}, "--data"},
+		{[]string{"accuracy", "--data", t.TempDir()}, "no measured rows"},
+		{[]string{"accuracy", "--data", "../../testdata", "--by", "colour"}, `--by "colour"`},
+		{[]string{"accuracy", "--data", "../../testdata", "--chart", "a.svg"}, `--chart "a.svg"`},
+	} {
+		code, _, stderr := runCLI(t, "", tc.args...)
+		assert.Equal(t, exitBadInput, code, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
+// TestGridFlags checks that the gpumem estimate command line that
+// tools/calibrate records with each case (gpumem_flags) describes the
+// same job as the case's job object: both give the same estimate, for
+// every case of the grid that has a command line.
+func TestGridFlags(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("../../internal/accuracy/testdata/grid.jsonl.gz")
+	require.NoError(t, err)
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	dec := json.NewDecoder(z)
+	n := 0
+	for dec.More() {
+		var r struct {
+			ID    string       `json:"id"`
+			Job   accuracy.Job `json:"job"`
+			Flags *string      `json:"gpumem_flags"`
+		}
+		require.NoError(t, dec.Decode(&r))
+		if r.Flags == nil {
+			continue
+		}
+		fs := newFlags("estimate", nil)
+		var jf jobFlags
+		jf.register(fs)
+		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
+		fromFlags, _, err := jf.job()
+		require.NoError(t, err, r.ID)
+		fromJob, err := r.Job.Budget()
+		require.NoError(t, err, r.ID)
+		a, err := budget.Estimate(fromFlags)
+		require.NoError(t, err, r.ID)
+		b, err := budget.Estimate(fromJob)
+		require.NoError(t, err, r.ID)
+		require.Equal(t, b, a, "%s: %s", r.ID, *r.Flags)
+		n++
+	}
+	require.Greater(t, n, 600)
+	t.Logf("%d grid cases: the command line and the job agree", n)
+}
