@@ -32,7 +32,8 @@ func kvGeometry(s model.Spec) attention.KVCache {
 }
 
 // kvCache returns the KV cache of a Generation job: Batch × (SeqLen +
-// Generate) tokens in the compute dtype, for the rank v (nil: the whole
+// Generate) tokens in the compute dtype (an encoder–decoder's two
+// caches, below), for the rank v (nil: the whole
 // model). Tensor parallelism splits the KV heads (one per rank,
 // replicated, below t; MLA's decompressed heads like query heads);
 // a pipeline stage holds its ceil(layers/pp) layers' cache.
@@ -50,5 +51,28 @@ func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 			}
 		}
 	}
-	return c.Bytes(j.Batch, j.SeqLen+j.Generate)
+	s := j.Model.spec
+	if s.Encoder == nil {
+		return c.Bytes(j.Batch, j.SeqLen+j.Generate)
+	}
+	// An encoder–decoder (transformers' EncoderDecoderCache) keeps two
+	// caches per decoder layer: the self-attention cache of the decoded
+	// tokens, and the cross-attention keys and values of the encoder's
+	// output, computed once. T5 encodes the prompt (SeqLen tokens) and
+	// decodes from one start token; Whisper encodes 30 s of audio (the
+	// encoder's 1500 positions) and decodes from its prompt (SeqLen).
+	enc, dec := j.SeqLen, 1+j.Generate
+	if s.Family == "whisper" {
+		enc, dec = int(s.Encoder.Positions), j.SeqLen+j.Generate
+	}
+	self, err := c.Bytes(j.Batch, dec)
+	if err != nil {
+		return 0, err
+	}
+	c.Windows = nil
+	cross, err := c.Bytes(j.Batch, enc)
+	if err != nil {
+		return 0, err
+	}
+	return self + cross, nil
 }
