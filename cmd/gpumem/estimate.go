@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
@@ -22,6 +23,7 @@ type jobFlags struct {
 	precision         string
 	opt, attn, ckpt   string
 	loraRank          int64
+	loraTargets       string
 	qlora             bool
 	gpu, memory       string
 	images            int
@@ -43,6 +45,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.attn, "attention", "sdpa", "eager, sdpa or flash")
 	fs.StringVar(&f.ckpt, "checkpointing", "none", "none, selective, full or offload")
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
+	fs.StringVar(&f.loraTargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
@@ -112,6 +115,13 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 			rank = 64 // the QLoRA paper's rank for its Guanaco runs
 		}
 		ft.LoRA = model.LoRA{Rank: rank}
+		if f.loraTargets != "" {
+			if ft.LoRA.Targets, err = splitTargets(f.loraTargets); err != nil {
+				return j, dev, err
+			}
+		}
+	} else if f.loraTargets != "" {
+		return j, dev, fmt.Errorf("%w: --lora-targets %s: give --lora-rank or --qlora too", errUsage, f.loraTargets)
 	}
 	if f.qlora {
 		ft.Quant = gpumem.NF4
@@ -273,4 +283,17 @@ func describe(j budget.Job) string {
 		return s.Name
 	}
 	return s.Family
+}
+
+// splitTargets reads --lora-targets: module names separated by commas.
+func splitTargets(s string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, fmt.Errorf("%w: --lora-targets %q: an empty module name", errUsage, s)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }

@@ -181,6 +181,8 @@ func flagFor(field string) (string, bool) {
 		return "--offload", true
 	case "LoRA.Rank":
 		return "--lora-rank", true
+	case "LoRA.Targets":
+		return "--lora-targets", true
 	case "Limits.TargetGlobalBatch":
 		return "--target-batch", true
 	case "Limits.MinBatch":

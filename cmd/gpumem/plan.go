@@ -228,13 +228,18 @@ func loraAlternative(jf *jobFlags, quant bool) (budget.Alternative, error) {
 		rank = 16
 	}
 	ft := model.Finetune{Model: s, LoRA: model.LoRA{Rank: rank}}
+	if jf.loraTargets != "" {
+		if ft.LoRA.Targets, err = splitTargets(jf.loraTargets); err != nil {
+			return budget.Alternative{}, err
+		}
+	}
 	name := "LoRA r=" + strconv.FormatInt(rank, 10)
 	if quant {
 		ft.Quant, ft.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 		name = "QLoRA r=" + strconv.FormatInt(rank, 10)
 	}
 	m, err := budget.NewModel(ft)
-	if err != nil && strings.Contains(err.Error(), "target modules") {
+	if err != nil && jf.loraTargets == "" && strings.Contains(err.Error(), "target modules") {
 		ft.LoRA.Targets = []string{"all-linear"}
 		m, err = budget.NewModel(ft)
 	}

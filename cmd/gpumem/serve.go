@@ -429,6 +429,7 @@ type estimateRequest struct {
 	Attention     string          `json:"attention"`
 	Checkpointing string          `json:"checkpointing"`
 	LoRARank      int64           `json:"lora_rank"`
+	LoRATargets   []string        `json:"lora_targets"`
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
@@ -525,6 +526,20 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if jf.loraRank < 0 {
 		return jf, spec, badField("lora_rank", "lora_rank = %d: must not be negative", jf.loraRank)
 	}
+	if req.LoRATargets != nil {
+		if len(req.LoRATargets) == 0 {
+			return jf, spec, badField("lora_targets", "lora_targets: an empty list (leave it out for PEFT's default)")
+		}
+		for _, t := range req.LoRATargets {
+			if strings.TrimSpace(t) == "" || strings.Contains(t, ",") {
+				return jf, spec, badField("lora_targets", "lora_targets: %q is not a module name", t)
+			}
+		}
+		if jf.loraRank == 0 && !jf.qlora {
+			return jf, spec, badField("lora_targets", "lora_targets: give lora_rank or qlora too")
+		}
+		jf.loraTargets = strings.Join(req.LoRATargets, ",")
+	}
 	if jf.precision != "" {
 		if _, err := budget.ParsePrecision(jf.precision); err != nil {
 			return jf, spec, badField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.precision)
@@ -571,7 +586,7 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Batch": "batch", "Job.SeqLen": "seq", "Job.Generate": "generate", "Job.GradAccum": "grad_accum",
 		"Job.Images": "images", "Job.Precision": "precision", "Job.Optimizer": "optimizer",
 		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
-		"Job.Model": "model", "Job.Device": "gpu",
+		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"

@@ -77,6 +77,9 @@ func TestServeEstimateMatchesCLI(t *testing.T) {
 			`{"config":` + llama7BConfig + `,"infer":true,"batch":8,"seq":512,"attention":"flash"}`},
 		{"multimodal images", []string{"--model", "llava-1.5-7b", "--infer", "--images", "1", "--seq", "100"},
 			`{"model":"llava-1.5-7b","infer":true,"images":1,"seq":100}`},
+		{"lora targets and dropout", []string{"--model", "llava-1.5-7b", "--train", "--qlora", "--lora-targets", "q_proj,v_proj",
+			"--images", "1", "--seq", "512", "--dropout"},
+			`{"model":"llava-1.5-7b","train":true,"qlora":true,"lora_targets":["q_proj","v_proj"],"images":1,"seq":512,"dropout":true}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +199,9 @@ func TestServeErrors(t *testing.T) {
 		{"attention", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"attention":"ring"}`, 400, "attention", `attention "ring"`, ""},
 		{"checkpointing", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"checkpointing":"some"}`, 400, "checkpointing", `checkpointing "some"`, ""},
 		{"lora rank", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"lora_rank":-4}`, 400, "lora_rank", "-4", ""},
+		{"lora targets without rank", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"lora_targets":["c_attn"]}`, 400, "lora_targets", "give lora_rank", ""},
+		{"lora targets empty", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"lora_rank":8,"lora_targets":[]}`, 400, "lora_targets", "empty list", ""},
+		{"lora targets unknown", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"lora_rank":8,"lora_targets":["q_proj"]}`, 400, "lora_targets", "no linear layer of gpt2 matches", ""},
 		{"gpu", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"gpu":"a99"}`, 400, "gpu", `unknown GPU "a99"`, ""},
 		{"memory bits", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"memory":"32Gb"}`, 400, "memory", "bits", ""},
 		{"memory negative", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"memory":-5}`, 400, "memory", "-5", ""},

@@ -155,15 +155,17 @@ def series_key(job, vary):
 
 def gpumem_flags(job, m):
     """The `gpumem estimate` command line for a job, or None when the CLI
-    cannot express it (a derived config, explicit LoRA targets): then the
-    row's job.config and job.lora_targets say everything."""
-    if m.get("overrides") or job.get("lora_targets"):
+    cannot express it (a derived config): then the row's job.config says
+    everything."""
+    if m.get("overrides"):
         return None
     f = ["--model", m["catalog"]]
     if job["mode"] == "train":
         f += ["--train", "--optimizer", job["optimizer"], "--checkpointing", job["checkpointing"]]
         if job.get("lora_rank"):
             f += ["--lora-rank", str(job["lora_rank"])]
+            if job.get("lora_targets"):
+                f += ["--lora-targets", ",".join(job["lora_targets"])]
         if job.get("grad_accum", 1) > 1:
             f += ["--grad-accum", str(job["grad_accum"])]
         if job.get("dropout"):
