@@ -130,3 +130,23 @@ func TestGridFlags(t *testing.T) {
 	require.Greater(t, n, 600)
 	t.Logf("%d grid cases: the command line and the job agree", n)
 }
+
+// TestAccuracyREADME checks that the table the README quotes is what
+// gpumem accuracy prints today, so that new data cannot leave it stale.
+func TestAccuracyREADME(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	const start = "$ go run ./cmd/gpumem accuracy\n"
+	readme := string(b)
+	i := strings.Index(readme, start)
+	require.GreaterOrEqual(t, i, 0, "the README quotes gpumem accuracy")
+	quoted := readme[i+len(start):]
+	quoted = quoted[:strings.Index(quoted, "```")]
+	code, out, stderr := runCLI(t, "", "accuracy", "--data", "../../testdata")
+	require.Equal(t, exitOK, code, stderr)
+	const end = "under: the share of cases under-estimated.\n"
+	j := strings.Index(out, end)
+	require.GreaterOrEqual(t, j, 0)
+	require.Equal(t, out[:j+len(end)], quoted, "update the README's accuracy table: go run ./cmd/gpumem accuracy")
+}
