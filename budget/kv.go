@@ -3,6 +3,7 @@ package budget
 import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/attention"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -58,21 +59,26 @@ func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	// An encoder–decoder (transformers' EncoderDecoderCache) keeps two
 	// caches per decoder layer: the self-attention cache of the decoded
 	// tokens, and the cross-attention keys and values of the encoder's
-	// output, computed once. T5 encodes the prompt (SeqLen tokens) and
-	// decodes from one start token; Whisper encodes 30 s of audio (the
-	// encoder's 1500 positions) and decodes from its prompt (SeqLen).
-	enc, dec := j.SeqLen, 1+j.Generate
-	if s.Family == "whisper" {
-		enc, dec = int(s.Encoder.Positions), j.SeqLen+j.Generate
+	// output, computed once (Spec.EncoderInput: T5 encodes the prompt and
+	// decodes from one start token; Whisper encodes 30 s of audio and
+	// decodes from its prompt).
+	enc, text := s.EncoderInput(int64(j.SeqLen))
+	dec := j.SeqLen + j.Generate
+	if text {
+		dec = 1 + j.Generate
 	}
 	self, err := c.Bytes(j.Batch, dec)
 	if err != nil {
 		return 0, err
 	}
 	c.Windows = nil
-	cross, err := c.Bytes(j.Batch, enc)
+	cross, err := c.Bytes(j.Batch, int(enc))
 	if err != nil {
 		return 0, err
 	}
-	return self + cross, nil
+	sum, ok := checked.Add(int64(self), int64(cross))
+	if !ok {
+		return 0, errOverflow("KV cache")
+	}
+	return gpumem.Bytes(sum), nil
 }

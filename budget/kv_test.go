@@ -35,3 +35,14 @@ func TestKVCacheEncoderDecoder(t *testing.T) {
 	gpt2 := gpumem.Bytes(12 * 2 * 12 * 64 * 2)
 	require.Equal(t, 3*(100+28)*gpt2, gen("gpt2", 3, 100, 28))
 }
+
+// TestKVCacheEncoderDecoderAllocs checks that the encoder–decoder
+// generation path keeps Estimate allocation-free.
+func TestKVCacheEncoderDecoderAllocs(t *testing.T) {
+	s, ok := model.Lookup("whisper-small")
+	require.True(t, ok)
+	j := Job{Model: mustModel(t, s), Mode: Generation, Precision: BF16, Attention: model.SDPA, Batch: 2, SeqLen: 4, Generate: 100}
+	_, err := Estimate(j)
+	require.NoError(t, err)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = Estimate(j) }))
+}

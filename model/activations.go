@@ -1559,15 +1559,28 @@ func (c *actCalc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 // convolutions with GELU over 2×frames mel frames (conv1 saves the mel
 // input, e·M·2F; GELU saves conv1's output, conv2 the GELU output, each
 // e·h·2F; the second GELU saves conv2's output, e·h·F).
+// EncoderInput returns the positions the encoder of an encoder–decoder
+// reads for a job of seqLen text tokens, and whether they are that text:
+// T5 encodes the text (seqLen, true); Whisper always encodes 30 s of
+// audio, its encoder's Positions (1500 frames, false). A model without an
+// encoder returns (0, false). Generation starts a T5 decoder from one
+// start token and a Whisper decoder from its seqLen-token prompt.
+func (s Spec) EncoderInput(seqLen int64) (tokens int64, text bool) {
+	switch {
+	case s.Encoder == nil:
+		return 0, false
+	case layoutOf(s) == layoutWhisper:
+		return s.Encoder.Positions, false
+	}
+	return seqLen, true
+}
+
 func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	enc := *s.Encoder
 	l := layoutOf(s)
 	encLen := w.EncoderLen
 	if encLen == 0 {
-		encLen = w.SeqLen
-		if l == layoutWhisper {
-			encLen = enc.Positions
-		}
+		encLen, _ = s.EncoderInput(w.SeqLen)
 	}
 	eb := actBlock{h: s.Hidden, H: enc.Heads, KV: actMax(1, enc.KVHeads), d: actMax(1, enc.HeadDim), I: enc.Intermediate,
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}

@@ -606,3 +606,20 @@ func TestAppendActivations(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderInput checks what each encoder reads: T5 the text, Whisper
+// its 1500 audio frames whatever the text, a decoder-only model nothing.
+func TestEncoderInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		tokens int64
+		text   bool
+	}{{"t5-base", 512, true}, {"whisper-small", 1500, false}, {"gpt2", 0, false}} {
+		s, ok := model.Lookup(tc.name)
+		require.True(t, ok, tc.name)
+		tokens, text := s.EncoderInput(512)
+		require.Equal(t, tc.tokens, tokens, tc.name)
+		require.Equal(t, tc.text, text, tc.name)
+	}
+}

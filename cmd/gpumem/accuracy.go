@@ -14,11 +14,9 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/gpumem/gpumem/internal/accuracy"
 )
@@ -126,14 +124,16 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 			width = max(width, len(g.Key))
 		}
 		fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3s  %7s  %7s  %7s  %s\n", "source", width, by, "level", "n", "median", "bias", "under", "worst")
-		for _, g := range groups {
+		row := func(g accuracy.Group) {
 			fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, g.Key, g.Label, g.N,
 				100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
 		}
+		for _, g := range groups {
+			row(g)
+		}
 		fmt.Fprintln(out)
 		for _, g := range accuracy.Summarize(set.Cases, nil) {
-			fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, "all", g.Label, g.N,
-				100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
+			row(g) // Summarize names the single group "all"
 		}
 		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
 		fmt.Fprintln(out, "under: the share of cases under-estimated.")
@@ -274,11 +274,6 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 	if len(set.Cases) == 0 {
 		return fmt.Errorf("%w: --chart: no cases to draw", errUsage)
 	}
-	p := plot.New()
-	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
-		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font} {
-		f.Variant = "Sans"
-	}
 	n := map[string]int{}
 	for _, c := range set.Cases {
 		n[c.Source]++
@@ -288,9 +283,7 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 	if n[accuracy.Measured] == 0 {
 		title = fmt.Sprintf("gpumem's estimates against %d published figures (none measured by us yet)", n[accuracy.Published])
 	}
-	p.Title.Text = strings.ReplaceAll(title, " ", "\u00a0")
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.Title.Padding = vg.Points(8)
+	p := newChart(title)
 	p.X.Label.Text = "measured (GiB, log scale)"
 	p.Y.Label.Text = "estimated (GiB, log scale)"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -304,11 +297,7 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 		}
 	}
 	lo, hi = lo/1.25, hi*1.25
-	l := plot.NewLegend()
-	l.Top, l.Left = true, true
-	l.TextStyle.Font = font.From(plot.DefaultFont, vg.Points(10))
-	l.TextStyle.Font.Variant = "Sans"
-	l.ThumbnailWidth = vg.Points(18)
+	l := newLegend("Sans")
 	for _, band := range []struct {
 		f      float64
 		label  string
@@ -369,24 +358,7 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 		}
 	}
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
-	canvas := vgimg.NewWith(vgimg.UseWH(vg.Length(chartWidth)*vg.Inch/chartDPI, vg.Length(chartHeight)*vg.Inch/chartDPI),
-		vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
-	dc := draw.New(canvas)
-	p.Draw(draw.Crop(dc, 0, -chartLegend, 0, 0))
-	area := p.DataCanvas(draw.Crop(dc, 0, -chartLegend, 0, 0))
-	l.Draw(draw.Canvas{Canvas: canvas, Rectangle: vg.Rectangle{
-		Min: vg.Point{X: area.Max.X + vg.Points(14), Y: area.Min.Y},
-		Max: vg.Point{X: dc.Max.X - vg.Points(6), Y: area.Max.Y},
-	}})
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("%w: --chart %q: %v", errUsage, file, err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--chart %q: %v", file, err)
-	}
-	return f.Close()
+	return writePNG(file, render(p, l))
 }
 
 // logTicks marks 1, 2 and 5 times each power of ten and labels them,

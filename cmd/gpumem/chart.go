@@ -83,16 +83,62 @@ func (c *chartFlags) write(j budget.Job, dev gpumem.Device, mark string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(c.file)
+	return writePNG(c.file, canvas)
+}
+
+// newChart returns a plot in the charts' style: sans-serif labels and the
+// title (its spaces made no-break: the title font's kerning pairs draw
+// "A A", as in "NVIDIA A100", with next to no space between the words).
+func newChart(title string) *plot.Plot {
+	p := plot.New()
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font} {
+		f.Variant = "Sans"
+	}
+	p.Title.Text = strings.ReplaceAll(title, " ", "\u00a0")
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = vg.Points(8)
+	return p
+}
+
+// newLegend returns a legend in the charts' style, for the column right
+// of the plot.
+func newLegend(variant font.Variant) plot.Legend {
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.TextStyle.Font = font.From(plot.DefaultFont, vg.Points(10))
+	l.TextStyle.Font.Variant = variant
+	l.ThumbnailWidth = vg.Points(18)
+	return l
+}
+
+// render draws p with the legend l in a column to its right, on a
+// chartWidth × chartHeight canvas.
+func render(p *plot.Plot, l plot.Legend) *vgimg.Canvas {
+	canvas := vgimg.NewWith(vgimg.UseWH(vg.Length(chartWidth)*vg.Inch/chartDPI, vg.Length(chartHeight)*vg.Inch/chartDPI),
+		vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
+	dc := draw.New(canvas)
+	p.Draw(draw.Crop(dc, 0, -chartLegend, 0, 0))
+	area := p.DataCanvas(draw.Crop(dc, 0, -chartLegend, 0, 0))
+	l.Draw(draw.Canvas{Canvas: canvas, Rectangle: vg.Rectangle{
+		Min: vg.Point{X: area.Max.X + vg.Points(14), Y: area.Min.Y},
+		Max: vg.Point{X: dc.Max.X - vg.Points(6), Y: area.Max.Y},
+	}})
+	return canvas
+}
+
+// writePNG writes canvas to the --chart file.
+func writePNG(file string, canvas *vgimg.Canvas) error {
+	f, err := os.Create(file)
 	if err != nil {
-		return fmt.Errorf("%w: --chart %q: %v", errUsage, c.file, err)
+		return fmt.Errorf("%w: --chart %q: %v", errUsage, file, err)
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
 		f.Close()
-		return fmt.Errorf("--chart %q: %v", c.file, err)
+		return fmt.Errorf("--chart %q: %v", file, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("--chart %q: %v", c.file, err)
+		return fmt.Errorf("--chart %q: %v", file, err)
 	}
 	return nil
 }
@@ -278,16 +324,7 @@ func axisLabel(axis string, short bool) string {
 // right of the plot, lists the components top to bottom as they are
 // stacked, with their bytes at the job's own x.
 func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canvas, error) {
-	p := plot.New()
-	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
-		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font} {
-		f.Variant = "Sans"
-	}
-	// No-break spaces: the title font's kerning pairs draw "A A" (as in
-	// "NVIDIA A100") with next to no space between the words.
-	p.Title.Text = strings.ReplaceAll(chartTitle(j, s, dev), " ", "\u00a0")
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.Title.Padding = vg.Points(8)
+	p := newChart(chartTitle(j, s, dev))
 	p.X.Label.Text = "micro-batch size (sequences per forward pass)"
 	if s.axis == "seq" {
 		p.X.Label.Text = "sequence length (tokens)"
@@ -405,11 +442,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canva
 	own.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
 	p.Add(own)
 
-	l := plot.NewLegend()
-	l.Top, l.Left = true, true
-	l.TextStyle.Font = font.From(plot.DefaultFont, vg.Points(10))
-	l.TextStyle.Font.Variant = "Mono"
-	l.ThumbnailWidth = vg.Points(18)
+	l := newLegend("Mono")
 	l.Padding = vg.Points(3)
 	l.Add(fmt.Sprintf("%s: %s %d", mark, axisLabel(s.axis, true), s.x0), own)
 	if freeLine != nil {
@@ -420,16 +453,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canva
 		l.Add(legend[i].name, legend[i].thumb)
 	}
 
-	canvas := vgimg.NewWith(vgimg.UseWH(vg.Length(chartWidth)*vg.Inch/chartDPI, vg.Length(chartHeight)*vg.Inch/chartDPI),
-		vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
-	dc := draw.New(canvas)
-	p.Draw(draw.Crop(dc, 0, -chartLegend, 0, 0))
-	area := p.DataCanvas(draw.Crop(dc, 0, -chartLegend, 0, 0))
-	l.Draw(draw.Canvas{Canvas: canvas, Rectangle: vg.Rectangle{
-		Min: vg.Point{X: area.Max.X + vg.Points(14), Y: area.Min.Y},
-		Max: vg.Point{X: dc.Max.X - vg.Points(6), Y: area.Max.Y},
-	}})
-	return canvas, nil
+	return render(p, l), nil
 }
 
 // integerTicks marks every integer up to last, and labels every one,

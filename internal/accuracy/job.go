@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
@@ -68,21 +69,32 @@ type Job struct {
 	Offload  string           `json:"offload"`
 }
 
+// UnmarshalJSON decodes a job, refusing fields the vocabulary does not
+// have: a misspelt field must not silently become its zero value. (The
+// rows around a job record more than the comparison reads.)
+func (j *Job) UnmarshalJSON(b []byte) error {
+	type plain Job
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode((*plain)(j)); err != nil {
+		return fmt.Errorf("job: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
 // field names a field of the job in errors.
 func field(name string) string { return "job." + name }
 
 // Spec returns the model the job runs.
 func (j *Job) Spec() (model.Spec, error) {
-	hasConfig := len(bytes.TrimSpace(j.Config)) > 0 && !bytes.Equal(bytes.TrimSpace(j.Config), []byte("null"))
-	overridden := len(j.ConfigOverrides) > 0 && !bytes.Equal(bytes.TrimSpace(j.ConfigOverrides), []byte("null"))
 	switch {
-	case j.Catalog != "" && !overridden:
+	case j.Catalog != "" && !given(j.ConfigOverrides):
 		s, ok := model.Lookup(j.Catalog)
 		if !ok {
 			return model.Spec{}, gpumem.Errorf(field("catalog"), j.Catalog, gpumem.ErrInvalid, "not in gpumem's catalog")
 		}
 		return s, nil
-	case hasConfig:
+	case given(j.Config):
 		s, err := model.FromHFConfig(bytes.NewReader(j.Config))
 		if err != nil {
 			return model.Spec{}, fmt.Errorf("%s: %w", field("config"), err)
@@ -93,6 +105,12 @@ func (j *Job) Spec() (model.Spec, error) {
 		return s, nil
 	}
 	return model.Spec{}, gpumem.Errorf(field("catalog"), j.Catalog, gpumem.ErrInvalid, "no catalog name and no config")
+}
+
+// given reports whether a JSON field was set to something other than null.
+func given(raw json.RawMessage) bool {
+	v := bytes.TrimSpace(raw)
+	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
 }
 
 // Budget returns the budget.Job the job describes. Errors name the job
@@ -228,17 +246,16 @@ func (j *Job) checkEncoderDecoder(s model.Spec) error {
 	if j.Seq != nil {
 		seq = *j.Seq
 	}
-	enc, dec := seq, seq
-	if s.Family == "whisper" {
-		enc = int(s.Encoder.Positions)
+	e, text := s.EncoderInput(int64(seq))
+	enc, dec := int(e), seq
+	if text && j.Mode == "generate" {
+		dec = 1 // T5 generates from one decoder start token
 	}
 	if j.EncoderSeq != nil && *j.EncoderSeq != enc {
 		return gpumem.Errorf(field("encoder_seq"), *j.EncoderSeq, gpumem.ErrUnsupported,
 			"budget.Job encodes %d positions for this job", enc)
 	}
-	// A generating decoder starts from its prompt (one start token for
-	// T5), which budget.Job reads as SeqLen: not checked.
-	if j.DecoderSeq != nil && j.Mode != "generate" && *j.DecoderSeq != dec {
+	if j.DecoderSeq != nil && *j.DecoderSeq != dec {
 		return gpumem.Errorf(field("decoder_seq"), *j.DecoderSeq, gpumem.ErrUnsupported,
 			"budget.Job decodes %d positions for this job", dec)
 	}
