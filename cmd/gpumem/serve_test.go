@@ -344,12 +344,9 @@ func TestServeGracefulShutdown(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, "serve returns nil after a graceful shutdown")
-	case <-time.After(shutdownTimeout + 5*time.Second):
-		t.Fatal("serve did not return after its context was cancelled")
-	}
+	// serve must return; a hang is caught by go test's own timeout, not by
+	// a clock here.
+	require.NoError(t, <-done, "serve returns nil after a graceful shutdown")
 	_, err = http.Get("http://" + ln.Addr().String() + "/v1/models")
 	assert.Error(t, err, "the listener is closed")
 }
@@ -438,14 +435,16 @@ func TestServeLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test")
 	}
+	// A fixed count, not a time budget: the test asserts what the replies
+	// say and what the heap keeps, never how fast they came (the speed is
+	// BenchmarkServeEstimate's), so a loaded machine cannot fail it.
 	const (
 		workers  = 8
-		requests = 2000            // per worker
-		deadline = 3 * time.Second // a bound for small machines and -race; the count is logged
+		requests = 250 // per worker
 	)
 	srv := httptest.NewServer(newServer(serverOptions{}))
 	defer srv.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	defer client.CloseIdleConnections()
 	bodies := estimateSeeds[:6] // the valid jobs
 	send := func(body string) error {
@@ -476,7 +475,6 @@ func TestServeLoad(t *testing.T) {
 
 	var done, failed atomic.Int64
 	var firstErr atomic.Value
-	stop := time.Now().Add(deadline)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -484,9 +482,6 @@ func TestServeLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range requests {
-				if time.Now().After(stop) {
-					return
-				}
 				if err := send(bodies[(w+i)%len(bodies)]); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
@@ -502,7 +497,7 @@ func TestServeLoad(t *testing.T) {
 	runtime.ReadMemStats(&after)
 
 	require.Zero(t, failed.Load(), "first error: %v", firstErr.Load())
-	require.Positive(t, done.Load())
+	require.Equal(t, int64(workers*requests), done.Load())
 	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("%d requests from %d workers in %v: %.0f requests/s on %d CPUs (GOMAXPROCS %d); heap %+d bytes after GC",
 		done.Load(), workers, elapsed.Round(time.Millisecond), float64(done.Load())/elapsed.Seconds(),
