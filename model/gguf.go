@@ -22,6 +22,30 @@ const (
 	ggufMaxName          = 64
 	ggufMaxDepth         = 8 // nested arrays
 	ggufMaxKeptString    = 1 << 16
+	ggufHeaderSize       = 24 // magic, version, tensor_count, metadata_kv_count
+)
+
+// Limits of FromGGUF, each checked before anything is allocated or
+// skipped. Real files are far below them: a few dozen keys of under 64
+// bytes, a vocabulary of at most a few hundred thousand tokens, chat
+// templates of tens of KiB, under 50 MB of metadata in all.
+const (
+	// ggufMaxKey bounds the length of a metadata key.
+	ggufMaxKey = 64 << 10
+	// ggufMaxString bounds one metadata string value; it leaves room
+	// for a whole tokenizer.json stored as tokenizer.huggingface.json
+	// (gguf.md), which reaches 33 MB for Gemma's.
+	ggufMaxString = 64 << 20
+	// ggufMaxArray bounds the elements of one metadata array (the
+	// largest are vocabularies and BPE merges: under 10^6).
+	ggufMaxArray = 1 << 24
+	// ggufMaxKV bounds metadata_kv_count.
+	ggufMaxKV = 1 << 16
+	// ggufMaxMetadata bounds the bytes of all metadata pairs together.
+	ggufMaxMetadata = 256 << 20
+	// ggufMaxKeptKey bounds the keys whose values FromGGUF keeps;
+	// longer keys are read and dropped.
+	ggufMaxKeptKey = 256
 )
 
 // GGUF metadata value types (gguf.md "gguf_metadata_value_type").
@@ -44,29 +68,60 @@ const (
 var ggufFixedSize = [...]int64{ggufU8: 1, ggufI8: 1, ggufU16: 2, ggufI16: 2, ggufU32: 4, ggufI32: 4,
 	ggufF32: 4, ggufBool: 1, ggufString: 0, ggufArray: 0, ggufU64: 8, ggufI64: 8, ggufF64: 8}
 
-// ggufReader reads a GGUF header sequentially, never past size.
+// ggufReader reads a GGUF header sequentially, never past size, nor
+// past limit (the end of the metadata while it is read).
 type ggufReader struct {
-	r    *bufio.Reader
-	off  int64
-	size int64
+	r       *bufio.Reader
+	off     int64
+	size    int64
+	limit   int64
+	scratch []byte
 }
 
 var errGGUFShort = errors.New("unexpected end of file")
 
-func (g *ggufReader) remaining() int64 { return g.size - g.off }
+// ggufLimitError is a length or count above one of FromGGUF's limits.
+type ggufLimitError struct {
+	n    uint64 // the value claimed
+	kind error  // gpumem.ErrRange, or gpumem.ErrInvalid for ggml's own bounds
+	msg  string
+}
 
-func (g *ggufReader) need(n int64) error {
-	if n < 0 || n > g.remaining() {
-		return errGGUFShort
+func (e *ggufLimitError) Error() string { return e.msg }
+
+// bound returns a *ggufLimitError when n, a what counted in units,
+// exceeds limit.
+func bound(what string, n uint64, limit int64, units string, kind error) error {
+	if n > uint64(limit) {
+		return &ggufLimitError{n: n, kind: kind, msg: what + " exceeds the limit of " + strconv.FormatInt(limit, 10) + " " + units}
 	}
 	return nil
 }
 
+func (g *ggufReader) remaining() int64 { return g.size - g.off }
+
+// need checks that n more bytes are in the file and within the limit.
+func (g *ggufReader) need(n int64) error {
+	if n < 0 || n > g.remaining() {
+		return errGGUFShort
+	}
+	if n > g.limit-g.off {
+		return &ggufLimitError{n: uint64(n), kind: gpumem.ErrRange, msg: strconv.FormatInt(n, 10) + " more bytes of metadata after " +
+			strconv.FormatInt(g.off-ggufHeaderSize, 10) + " exceed the limit of " + strconv.Itoa(ggufMaxMetadata) + " bytes in all"}
+	}
+	return nil
+}
+
+// bytes reads n bytes into a scratch buffer, valid until the next call.
+// Callers bound n first (ggufMaxKey at most).
 func (g *ggufReader) bytes(n int64) ([]byte, error) {
 	if err := g.need(n); err != nil {
 		return nil, err
 	}
-	b := make([]byte, n)
+	if int64(cap(g.scratch)) < n {
+		g.scratch = make([]byte, n)
+	}
+	b := g.scratch[:n]
 	if _, err := io.ReadFull(g.r, b); err != nil {
 		return nil, errGGUFShort
 	}
@@ -91,33 +146,29 @@ func (g *ggufReader) skip(n int64) error {
 }
 
 func (g *ggufReader) u32() (uint32, error) {
-	var b [4]byte
-	if err := g.need(4); err != nil {
+	b, err := g.bytes(4)
+	if err != nil {
 		return 0, err
 	}
-	if _, err := io.ReadFull(g.r, b[:]); err != nil {
-		return 0, errGGUFShort
-	}
-	g.off += 4
-	return binary.LittleEndian.Uint32(b[:]), nil
+	return binary.LittleEndian.Uint32(b), nil
 }
 
 func (g *ggufReader) u64() (uint64, error) {
-	var b [8]byte
-	if err := g.need(8); err != nil {
+	b, err := g.bytes(8)
+	if err != nil {
 		return 0, err
 	}
-	if _, err := io.ReadFull(g.r, b[:]); err != nil {
-		return 0, errGGUFShort
-	}
-	g.off += 8
-	return binary.LittleEndian.Uint64(b[:]), nil
+	return binary.LittleEndian.Uint64(b), nil
 }
 
-// strLen reads a string length and bounds it by the bytes left.
-func (g *ggufReader) strLen() (int64, error) {
+// strLen reads a string length and bounds it by limit (reported as
+// what) and then by the bytes left.
+func (g *ggufReader) strLen(what string, limit int64, kind error) (int64, error) {
 	n, err := g.u64()
 	if err != nil {
+		return 0, err
+	}
+	if err := bound(what, n, limit, "bytes", kind); err != nil {
 		return 0, err
 	}
 	if n > uint64(g.remaining()) {
@@ -126,8 +177,9 @@ func (g *ggufReader) strLen() (int64, error) {
 	return int64(n), nil
 }
 
-func (g *ggufReader) str() (string, error) {
-	n, err := g.strLen()
+// str reads a string of at most limit bytes.
+func (g *ggufReader) str(what string, limit int64, kind error) (string, error) {
+	n, err := g.strLen(what, limit, kind)
 	if err != nil {
 		return "", err
 	}
@@ -143,9 +195,10 @@ type ggufValue struct {
 	isStr bool
 }
 
-// value reads (or skips) one value of type typ. It keeps integers and
-// short strings; arrays are skipped by length.
-func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
+// value reads (or skips) one value of type typ. It keeps integers, and
+// strings of at most ggufMaxKeptString bytes when keepStr; arrays are
+// skipped by length.
+func (g *ggufReader) value(typ uint32, depth int, keepStr bool) (ggufValue, error) {
 	switch typ {
 	case ggufU8, ggufI8, ggufU16, ggufI16, ggufU32, ggufI32, ggufU64, ggufI64:
 		size := ggufFixedSize[typ]
@@ -180,11 +233,11 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 	case ggufF32, ggufF64, ggufBool:
 		return ggufValue{}, g.skip(ggufFixedSize[typ])
 	case ggufString:
-		n, err := g.strLen()
+		n, err := g.strLen("string length", ggufMaxString, gpumem.ErrRange)
 		if err != nil {
 			return ggufValue{}, err
 		}
-		if n > ggufMaxKeptString {
+		if !keepStr || n > ggufMaxKeptString {
 			return ggufValue{}, g.skip(n)
 		}
 		b, err := g.bytes(n)
@@ -201,18 +254,15 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 		if err != nil {
 			return ggufValue{}, err
 		}
+		if err := bound("array length", n, ggufMaxArray, "elements", gpumem.ErrRange); err != nil {
+			return ggufValue{}, err
+		}
 		switch {
 		case et >= uint32(len(ggufFixedSize)):
 			return ggufValue{}, errors.New("unknown array element type " + strconv.FormatUint(uint64(et), 10))
 		case ggufFixedSize[et] > 0:
-			if n > uint64(g.remaining()) {
-				return ggufValue{}, errGGUFShort
-			}
-			total, ok := checked.Mul(int64(n), ggufFixedSize[et])
-			if !ok {
-				return ggufValue{}, errGGUFShort
-			}
-			return ggufValue{}, g.skip(total)
+			// n ≤ 2^24 elements of at most 8 bytes: no overflow.
+			return ggufValue{}, g.skip(int64(n) * ggufFixedSize[et])
 		default:
 			// Strings (8-byte length each) or nested arrays (12-byte
 			// header each): the count is bounded by the bytes left.
@@ -221,7 +271,7 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 			}
 			for i := uint64(0); i < n; i++ {
 				if et == ggufString {
-					l, err := g.strLen()
+					l, err := g.strLen("string length", ggufMaxString, gpumem.ErrRange)
 					if err != nil {
 						return ggufValue{}, err
 					}
@@ -230,7 +280,7 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 					}
 					continue
 				}
-				if _, err := g.value(et, depth+1); err != nil {
+				if _, err := g.value(et, depth+1, false); err != nil {
 					return ggufValue{}, err
 				}
 			}
@@ -238,6 +288,31 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 		}
 	}
 	return ggufValue{}, errors.New("unknown value type " + strconv.FormatUint(uint64(typ), 10))
+}
+
+// ggufKeptInts are the "<arch>." keys FromGGUF reads.
+var ggufKeptInts = map[string]bool{
+	"block_count": true, "embedding_length": true, "feed_forward_length": true,
+	"attention.head_count": true, "attention.head_count_kv": true, "attention.key_length": true,
+	"context_length": true, "attention.sliding_window": true, "expert_count": true,
+	"expert_used_count": true, "vocab_size": true,
+}
+
+// ggufKeep tells which values of key FromGGUF keeps: integers of
+// general.alignment and of the "<arch>." keys it reads, and the
+// general.architecture and general.name strings.
+func ggufKeep(key []byte) (keepInt, keepStr bool) {
+	if len(key) > ggufMaxKeptKey {
+		return false, false
+	}
+	switch string(key) {
+	case "general.alignment":
+		return true, false
+	case "general.architecture", "general.name":
+		return false, true
+	}
+	_, rest, ok := strings.Cut(string(key), ".")
+	return ok && ggufKeptInts[rest], false
 }
 
 // FromGGUF reads the header of a GGUF file (version 2 or 3) of size
@@ -249,16 +324,37 @@ func (g *ggufReader) value(typ uint32, depth int) (ggufValue, error) {
 // context_length, expert_count, expert_used_count,
 // attention.sliding_window. Family is general.architecture.
 //
-// Counts and string lengths are bounded by the file size before anything
-// is allocated; array payloads (tokenizer vocabularies) are skipped by
-// length. Tensor offsets must be aligned (general.alignment, default 32)
-// and follow each other as ggml lays them out, within the file.
+// Counts and string lengths are bounded by the file size and by these
+// limits before anything is allocated or skipped; a file beyond one is
+// rejected with a *gpumem.FieldError naming the field or key and the
+// value claimed:
+//
+//   - at most 65,536 metadata pairs (metadata_kv_count);
+//   - a key of at most 64 KiB;
+//   - a string value of at most 64 MiB (only general.architecture and
+//     general.name are kept, each when at most 64 KiB);
+//   - an array of at most 2^24 elements, nested at most 8 deep (array
+//     payloads, such as tokenizer vocabularies, are skipped by length);
+//   - at most 256 MiB of metadata pairs in all;
+//   - at most 2^20 tensors, whose infos are kept as they are read (a
+//     claimed tensor_count reserves nothing);
+//   - a tensor name of at most 64 bytes (ggml's GGML_MAX_NAME) and at
+//     most 4 dimensions (GGML_MAX_DIMS).
+//
+// Tensor offsets must be aligned (general.alignment, default 32) and
+// follow each other as ggml lays them out, within the file.
 func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
+	if r == nil {
+		return Spec{}, gpumem.Errorf("gguf", nil, gpumem.ErrInvalid, "nil reader")
+	}
 	if size < 0 {
 		return Spec{}, gpumem.Errorf("gguf.size", size, gpumem.ErrInvalid, "negative file size")
 	}
-	g := &ggufReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size}
+	g := &ggufReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size, limit: size}
 	fail := func(field string, value any, err error) (Spec, error) {
+		if le := (*ggufLimitError)(nil); errors.As(err, &le) {
+			return Spec{}, gpumem.Errorf(field, le.n, le.kind, "%v (at byte %d)", err, g.off)
+		}
 		kind := gpumem.ErrSyntax
 		if !errors.Is(err, errGGUFShort) {
 			kind = gpumem.ErrInvalid
@@ -289,34 +385,46 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 	}
 	// Smallest encodings: a KV is an 8-byte key length + type + 1 byte;
 	// a tensor info is name length + n_dims + type + offset.
+	if nKV > ggufMaxKV {
+		return Spec{}, gpumem.Errorf("gguf.metadata_kv_count", nKV, gpumem.ErrRange, "above the limit of %d pairs", ggufMaxKV)
+	}
 	if nKV > uint64(g.remaining()/13) {
 		return Spec{}, gpumem.Errorf("gguf.metadata_kv_count", nKV, gpumem.ErrRange, "more pairs than the %d-byte file can hold", size)
 	}
 	if nTensors > uint64(g.remaining()/24) || nTensors > maxTensors {
 		return Spec{}, gpumem.Errorf("gguf.tensor_count", nTensors, gpumem.ErrRange, "more tensors than the %d-byte file can hold (or above %d)", size, maxTensors)
 	}
+	g.limit = min(size, ggufHeaderSize+ggufMaxMetadata)
 	kv := map[string]ggufValue{}
 	for i := uint64(0); i < nKV; i++ {
 		field := "gguf.metadata[" + strconv.FormatUint(i, 10) + "]"
-		key, err := g.str()
+		n, err := g.strLen("key length", ggufMaxKey, gpumem.ErrRange)
 		if err != nil {
 			return fail(field+".key", nil, err)
 		}
-		field = "gguf.metadata[" + strconv.Quote(truncate(key)) + "]"
+		key, err := g.bytes(n)
+		if err != nil {
+			return fail(field+".key", n, err)
+		}
+		keepInt, keepStr := ggufKeep(key)
+		field = "gguf.metadata[" + strconv.Quote(truncate(string(key))) + "]"
+		keyStr := ""
+		if keepInt || keepStr {
+			keyStr = string(key)
+		}
 		typ, err := g.u32()
 		if err != nil {
 			return fail(field+".type", nil, err)
 		}
-		v, err := g.value(typ, 0)
+		v, err := g.value(typ, 0, keepStr)
 		if err != nil {
 			return fail(field, typ, err)
 		}
-		// Keep integers and the general.* strings; other strings
-		// (chat templates, tokenizer data) are not needed.
-		if v.isInt || (v.isStr && strings.HasPrefix(key, "general.")) {
-			kv[key] = v
+		if (keepInt && v.isInt) || (keepStr && v.isStr) {
+			kv[keyStr] = v
 		}
 	}
+	g.limit = size
 	alignment := int64(ggufDefaultAlignment)
 	if v, ok := kv["general.alignment"]; ok {
 		if !v.isInt || v.i <= 0 || v.i&(v.i-1) != 0 || v.i > 1<<30 {
@@ -328,16 +436,15 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 		t      gpumem.Tensor
 		offset int64
 	}
-	infos := make([]info, 0, nTensors)
-	seen := make(map[string]bool, nTensors)
+	// The claimed count reserves little: the slices grow as tensors are
+	// actually read.
+	infos := make([]info, 0, min(nTensors, 1024))
+	seen := make(map[string]bool, min(nTensors, 1024))
 	for i := uint64(0); i < nTensors; i++ {
 		field := "gguf.tensor[" + strconv.FormatUint(i, 10) + "]"
-		name, err := g.str()
+		name, err := g.str("name length", ggufMaxName, gpumem.ErrInvalid)
 		if err != nil {
 			return fail(field+".name", nil, err)
-		}
-		if len(name) > ggufMaxName {
-			return Spec{}, gpumem.Errorf(field+".name", truncate(name), gpumem.ErrInvalid, "longer than %d bytes", ggufMaxName)
 		}
 		field = "gguf.tensor[" + strconv.Quote(name) + "]"
 		if seen[name] {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -263,9 +265,9 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"version 1", pad(head(1, 0, 0), 0), "gguf.version", gpumem.ErrUnsupported},
 		{"kv count 2^63", pad(head(3, 0, 1<<63), 64), "gguf.metadata_kv_count", gpumem.ErrRange},
 		{"tensor count 2^64-1", pad(head(3, math.MaxUint64, 0), 64), "gguf.tensor_count", gpumem.ErrRange},
-		{"key length past end", pad(append(head(3, 0, 1), binary.LittleEndian.AppendUint64(nil, 1<<62)...), 16), "gguf.metadata[0].key", gpumem.ErrSyntax},
-		{"array count past end", writeGGUFRaw(t, "a", ggufArray, append(binary.LittleEndian.AppendUint32(nil, ggufU32), binary.LittleEndian.AppendUint64(nil, 1<<60)...)), `gguf.metadata["a"]`, gpumem.ErrSyntax},
-		{"string array count past end", writeGGUFRaw(t, "a", ggufArray, append(binary.LittleEndian.AppendUint32(nil, ggufString), binary.LittleEndian.AppendUint64(nil, 1<<40)...)), `gguf.metadata["a"]`, gpumem.ErrSyntax},
+		{"key length past end", pad(append(head(3, 0, 1), binary.LittleEndian.AppendUint64(nil, 1000)...), 16), "gguf.metadata[0].key", gpumem.ErrSyntax},
+		{"array count past end", writeGGUFRaw(t, "a", ggufArray, append(binary.LittleEndian.AppendUint32(nil, ggufU32), binary.LittleEndian.AppendUint64(nil, 1<<20)...)), `gguf.metadata["a"]`, gpumem.ErrSyntax},
+		{"string array count past end", writeGGUFRaw(t, "a", ggufArray, append(binary.LittleEndian.AppendUint32(nil, ggufString), binary.LittleEndian.AppendUint64(nil, 1<<20)...)), `gguf.metadata["a"]`, gpumem.ErrSyntax},
 		{"unknown value type", writeGGUFRaw(t, "a", 99, nil), `gguf.metadata["a"]`, gpumem.ErrInvalid},
 		{"bad alignment", writeGGUF(t, []ggufKV{{"general.alignment", uint32(3)}}, nil, 32), `gguf.metadata["general.alignment"]`, gpumem.ErrInvalid},
 		{"five dims", one(ggufTensor{"a", []uint64{1, 1, 1, 1, 1}, 0, 4}), `gguf.tensor["a"].n_dimensions`, gpumem.ErrInvalid},
@@ -338,4 +340,169 @@ func FuzzGGUF(f *testing.F) {
 			t.Fatalf("inventory of %d bytes in a %d-byte file", b, len(data))
 		}
 	})
+}
+
+// sparseFile is a virtual file of size bytes, zero except for parts, so
+// that a header claiming gigabytes can be read without allocating them.
+type sparseFile struct {
+	size  int64
+	parts []sparsePart
+}
+
+type sparsePart struct {
+	off int64
+	b   []byte
+}
+
+func (f sparseFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("negative offset")
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	n := len(p)
+	if int64(n) > f.size-off {
+		n = int(f.size - off)
+	}
+	clear(p[:n])
+	for _, part := range f.parts {
+		lo, hi := max(part.off, off), min(part.off+int64(len(part.b)), off+int64(n))
+		if lo < hi {
+			copy(p[lo-off:hi-off], part.b[lo-part.off:hi-part.off])
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// ggufHead is a GGUF v3 header with the given counts.
+func ggufHead(nt, nkv uint64) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, ggufMagic)
+	b = binary.LittleEndian.AppendUint32(b, 3)
+	b = binary.LittleEndian.AppendUint64(b, nt)
+	return binary.LittleEndian.AppendUint64(b, nkv)
+}
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// TestFromGGUFLimits: every length is checked against its documented
+// bound before anything is allocated or skipped, and the error names the
+// field and the claimed value.
+func TestFromGGUFLimits(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	// A KV "a" of type typ whose payload starts at byte 24+8+1+4 = 37.
+	kv := func(typ uint32, payload ...[]byte) []byte {
+		return cat(ggufHead(0, 1), le64(1), []byte("a"), le32(typ), cat(payload...))
+	}
+	tests := []struct {
+		name  string
+		file  io.ReaderAt
+		size  int64
+		field string
+		kind  error
+		value any
+	}{
+		{"key length 2^40", bytes.NewReader(cat(ggufHead(0, 1), le64(1<<40), make([]byte, 32))), 64,
+			"gguf.metadata[0].key", gpumem.ErrRange, uint64(1 << 40)},
+		{"key length of the file size", sparseFile{size: 4 * mib, parts: []sparsePart{{0, cat(ggufHead(0, 1), le64(4*mib-32))}}}, 4 * mib,
+			"gguf.metadata[0].key", gpumem.ErrRange, uint64(4*mib - 32)},
+		{"key length 2^40 in a 2 TiB file", sparseFile{size: 2 << 40, parts: []sparsePart{{0, cat(ggufHead(0, 1), le64(1<<40))}}}, 2 << 40,
+			"gguf.metadata[0].key", gpumem.ErrRange, uint64(1 << 40)},
+		{"string length 2^40", bytes.NewReader(kv(ggufString, le64(1<<40))), 45,
+			`gguf.metadata["a"]`, gpumem.ErrRange, uint64(1 << 40)},
+		{"string of 65 MiB", sparseFile{size: 128 * mib, parts: []sparsePart{{0, kv(ggufString, le64(65*mib))}}}, 128 * mib,
+			`gguf.metadata["a"]`, gpumem.ErrRange, uint64(65 * mib)},
+		{"u8 array of 2^24+1", sparseFile{size: 32 * mib, parts: []sparsePart{{0, kv(ggufArray, le32(ggufU8), le64(1<<24+1))}}}, 32 * mib,
+			`gguf.metadata["a"]`, gpumem.ErrRange, uint64(1<<24 + 1)},
+		{"string array of 2^24+1", sparseFile{size: 256 * mib, parts: []sparsePart{{0, kv(ggufArray, le32(ggufString), le64(1<<24+1))}}}, 256 * mib,
+			`gguf.metadata["a"]`, gpumem.ErrRange, uint64(1<<24 + 1)},
+		{"string array of 2^40", bytes.NewReader(kv(ggufArray, le32(ggufString), le64(1<<40))), 49,
+			`gguf.metadata["a"]`, gpumem.ErrRange, uint64(1 << 40)},
+		{"65537 pairs", sparseFile{size: 2 * mib, parts: []sparsePart{{0, ggufHead(0, 65537)}}}, 2 * mib,
+			"gguf.metadata_kv_count", gpumem.ErrRange, uint64(65537)},
+		{"metadata above 256 MiB", fiveStrings(60 * mib), 1 << 30, `gguf.metadata["e"]`, gpumem.ErrRange, uint64(60 * mib)},
+		{"tensor name length 2^40", bytes.NewReader(cat(ggufHead(1, 0), le64(1<<40), make([]byte, 32))), 56,
+			"gguf.tensor[0].name", gpumem.ErrInvalid, uint64(1 << 40)},
+		{"tensor name length of the file size", sparseFile{size: 4 * mib, parts: []sparsePart{{0, cat(ggufHead(1, 0), le64(4*mib-32))}}}, 4 * mib,
+			"gguf.tensor[0].name", gpumem.ErrInvalid, uint64(4*mib - 32)},
+		{"n_dims 2^32-1", bytes.NewReader(cat(ggufHead(1, 0), le64(1), []byte("w"), le32(math.MaxUint32), make([]byte, 32))), 69,
+			`gguf.tensor["w"].n_dimensions`, gpumem.ErrInvalid, uint32(math.MaxUint32)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := FromGGUF(tc.file, tc.size)
+			t.Log(err)
+			require.ErrorIs(t, err, tc.kind)
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field, "%v", err)
+			assert.Equal(t, tc.value, fe.Value, "%v", err)
+		})
+	}
+}
+
+// fiveStrings is a 1 GiB file whose metadata are five strings "a" to "e"
+// of n bytes each.
+func fiveStrings(n uint64) sparseFile {
+	f := sparseFile{size: 1 << 30, parts: []sparsePart{{0, ggufHead(0, 5)}}}
+	for i, key := range "abcde" {
+		f.parts = append(f.parts, sparsePart{24 + int64(i)*(21+int64(n)), cat(le64(1), []byte{byte(key)}, le32(ggufString), le64(n))})
+	}
+	return f
+}
+
+// heapBytes returns the bytes allocated while f runs. Callers must not
+// be parallel tests, so that nothing else allocates meanwhile.
+func heapBytes(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFromGGUFAllocation: a header claiming a huge name, key or tensor
+// count costs what its real bytes cost, not what it claims. (Not
+// parallel: it measures the process's allocations.)
+func TestFromGGUFAllocation(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name string
+		file sparseFile
+	}{
+		{"key of 8 MiB", sparseFile{size: 16 * mib, parts: []sparsePart{{0, cat(ggufHead(0, 1), le64(8*mib))}}}},
+		{"tensor name of 8 MiB", sparseFile{size: 16 * mib, parts: []sparsePart{{0, cat(ggufHead(1, 0), le64(8*mib))}}}},
+		// 2^20 tensors claimed; the second (all zeros, like the first)
+		// is a duplicate of "".
+		{"tensor_count 2^20", sparseFile{size: 1 << 30, parts: []sparsePart{{0, ggufHead(1<<20, 0)}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := heapBytes(func() { _, err = FromGGUF(tc.file, tc.file.size) })
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Less(t, n, uint64(1*mib), "allocated %d bytes (%v)", n, err)
+		})
+	}
+}
+
+func TestFromGGUFNilReader(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int64{0, 64} {
+		_, err := FromGGUF(nil, size)
+		require.ErrorIs(t, err, gpumem.ErrInvalid)
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, "gguf", fe.Field)
+	}
 }
