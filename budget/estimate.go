@@ -304,10 +304,9 @@ func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
 // NewModel prepared; a rank's is built per call (it allocates).
 func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, step gpumem.Bytes) {
 	m := &j.Model
-	ts, runs := m.stepped(dt)
-	_, byRun := j.Optimizer.(optimizer.RunTransient)
+	runs, reps := m.stepped(dt)
 	if v != nil {
-		ts, runs = nil, nil
+		runs, reps = nil, nil
 	}
 	for i := range m.groups {
 		g := &m.groups[i]
@@ -321,11 +320,7 @@ func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, st
 			}
 			t.Shape = g.rankShape(v.elems(g))
 			runs = append(runs, optimizer.Run{Tensor: t, Count: n})
-			if !byRun {
-				for k := int64(0); k < n; k++ {
-					ts = append(ts, t)
-				}
-			}
+			reps = append(reps, t)
 		}
 		s, err := j.Optimizer.State(t)
 		if err != nil {
@@ -342,17 +337,9 @@ func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, st
 	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
 		// State kept once per optimizer (bitsandbytes' quantization
 		// maps): a few KiB.
-		if ts == nil {
-			for _, r := range runs {
-				ts = append(ts, r.Tensor)
-			}
-		}
-		state = a.sum(state, a.add(sh.SharedBytes(ts)))
+		// One tensor of each run tells what the state is kept for.
+		state = a.sum(state, a.add(sh.SharedBytes(reps)))
 	}
-	if r, ok := j.Optimizer.(optimizer.RunTransient); ok {
-		step = a.add(r.TransientRuns(runs))
-	} else {
-		step = a.add(j.Optimizer.Transient(ts))
-	}
+	step = a.add(optimizer.TransientRuns(j.Optimizer, runs))
 	return state, step
 }

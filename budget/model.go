@@ -2,7 +2,6 @@ package budget
 
 import (
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -21,19 +20,17 @@ import (
 type Model struct {
 	spec   model.Spec
 	groups []group
-	// trainable is the trainable inventory, one tensor per parameter,
-	// grouped by shape, as the optimizer steps it in fp32, bf16 and fp16,
-	// for optimizers whose step transient depends on every tensor.
-	trainable [3][]gpumem.Tensor
-	// runs is the same inventory as runs of identical tensors, one per
-	// trainable group, for optimizers that size a run at once
-	// (optimizer.RunTransient).
+	// runs is the trainable inventory as runs of identical tensors, one
+	// per trainable group, as the optimizer steps it in fp32, bf16 and
+	// fp16 (optimizer.TransientRuns expands them for an optimizer that
+	// is not an optimizer.RunTransient).
 	runs [3][]optimizer.Run
+	reps [3][]gpumem.Tensor // one tensor of each run (optimizer.SharedState)
 
 	kv attention.KVCache // the language model's cache geometry, dtype unset
 
 	// layerElems is the largest transformer block's parameter count
-	// (model.Spec.Groups, "layer"): what ZeRO-3 and FSDP gather at once.
+	// (largestLayer): what ZeRO-3 and FSDP gather at once.
 	layerElems int64
 
 	params, trainableParams   int64 // elements
@@ -74,33 +71,26 @@ func NewModel(f model.Finetune) (Model, error) {
 	if err := s.Validate(); err != nil {
 		return Model{}, err
 	}
-	ts, err := f.Tensors()
+	// The inventory folded into runs (one layer of each kind, one expert
+	// of each block): building a Model costs the distinct layer shapes,
+	// not the layer count.
+	rs, trainable, err := f.Runs()
 	if err != nil {
 		return Model{}, err
 	}
-	trainable, err := f.Trainable()
-	if err != nil {
-		return Model{}, err
-	}
-	if len(ts) == 0 {
+	if len(rs) == 0 {
 		return Model{}, gpumem.Errorf("Finetune.Model", s.Name, gpumem.ErrInvalid, "no tensors")
 	}
-	var order []int // the group of each trainable tensor, in inventory order
 	trains := make(map[string]bool, len(trainable))
-	for _, t := range trainable {
-		trains[t.Name] = true
+	for _, r := range trainable {
+		trains[r.Tensor.Name] = true
 	}
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
-	if gs, err := s.Groups(); err == nil {
-		for _, g := range gs {
-			if g.Name == "layer" {
-				m.layerElems = max(m.layerElems, g.Params)
-			}
-		}
-	}
+	m.layerElems = largestLayer(s.Runs())
 	index := make(map[string]int, 64)
 	var key strings.Builder
-	for i, t := range ts {
+	for i, r := range rs {
+		t := r.Tensor
 		n, err := t.Elems()
 		if err != nil {
 			return Model{}, err
@@ -135,57 +125,77 @@ func NewModel(f model.Finetune) (Model, error) {
 			key.WriteByte('x')
 			key.WriteString(strconv.FormatInt(d, 10))
 		}
-		if g, ok := index[key.String()]; ok {
-			m.groups[g].count++
-		} else {
-			index[key.String()] = len(m.groups)
+		g, ok := index[key.String()]
+		if !ok {
+			g = len(m.groups)
+			index[key.String()] = g
 			heads, kv := partHeads(s, part)
-			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, count: 1, fixed: fixed, trainable: train,
+			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, fixed: fixed, trainable: train,
 				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv})
 		}
-		var ok bool
-		if m.params, ok = checked.Add(m.params, n); !ok {
-			return Model{}, gpumem.Errorf("Finetune.Tensors", len(ts), gpumem.ErrRange, "parameter count overflows int64")
+		total, ok1 := checked.Mul(n, r.Count)
+		count, ok2 := checked.Add(m.groups[g].count, r.Count)
+		params, ok3 := checked.Add(m.params, total)
+		tensors, ok4 := checked.Add(m.tensors, r.Count)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return Model{}, gpumem.Errorf("Finetune.Tensors", t.Name, gpumem.ErrRange, "parameter count overflows int64")
 		}
-		m.tensors++
+		m.groups[g].count, m.params, m.tensors = count, params, tensors
 		if train {
-			m.trainableParams += n
-			m.trainableTensors++
-			order = append(order, index[key.String()])
+			m.trainableParams += total
+			m.trainableTensors += r.Count
 		}
 	}
-	// The stepped inventory lists identical tensors together, so that an
-	// optimizer's Transient sizes each shape once: a foreach step's
-	// temporaries are a sum, which the order does not change; a for-loop
-	// step's peak pairs each tensor with the one before it, which is
-	// then a tensor of the same shape where the model has several.
-	sort.SliceStable(order, func(a, b int) bool { return order[a] < order[b] })
+	// The stepped inventory is one run per trainable group: identical
+	// tensors together, so that an optimizer's transient sizes each
+	// shape once. A foreach step's temporaries are a sum, which the order
+	// does not change; a for-loop step's peak pairs each tensor with the
+	// one before it, which is then a tensor of the same shape where the
+	// model has several.
 	for k, dt := range steppedDTypes {
-		m.trainable[k] = make([]gpumem.Tensor, len(order))
-		for i, g := range order {
-			m.trainable[k][i] = gpumem.Tensor{Name: m.groups[g].name, Shape: m.groups[g].shape, DType: dt}
-		}
 		for i := range m.groups {
 			if g := &m.groups[i]; g.trainable {
-				m.runs[k] = append(m.runs[k], optimizer.Run{
-					Tensor: gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt}, Count: g.count})
+				t := gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt}
+				m.runs[k] = append(m.runs[k], optimizer.Run{Tensor: t, Count: g.count})
+				m.reps[k] = append(m.reps[k], t)
 			}
 		}
 	}
 	return m, nil
 }
 
+// largestLayer returns the parameter count of the largest layer of a
+// stack among runs (model.Component "layer"): what ZeRO-3 and FSDP
+// gather at once. A layer holds Count/Layers of each run's tensors.
+func largestLayer(rs []model.Run) int64 {
+	per := map[string]int64{}
+	var most int64
+	for _, r := range rs {
+		part, comp, layer := model.Component(r.Tensor.Name)
+		if comp != "layer" || r.Layers < 1 {
+			continue
+		}
+		n, _ := r.Tensor.Elems()
+		n, _ = checked.Mul(n, r.Count/r.Layers)
+		k := part + "/" + strconv.Itoa(layer)
+		per[k], _ = checked.Add(per[k], n)
+		most = max(most, per[k])
+	}
+	return most
+}
+
 // steppedDTypes are the dtypes an optimizer may step parameters in.
 var steppedDTypes = [3]gpumem.DType{gpumem.FP32, gpumem.BF16, gpumem.FP16}
 
-// stepped returns the trainable inventory in dt, as a list and as runs.
-func (m *Model) stepped(dt gpumem.DType) ([]gpumem.Tensor, []optimizer.Run) {
+// stepped returns the trainable inventory in dt as runs, and one tensor
+// of each run.
+func (m *Model) stepped(dt gpumem.DType) ([]optimizer.Run, []gpumem.Tensor) {
 	for k, d := range steppedDTypes {
 		if d == dt {
-			return m.trainable[k], m.runs[k]
+			return m.runs[k], m.reps[k]
 		}
 	}
-	return m.trainable[0], m.runs[0]
+	return m.runs[0], m.reps[0]
 }
 
 // Spec returns the architecture the Model was prepared from.

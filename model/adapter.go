@@ -114,6 +114,19 @@ func matchTarget(module string, targets []string) bool {
 // linear layer, in inventory order. It fails if Rank is not positive or
 // no module matches.
 func (l LoRA) Adapters(s Spec) ([]gpumem.Tensor, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	rs, err := l.adaptersFor(s, runsOf(s.Tensors()))
+	if err != nil {
+		return nil, err
+	}
+	return tensorsOf(rs), nil
+}
+
+// adaptersFor checks l and returns the adapter runs for the base runs of
+// s (folded or not).
+func (l LoRA) adaptersFor(s Spec, base []Run) ([]Run, error) {
 	if l.Rank <= 0 || l.Rank > maxDim {
 		return nil, gpumem.Errorf("LoRA.Rank", l.Rank, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
@@ -124,27 +137,47 @@ func (l LoRA) Adapters(s Spec) ([]gpumem.Tensor, error) {
 	if !dt.Valid() {
 		return nil, gpumem.Errorf("LoRA.DType", l.DType, gpumem.ErrInvalid, "not a storage format")
 	}
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
 	targets, err := l.targets(s)
 	if err != nil {
 		return nil, err
 	}
-	var out []gpumem.Tensor
-	for _, t := range s.Tensors() {
-		module, in, o, ok := linearModule(s, t)
+	return l.adapters(s, base, targets, dt)
+}
+
+// adapters returns the adapter runs for the base runs of s.
+func (l LoRA) adapters(s Spec, base []Run, targets []string, dt gpumem.DType) ([]Run, error) {
+	var out []Run
+	for _, r := range base {
+		module, in, o, ok := linearModule(s, r.Tensor)
 		if !ok || !matchTarget(module, targets) {
 			continue
 		}
 		out = append(out,
-			gpumem.Tensor{Name: module + ".lora_A.weight", Shape: []int64{l.Rank, in}, DType: dt},
-			gpumem.Tensor{Name: module + ".lora_B.weight", Shape: []int64{o, l.Rank}, DType: dt})
+			Run{gpumem.Tensor{Name: module + ".lora_A.weight", Shape: []int64{l.Rank, in}, DType: dt}, r.Count, r.Layers},
+			Run{gpumem.Tensor{Name: module + ".lora_B.weight", Shape: []int64{o, l.Rank}, DType: dt}, r.Count, r.Layers})
 	}
 	if len(out) == 0 {
 		return nil, gpumem.Errorf("LoRA.Targets", targets, gpumem.ErrInvalid, "no linear layer of %s matches", s.Family)
 	}
 	return out, nil
+}
+
+// runsOf makes each tensor a run of 1.
+func runsOf(ts []gpumem.Tensor) []Run {
+	out := make([]Run, len(ts))
+	for i, t := range ts {
+		out[i] = Run{Tensor: t, Count: 1, Layers: 1}
+	}
+	return out
+}
+
+// tensorsOf lists the tensors of runs of 1.
+func tensorsOf(rs []Run) []gpumem.Tensor {
+	out := make([]gpumem.Tensor, len(rs))
+	for i, r := range rs {
+		out[i] = r.Tensor
+	}
+	return out
 }
 
 // Finetune is a model set up for training: which base parameters train,
@@ -211,6 +244,38 @@ func (f Finetune) trains(t gpumem.Tensor) bool {
 // gpumem.Blockwise, or an fp32 "<module>.weight_scale_inv" for FP8),
 // then the adapters.
 func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
+	rs, err := f.runs(false)
+	if err != nil {
+		return nil, err
+	}
+	return tensorsOf(rs), nil
+}
+
+// Runs returns [Finetune.Tensors] and [Finetune.Trainable] folded into
+// runs as [Spec.Runs] folds a model: its cost follows the distinct layer
+// kinds, not the layer count. A Train predicate may tell layers apart,
+// and so may a LoRA target naming a layer ("layers.3.q_proj"): then
+// every tensor is a run of 1.
+func (f Finetune) Runs() (all, trainable []Run, err error) {
+	fold := f.Train == nil
+	for _, t := range f.LoRA.Targets {
+		for _, seg := range strings.Split(t, ".") {
+			if seg != "" && strings.Trim(seg, "0123456789") == "" {
+				fold = false
+			}
+		}
+	}
+	if all, err = f.runs(fold); err != nil {
+		return nil, nil, err
+	}
+	if trainable, err = f.trainable(all); err != nil {
+		return nil, nil, err
+	}
+	return all, trainable, nil
+}
+
+// runs builds the inventory of Tensors as runs, folded or of 1.
+func (f Finetune) runs(fold bool) ([]Run, error) {
 	if err := f.Model.Validate(); err != nil {
 		return nil, err
 	}
@@ -223,13 +288,19 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {
 		return nil, gpumem.Errorf("Finetune.FP8Block", b, gpumem.ErrInvalid, "both sizes positive, or both zero for per-tensor scales")
 	}
-	base := f.Model.Tensors()
-	out := make([]gpumem.Tensor, 0, len(base))
-	for _, t := range base {
+	var base []Run
+	if fold {
+		base = f.Model.Runs()
+	} else {
+		base = runsOf(f.Model.Tensors())
+	}
+	out := make([]Run, 0, len(base))
+	for _, r := range base {
+		t := r.Tensor
 		if t.DType != gpumem.FP32 && t.DType != gpumem.BF16 && t.DType != gpumem.FP16 {
 			// Already quantized (a GGUF or FP8 checkpoint) or integer:
 			// stored as it is.
-			out = append(out, t)
+			out = append(out, r)
 			continue
 		}
 		if module, in, o, ok := linearModule(f.Model, t); ok && fp8 && !isHead(module) {
@@ -242,7 +313,8 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 				scale = []int64{r, c}
 			}
 			t.DType = f.Quant
-			out = append(out, t, gpumem.Tensor{Name: module + ".weight_scale_inv", Shape: scale, DType: gpumem.FP32})
+			out = append(out, Run{t, r.Count, r.Layers},
+				Run{gpumem.Tensor{Name: module + ".weight_scale_inv", Shape: scale, DType: gpumem.FP32}, r.Count, r.Layers})
 			continue
 		}
 		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
@@ -255,13 +327,14 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 				return nil, err
 			}
 			t.DType = f.Quant
-			out = append(out, t, gpumem.Tensor{Name: t.Name + ".quant_state", Shape: []int64{int64(c)}, DType: gpumem.UINT8})
+			out = append(out, Run{t, r.Count, r.Layers},
+				Run{gpumem.Tensor{Name: t.Name + ".quant_state", Shape: []int64{int64(c)}, DType: gpumem.UINT8}, r.Count, r.Layers})
 			continue
 		}
-		out = append(out, t)
+		out = append(out, r)
 	}
 	if f.LoRA.Rank != 0 || f.LoRA.Targets != nil {
-		ad, err := f.LoRA.Adapters(f.Model)
+		ad, err := f.LoRA.adaptersFor(f.Model, base)
 		if err != nil {
 			return nil, err
 		}
@@ -274,22 +347,32 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 // the base tensors Train selects. A quantized base tensor cannot train;
 // selecting one is an error naming it.
 func (f Finetune) Trainable() ([]gpumem.Tensor, error) {
-	all, err := f.Tensors()
+	all, err := f.runs(false)
 	if err != nil {
 		return nil, err
 	}
-	var out []gpumem.Tensor
-	for _, t := range all {
+	tr, err := f.trainable(all)
+	if err != nil {
+		return nil, err
+	}
+	return tensorsOf(tr), nil
+}
+
+// trainable selects the runs of all that train.
+func (f Finetune) trainable(all []Run) ([]Run, error) {
+	var out []Run
+	for _, r := range all {
+		t := r.Tensor
 		switch {
 		case strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight"):
-			out = append(out, t)
+			out = append(out, r)
 		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
 			// Quantization constants and buffers never train.
 		case f.trains(t):
 			if f.Quant != gpumem.Invalid && t.DType == f.Quant {
 				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a quantized weight cannot train")
 			}
-			out = append(out, t)
+			out = append(out, r)
 		}
 	}
 	return out, nil

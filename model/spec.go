@@ -587,6 +587,41 @@ func (s Spec) Tensors() []gpumem.Tensor {
 	return b.out
 }
 
+// Run is Count tensors of one shape and storage whose names differ only
+// in a layer or expert index; Tensor is the first of them (its names
+// carry the indices of the first layer of its kind and of expert 0).
+// Layers is how many layers of a stack the run spans, 1 outside a stack:
+// each of those layers holds Count/Layers of the tensors.
+type Run struct {
+	Tensor gpumem.Tensor
+	Count  int64
+	Layers int64
+}
+
+// Runs returns [Spec.Tensors] folded into runs: one layer of each kind
+// (dense or with experts; T5's first block) and one expert of each
+// block, with how many each stands for. Its cost follows the number of
+// distinct layer kinds, not the layer count: a 65,536-layer stack of one
+// kind is one layer's tensors. An Inventory (a checkpoint's tensor list)
+// is not folded: each tensor is a run of 1. It returns nil for a Spec
+// that fails [Spec.Validate].
+func (s Spec) Runs() []Run {
+	if s.Validate() != nil {
+		return nil
+	}
+	if s.Inventory != nil {
+		out := make([]Run, len(s.Inventory))
+		for i, t := range s.Inventory {
+			t.Shape = slices.Clone(t.Shape)
+			out[i] = Run{Tensor: t, Count: 1, Layers: 1}
+		}
+		return out
+	}
+	b := builder{fold: true}
+	s.build(&b)
+	return b.runs
+}
+
 // Params returns the number of parameters of s: the sum of the element
 // counts of [Spec.Tensors]. It returns 0 for a Spec that fails
 // [Spec.Validate].

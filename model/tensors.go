@@ -81,13 +81,21 @@ func (l layout) hasVocab() bool {
 }
 
 // builder collects (or only counts) the tensors of a Spec. Counting mode
-// keeps no names, which makes Params cheap for large MoE models.
+// keeps no names, which makes Params cheap for large MoE models. Folding
+// mode (and counting, which implies it) builds one layer of each kind
+// and one expert of each block, each tensor standing for mult of them,
+// so that its cost follows the distinct layer shapes, not the layer
+// count.
 type builder struct {
 	count   bool
+	fold    bool
 	limit   int64 // maximum tensors; 0 means no limit
 	prefix  string
 	dt      gpumem.DType
 	out     []gpumem.Tensor
+	runs    []Run // the output of folding mode
+	mult    int64 // tensors each added one stands for (folding); 0 means 1
+	layers  int64 // of mult, the layers of a stack (folding); 0 means 1
 	n       int64 // elements so far
 	tensors int64
 	err     error
@@ -110,16 +118,25 @@ func (b *builder) addTP(dt gpumem.DType, prefix, name string, shape ...int64) {
 		b.err = fmt.Errorf("tensor %s%s%s of shape %v overflows int64 elements", b.prefix, prefix, name, slices.Clone(shape))
 		return
 	}
+	m := max(b.mult, 1)
+	if e, ok = checked.Mul(e, m); !ok {
+		b.err = fmt.Errorf("parameter count overflows int64 at tensor %s%s%s", b.prefix, prefix, name)
+		return
+	}
 	if b.n, ok = checked.Add(b.n, e); !ok {
 		b.err = fmt.Errorf("parameter count overflows int64 at tensor %s%s%s", b.prefix, prefix, name)
 		return
 	}
-	b.tensors++
-	if b.limit > 0 && b.tensors > b.limit {
+	if b.tensors, ok = checked.Add(b.tensors, m); !ok || (b.limit > 0 && b.tensors > b.limit) {
 		b.err = fmt.Errorf("%w: more than %d", errTooMany, b.limit)
 		return
 	}
-	if !b.count {
+	switch {
+	case b.count:
+	case b.fold:
+		b.runs = append(b.runs, Run{Tensor: gpumem.Tensor{Name: b.prefix + prefix + name, Shape: slices.Clone(shape), DType: dt},
+			Count: m, Layers: max(b.layers, 1)})
+	default:
 		b.out = append(b.out, gpumem.Tensor{Name: b.prefix + prefix + name, Shape: slices.Clone(shape), DType: dt})
 	}
 }
@@ -166,33 +183,67 @@ func (b *builder) normP(prefix, name string, dim int64, kind Norm) {
 	}
 }
 
-// repeat adds fn(i) for i in [0, n). In counting mode it runs fn once and
-// multiplies, since the repeated blocks (experts) are identical.
+// repeat adds fn(i) for i in [0, n). Counting and folding run fn once,
+// each tensor standing for n, since the repeated blocks (experts) are
+// identical but for the index in their names.
 func (b *builder) repeat(n int64, fn func(i int64)) {
-	if !b.count || n <= 1 {
+	if !(b.count || b.fold) || n <= 1 {
 		for i := int64(0); i < n && b.err == nil; i++ {
 			fn(i)
 		}
 		return
 	}
-	n0, t0 := b.n, b.tensors
-	fn(0)
-	if b.err != nil {
-		return
-	}
-	dn, dt := b.n-n0, b.tensors-t0
-	en, ok1 := checked.Mul(dn, n-1)
-	et, ok2 := checked.Mul(dt, n-1)
-	var ok3, ok4 bool
-	b.n, ok3 = checked.Add(b.n, en)
-	b.tensors, ok4 = checked.Add(b.tensors, et)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	saved := b.mult
+	m, ok := checked.Mul(max(saved, 1), n)
+	if !ok {
 		b.err = errors.New("parameter count overflows int64 in repeated blocks")
 		return
 	}
-	if b.limit > 0 && b.tensors > b.limit {
-		b.err = fmt.Errorf("%w: more than %d", errTooMany, b.limit)
+	b.mult = m
+	fn(0)
+	b.mult = saved
+}
+
+// stack adds the n layers of a stack, fn(i) for layer i. Counting and
+// folding build one layer of each kind (class(i), nil: all alike) at
+// its first index, each tensor standing for the layers of that kind;
+// only class is evaluated per layer.
+func (b *builder) stack(n int64, class func(i int64) int, fn func(i int64)) {
+	if !(b.count || b.fold) || n <= 1 {
+		for i := int64(0); i < n && b.err == nil; i++ {
+			fn(i)
+		}
+		return
 	}
+	type kind struct{ first, count int64 }
+	var kinds []kind // in order of first appearance
+	if class == nil {
+		kinds = []kind{{0, n}}
+	} else {
+		var index [4]int // class → kinds index + 1; classes are small
+		for i := int64(0); i < n; i++ {
+			c := class(i)
+			if index[c] == 0 {
+				kinds = append(kinds, kind{i, 0})
+				index[c] = len(kinds)
+			}
+			kinds[index[c]-1].count++
+		}
+	}
+	savedM, savedL := b.mult, b.layers
+	for _, k := range kinds {
+		m, ok := checked.Mul(max(savedM, 1), k.count)
+		if !ok {
+			b.err = errors.New("parameter count overflows int64 in repeated layers")
+			break
+		}
+		b.mult, b.layers = m, k.count
+		fn(k.first)
+		if b.err != nil {
+			break
+		}
+	}
+	b.mult, b.layers = savedM, savedL
 }
 
 func (b *builder) sub(prefix string, s *Spec) {
@@ -259,15 +310,43 @@ func (s Spec) IsMoELayer(i int64) bool {
 // (modeling_deepseek_v2/v3); qwen2_moe: (i+1) % decoder_sparse_step == 0
 // (modeling_qwen2_moe); mixtral: every layer.
 func (s Spec) isMoELayer(i int64) bool {
+	k := s.layerKinds()
+	return k != nil && k(i) == 1
+}
+
+// layerKinds returns the kind of each layer for [builder.stack]: 1 with
+// routed experts, 0 dense (isMoELayer's rule); nil for a dense model,
+// whose layers are all alike. The closure holds only the rule's numbers,
+// so that a stack of many layers costs a few instructions a layer.
+func (s Spec) layerKinds() func(i int64) int {
 	if s.MoE.Experts == 0 {
-		return false
+		return nil
 	}
-	step := max(s.MoE.Step, 1)
+	step, first := max(s.MoE.Step, 1), s.MoE.DenseFirst
 	switch s.Family {
 	case "qwen2_moe", "qwen3_moe":
-		return (i+1)%step == 0
+		return func(i int64) int {
+			if (i+1)%step == 0 {
+				return 1
+			}
+			return 0
+		}
 	}
-	return i >= s.MoE.DenseFirst && i%step == 0
+	return func(i int64) int {
+		if i >= first && i%step == 0 {
+			return 1
+		}
+		return 0
+	}
+}
+
+// firstLayer is the kind of layer i for [builder.stack] where the first
+// layer of a stack differs (T5's relative attention bias).
+func firstLayer(i int64) int {
+	if i == 0 {
+		return 0
+	}
+	return 1
 }
 
 // buildLlama is the LlamaForCausalLM layout and its relatives: embedding,
@@ -277,7 +356,7 @@ func (s Spec) buildLlama(b *builder) {
 	H, V, D := s.Hidden, s.Vocab, s.HeadDim
 	nk := s.norm()
 	b.add("model.embed_tokens.weight", V, H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, s.layerKinds(), func(i int64) {
 		p := "model.layers." + itoa(i) + "."
 		if s.MLA.Enabled() {
 			m := s.MLA
@@ -314,7 +393,7 @@ func (s Spec) buildLlama(b *builder) {
 			b.normP(p, "pre_feedforward_layernorm", H, nk)
 			b.normP(p, "post_feedforward_layernorm", H, nk)
 		}
-	}
+	})
 	b.norm("model.norm", H, nk)
 	if !s.TiedEmbeddings {
 		b.linear("lm_head", V, H, s.Bias.LMHead)
@@ -369,7 +448,7 @@ func (s Spec) buildMoE(b *builder, p string) {
 func (s Spec) buildPhi3(b *builder) {
 	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
 	b.add("model.embed_tokens.weight", V, H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "model.layers." + itoa(i) + "."
 		b.addP(p, "self_attn.o_proj.weight", H, s.Heads*D)
 		b.addP(p, "self_attn.qkv_proj.weight", (s.Heads+2*s.KVHeads)*D, H)
@@ -377,7 +456,7 @@ func (s Spec) buildPhi3(b *builder) {
 		b.addP(p, "mlp.down_proj.weight", H, I)
 		b.addP(p, "input_layernorm.weight", H)
 		b.addP(p, "post_attention_layernorm.weight", H)
-	}
+	})
 	b.add("model.norm.weight", H)
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", V, H)
@@ -389,7 +468,7 @@ func (s Spec) buildPhi3(b *builder) {
 func (s Spec) buildPhi(b *builder) {
 	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
 	b.add("model.embed_tokens.weight", V, H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "model.layers." + itoa(i) + "."
 		b.linearP(p, "self_attn.q_proj", s.Heads*D, H, true)
 		b.linearP(p, "self_attn.k_proj", s.KVHeads*D, H, true)
@@ -402,7 +481,7 @@ func (s Spec) buildPhi(b *builder) {
 		b.linearP(p, "mlp.fc1", I, H, true)
 		b.linearP(p, "mlp.fc2", H, I, true)
 		b.normP(p, "input_layernorm", H, LayerNorm)
-	}
+	})
 	b.norm("model.final_layernorm", H, LayerNorm)
 	if !s.TiedEmbeddings {
 		b.linear("lm_head", V, H, true)
@@ -415,7 +494,7 @@ func (s Spec) buildPhi(b *builder) {
 func (s Spec) buildFalcon(b *builder) {
 	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
 	b.add("transformer.word_embeddings.weight", V, H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "transformer.h." + itoa(i) + "."
 		b.linearP(p, "self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
 		b.linearP(p, "self_attention.dense", H, s.Heads*D, s.Bias.Out)
@@ -431,7 +510,7 @@ func (s Spec) buildFalcon(b *builder) {
 			b.normP(p, "input_layernorm", H, LayerNorm)
 			b.normP(p, "post_attention_layernorm", H, LayerNorm)
 		}
-	}
+	})
 	b.norm("transformer.ln_f", H, LayerNorm)
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", V, H)
@@ -445,7 +524,7 @@ func (s Spec) buildGPT2(b *builder) {
 	b.add("transformer.wte.weight", V, H)
 	b.add("transformer.wpe.weight", s.Positions, H)
 	big := s.Family == "gpt_bigcode"
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "transformer.h." + itoa(i) + "."
 		b.normP(p, "ln_1", H, LayerNorm)
 		if big {
@@ -467,7 +546,7 @@ func (s Spec) buildGPT2(b *builder) {
 			b.addP(p, "mlp.c_proj.weight", I, H)
 			b.addP(p, "mlp.c_proj.bias", H)
 		}
-	}
+	})
 	b.norm("transformer.ln_f", H, LayerNorm)
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", V, H)
@@ -479,7 +558,7 @@ func (s Spec) buildGPT2(b *builder) {
 func (s Spec) buildNeoX(b *builder) {
 	H, V, I := s.Hidden, s.Vocab, s.Intermediate
 	b.add("gpt_neox.embed_in.weight", V, H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "gpt_neox.layers." + itoa(i) + "."
 		b.normP(p, "input_layernorm", H, LayerNorm)
 		b.normP(p, "post_attention_layernorm", H, LayerNorm)
@@ -487,7 +566,7 @@ func (s Spec) buildNeoX(b *builder) {
 		b.linearP(p, "attention.dense", H, s.Heads*s.HeadDim, s.Bias.QKV)
 		b.linearP(p, "mlp.dense_h_to_4h", I, H, true)
 		b.linearP(p, "mlp.dense_4h_to_h", H, I, true)
-	}
+	})
 	b.norm("gpt_neox.final_layer_norm", H, LayerNorm)
 	if !s.TiedEmbeddings {
 		b.add("embed_out.weight", V, H)
@@ -513,7 +592,7 @@ func (s Spec) buildOPT(b *builder) {
 		b.addP(p0, "project_out.weight", E, H)
 		b.addP(p0, "project_in.weight", H, E)
 	}
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := p0 + "layers." + itoa(i) + "."
 		b.linearP(p, "self_attn.k_proj", H, H, true)
 		b.linearP(p, "self_attn.v_proj", H, H, true)
@@ -523,7 +602,7 @@ func (s Spec) buildOPT(b *builder) {
 		b.linearP(p, "fc1", I, H, true)
 		b.linearP(p, "fc2", H, I, true)
 		b.normP(p, "final_layer_norm", H, LayerNorm)
-	}
+	})
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", V, E)
 	}
@@ -539,7 +618,7 @@ func (s Spec) buildBERT(b *builder) {
 		b.addP(p0, "embeddings.token_type_embeddings.weight", s.TypeVocab, H)
 	}
 	b.normP(p0, "embeddings.LayerNorm", H, LayerNorm)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := p0 + "encoder.layer." + itoa(i) + "."
 		b.linearP(p, "attention.self.query", s.Heads*s.HeadDim, H, true)
 		b.linearP(p, "attention.self.key", s.Heads*s.HeadDim, H, true)
@@ -549,7 +628,7 @@ func (s Spec) buildBERT(b *builder) {
 		b.linearP(p, "intermediate.dense", I, H, true)
 		b.linearP(p, "output.dense", H, I, true)
 		b.normP(p, "output.LayerNorm", H, LayerNorm)
-	}
+	})
 	if s.Pooler {
 		b.linearP(p0, "pooler.dense", H, H, true)
 	}
@@ -587,24 +666,24 @@ func (s Spec) buildT5(b *builder) {
 	if !s.EncoderOnly {
 		encLayers = s.Encoder.Layers
 	}
-	for i := int64(0); i < encLayers && b.err == nil; i++ {
+	b.stack(encLayers, firstLayer, func(i int64) {
 		p := "encoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
 		b.addP(p, "0.layer_norm.weight", d)
 		ffn(p + "1.")
-	}
+	})
 	b.add("encoder.final_layer_norm.weight", d)
 	if s.EncoderOnly {
 		return
 	}
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, firstLayer, func(i int64) {
 		p := "decoder.block." + itoa(i) + ".layer."
 		attn(p+"0.SelfAttention.", i == 0)
 		b.addP(p, "0.layer_norm.weight", d)
 		attn(p+"1.EncDecAttention.", false)
 		b.addP(p, "1.layer_norm.weight", d)
 		ffn(p + "2.")
-	}
+	})
 	b.add("decoder.final_layer_norm.weight", d)
 	if !s.TiedEmbeddings {
 		b.add("lm_head.weight", s.Vocab, d)
@@ -629,18 +708,18 @@ func (s Spec) buildWhisper(b *builder) {
 	b.add("model.encoder.conv2.weight", d, d, 3)
 	b.add("model.encoder.conv2.bias", d)
 	b.add("model.encoder.embed_positions.weight", e.Positions, d)
-	for i := int64(0); i < e.Layers && b.err == nil; i++ {
+	b.stack(e.Layers, nil, func(i int64) {
 		p := "model.encoder.layers." + itoa(i) + "."
 		attn(p + "self_attn.")
 		b.normP(p, "self_attn_layer_norm", d, LayerNorm)
 		b.linearP(p, "fc1", e.Intermediate, d, true)
 		b.linearP(p, "fc2", d, e.Intermediate, true)
 		b.normP(p, "final_layer_norm", d, LayerNorm)
-	}
+	})
 	b.norm("model.encoder.layer_norm", d, LayerNorm)
 	b.add("model.decoder.embed_tokens.weight", s.Vocab, d)
 	b.add("model.decoder.embed_positions.weight", s.Positions, d)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "model.decoder.layers." + itoa(i) + "."
 		attn(p + "self_attn.")
 		b.normP(p, "self_attn_layer_norm", d, LayerNorm)
@@ -649,7 +728,7 @@ func (s Spec) buildWhisper(b *builder) {
 		b.linearP(p, "fc1", s.Intermediate, d, true)
 		b.linearP(p, "fc2", d, s.Intermediate, true)
 		b.normP(p, "final_layer_norm", d, LayerNorm)
-	}
+	})
 	b.norm("model.decoder.layer_norm", d, LayerNorm)
 	if !s.TiedEmbeddings {
 		b.add("proj_out.weight", s.Vocab, d)
@@ -666,7 +745,7 @@ func (s Spec) buildViT(b *builder) {
 	b.addP(p0, "embeddings.position_embeddings", 1, s.Image.Patches()+1, H)
 	b.addP(p0, "embeddings.patch_embeddings.projection.weight", H, C, P, P)
 	b.addP(p0, "embeddings.patch_embeddings.projection.bias", H)
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := p0 + "encoder.layer." + itoa(i) + "."
 		b.linearP(p, "attention.attention.query", inner, H, s.Bias.QKV)
 		b.linearP(p, "attention.attention.key", inner, H, s.Bias.QKV)
@@ -676,7 +755,7 @@ func (s Spec) buildViT(b *builder) {
 		b.linearP(p, "output.dense", H, I, true)
 		b.normP(p, "layernorm_before", H, LayerNorm)
 		b.normP(p, "layernorm_after", H, LayerNorm)
-	}
+	})
 	b.normP(p0, "layernorm", H, LayerNorm)
 	if s.Pooler {
 		b.linearP(p0, "pooler.dense", H, H, true)
@@ -708,7 +787,7 @@ func (s Spec) buildCLIPFamily(b *builder) {
 		b.addP(p0, "embeddings.patch_embedding.bias", H)
 		b.addP(p0, "embeddings.position_embedding.weight", s.Image.Patches(), H)
 	}
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := p0 + "encoder.layers." + itoa(i) + "."
 		b.linearP(p, "self_attn.k_proj", inner, H, true)
 		b.linearP(p, "self_attn.v_proj", inner, H, true)
@@ -718,7 +797,7 @@ func (s Spec) buildCLIPFamily(b *builder) {
 		b.linearP(p, "mlp.fc1", I, H, true)
 		b.linearP(p, "mlp.fc2", H, I, true)
 		b.normP(p, "layer_norm2", H, LayerNorm)
-	}
+	})
 	if l == layoutCLIPText {
 		b.normP(p0, "final_layer_norm", H, LayerNorm)
 		return
@@ -795,7 +874,7 @@ func (s Spec) buildCogVideoX(b *builder) {
 		b.linear("ofs_embedding.linear_2", o, o, true)
 	}
 	inner := s.Heads * s.HeadDim
-	for i := int64(0); i < s.Layers && b.err == nil; i++ {
+	b.stack(s.Layers, nil, func(i int64) {
 		p := "transformer_blocks." + itoa(i) + "."
 		b.linearP(p, "norm1.linear", 6*D, T, true)
 		b.normP(p, "norm1.norm", D, LayerNorm)
@@ -809,7 +888,7 @@ func (s Spec) buildCogVideoX(b *builder) {
 		b.normP(p, "norm2.norm", D, LayerNorm)
 		b.linearP(p, "ff.net.0.proj", s.Intermediate, D, true)
 		b.linearP(p, "ff.net.2", D, s.Intermediate, true)
-	}
+	})
 	b.norm("norm_final", D, LayerNorm)
 	b.linear("norm_out.linear", 2*D, T, true)
 	b.norm("norm_out.norm", D, LayerNorm)
