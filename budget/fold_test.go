@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
-	"github.com/google/go-cmp/cmp"
 )
 
 // deepConfig is a config.json of 65,536 small layers: 190 bytes that once
