@@ -25,6 +25,41 @@ const DefaultMaxBatch = 4096
 // 5% fragmentation covers them.
 const DefaultHeadroomFraction = 0.05
 
+// DefaultMaxSeqLen bounds MaxSeqLen's search: the longest sequence it
+// reports. Like DefaultMaxBatch it is a bound for the search, not a
+// measured figure.
+const DefaultMaxSeqLen = 1 << 20
+
+// DefaultHeadroom returns the memory left unused out of free bytes when
+// no other headroom is asked for: DefaultHeadroomFraction of free,
+// rounded down; zero when free is not positive. It is the one headroom of
+// "the largest job that fits": Allocate with zero Limits.Headroom and
+// HeadroomFraction, MaxBatch, MaxSeqLen and FitsWithHeadroom all leave
+// exactly this much.
+func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
+	if free <= 0 {
+		return 0
+	}
+	return gpumem.Bytes(DefaultHeadroomFraction * float64(free))
+}
+
+// FitsWithHeadroom reports whether a job that needs need fits on d with
+// DefaultHeadroom(d.Free()) left unused: need.Device() + headroom against
+// d.Free(). It is the test Allocate, MaxBatch and MaxSeqLen apply with
+// default Limits, so that a job at the batch or sequence length they
+// return fits here and one more does not. When it does not fit,
+// shortfall is the missing amount, headroom included; when it does,
+// shortfall is zero. Fits is the same test without the headroom (a job
+// at 100% of the free memory fits there). Allocation-free.
+func FitsWithHeadroom(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
+	free := d.Free()
+	s := need.device() + DefaultHeadroom(free) - free
+	if s > 0 {
+		return s, false
+	}
+	return 0, true
+}
+
 // Limits bounds what Allocate may change. The zero value (or a nil
 // *Limits) lets Allocate choose the micro-batch in [1, DefaultMaxBatch],
 // turn on full activation checkpointing for training, swap eager
@@ -76,9 +111,27 @@ type Limits struct {
 	BufferMin map[string]int64
 	// Headroom is memory left unused, in bytes, on top of
 	// HeadroomFraction of the free memory (zero:
-	// DefaultHeadroomFraction; negative: none).
+	// DefaultHeadroomFraction; negative: none). HeadroomFor adds them up.
 	Headroom         gpumem.Bytes
 	HeadroomFraction float64
+}
+
+// HeadroomFor returns the memory Allocate leaves unused out of free
+// bytes under l: Headroom (negative: none) plus HeadroomFraction of free
+// (zero: DefaultHeadroom(free); negative: none). A nil *Limits gives
+// DefaultHeadroom(free).
+func (l *Limits) HeadroomFor(free gpumem.Bytes) gpumem.Bytes {
+	if l == nil {
+		return DefaultHeadroom(free)
+	}
+	h := max(l.Headroom, 0)
+	switch frac := l.HeadroomFraction; {
+	case frac == 0:
+		h += DefaultHeadroom(free)
+	case frac > 0 && free > 0:
+		h += gpumem.Bytes(frac * float64(free))
+	}
+	return h
 }
 
 // Alternative is a model set-up Allocate may switch to (see
@@ -200,8 +253,10 @@ type Plan struct {
 	// Need is the Estimate of Job.
 	Need Breakdown
 	// Free is the memory Allocate was given; Headroom what the plan
-	// leaves of it (Free − Need.Device()), at least the Limits' headroom.
-	Free, Headroom gpumem.Bytes
+	// leaves of it (Free − Need.Device()), at least MinHeadroom, the
+	// headroom the Limits asked for (Limits.HeadroomFor(Free):
+	// DefaultHeadroom(Free) by default).
+	Free, Headroom, MinHeadroom gpumem.Bytes
 	// Reason says what stopped the search, and Limiting the component
 	// that the next increment would have overflowed with (ReasonMemory).
 	Reason   Reason
@@ -271,6 +326,18 @@ func (a *allocator) fits(j Job) (Breakdown, bool, error) {
 		return b, false, err
 	}
 	return b, b.Device() <= a.budget(), nil
+}
+
+// fitsCandidate is fits for a candidate of a search: a candidate whose
+// estimate overflows (gpumem.ErrRange: bytes beyond int64, or more than
+// 2^40 tokens) does not fit, with a zero Breakdown, since a job that big
+// needs more than any device has; the search goes on below it.
+func (a *allocator) fitsCandidate(j Job) (Breakdown, bool, error) {
+	b, ok, err := a.fits(j)
+	if errors.Is(err, gpumem.ErrRange) {
+		return Breakdown{}, false, nil
+	}
+	return b, ok, err
 }
 
 // Allocate returns the job to run in free bytes of device memory: j with
@@ -447,7 +514,7 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 			break
 		}
 	}
-	p.Headroom = free - p.Need.Device()
+	p.Headroom, p.MinHeadroom = free-p.Need.Device(), a.headroom
 	return p, nil
 }
 
@@ -537,18 +604,7 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 			return nil, gpumem.Errorf("Limits.BufferMin["+name+"]", n, gpumem.ErrInvalid, "must not be negative")
 		}
 	}
-	frac := l.HeadroomFraction
-	switch {
-	case frac == 0:
-		frac = DefaultHeadroomFraction
-	case frac < 0:
-		frac = 0
-	}
-	h := l.Headroom
-	if h < 0 {
-		h = 0
-	}
-	a.headroom = h + gpumem.Bytes(frac*float64(free))
+	a.headroom = l.HeadroomFor(free)
 	return a, nil
 }
 
@@ -753,7 +809,7 @@ func (a *allocator) maximizeBatch(j Job, hint int) (int, string, error) {
 	}
 	if t > 0 && j.Mode == Training && t <= a.maxBatch && t > a.minBatch {
 		// Batches from t up need no accumulation: search there first.
-		if _, ok, err := a.fits(at(t)); err != nil {
+		if _, ok, err := a.fitsCandidate(at(t)); err != nil {
 			return 0, "", err
 		} else if ok {
 			return a.maximize(t, a.maxBatch, t, at)
@@ -824,7 +880,7 @@ func (a *allocator) maximize64(lo, hi, hint int64, at func(int64) Job) (int64, s
 		if probe <= good || probe >= bad {
 			probe = good + (bad-good)/2
 		}
-		b, ok, err := a.fits(at(probe))
+		b, ok, err := a.fitsCandidate(at(probe))
 		if err != nil {
 			return 0, "", err
 		}
@@ -840,8 +896,11 @@ func (a *allocator) maximize64(lo, hi, hint int64, at func(int64) Job) (int64, s
 		return good, "", nil
 	}
 	if bBad.Device() == 0 {
-		if bBad, _, err = a.fits(at(good + 1)); err != nil {
+		if bBad, _, err = a.fitsCandidate(at(good + 1)); err != nil {
 			return 0, "", err
+		}
+		if bBad.Device() == 0 {
+			return good, "", nil // one more overflows: no component to name
 		}
 	}
 	return good, growth(bGood, bBad), nil
@@ -902,8 +961,9 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	return e
 }
 
-// MaxBatch returns the largest micro-batch at which j, otherwise
-// unchanged, fits in free bytes with the default headroom; 0 and an
+// MaxBatch returns the largest micro-batch (up to DefaultMaxBatch) at
+// which j, otherwise unchanged, fits in free bytes with DefaultHeadroom
+// left unused (the test of FitsWithHeadroom); 0 and an
 // *InsufficientMemoryError when batch 1 does not fit.
 func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
 	p, err := Allocate(free, j, &Limits{Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
@@ -913,12 +973,13 @@ func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
 	return p.Batch, nil
 }
 
-// MaxSeqLen returns the longest sequence (up to 2^20 tokens) at which j,
-// with its batch and otherwise unchanged, fits in free bytes with the
-// default headroom; 0 and an *InsufficientMemoryError when one token
-// does not fit.
+// MaxSeqLen returns the longest sequence (up to DefaultMaxSeqLen, 2^20
+// tokens) at which j, with its batch and otherwise unchanged, fits in
+// free bytes with DefaultHeadroom left unused (the test of
+// FitsWithHeadroom); 0 and an *InsufficientMemoryError when one token
+// does not fit. A sequence whose estimate overflows does not fit.
 func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
-	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: 1 << 20,
+	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: DefaultMaxSeqLen,
 		Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
 		return 0, err

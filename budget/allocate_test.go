@@ -305,3 +305,105 @@ func BenchmarkAllocate(b *testing.B) {
 		}
 	}
 }
+
+// A candidate whose estimate overflows int64 does not fit: Allocate keeps
+// searching below it and answers with the longest sequence that fits
+// (issue 17: plan --max-seq 10000000 failed with the overflow error).
+func TestAllocateOverflowDoesNotFit(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3-8b", nil)
+	for _, c := range []struct {
+		name string
+		job  Job
+		free gpumem.Bytes
+	}{
+		{"prefill on 1000 GiB", Job{Model: m, Mode: Prefill, Precision: BF16, Attention: model.SDPA, Batch: 1, SeqLen: 2048}, 1000 << 30},
+		{"training on 1000 GiB", Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+			Checkpointing: model.FullCheckpointing, Batch: 1, SeqLen: 2048}, 1000 << 30},
+		// So much memory that only the overflow bounds the answer.
+		{"prefill on 4 EiB", Job{Model: m, Mode: Prefill, Precision: BF16, Attention: model.SDPA, Batch: 1, SeqLen: 2048}, 1 << 62},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const limit = 10_000_000
+			lim := Limits{MinBatch: 1, MaxBatch: 1, MaxSeqLen: limit}
+			p, err := Allocate(c.free, c.job, &lim)
+			if err != nil {
+				t.Fatalf("Allocate with MaxSeqLen %d: %v", limit, err)
+			}
+			budget := budgetOf(t, c.free, c.job, lim)
+			if p.Need.Device() > budget || p.SeqLen < 1 || p.SeqLen > limit {
+				t.Fatalf("seq %d needs %v, budget %v", p.SeqLen, p.Need.Device(), budget)
+			}
+			if p.SeqLen < limit {
+				x := p.Job
+				x.SeqLen++
+				if n, err := Estimate(x); err == nil && n.Device() <= budget {
+					t.Errorf("seq %d fits too (%v of %v)", x.SeqLen, n.Device(), budget)
+				}
+			}
+		})
+	}
+}
+
+// One definition of what fits: FitsWithHeadroom is the test Allocate,
+// MaxBatch and MaxSeqLen apply by default, DefaultHeadroom the memory it
+// leaves, and Plan.MinHeadroom says what was left.
+func TestFitsWithHeadroomIsAllocates(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3.2-1b", nil)
+	j := Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048}
+	dev := gpumem.Device{Name: "test", Capacity: 24 << 30, Used: 1 << 30}
+	free := dev.Free()
+	if h := DefaultHeadroom(free); h != gpumem.Bytes(DefaultHeadroomFraction*float64(free)) || h <= 0 {
+		t.Fatalf("DefaultHeadroom(%v) = %v", free, h)
+	}
+	if h := DefaultHeadroom(-5); h != 0 {
+		t.Errorf("DefaultHeadroom(-5) = %v, want 0", h)
+	}
+	if got, want := (*Limits)(nil).HeadroomFor(free), DefaultHeadroom(free); got != want {
+		t.Errorf("nil Limits: headroom %v, want %v", got, want)
+	}
+	if got, want := (&Limits{HeadroomFraction: -1, Headroom: 1 << 30}).HeadroomFor(free), gpumem.Bytes(1<<30); got != want {
+		t.Errorf("1 GiB, no fraction: headroom %v, want %v", got, want)
+	}
+	at := func(batch, seq int) Breakdown {
+		x := j
+		x.Batch, x.SeqLen = batch, seq
+		n, err := Estimate(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b, err := MaxBatch(j, free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := MaxSeqLen(j, free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		in, out Breakdown
+	}{{"MaxBatch", at(b, 2048), at(b+1, 2048)}, {"MaxSeqLen", at(1, s), at(1, s+1)}} {
+		if _, ok := FitsWithHeadroom(c.in, dev); !ok {
+			t.Errorf("%s: its answer does not fit with the headroom", c.name)
+		}
+		short, ok := FitsWithHeadroom(c.out, dev)
+		if ok || short != c.out.Device()+DefaultHeadroom(free)-free {
+			t.Errorf("%s: one more fits (%v) or the shortfall %v does not count the headroom", c.name, ok, short)
+		}
+	}
+	p, err := Allocate(free, j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MinHeadroom != DefaultHeadroom(free) || p.Headroom < p.MinHeadroom {
+		t.Errorf("plan: MinHeadroom %v, Headroom %v, want %v and at least that", p.MinHeadroom, p.Headroom, DefaultHeadroom(free))
+	}
+	if DefaultMaxSeqLen != 1<<20 {
+		t.Errorf("DefaultMaxSeqLen = %d", DefaultMaxSeqLen)
+	}
+}
