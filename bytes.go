@@ -3,7 +3,6 @@ package gpumem
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -161,14 +160,18 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 //
 // A decimal fraction is exact: "79.15 GiB" is 79.15·2^30 computed in
 // integers, rounded up to a whole byte (a size that holds the amount).
+// It may have at most 40 decimal places, not counting trailing zeros
+// ("0.1000" has one); a longer one is rejected with [ErrRange], since a
+// byte count needs no such precision and an unbounded one would let a
+// request make the parser work for nothing.
 //
 // Bit units ("Gb", "Mbit", "kb"), unknown units, signs, exponents,
 // NaN/Inf, empty input and amounts above [math.MaxInt64] bytes are
 // rejected with a *[ParseError] wrapping [ErrUnit], [ErrSyntax] or
 // [ErrRange].
 //
-// ParseBytes does not allocate unless it fails or the fraction has more
-// than 19 significant digits.
+// ParseBytes takes time linear in the length of s and does not allocate
+// unless it fails.
 func ParseBytes(s string) (Bytes, error) {
 	in := s
 	s = strings.TrimSpace(s)
@@ -219,14 +222,14 @@ func ParseBytes(s string) (Bytes, error) {
 		return fail(ErrRange, "size exceeds 8 EiB")
 	}
 	frac = strings.TrimRight(frac, "0")
+	if len(frac) > maxFracDigits {
+		return fail(ErrRange, strconv.Itoa(len(frac))+" decimal places; at most "+strconv.Itoa(maxFracDigits)+" are accepted")
+	}
 	if frac != "" {
-		up, ok := fracCeil(frac, mult)
-		if !ok {
-			return fail(ErrSyntax, "bad fraction")
-		}
-		var carry uint64
-		total, carry = bits.Add64(total, up, 0)
-		if carry != 0 || total > math.MaxInt64 {
+		// total ≤ MaxInt64 and the fraction adds at most mult ≤ 2^50:
+		// the sum cannot wrap a uint64.
+		total += fracCeil(frac, mult)
+		if total > math.MaxInt64 {
 			return fail(ErrRange, "size exceeds 8 EiB")
 		}
 	}
@@ -243,42 +246,31 @@ func MustParseBytes(s string) Bytes {
 	return b
 }
 
+// maxFracDigits is the most decimal places ParseBytes accepts, trailing
+// zeros aside.
+const maxFracDigits = 40
+
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
-
-// fracCeil returns ceil(0.frac × mult) for a string of decimal digits
-// without trailing zeros. Up to 19 digits the numerator fits in 128 bits;
-// longer fractions take an exact big-integer path.
-func fracCeil(frac string, mult uint64) (uint64, bool) {
-	k := len(frac)
-	if k <= 19 {
-		var f uint64
-		for i := 0; i < k; i++ {
-			f = f*10 + uint64(frac[i]-'0')
-		}
-		hi, lo := bits.Mul64(f, mult)
-		q, r := bits.Div64(hi, lo, pow10[k]) // hi < 10^k since f < 10^k
-		if r != 0 {
-			q++
-		}
-		return q, true
+// fracCeil returns ceil(0.frac × mult) for a string of decimal digits. It
+// multiplies the fraction by mult as on paper, one digit at a time from
+// the right: the carry out of the first decimal place is the whole part
+// of the product, and the product has a fractional part exactly when a
+// digit it writes is non-zero. The carry stays below mult, so for any
+// mult below 2^60 no step overflows; the work is linear in len(frac)
+// and allocation-free.
+func fracCeil(frac string, mult uint64) uint64 {
+	var carry uint64
+	inexact := false
+	for i := len(frac) - 1; i >= 0; i-- {
+		t := uint64(frac[i]-'0')*mult + carry
+		inexact = inexact || t%10 != 0
+		carry = t / 10
 	}
-	f, ok := new(big.Int).SetString(frac, 10)
-	if !ok {
-		return 0, false
+	if inexact {
+		carry++
 	}
-	f.Mul(f, new(big.Int).SetUint64(mult))
-	d := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil)
-	q, r := f.QuoRem(f, d, new(big.Int))
-	if r.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if !q.IsUint64() {
-		return 0, false
-	}
-	return q.Uint64(), true
+	return carry
 }
 
 // parseUnit returns the multiplier of a unit suffix.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"math"
 	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -332,13 +335,140 @@ func TestParseBytesAllocs(t *testing.T) {
 	}
 }
 
+// refSize is the shape of a size as ParseBytes reads it, taken apart by a
+// regular expression rather than by ParseBytes' scanner.
+var refSize = regexp.MustCompile(`^([0-9]*)(?:\.([0-9]*))?[ \t]*((?s).*)$`)
+
+// refParseBytes is a reference for ParseBytes: the number is read by
+// math/big as an exact rational, multiplied by the unit and rounded up.
+// ok is false for input ParseBytes must reject: no digits, an unknown
+// unit, more than maxFracDigits decimal places (trailing zeros aside),
+// or a value above math.MaxInt64.
+func refParseBytes(s string) (Bytes, bool) {
+	m := refSize.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil || m[1] == "" && m[2] == "" {
+		return 0, false
+	}
+	if len(strings.TrimRight(m[2], "0")) > maxFracDigits {
+		return 0, false
+	}
+	mult, err := parseUnit(m[3])
+	if err != nil {
+		return 0, false
+	}
+	r, ok := new(big.Rat).SetString(m[1] + "." + m[2] + "0")
+	if !ok {
+		return 0, false
+	}
+	r.Mul(r, new(big.Rat).SetUint64(mult))
+	q, rem := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if rem.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return 0, false
+	}
+	return Bytes(q.Int64()), true
+}
+
+// TestParseBytesFractionsRandom compares ParseBytes with the math/big
+// reference on fractions of every length up to the limit, in every unit,
+// with digits biased towards 0 and 9 so that carries and exact
+// boundaries (0.4999…, 0.5000…1) come up often.
+func TestParseBytesFractionsRandom(t *testing.T) {
+	t.Parallel()
+	units := []string{"", "B", "K", "KiB", "M", "MiB", "G", "GiB", "T", "TiB", "P", "PiB"}
+	wholes := []string{"", "0", "1", "7", "79", "1023", "8191", "8388607", "9223372036854775807", "9223372036"}
+	x := uint64(0x243F6A8885A308D3)
+	next := func(n uint64) uint64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x % n
+	}
+	var buf []byte
+	for range 50000 {
+		buf = append(buf[:0], wholes[next(uint64(len(wholes)))]...)
+		buf = append(buf, '.')
+		k := int(next(maxFracDigits + 3)) // 0 ... maxFracDigits+2 digits
+		for range k {
+			switch next(4) {
+			case 0:
+				buf = append(buf, '0')
+			case 1:
+				buf = append(buf, '9')
+			default:
+				buf = append(buf, byte('0'+next(10)))
+			}
+		}
+		if next(4) == 0 {
+			buf = append(buf, ' ')
+		}
+		buf = append(buf, units[next(uint64(len(units)))]...)
+		in := string(buf)
+		want, ok := refParseBytes(in)
+		got, err := ParseBytes(in)
+		switch {
+		case ok && (err != nil || got != want):
+			t.Fatalf("ParseBytes(%q) = %d, %v, want %d", in, got, err, want)
+		case !ok && err == nil:
+			t.Fatalf("ParseBytes(%q) = %d, want an error", in, got)
+		case !ok && !errors.Is(err, ErrRange) && !errors.Is(err, ErrSyntax):
+			t.Fatalf("ParseBytes(%q) error %v, want ErrRange or ErrSyntax", in, err)
+		}
+	}
+}
+
+// TestParseBytesLongFractions: a fraction of more than maxFracDigits
+// decimal places is rejected (ErrRange) however long, and trailing zeros
+// do not count; neither case allocates beyond the error, so the work is
+// linear in the input and no big-number arithmetic runs.
+func TestParseBytesLongFractions(t *testing.T) { // not parallel: AllocsPerRun
+	places := strings.Repeat("7", maxFracDigits)
+	ok := "0." + places + " GiB"
+	want := ceilRat(t, "0."+places, int64(GiB))
+	got, err := ParseBytes(ok)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// The same with a million trailing zeros is the same size.
+	zeros := "0." + places + strings.Repeat("0", 1_000_000) + " GiB"
+	got, err = ParseBytes(zeros)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	for _, in := range []string{
+		"0." + places + "1 GiB",                                       // one place too many
+		"1." + strings.Repeat("3", 1_000_000) + " GiB",                // a million places
+		"1." + strings.Repeat("0", 1_000_000) + "1",                   // a million places, mostly zeros
+		"0." + places + "1" + strings.Repeat("0", 1000) + " bytes",    // trailing zeros after the 41st place
+		"8191.99999999999999999999999999999999999999999999999999 TiB", // 50 places
+	} {
+		_, err := ParseBytes(in)
+		var pe *ParseError
+		require.ErrorAs(t, err, &pe, "%.60q", in)
+		assert.Equal(t, in, pe.Input)
+		assert.ErrorIs(t, err, ErrRange, "%.60q", in)
+		assert.Contains(t, err.Error(), "decimal places")
+	}
+
+	for _, in := range []string{ok, zeros, "8388606." + strings.Repeat("9", maxFracDigits) + " TiB"} {
+		if allocs := testing.AllocsPerRun(10, func() { _, _ = ParseBytes(in) }); allocs != 0 {
+			t.Errorf("ParseBytes(%.60q...) allocates %v times, want 0", in, allocs)
+		}
+	}
+}
+
 func FuzzParseBytes(f *testing.F) {
 	for _, s := range []string{"0", "80GiB", "79.15 GiB", "80GB", "512 bytes", "1.5Ki", "32Gb", "-1", "9223372036854775807",
-		"0.99999999999999999999999999 TiB", "1e9", ".5", "NaN", "8191.9999 TiB"} {
+		"0.99999999999999999999999999 TiB", "1e9", ".5", "NaN", "8191.9999 TiB",
+		"0.4999999999999999999999999999999999999999 KiB", "8388607.9999999999999999999999999999999999999 TiB",
+		"1." + strings.Repeat("1", 41)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		b, err := ParseBytes(s)
+		want, ok := refParseBytes(s)
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) || pe.Input != s {
@@ -347,7 +477,13 @@ func FuzzParseBytes(f *testing.F) {
 			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrRange) && !errors.Is(err, ErrUnit) {
 				t.Fatalf("ParseBytes(%q) error %v wraps no category", s, err)
 			}
+			if ok {
+				t.Fatalf("ParseBytes(%q): %v; math/big reads %d", s, err, want)
+			}
 			return
+		}
+		if !ok || b != want {
+			t.Fatalf("ParseBytes(%q) = %d; math/big reads %d (valid: %v)", s, b, want, ok)
 		}
 		if b < 0 {
 			t.Fatalf("ParseBytes(%q) = %d, negative", s, b)
@@ -365,6 +501,33 @@ func BenchmarkParseBytes(b *testing.B) {
 		if _, err := ParseBytes("79.15 GiB"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseBytesDigits shows how the time grows with the length of
+// the fraction: "digits=N" is N non-zero decimal places (rejected beyond
+// maxFracDigits), "zeros=N" a short fraction followed by N zeros
+// (accepted); both should grow at most linearly in N.
+func BenchmarkParseBytesDigits(b *testing.B) {
+	for _, n := range []int{2, 19, 40, 1_000, 10_000, 100_000} {
+		in := "1." + strings.Repeat("7", n) + " GiB"
+		b.Run("digits="+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				_, _ = ParseBytes(in)
+			}
+		})
+	}
+	for _, n := range []int{100, 10_000, 1_000_000} {
+		in := "1.5" + strings.Repeat("0", n) + " GiB"
+		b.Run("zeros="+strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if _, err := ParseBytes(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
