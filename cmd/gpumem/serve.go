@@ -15,13 +15,16 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
@@ -45,6 +48,29 @@ const (
 	idleTimeout       = 120 * time.Second
 	shutdownTimeout   = 10 * time.Second
 	maxHeaderBytes    = 64 << 10
+
+	// requestTimeout is every request's deadline, carried by its
+	// context: well inside writeTimeout, so that a request the service
+	// cannot finish gets a 503 reply rather than a closed connection.
+	requestTimeout = 20 * time.Second
+	// queueTimeout is how long a request waits for a compute slot
+	// before it gets 503 with Retry-After.
+	queueTimeout = 5 * time.Second
+	// retryAfter is the Retry-After of a 503, in seconds: a slot frees
+	// within milliseconds once the requests ahead are answered.
+	retryAfter = 1
+)
+
+// Model size limits of the service: a model read from a request (a
+// catalog name or an inline config) may have at most maxServeLayers
+// blocks in any stack and maxServeTensors tensors. The deepest published
+// models have a few hundred blocks (DeepNet, 1,000 over encoder and
+// decoder); DeepSeek-V3 has about 92,000 checkpoint tensors. Preparing a
+// model costs its distinct layer kinds, not its size (model.Spec.Runs),
+// so these bound what a request may claim, not the work it causes.
+const (
+	maxServeLayers  = 4096
+	maxServeTensors = 1 << 18
 )
 
 func runServe(args []string, _ io.Reader, out, errOut io.Writer) error {
@@ -125,9 +151,12 @@ type serverOptions struct {
 	MaxBody int64 // largest request body in bytes; 0 means defaultMaxBody (1 MiB)
 	// MaxInFlight bounds the POST requests computed at once; 0 means
 	// GOMAXPROCS. The work is CPU-bound, so more would not finish sooner,
-	// and a pathological inline config (65,536 layers) takes seconds and
-	// hundreds of MiB: the bound caps the memory such requests can hold.
+	// and the bound caps the memory requests in flight can hold.
 	MaxInFlight int
+	// Timeout is each request's deadline (0: requestTimeout) and
+	// QueueWait how long it may wait for a slot (0: queueTimeout, never
+	// past the deadline).
+	Timeout, QueueWait time.Duration
 }
 
 // server answers the service's endpoints. Requests share nothing but the
@@ -136,6 +165,9 @@ type serverOptions struct {
 type server struct {
 	maxBody  int64
 	slots    chan struct{} // a semaphore of MaxInFlight slots
+	timeout  time.Duration // each request's deadline
+	queue    time.Duration // the longest wait for a slot
+	computed atomic.Int64  // requests that reached the library (for tests)
 	defaults jobFlags      // the estimate flags' defaults, shared with the CLI
 	models   []byte        // GET /v1/models, rendered once
 	devices  []byte        // GET /v1/devices, rendered once
@@ -174,6 +206,13 @@ func newServer(opts serverOptions) http.Handler {
 		n = runtime.GOMAXPROCS(0)
 	}
 	s.slots = make(chan struct{}, n)
+	s.timeout, s.queue = opts.Timeout, opts.QueueWait
+	if s.timeout <= 0 {
+		s.timeout = requestTimeout
+	}
+	if s.queue <= 0 {
+		s.queue = queueTimeout
+	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	s.defaults.register(fs) // the flags' registered defaults are the request's defaults
 	s.models = renderModels()
@@ -200,6 +239,7 @@ type apiError struct {
 	status int
 	field  string // the request field at fault; "" when none
 	msg    string
+	retry  bool // 503: the client may retry (Retry-After)
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -233,6 +273,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// Every request has a deadline, carried by its context, which is
+	// also cancelled when the client goes away; the handlers check it
+	// between the stages of their work.
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), timeoutKey{}, s.timeout), s.timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	var body []byte
 	if rt.method == http.MethodPost {
 		var err error
@@ -240,16 +286,27 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, readError(err))
 			return
 		}
+		wait := time.NewTimer(s.queue)
 		select {
 		case s.slots <- struct{}{}:
+			wait.Stop()
 			defer func() { <-s.slots }()
-		case <-r.Context().Done():
-			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request cancelled while waiting for a free slot"})
+		case <-ctx.Done():
+			wait.Stop()
+			writeError(w, stopped(ctx, "while waiting for a free slot"))
+			return
+		case <-wait.C:
+			writeError(w, &apiError{status: http.StatusServiceUnavailable, retry: true,
+				msg: fmt.Sprintf("busy: no compute slot became free within %v (gpumem serve --max-inflight)", s.queue)})
 			return
 		}
 	}
 	var out bytes.Buffer
 	if err := rt.handle(&out, r, body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := alive(ctx); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -260,6 +317,40 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(out.Bytes())
 	}
 }
+
+// alive returns nil while the request may go on, and a 503 once its
+// deadline has passed or its client has gone away: the handlers call it
+// between the stages of their work (reading the model, estimating,
+// planning), each of which takes milliseconds, so work for a client
+// that has gone stops within one stage.
+func alive(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return stopped(ctx, "")
+}
+
+// stopped is the reply to a request whose context is done.
+func stopped(ctx context.Context, when string) *apiError {
+	if when != "" {
+		when = " " + when
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &apiError{status: http.StatusServiceUnavailable, retry: true,
+			msg: fmt.Sprintf("the request passed its %s deadline%s", requestTimeoutOf(ctx), when)}
+	}
+	return &apiError{status: http.StatusServiceUnavailable, msg: "the request was cancelled" + when}
+}
+
+// requestTimeoutOf names the deadline in a message.
+func requestTimeoutOf(ctx context.Context) string {
+	if d, ok := ctx.Value(timeoutKey{}).(time.Duration); ok {
+		return d.String()
+	}
+	return "deadline"
+}
+
+type timeoutKey struct{}
 
 // checkQuery refuses query parameters the route does not read, so that a
 // misspelt one is not silently ignored.
@@ -308,6 +399,9 @@ func writeError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if ae.retry {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
 	w.WriteHeader(ae.status)
 	w.Write(b)
 }
@@ -409,7 +503,27 @@ func sizeText(field string, raw json.RawMessage) (string, error) {
 			return "", badField(field, "%s: want a size such as \"80GiB\" or an integer of bytes, got %s", field, raw)
 		}
 	}
-	return string(raw), nil
+	// A JSON integer is a number of bytes: say so, since a size string
+	// without a unit is refused (checkTarget).
+	return string(raw) + "B", nil
+}
+
+// checkTarget checks a memory size a request gives as a string: one
+// ParseBytes reads, with a unit, above zero. "80" is refused with the
+// units it may have meant, not read as 80 bytes; "0" and "0GiB" are
+// refused, not read as "no GPU named".
+func checkTarget(field, text string) error {
+	b, err := gpumem.ParseBytes(text)
+	if err != nil {
+		return badField(field, "%s: %v", field, err)
+	}
+	if t := strings.TrimSpace(text); t != "" && strings.Trim(t, "0123456789.") == "" {
+		return badField(field, "%s %q has no unit: did you mean \"%sGiB\" or \"%sGB\"? (a JSON integer is a number of bytes)", field, text, t, t)
+	}
+	if b == 0 {
+		return badField(field, "%s %q: a memory target must be above zero", field, text)
+	}
+	return nil
 }
 
 // estimateRequest is the body of POST /v1/estimate: the estimate flags
@@ -438,15 +552,22 @@ type estimateRequest struct {
 }
 
 // estimate answers POST /v1/estimate.
-func (s *server) estimate(out io.Writer, _ *http.Request, body []byte) error {
+func (s *server) estimate(out io.Writer, r *http.Request, body []byte) error {
 	jf, spec, err := s.decodeEstimate(body)
 	if err != nil {
+		return err
+	}
+	if err := alive(r.Context()); err != nil {
 		return err
 	}
 	j, dev, err := jf.jobFor(spec)
 	if err != nil {
 		return libraryError(err, jobFields(jf))
 	}
+	if err := alive(r.Context()); err != nil {
+		return err
+	}
+	s.computed.Add(1)
 	e, err := estimate(j, dev)
 	if err != nil {
 		return libraryError(err, jobFields(jf))
@@ -515,6 +636,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	default:
 		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
 	}
+	if err := checkModelSize(spec, config); err != nil {
+		return jf, spec, err
+	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
@@ -564,8 +688,8 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, badField("gpu", "unknown GPU %q (see GET /v1/devices, or give memory)", jf.gpu)
 		}
 	case jf.memory != "":
-		if _, err := gpumem.ParseBytes(jf.memory); err != nil {
-			return jf, spec, badField("memory", "memory: %v", err)
+		if err := checkTarget("memory", jf.memory); err != nil {
+			return jf, spec, err
 		}
 	}
 	return jf, spec, nil
@@ -591,13 +715,16 @@ func jobFields(jf jobFlags) map[string]string {
 	if jf.config != "" {
 		m["Job.Model"] = "config"
 	}
+	if jf.memory != "" {
+		m["Job.Device"] = "memory"
+	}
 	return m
 }
 
 // libraryError turns an error of the library or of the CLI's shared code
-// into a reply: a *gpumem.FieldError names its field (renamed by fields
-// when the request calls it otherwise), an input the library does not
-// model is 422, anything else the input caused is 400.
+// into a reply: a *gpumem.FieldError names its field as the request
+// calls it (requestField), an input the library does not model is 422,
+// anything else the input caused is 400.
 func libraryError(err error, fields map[string]string) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -609,17 +736,131 @@ func libraryError(err error, fields map[string]string) *apiError {
 	}
 	var fe *gpumem.FieldError
 	if errors.As(err, &fe) {
-		field := fe.Field
-		if f, ok := fields[field]; ok {
-			field = f
+		field := requestField(fe.Field, fields)
+		msg := (&gpumem.FieldError{Field: field, Value: fe.Value, Err: fe.Err}).Error()
+		switch {
+		case field == "" && fe.Field != "" && unicode.IsUpper(rune(fe.Field[0])):
+			msg = fe.Err.Error() // a library name the request does not know
+		case field == "":
+			msg = err.Error() // "line 12 = 5Gb: ..."
 		}
-		msg := err.Error()
-		if field != fe.Field {
-			msg = (&gpumem.FieldError{Field: field, Value: fe.Value, Err: fe.Err}).Error()
-		}
-		return &apiError{status: status, field: field, msg: msg}
+		return &apiError{status: status, field: field, msg: forRequest(msg)}
 	}
-	return &apiError{status: status, msg: strings.TrimPrefix(err.Error(), errUsage.Error()+": ")}
+	return &apiError{status: status, msg: forRequest(err.Error())}
+}
+
+// requestFields are the fields of every request body, by their JSON
+// names: an error's field is one of them, or a key of an inline config
+// ("config.num_hidden_layers"), or none.
+var requestFields = func() map[string]bool {
+	m := map[string]bool{}
+	var add func(t reflect.Type)
+	add = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				add(f.Type)
+				continue
+			}
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" {
+				m[name] = true
+			}
+		}
+	}
+	for _, v := range []any{planRequest{}, oomRequest{}, leakRequest{}} {
+		add(reflect.TypeOf(v))
+	}
+	return m
+}()
+
+// libraryFields maps the last part of a library field name ("Job.SeqLen",
+// "Workload.SeqLen", "Limits.HeadChunks[0]") to the request field that
+// sets it.
+var libraryFields = map[string]string{
+	"Batch": "batch", "MicroBatch": "batch", "SeqLen": "seq", "QueryLen": "seq", "KeyLen": "seq", "Generate": "generate",
+	"GradAccum": "grad_accum", "Images": "images", "ImageTokens": "images", "Precision": "precision", "DType": "precision",
+	"Optimizer": "optimizer", "Optimizers": "allow", "Attention": "attention", "Kernel": "attention", "Softmax": "attention",
+	"Checkpointing": "checkpointing", "CheckpointEvery": "checkpointing", "Mode": "mode", "Dropout": "dropout",
+	"Rank": "lora_rank", "Targets": "lora_targets", "Quant": "qlora", "MinBatch": "min_batch", "MaxBatch": "max_batch",
+	"TargetGlobalBatch": "target_batch", "MinSeqLen": "min_seq", "MaxSeqLen": "max_seq", "HeadroomFraction": "headroom",
+	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
+	"Capacity": "capacity", "Device": "gpu",
+}
+
+// requestField names a library field as the request does: fields maps
+// the request's own names first ("Job.Model" is "config" for an inline
+// config); then the last part of the name ("Workload.SeqLen" is "seq");
+// a config key keeps its name without the library's ("config.n_embd
+// (Spec.Hidden)" is "config.n_embd"); a whole workload is its larger
+// dimension; anything else names no field rather than a library one.
+func requestField(field string, fields map[string]string) string {
+	if f, ok := fields[field]; ok {
+		return f
+	}
+	if k, _, ok := strings.Cut(field, " ("); ok && strings.HasPrefix(k, "config.") {
+		return k
+	}
+	if strings.HasPrefix(field, "config.") || field == "config" {
+		return field
+	}
+	base := field
+	if i := strings.IndexByte(base, '['); i >= 0 {
+		base = base[:i]
+	}
+	if f, ok := fields[base]; ok {
+		return f
+	}
+	last := base[strings.LastIndexByte(base, '.')+1:]
+	if first, _, _ := strings.Cut(base, "."); first == "Spec" || first == "Finetune" {
+		last = first // the model as a whole
+	}
+	switch last {
+	case "Workload", "Shape":
+		if f, ok := fields["Job.SeqLen"]; ok {
+			return f // the sequence, which a pasted job overflows first
+		}
+	case "Spec", "Finetune", "Model", "Inventory":
+		if f, ok := fields["Job.Model"]; ok {
+			return f
+		}
+	}
+	if f, ok := libraryFields[last]; ok && requestFields[f] {
+		if f == "capacity" && fields["Job.Device"] != "" {
+			return fields["Job.Device"]
+		}
+		return f
+	}
+	if requestFields[field] {
+		return field
+	}
+	return ""
+}
+
+// cliWords are the library's and the command line's names that messages
+// of the shared code may carry, with the request's names for them.
+var cliWords = strings.NewReplacer(
+	"Batch × (SeqLen + Generate)", "batch × (seq + generate)",
+	"TargetGlobalBatch", "target_batch", "MinSeqLen", "min_seq", "MaxSeqLen", "max_seq",
+	"MinBatch", "min_batch", "MaxBatch", "max_batch", "HeadroomFraction", "headroom", "GradAccum", "grad_accum",
+)
+
+// cliFlag matches a command-line flag in a message of the shared code.
+var cliFlag = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+
+// forRequest rewrites a message of the code the CLI and the service
+// share in the request's terms: no "usage: " prefix, request fields
+// ("max_seq") for the flags ("--max-seq") and library names
+// ("MaxSeqLen") that set them.
+func forRequest(msg string) string {
+	msg = strings.TrimPrefix(msg, errUsage.Error()+": ")
+	msg = cliFlag.ReplaceAllStringFunc(msg, func(f string) string {
+		name := strings.ReplaceAll(f[2:], "-", "_")
+		if requestFields[name] {
+			return name
+		}
+		return f
+	})
+	return cliWords.Replace(msg)
 }
 
 // oomRequest is the JSON body of POST /v1/oom.
@@ -682,10 +923,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	case capacity != "" && gpu != "":
 		return badField("capacity", "give one of capacity and gpu")
 	case capacity != "":
-		b, err := gpumem.ParseBytes(capacity)
-		if err != nil {
-			return badField("capacity", "capacity: %v", err)
+		if err := checkTarget("capacity", capacity); err != nil {
+			return err
 		}
+		b, _ := gpumem.ParseBytes(capacity)
 		opts.Capacity = b
 	case gpu != "":
 		d, ok := gpumem.LookupDevice(gpu)
@@ -703,6 +944,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		}
 		return ae
 	}
+	if err := alive(r.Context()); err != nil {
+		return err
+	}
+	s.computed.Add(1)
 	rep, err := leak.Analyze(samples, &opts)
 	if err != nil {
 		return libraryError(err, map[string]string{"Options.Capacity": "capacity"})
@@ -777,7 +1022,7 @@ type planRequest struct {
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
 // that fits nowhere is 200 with "fits": false, the ladder and hints.
-func (s *server) plan(out io.Writer, _ *http.Request, body []byte) error {
+func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	req := planRequest{estimateRequest: s.defaultRequest()}
 	if err := decodeStrict(body, &req); err != nil {
 		return err
@@ -786,9 +1031,15 @@ func (s *server) plan(out io.Writer, _ *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := alive(r.Context()); err != nil {
+		return err
+	}
 	j, dev, err := jf.jobFor(spec)
 	if err != nil {
 		return libraryError(err, jobFields(jf))
+	}
+	if err := alive(r.Context()); err != nil {
+		return err
 	}
 	if dev.Capacity == 0 {
 		return badField("gpu", "give gpu or memory to plan for")
@@ -796,12 +1047,16 @@ func (s *server) plan(out io.Writer, _ *http.Request, body []byte) error {
 	lim := budget.Limits{TargetGlobalBatch: req.TargetBatch, MinBatch: req.MinBatch, MaxBatch: req.MaxBatch,
 		MinSeqLen: req.MinSeq, MaxSeqLen: req.MaxSeq}
 	if err := parseAllow(req.Allow, &jf, &lim); err != nil {
-		return badField("allow", "%v", err)
+		return badField("allow", "%s", forRequest(err.Error()))
 	}
 	if err := parseHeadroom(req.Headroom, &lim); err != nil {
-		return badField("headroom", "%v", err)
+		return badField("headroom", "%s", forRequest(err.Error()))
 	}
+	s.computed.Add(1)
 	p, err := budget.Allocate(dev.Free(), j, &lim)
+	if err := alive(r.Context()); err != nil {
+		return err
+	}
 	var short *budget.InsufficientMemoryError
 	if errors.As(err, &short) {
 		return writeJSON(out, planErrorJSON(short, dev))
@@ -810,10 +1065,95 @@ func (s *server) plan(out io.Writer, _ *http.Request, body []byte) error {
 		fields := jobFields(jf)
 		for k, v := range map[string]string{"Limits.MinBatch": "min_batch", "Limits.MaxBatch": "max_batch",
 			"Limits.TargetGlobalBatch": "target_batch", "Limits.MinSeqLen": "min_seq", "Limits.MaxSeqLen": "max_seq",
-			"Limits.HeadroomFraction": "headroom"} {
+			"Limits.HeadroomFraction": "headroom", "Limits": "allow"} {
 			fields[k] = v
 		}
 		return libraryError(err, fields)
 	}
 	return writeJSON(out, planJSON(p, dev))
+}
+
+// checkModelSize refuses a model larger than the service reads
+// (maxServeLayers blocks in a stack, maxServeTensors tensors) with a 422
+// that names the config key at fault ("config.num_hidden_layers",
+// "config.text_config.num_local_experts"), or "model" for a catalog
+// model.
+func checkModelSize(spec model.Spec, config json.RawMessage) *apiError {
+	var stacks []int64
+	var walk func(s *model.Spec)
+	walk = func(s *model.Spec) {
+		if s == nil {
+			return
+		}
+		stacks = append(stacks, s.Layers)
+		walk(s.Encoder)
+		walk(s.Vision)
+		walk(s.Text)
+	}
+	walk(&spec)
+	for _, n := range stacks {
+		if n > maxServeLayers {
+			return &apiError{status: http.StatusUnprocessableEntity, field: configKey(config, n, layerKeys),
+				msg: fmt.Sprintf("a stack of %d layers: the service reads models of at most %d layers a stack", n, maxServeLayers)}
+		}
+	}
+	var tensors int64
+	for _, r := range spec.Runs() {
+		tensors += r.Count // Validate bounds the sum far below overflow
+	}
+	if tensors > maxServeTensors {
+		field := "model"
+		if len(config) > 0 {
+			field = configKey(config, spec.LM().MoE.Experts, expertKeys)
+			if field == "config" {
+				field = configKey(config, spec.LM().Layers, layerKeys)
+			}
+		}
+		return &apiError{status: http.StatusUnprocessableEntity, field: field,
+			msg: fmt.Sprintf("%d tensors: the service reads models of at most %d tensors (DeepSeek-V3 has about 92,000)", tensors, maxServeTensors)}
+	}
+	return nil
+}
+
+// The config keys that give a stack's layers and a block's experts.
+var (
+	layerKeys  = []string{"num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_decoder_layers", "decoder_layers", "encoder_layers"}
+	expertKeys = []string{"num_local_experts", "num_experts", "n_routed_experts"}
+)
+
+// configKey finds the key of config (or of its text_config,
+// vision_config) among keys whose value is n, as "config.KEY"; "config"
+// when none is, and "model" without a config.
+func configKey(config json.RawMessage, n int64, keys []string) string {
+	if len(config) == 0 {
+		return "model"
+	}
+	if n <= 0 {
+		return "config"
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(config, &top) != nil {
+		return "config"
+	}
+	want := strconv.FormatInt(n, 10)
+	find := func(m map[string]json.RawMessage, prefix string) string {
+		for _, k := range keys {
+			if v, ok := m[k]; ok && strings.TrimSpace(string(v)) == want {
+				return prefix + k
+			}
+		}
+		return ""
+	}
+	if k := find(top, "config."); k != "" {
+		return k
+	}
+	for _, sub := range []string{"text_config", "vision_config"} {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(top[sub], &m) == nil {
+			if k := find(m, "config."+sub+"."); k != "" {
+				return k
+			}
+		}
+	}
+	return "config"
 }

@@ -64,7 +64,7 @@ func TestServeEstimateMatchesCLI(t *testing.T) {
 			`{"model":"llama-3-8b","mode":"train","batch":4,"seq":4096,"gpu":"h100"}`},
 		{"generate in 40GB", []string{"--model", "llama-2-7b", "--infer", "--generate", "50", "--seq", "6", "--memory", "40GB"},
 			`{"model":"llama-2-7b","infer":true,"generate":50,"seq":6,"memory":"40GB"}`},
-		{"memory as an integer", []string{"--model", "llama-2-7b", "--infer", "--memory", "42949672960"},
+		{"memory as an integer", []string{"--model", "llama-2-7b", "--infer", "--memory", "42949672960B"},
 			`{"model":"llama-2-7b","mode":"infer","memory":42949672960}`},
 		{"qlora", []string{"--model", "llama-2-7b", "--train", "--qlora", "--lora-rank", "16", "--optimizer", "paged_adamw_8bit",
 			"--checkpointing", "full", "--gpu", "rtx4090"},
