@@ -1,6 +1,10 @@
 package gpumem
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gpumem/gpumem/internal/checked"
+)
 
 // Device is an accelerator's memory as a scheduler sees it.
 //
@@ -23,8 +27,14 @@ type Device struct {
 }
 
 // Free returns Capacity − Reserved − Used, the memory a new job may take.
-// It is negative when the device is over-committed.
-func (d Device) Free() Bytes { return d.Capacity - d.Reserved - d.Used }
+// It is negative when the device is over-committed (Reserved + Used above
+// Capacity), by the amount over-committed. A negative field is
+// meaningless and counts as zero, so Free never exceeds Capacity; the
+// difference is exact, and saturates at [math.MinInt64] instead of
+// wrapping around.
+func (d Device) Free() Bytes {
+	return Bytes(checked.SatSum(max(int64(d.Capacity), 0), -max(int64(d.Reserved), 0), -max(int64(d.Used), 0)))
+}
 
 // LookupDevice returns the catalog entry for an accelerator name, as
 // nvidia-smi prints it ("NVIDIA A100-SXM4-80GB", "Tesla T4", "NVIDIA

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 )
 
 // Phase is the part of a step in which memory peaks.
@@ -53,6 +54,11 @@ func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 //   - reserved (torch.cuda.max_memory_reserved): allocated plus
 //     Fragmentation;
 //   - device (nvidia-smi): reserved plus Context.
+//
+// The sums (Allocated, Reserved, Device, Total) are exact when they fit
+// in int64 and saturate at [math.MaxInt64] (or [math.MinInt64], for
+// negative fields, which Estimate never returns) instead of wrapping, so
+// that an absurd breakdown never looks small.
 type Breakdown struct {
 	// Weights are the model's parameters as stored on the GPU, plus the
 	// 16-bit copies autocast keeps for backward under AMP.
@@ -107,35 +113,39 @@ type Breakdown struct {
 }
 
 // Allocated returns the peak of live tensors, what
-// torch.cuda.max_memory_allocated reports.
+// torch.cuda.max_memory_allocated reports: the sum of the allocated
+// components, saturating at math.MaxInt64.
 func (b Breakdown) Allocated() gpumem.Bytes {
-	return b.Weights + b.Gradients + b.Optimizer + b.Master + b.Activations + b.Attention +
-		b.Logits + b.KVCache + b.Buffers + b.ExtraModels + b.Workspace
+	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
+		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.ExtraModels), int64(b.Workspace)))
 }
 
 // Reserved returns what the caching allocator holds at the peak, what
-// torch.cuda.max_memory_reserved reports.
-func (b Breakdown) Reserved() gpumem.Bytes { return b.Allocated() + b.Fragmentation }
+// torch.cuda.max_memory_reserved reports: Allocated plus Fragmentation,
+// summed exactly and saturating at math.MaxInt64.
+func (b Breakdown) Reserved() gpumem.Bytes {
+	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
+		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation)))
+}
 
 // Device returns the process's memory as nvidia-smi shows it: what a
-// scheduler must compare with a GPU's free memory.
-func (b Breakdown) Device() gpumem.Bytes { return b.Reserved() + b.Context }
+// scheduler must compare with a GPU's free memory. It is Reserved plus
+// Context, summed exactly and saturating at math.MaxInt64.
+func (b Breakdown) Device() gpumem.Bytes { return b.device() }
 
-// device is Device without copying b through the nested value calls:
-// Fits and Utilization run per node in a scheduler's loop.
+// device is Device without copying b: Fits and Utilization run per node
+// in a scheduler's loop.
 func (b *Breakdown) device() gpumem.Bytes {
-	return b.Weights + b.Gradients + b.Optimizer + b.Master + b.Activations + b.Attention +
-		b.Logits + b.KVCache + b.Buffers + b.ExtraModels + b.Workspace + b.Fragmentation + b.Context
+	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
+		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context)))
 }
 
-// Total returns the sum of every component; it equals Device.
-func (b Breakdown) Total() gpumem.Bytes {
-	var sum gpumem.Bytes
-	for _, c := range b.Components() {
-		sum += c.Bytes
-	}
-	return sum
-}
+// Total returns the sum of every component, saturating at
+// math.MaxInt64; it equals Device.
+func (b Breakdown) Total() gpumem.Bytes { return b.device() }
 
 // Component is one named part of a Breakdown.
 type Component struct {
@@ -216,10 +226,12 @@ func (b Breakdown) MarshalJSON() ([]byte, error) {
 
 // Fits reports whether a job that needs need fits on d: need.Device()
 // against d.Free(). When it does not, shortfall is the missing amount
-// (positive); when it does, shortfall is zero. Fits is cheap and
-// allocation-free, for a scheduler's Filter over thousands of nodes.
+// (positive, saturating at math.MaxInt64); when it does, shortfall is
+// zero. A saturated need (math.MaxInt64 bytes) fits only a device with
+// that much free. Fits is cheap and allocation-free, for a scheduler's
+// Filter over thousands of nodes.
 func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
-	s := need.device() - d.Free()
+	s := gpumem.Bytes(checked.SatSub(int64(need.device()), int64(d.Free())))
 	if s > 0 {
 		return s, false
 	}
@@ -228,13 +240,21 @@ func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
 
 // Utilization returns need.Device() / d.Free(): the fraction of the
 // device's free memory the job would take, in [0, 1] when it fits and
-// above 1 when it does not; +Inf when the device has no free memory.
-// A scheduler that packs jobs tightly scores higher utilization higher;
-// one that spreads them scores it lower. Allocation-free.
+// above 1 when it does not. It is always finite and never negative: 0
+// for a job that needs nothing (a negative need, which Estimate never
+// returns, counts as nothing), and [math.MaxFloat64] for a job that
+// needs something on a device with no free memory (zero capacity, or
+// over-committed). A scheduler that packs jobs tightly scores higher
+// utilization higher; one that spreads them scores it lower.
+// Allocation-free.
 func Utilization(need Breakdown, d gpumem.Device) float64 {
+	n := need.device()
+	if n <= 0 {
+		return 0
+	}
 	free := d.Free()
 	if free <= 0 {
-		return math.Inf(1)
+		return math.MaxFloat64
 	}
-	return float64(need.device()) / float64(free)
+	return float64(n) / float64(free)
 }

@@ -3,20 +3,34 @@ package budget
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 )
 
 // Fleet is the GPUs a job may spread over: Nodes nodes of GPUsPerNode
-// GPUs, each with Free bytes free.
+// GPUs, each with Free bytes free. A valid fleet has 1 to 65536 nodes of
+// 1 to 1024 GPUs, and positive Free.
 type Fleet struct {
 	Nodes, GPUsPerNode int
 	Free               gpumem.Bytes
 }
 
-// GPUs returns Nodes × GPUsPerNode.
-func (f Fleet) GPUs() int { return f.Nodes * f.GPUsPerNode }
+// GPUs returns Nodes × GPUsPerNode: 0 when either is below 1, and
+// math.MaxInt when the product does not fit an int (it saturates rather
+// than wrapping; a valid Fleet has at most 2^26 GPUs).
+func (f Fleet) GPUs() int {
+	if f.Nodes < 1 || f.GPUsPerNode < 1 {
+		return 0
+	}
+	n, ok := checked.Mul(int64(f.Nodes), int64(f.GPUsPerNode))
+	if !ok || n > math.MaxInt {
+		return math.MaxInt
+	}
+	return int(n)
+}
 
 func (f Fleet) validate() error {
 	switch {
@@ -47,7 +61,13 @@ func (f Fleet) validate() error {
 //
 // Offloading and the other costly changes of Limits are not layouts:
 // AllocateFleet tries them only after every layout failed without them.
+//
+// An invalid fleet (see [Fleet]; AllocateFleet reports which field) has
+// no layouts: Layouts returns nil.
 func Layouts(f Fleet, j Job) []Parallel {
+	if f.validate() != nil {
+		return nil
+	}
 	n := f.GPUs()
 	fsdp := j.Parallel.FSDP
 	var out []Parallel

@@ -1,9 +1,11 @@
 package budget
 
 import (
+	"math"
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 )
 
 // Overhead is the memory a job's process takes beyond its tensors: the
@@ -12,6 +14,11 @@ import (
 // the device" (see [DefaultOverhead]); a caller that has measured its own
 // fleet sets the fields it measured, and [Calibrate] (in the calibration
 // issue) fits them.
+//
+// As Job.Overhead, the sizes must not be negative, Workspace ×
+// Workspaces must fit in int64, and Fragmentation must be a finite
+// number at most 10 (NaN and ±Inf are rejected); Estimate and Allocate
+// report the field otherwise.
 type Overhead struct {
 	// Context is the device memory of the CUDA context and the kernels
 	// loaded into it, per process; nvidia-smi counts it, PyTorch's
@@ -46,7 +53,8 @@ type Overhead struct {
 	// Fragmentation is the fraction of allocated memory the caching
 	// allocator holds on top of it at the peak (max_memory_reserved /
 	// max_memory_allocated − 1). Zero means the default,
-	// [DefaultFragmentation]; a negative value means none.
+	// [DefaultFragmentation]; a negative value means none. It must be
+	// finite and at most 10.
 	Fragmentation float64
 }
 
@@ -94,6 +102,42 @@ func isHopper(name string) bool {
 		}
 	}
 	return false
+}
+
+// maxFragmentation bounds Overhead.Fragmentation: the allocator holding
+// ten times what is allocated is far beyond anything measured.
+const maxFragmentation = 10
+
+// validate checks o as the Overhead of a job (training or not); each
+// error names the field.
+func (o Overhead) validate(train bool) error {
+	switch {
+	case o.Context < 0:
+		return gpumem.Errorf("Job.Overhead.Context", o.Context, gpumem.ErrInvalid, "must not be negative")
+	case o.Workspace < 0:
+		return gpumem.Errorf("Job.Overhead.Workspace", o.Workspace, gpumem.ErrInvalid, "must not be negative")
+	case o.Workspaces < 0:
+		return gpumem.Errorf("Job.Overhead.Workspaces", o.Workspaces, gpumem.ErrInvalid, "must not be negative")
+	case math.IsNaN(o.Fragmentation) || math.IsInf(o.Fragmentation, 0) || o.Fragmentation > maxFragmentation:
+		return gpumem.Errorf("Job.Overhead.Fragmentation", o.Fragmentation, gpumem.ErrInvalid,
+			"must be a finite number at most %d (negative: none)", maxFragmentation)
+	}
+	// The workspaces' bytes, with the largest default workspace (Hopper's)
+	// standing for a zero Workspace.
+	r := o.resolve(train)
+	ws := r.Workspace
+	if o.Workspace == 0 {
+		ws = hopperWorkspace
+	}
+	if _, ok := checked.Mul(int64(ws), int64(r.Workspaces)); !ok {
+		if o.Workspaces != 0 {
+			return gpumem.Errorf("Job.Overhead.Workspaces", o.Workspaces, gpumem.ErrRange,
+				"%d workspaces of %d bytes overflow int64", o.Workspaces, int64(ws))
+		}
+		return gpumem.Errorf("Job.Overhead.Workspace", o.Workspace, gpumem.ErrRange,
+			"%d workspaces of %d bytes overflow int64", r.Workspaces, int64(ws))
+	}
+	return nil
 }
 
 // resolve fills the zero fields of o with the defaults for a job.

@@ -101,9 +101,5 @@ func (j *Job) validate() error {
 			return gpumem.Errorf(f+".EntryBytes", b.EntryBytes, gpumem.ErrInvalid, "must not be negative")
 		}
 	}
-	o := j.Overhead
-	if o.Context < 0 || o.Workspace < 0 || o.Workspaces < 0 || o.Fragmentation > 10 {
-		return gpumem.Errorf("Job.Overhead", o, gpumem.ErrInvalid, "sizes must not be negative and Fragmentation at most 10")
-	}
-	return nil
+	return j.Overhead.validate(j.Mode == Training)
 }

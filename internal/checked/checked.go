@@ -4,7 +4,10 @@
 // error rather than a negative byte count.
 package checked
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // Mul returns a*b and whether the product is exact. Both operands must be
 // non-negative; a negative operand reports false.
@@ -55,6 +58,8 @@ func MulAll(xs ...int64) (int64, bool) {
 	return int64(p), true
 }
 
+// CeilDiv returns ceil(a/b) and whether it is defined: a must be
+// non-negative and b positive.
 func CeilDiv(a, b int64) (int64, bool) {
 	if a < 0 || b <= 0 {
 		return 0, false
@@ -67,4 +72,67 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// SatSum returns the sum of xs computed exactly, then clamped to
+// [math.MinInt64, math.MaxInt64]: a sum that overflows saturates instead
+// of wrapping, and the result does not depend on the order of xs (two
+// huge terms and a negative one that brings the sum back in range give
+// the exact sum). Operands may be negative. It does not allocate.
+func SatSum(xs ...int64) int64 {
+	// hi:lo is a 128-bit two's-complement accumulator; hi cannot
+	// overflow for fewer than 2^63 terms.
+	var hi int64
+	var lo uint64
+	for _, x := range xs {
+		var carry uint64
+		lo, carry = bits.Add64(lo, uint64(x), 0)
+		hi += int64(carry) + x>>63 // x>>63 sign-extends x into the high word
+	}
+	switch {
+	case hi == 0 && lo <= math.MaxInt64, hi == -1 && lo > math.MaxInt64:
+		return int64(lo)
+	case hi >= 0:
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
+// SatAdd returns a+b clamped to [math.MinInt64, math.MaxInt64].
+func SatAdd(a, b int64) int64 {
+	s := a + b
+	if (a^b) >= 0 && (s^a) < 0 { // same signs, and the sum's differs
+		if a < 0 {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	return s
+}
+
+// SatSub returns a−b clamped to [math.MinInt64, math.MaxInt64].
+func SatSub(a, b int64) int64 {
+	d := a - b
+	if (a^b) < 0 && (d^a) < 0 { // opposite signs, and the difference's differs from a's
+		if a < 0 {
+			return math.MinInt64
+		}
+		return math.MaxInt64
+	}
+	return d
+}
+
+// Scale returns a×f rounded toward zero and whether it is representable:
+// false when f is NaN or infinite, or the product is NaN or lies outside
+// [−2^63, 2^63). The product is computed in float64, so it is exact only
+// to 53 bits; math.MaxInt64 itself rounds to 2^63 and reports false.
+func Scale(a int64, f float64) (int64, bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	p := float64(a) * f
+	if !(p >= -0x1p63 && p < 0x1p63) { // also false for NaN
+		return 0, false
+	}
+	return int64(p), true
 }

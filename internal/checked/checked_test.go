@@ -2,6 +2,7 @@ package checked
 
 import (
 	"math"
+	"math/big"
 	"testing"
 )
 
@@ -90,6 +91,99 @@ func TestCeilDiv(t *testing.T) {
 		got, ok := CeilDiv(tc.a, tc.b)
 		if ok != tc.ok || (ok && got != tc.want) {
 			t.Errorf("CeilDiv(%d, %d) = %d, %v, want %d, %v", tc.a, tc.b, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// clamp128 is the reference for the saturating functions: the exact
+// value from math/big, clamped to int64.
+func clamp128(v *big.Int) int64 {
+	switch {
+	case v.Cmp(big.NewInt(math.MaxInt64)) > 0:
+		return math.MaxInt64
+	case v.Cmp(big.NewInt(math.MinInt64)) < 0:
+		return math.MinInt64
+	}
+	return v.Int64()
+}
+
+func TestSatSum(t *testing.T) {
+	t.Parallel()
+	const hi, lo = math.MaxInt64, math.MinInt64
+	tests := []struct {
+		xs   []int64
+		want int64
+	}{
+		{nil, 0},
+		{[]int64{1, 2, 3}, 6},
+		{[]int64{hi, 1}, hi},
+		{[]int64{hi, hi, hi}, hi},
+		{[]int64{lo, -1}, lo},
+		{[]int64{lo, lo, lo}, lo},
+		{[]int64{hi, hi, lo}, hi - 1}, // exact before clamping
+		{[]int64{hi, 1, -1}, hi},
+		{[]int64{lo, hi}, -1},
+		{[]int64{hi, hi, lo, lo}, -2},
+	}
+	for _, tc := range tests {
+		if got := SatSum(tc.xs...); got != tc.want {
+			t.Errorf("SatSum(%v) = %d, want %d", tc.xs, got, tc.want)
+		}
+	}
+	// Against math/big on extreme operands.
+	vals := []int64{lo, lo + 1, -1 << 62, -1, 0, 1, 1 << 62, hi - 1, hi}
+	for _, a := range vals {
+		for _, b := range vals {
+			for _, c := range vals {
+				want := clamp128(new(big.Int).Add(new(big.Int).Add(big.NewInt(a), big.NewInt(b)), big.NewInt(c)))
+				if got := SatSum(a, b, c); got != want {
+					t.Fatalf("SatSum(%d, %d, %d) = %d, want %d", a, b, c, got, want)
+				}
+			}
+			if got, want := SatAdd(a, b), clamp128(new(big.Int).Add(big.NewInt(a), big.NewInt(b))); got != want {
+				t.Fatalf("SatAdd(%d, %d) = %d, want %d", a, b, got, want)
+			}
+			if got, want := SatSub(a, b), clamp128(new(big.Int).Sub(big.NewInt(a), big.NewInt(b))); got != want {
+				t.Fatalf("SatSub(%d, %d) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+func TestSatSumAllocs(t *testing.T) { // not parallel: AllocsPerRun
+	x := int64(7)
+	if n := testing.AllocsPerRun(10, func() { x = SatSum(x, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13) % 1000 }); n != 0 {
+		t.Errorf("SatSum allocates %v times", n)
+	}
+}
+
+func TestScale(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a    int64
+		f    float64
+		want int64
+		ok   bool
+	}{
+		{1000, 0.05, 50, true},
+		{0, 10, 0, true},
+		{1 << 40, 0.5, 1 << 39, true},
+		{1 << 62, 1.5, 3 << 61, true},
+		{1 << 62, 2, 0, false},  // 2^63
+		{1 << 62, 10, 0, false}, // the fragmentation of a 2^62-byte peak at 10
+		{math.MaxInt64, 1, 0, false},
+		{-1 << 62, 2, -1 << 63, true},
+		{-1 << 62, 3, 0, false},
+		{100, math.NaN(), 0, false},
+		{100, math.Inf(1), 0, false},
+		{0, math.Inf(1), 0, false},
+		{100, math.Inf(-1), 0, false},
+		{7, -0.5, -3, true}, // toward zero
+	}
+	for _, tc := range tests {
+		got, ok := Scale(tc.a, tc.f)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("Scale(%d, %v) = %d, %v, want %d, %v", tc.a, tc.f, got, ok, tc.want, tc.ok)
 		}
 	}
 }
