@@ -460,7 +460,10 @@ func jsonError(err error) *apiError {
 		if te.Field == "" {
 			return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("want a JSON object, got %s", te.Value)}
 		}
-		return badField(te.Field, "%s: want %s, got %s", te.Field, jsonKind(te.Type.String()), te.Value)
+		// A field of the embedded estimateRequest (in a plan request) is
+		// named with the Go type's: the client knows only the field.
+		field := strings.TrimPrefix(te.Field, "estimateRequest.")
+		return badField(field, "%s: want %s, got %s", field, jsonKind(te.Type.String()), te.Value)
 	}
 	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
 		return badField(m[1], "unknown field %q", m[1])
