@@ -24,7 +24,12 @@
 //	score := budget.Utilization(need, node.GPU) // Score: in [0,1] when it fits
 //
 // Estimate takes about 2 µs for a 70B training job and allocates nothing
-// (BenchmarkEstimate); Fits and Utilization take nanoseconds.
+// (BenchmarkEstimate); Fits and Utilization take nanoseconds. NewModel
+// costs the model's distinct layer kinds, not its size: it builds one
+// layer of each kind and one expert of each block (model.Spec.Runs), so
+// DeepSeek-V3's 92,000 tensors take about 90 µs and a config of 65,536
+// identical layers as long as one of two (BenchmarkNewModelDeepSeekV3,
+// BenchmarkNewModelDeep).
 //
 // # What to change so that it fits
 //

@@ -66,6 +66,11 @@ type group struct {
 // storage whatever the job's precision (NF4 base weights and their
 // quantization constants); floating-point tensors are stored as the job's
 // precision policy says.
+//
+// NewModel reads the inventory folded ([model.Finetune.Runs]): its time
+// and memory follow the distinct layer kinds, not the layer or expert
+// count, unless f.Train or a LoRA target tells layers apart, when every
+// tensor is read.
 func NewModel(f model.Finetune) (Model, error) {
 	s := f.Model
 	if err := s.Validate(); err != nil {
