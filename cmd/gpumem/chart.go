@@ -33,9 +33,11 @@ const (
 	// chartPoints bounds the estimates drawn along the x axis.
 	chartPoints = 64
 	// chartMaxBatch and chartMaxSeq bound the x axis (and the search for
-	// the largest value that fits) when the job's own value is smaller.
-	chartMaxBatch = 1 << 16
-	chartMaxSeq   = 1 << 21
+	// the largest value that fits) when the job's own value is smaller:
+	// the bounds of budget.MaxBatch and budget.MaxSeqLen, so that the
+	// title's largest value is theirs.
+	chartMaxBatch = budget.DefaultMaxBatch
+	chartMaxSeq   = budget.DefaultMaxSeqLen
 )
 
 // chartFlags are --chart and --chart-x, shared by estimate and plan.
@@ -70,16 +72,17 @@ func (c *chartFlags) check(fs *flag.FlagSet) error {
 
 // write draws the chart of j on dev (Capacity zero: no device) to the
 // --chart file, if one was given. mark labels the job's own x ("as
-// given", "planned").
-func (c *chartFlags) write(j budget.Job, dev gpumem.Device, mark string) error {
+// given", "planned"); a value fits when its device peak leaves hr of the
+// free memory unused, as estimate's and plan's answers.
+func (c *chartFlags) write(j budget.Job, dev gpumem.Device, mark string, hr headroom) error {
 	if c.file == "" {
 		return nil
 	}
-	s, err := sweep(j, c.x, dev)
+	s, err := sweep(j, c.x, dev, hr)
 	if err != nil {
 		return err
 	}
-	canvas, err := s.draw(j, dev, mark)
+	canvas, err := s.draw(j, dev, mark, hr)
 	if err != nil {
 		return err
 	}
@@ -149,7 +152,8 @@ type series struct {
 	x0     int    // the job's own value
 	xs     []int  // ascending
 	needs  []budget.Breakdown
-	fitMax int // the largest x whose device peak fits the free memory; 0 when none does or no device was named
+	fitMax int // the largest x whose device peak fits the free memory less the headroom; 0 when none does or no device was named
+	limit  int // the largest x the search tried (chartMaxBatch, chartMaxSeq, or the job's own when larger)
 }
 
 // at returns j with its batch or sequence length set to x.
@@ -163,24 +167,27 @@ func at(j budget.Job, axis string, x int) budget.Job {
 }
 
 // sweep estimates j along axis: from 1 to half again the larger of the
-// job's own value and the largest value that fits on dev (at least 8,
-// at most chartMaxBatch or chartMaxSeq), at no more than chartPoints
-// values. Estimates never decrease as batch or sequence length grow
-// (budget's property tests), so the largest value that fits is found by
-// doubling and bisection. An estimate that fails beyond the job's own
-// value (an overflow at an absurd size) ends the axis there.
-func sweep(j budget.Job, axis string, dev gpumem.Device) (series, error) {
+// job's own value and the largest value that fits on dev with hr left
+// unused (at least 8, at most chartMaxBatch or chartMaxSeq), at no more
+// than chartPoints values. Estimates never decrease as batch or sequence
+// length grow (budget's property tests), so the largest value that fits
+// is found by doubling and bisection; it is the answer of budget.MaxBatch
+// and budget.MaxSeqLen (and plan's) for the same headroom. An estimate
+// that fails beyond the job's own value (an overflow at an absurd size)
+// ends the axis there, and does not fit.
+func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, error) {
 	s := series{axis: axis, x0: j.Batch, fitMax: 0}
 	limit := chartMaxBatch
 	if axis == "seq" {
 		s.x0, limit = j.SeqLen, chartMaxSeq
 	}
 	limit = max(limit, s.x0)
+	s.limit = limit
 	if dev.Capacity > 0 {
-		free := dev.Free()
+		usable := dev.Free() - hr.bytes
 		ok := func(x int) bool {
 			n, err := budget.Estimate(at(j, axis, x))
-			return err == nil && n.Device() <= free
+			return err == nil && n.Device() <= usable
 		}
 		if ok(1) {
 			a, b := 1, 2
@@ -323,8 +330,8 @@ func axisLabel(axis string, short bool) string {
 // as a dashed line, and the job's own x as a dotted line. The legend,
 // right of the plot, lists the components top to bottom as they are
 // stacked, with their bytes at the job's own x.
-func (s series) draw(j budget.Job, dev gpumem.Device, mark string) (*vgimg.Canvas, error) {
-	p := newChart(chartTitle(j, s, dev))
+func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) (*vgimg.Canvas, error) {
+	p := newChart(chartTitle(j, s, dev, hr))
 	p.X.Label.Text = "micro-batch size (sequences per forward pass)"
 	if s.axis == "seq" {
 		p.X.Label.Text = "sequence length (tokens)"
@@ -483,9 +490,9 @@ func integerTicks(last int) plot.ConstantTicks {
 const chartTitleWidth = 90
 
 // chartTitle describes the job, then the device and the largest value
-// that fits; the job's description wraps at commas to stay within
-// chartTitleWidth.
-func chartTitle(j budget.Job, s series, dev gpumem.Device) string {
+// that fits with the headroom hr, saying the headroom; the job's
+// description wraps at commas to stay within chartTitleWidth.
+func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 	parts := []string{fmt.Sprintf("%s: %s", describe(j), j.Mode), j.Precision.String()}
 	if total, trainable := j.Model.Params(); j.Mode == budget.Training && trainable < total {
 		parts = append(parts, group3(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
@@ -524,9 +531,13 @@ func chartTitle(j budget.Job, s series, dev gpumem.Device) string {
 	case dev.Capacity == 0:
 		b.WriteString("device peak by component (no GPU named: give --gpu or --memory for the fit line)")
 	case s.fitMax == 0:
-		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1", dev.Name, dev.Free().Human(), axisLabel(s.axis, false))
+		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false), hr.name)
+	case s.fitMax == s.limit:
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", clean(dev.Name), dev.Free().Human(),
+			axisLabel(s.axis, false), group3(int64(s.fitMax)), hr.name)
 	default:
-		fmt.Fprintf(&b, "%s, %s free: fits up to %s %d", dev.Name, dev.Free().Human(), axisLabel(s.axis, false), s.fitMax)
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false),
+			group3(int64(s.fitMax)), hr.name)
 	}
 	return b.String()
 }

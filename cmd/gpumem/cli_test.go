@@ -33,13 +33,16 @@ func TestExitCodes(t *testing.T) {
 		code  int
 		err   string // a part of standard error; "" when it must be empty
 	}{
-		{"estimate fits", "", []string{"estimate", "--model", "gpt2", "--train", "--memory", "80GiB"}, exitOK, ""},
-		{"estimate without a device", "", []string{"estimate", "--model", "gpt2", "--infer"}, exitOK, ""},
+		{"estimate fits", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "1024", "--memory", "80GiB"}, exitOK, ""},
+		{"estimate without a device", "", []string{"estimate", "--model", "gpt2", "--infer", "--seq", "1024"}, exitOK, ""},
+		{"estimate beyond the context", "", []string{"estimate", "--model", "gpt2", "--infer", "--seq", "2048"}, exitOK, "warning: 2048 tokens per sequence"},
+		{"estimate zero memory", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--memory", "0"}, exitBadInput, `--memory "0"`},
+		{"estimate empty gpu", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", ""}, exitBadInput, `--gpu ""`},
 		{"estimate does not fit", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090"}, exitDoesNotFit, "does not fit on NVIDIA GeForce RTX 4090"},
 		{"estimate --json does not fit", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--json"}, exitDoesNotFit, "does not fit"},
 		{"estimate bad value", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "0"}, exitBadInput, "--seq 0"},
 		{"estimate unknown model", "", []string{"estimate", "--model", "gpt-9", "--train"}, exitBadInput, `--model "gpt-9"`},
-		{"plan fits", "", []string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB"}, exitOK, ""},
+		{"plan fits", "", []string{"plan", "--model", "gpt2", "--infer", "--seq", "1024", "--memory", "8GiB"}, exitOK, ""},
 		{"plan does not fit", "", []string{"plan", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--allow", "none"}, exitDoesNotFit, "does not fit"},
 		{"plan without a device", "", []string{"plan", "--model", "gpt2", "--infer"}, exitBadInput, "--gpu NAME or --memory SIZE"},
 		{"inspect", "", []string{"inspect", "--model", "gpt2"}, exitOK, ""},
@@ -304,7 +307,7 @@ func TestSweep(t *testing.T) {
 	j, dev, err := jf.job()
 	require.NoError(t, err)
 	for _, axis := range []string{"batch", "seq"} {
-		s, err := sweep(j, axis, dev)
+		s, err := sweep(j, axis, dev, defaultHeadroom(dev.Free()))
 		require.NoError(t, err, axis)
 		require.Positive(t, s.fitMax, axis)
 		need := func(x int) budget.Breakdown {
@@ -312,9 +315,9 @@ func TestSweep(t *testing.T) {
 			require.NoError(t, err)
 			return n
 		}
-		_, ok := budget.Fits(need(s.fitMax), dev)
+		_, ok := budget.FitsWithHeadroom(need(s.fitMax), dev)
 		assert.True(t, ok, "%s %d fits", axis, s.fitMax)
-		_, ok = budget.Fits(need(s.fitMax+1), dev)
+		_, ok = budget.FitsWithHeadroom(need(s.fitMax+1), dev)
 		assert.False(t, ok, "%s %d does not fit", axis, s.fitMax+1)
 		assert.Contains(t, s.xs, s.x0, axis)
 		assert.Contains(t, s.xs, s.fitMax+1, axis)

@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
@@ -143,7 +146,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	case f.gpu != "":
 		d, ok := gpumem.LookupDevice(f.gpu)
 		if !ok {
-			return j, dev, fmt.Errorf("%w: --gpu %q: not in the catalog (see gpumem devices, or give --memory)", errUsage, f.gpu)
+			return j, dev, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, f.gpu, suggestGPU(f.gpu))
 		}
 		dev, j.Device = d, d
 	case f.memory != "":
@@ -151,16 +154,161 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		if err != nil {
 			return j, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
 		}
+		if b < 1 {
+			// Zero is not "no GPU named": that would pass any job.
+			return j, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
+		}
 		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
 	}
 	return j, dev, nil
 }
 
-func runEstimate(args []string, _ io.Reader, out, _ io.Writer) error {
+// maxCount is the largest --gpus, --nodes, --tp, --pp, --vpp, --cp and
+// --ep layoutFlags.layout accepts.
+const maxCount = 1 << 16
+
+// checkGiven refuses, before any work, flags given on the command line
+// that cannot change the answer for the mode asked for (an optimizer for
+// an inference job), and layout counts out of range. A flag set to the
+// value that does nothing in every mode (--dropout=false, --grad-accum 1,
+// --generate 0, --zero 0, --checkpointing none) passes. gpumem serve
+// does not call it: a request's fields are not "given" flags.
+func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"gpus", f.gpus}, {"nodes", f.layout.nodes}, {"tp", f.layout.tp}, {"pp", f.layout.pp}, {"vpp", f.layout.vpp},
+		{"cp", f.layout.cp}, {"ep", f.layout.ep}} {
+		if given[c.name] && (c.v < 1 || c.v > maxCount) {
+			return fmt.Errorf("%w: --%s %d: want 1 to %d", errUsage, c.name, c.v, maxCount)
+		}
+	}
+	if f.train == f.infer {
+		return nil // jobFor asks for one of them
+	}
+	if f.train {
+		if given["generate"] && f.generate != 0 {
+			return fmt.Errorf("%w: --generate %d: a training job generates no tokens (give --infer, or leave --generate out)", errUsage, f.generate)
+		}
+		return nil
+	}
+	const leave = "give --train, or leave %s out"
+	switch {
+	case given["optimizer"]:
+		return fmt.Errorf("%w: --optimizer %s: an inference job keeps no optimizer state ("+leave+")", errUsage, f.opt, "--optimizer")
+	case given["grad-accum"] && f.accum != 1:
+		return fmt.Errorf("%w: --grad-accum %d: an inference job accumulates no gradients ("+leave+")", errUsage, f.accum, "--grad-accum")
+	case given["dropout"] && f.dropout:
+		return fmt.Errorf("%w: --dropout: dropout masks are kept for the backward pass of a training job only ("+leave+")", errUsage, "--dropout")
+	case given["checkpointing"] && f.ckpt != "none":
+		return fmt.Errorf("%w: --checkpointing %s: an inference job saves no activations for a backward pass ("+leave+")", errUsage, f.ckpt, "--checkpointing")
+	case given["offload"] && (strings.Contains(f.layout.offload, "optimizer") || f.layout.offload == "all"):
+		return fmt.Errorf("%w: --offload %s: an inference job has no optimizer state to offload ("+leave+")", errUsage, f.layout.offload, "--offload")
+	case given["zero"] && (f.zero == 1 || f.zero == 2):
+		return fmt.Errorf("%w: --zero %d: stages 1 and 2 shard optimizer state and gradients, which an inference job does not have (--zero 3 or --tp shard the weights)", errUsage, f.zero)
+	case given["fsdp"] && strings.EqualFold(f.layout.fsdp, "shard_grad_op"):
+		return fmt.Errorf("%w: --fsdp %s: it shards optimizer state and gradients, which an inference job does not have (full_shard or --tp shard the weights)", errUsage, f.layout.fsdp)
+	}
+	return nil
+}
+
+// checkJob refuses flags the model cannot take: --images for a model
+// without a vision tower (it would be ignored).
+func checkJob(j budget.Job) error {
+	if s := j.Model.Spec(); j.Images > 0 && s.Vision == nil {
+		return fmt.Errorf("%w: --images %d: %s has no vision tower (a multimodal model such as llava-1.5-7b takes images)", errUsage, j.Images, describe(j))
+	}
+	return nil
+}
+
+// tokensPerSequence is what a sequence of j holds at its longest: the
+// prompt and the generated tokens.
+func tokensPerSequence(j budget.Job) int64 { return int64(j.SeqLen) + int64(j.Generate) }
+
+// contextWarning returns a warning when j's sequences hold more tokens
+// than its model's max_position_embeddings, or "". what names the flags
+// that set them. The estimate stands (memory does not depend on the
+// model having been trained at that length); the warning says the model
+// was not configured for it, or, with a learned position table (GPT-2,
+// OPT, BERT), cannot take it.
+func contextWarning(j budget.Job, what string) string {
+	lm := j.Model.Spec().LM()
+	n := tokensPerSequence(j)
+	if lm.MaxPositions <= 0 || n <= lm.MaxPositions {
+		return ""
+	}
+	msg := fmt.Sprintf("warning: %d tokens per sequence (%s) exceed the %d positions %s was configured for (max_position_embeddings)",
+		n, what, lm.MaxPositions, describe(j))
+	if lm.Positions > 0 {
+		return msg + fmt.Sprintf("; its learned position table has %d rows, so the model cannot take them", lm.Positions)
+	}
+	return msg + "; the estimate is for the tokens given, but the model may not work at that length without RoPE scaling"
+}
+
+// seqFlags names the flags that set j's tokens per sequence.
+func seqFlags(j budget.Job) string {
+	if j.Generate > 0 {
+		return fmt.Sprintf("--seq %d + --generate %d", j.SeqLen, j.Generate)
+	}
+	return fmt.Sprintf("--seq %d", j.SeqLen)
+}
+
+// headroom is the memory a fit leaves unused, the same for estimate's
+// verdict, the chart's largest value and plan: budget.Limits.HeadroomFor,
+// DefaultHeadroom (5% of the free memory) unless --headroom says
+// otherwise.
+type headroom struct {
+	bytes gpumem.Bytes
+	name  string // "5% headroom", "2.00 GiB headroom", "2.00 GiB + 5% headroom", "no headroom"
+}
+
+// headroomOf returns the headroom lim asks for out of free bytes (nil:
+// the default).
+func headroomOf(lim *budget.Limits, free gpumem.Bytes) headroom {
+	frac, fixed := budget.DefaultHeadroomFraction, gpumem.Bytes(0)
+	if lim != nil {
+		fixed = max(lim.Headroom, 0)
+		switch f := lim.HeadroomFraction; {
+		case f < 0:
+			frac = 0
+		case f > 0:
+			frac = f
+		}
+	}
+	hr := headroom{bytes: lim.HeadroomFor(free)}
+	pct := strconv.FormatFloat(100*frac, 'g', 4, 64) + "%"
+	switch {
+	case fixed > 0 && frac > 0:
+		hr.name = fixed.Human() + " + " + pct + " headroom"
+	case fixed > 0:
+		hr.name = fixed.Human() + " headroom"
+	case frac > 0:
+		hr.name = pct + " headroom"
+	default:
+		hr.name = "no headroom"
+	}
+	return hr
+}
+
+// defaultHeadroom is budget.DefaultHeadroom(free), named.
+func defaultHeadroom(free gpumem.Bytes) headroom { return headroomOf(nil, free) }
+
+// String is the headroom's name with its bytes: "5% headroom (3.96 GiB)".
+func (h headroom) String() string {
+	if h.bytes == 0 || !strings.Contains(h.name, "%") {
+		return h.name
+	}
+	return h.name + " (" + h.bytes.Human() + ")"
+}
+
+func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fs := newFlags("estimate", out)
 	var jf jobFlags
 	jf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
+	headroomFlag := fs.String("headroom", "", "memory to leave unused when checking the fit: a fraction of the free memory (0.05) or a size (2GiB); 0 for none; default 5%, as plan")
 	var cf chartFlags
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -169,15 +317,29 @@ func runEstimate(args []string, _ io.Reader, out, _ io.Writer) error {
 	if err := cf.check(fs); err != nil {
 		return err
 	}
+	if err := jf.checkGiven(fs); err != nil {
+		return err
+	}
+	var lim budget.Limits
+	if err := parseHeadroom(*headroomFlag, &lim); err != nil {
+		return err
+	}
 	j, dev, err := jf.job()
 	if err != nil {
 		return err
 	}
-	e, err := estimate(j, dev)
+	if err := checkJob(j); err != nil {
+		return err
+	}
+	hr := headroomOf(&lim, dev.Free())
+	e, err := estimateWith(j, dev, hr)
 	if err != nil {
 		return err
 	}
-	if err := cf.write(j, dev, "as given"); err != nil {
+	if w := contextWarning(j, seqFlags(j)); w != "" {
+		fmt.Fprintf(errOut, "gpumem estimate: %s\n", w)
+	}
+	if err := cf.write(j, dev, "as given", hr); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -217,12 +379,12 @@ func runEstimate(args []string, _ io.Reader, out, _ io.Writer) error {
 	fmt.Fprintf(out, "peak phase: %s\n", need.Phase)
 	if dev.Capacity > 0 {
 		if fits {
-			fmt.Fprintf(out, "fits on %s: %s free, %s left (%.0f%% used)\n", dev.Name, dev.Free().Human(),
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
 				(dev.Free() - need.Device()).Human(), 100*budget.Utilization(need, dev))
 		} else {
 			d := need.Dominant()
-			fmt.Fprintf(out, "does NOT fit on %s: %s free, %s short; the largest component is %s (%s)\n", dev.Name,
-				dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
+			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
+				e.headroom, dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
 		}
 	}
 	return e.verdict()
@@ -234,7 +396,7 @@ func (e estimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, e.dev.Name, e.shortfall.Human())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.Human())
 }
 
 // estimation is an estimate and its fit on a device: what gpumem estimate
@@ -242,19 +404,30 @@ func (e estimation) verdict() error {
 type estimation struct {
 	need      budget.Breakdown
 	dev       gpumem.Device // Capacity zero: no device named
+	headroom  headroom      // left unused by a fit
 	fits      bool          // true when no device was named
-	shortfall gpumem.Bytes
+	shortfall gpumem.Bytes  // headroom included
 }
 
-// estimate estimates j and checks the fit on dev when it has a capacity.
+// estimate estimates j and checks the fit on dev when it has a capacity,
+// with the default headroom (budget.FitsWithHeadroom: the fit plan and
+// budget.MaxBatch and MaxSeqLen answer for).
 func estimate(j budget.Job, dev gpumem.Device) (estimation, error) {
+	return estimateWith(j, dev, defaultHeadroom(dev.Free()))
+}
+
+// estimateWith is estimate with the headroom hr: the job fits when its
+// device peak plus hr is within the free memory.
+func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, error) {
 	need, err := budget.Estimate(j)
 	if err != nil {
 		return estimation{}, err
 	}
-	e := estimation{need: need, dev: dev, fits: true}
+	e := estimation{need: need, dev: dev, headroom: hr, fits: true}
 	if dev.Capacity > 0 {
-		e.shortfall, e.fits = budget.Fits(need, dev)
+		if short := need.Device() + hr.bytes - dev.Free(); short > 0 {
+			e.shortfall, e.fits = short, false
+		}
 	}
 	return e, nil
 }
@@ -269,6 +442,7 @@ func (e estimation) writeJSON(out io.Writer) error {
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name
 		r["free"] = int64(e.dev.Free())
+		r["min_headroom"] = int64(e.headroom.bytes)
 		r["fits"] = e.fits
 		r["shortfall"] = int64(e.shortfall)
 	}
@@ -277,12 +451,27 @@ func (e estimation) writeJSON(out io.Writer) error {
 	return enc.Encode(r)
 }
 
+// describe names j's model for people: its name, else its family, with
+// anything unprintable escaped (a name comes from a config.json).
 func describe(j budget.Job) string {
 	s := j.Model.Spec()
 	if s.Name != "" {
-		return s.Name
+		return clean(s.Name)
 	}
-	return s.Family
+	return clean(s.Family)
+}
+
+// clean returns s for printing: unchanged when every rune is printable,
+// else with the unprintable ones (control and format characters, line
+// breaks, bytes that are not UTF-8) escaped as strconv.Quote does.
+func clean(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			q := strconv.Quote(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }
 
 // splitTargets reads --lora-targets: module names separated by commas.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -27,6 +28,17 @@ func runInspect(args []string, _ io.Reader, out, _ io.Writer) error {
 	ckpt := fs.String("checkpointing", "none", "with --batch: none, selective, full or offload")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	// Flags that only qualify another are refused without it.
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	if v, ok := given["param-dtype"]; ok && *optName == "" {
+		return fmt.Errorf("%w: --param-dtype %s: it is the dtype --optimizer steps (give --optimizer too, or leave --param-dtype out)", errUsage, v)
+	}
+	for _, name := range []string{"attention", "checkpointing"} {
+		if v, ok := given[name]; ok && *batch == 0 && *seq == 0 {
+			return fmt.Errorf("%w: --%s %s: it shapes the activations --batch and --seq ask for (give them too, or leave --%s out)", errUsage, name, v, name)
+		}
 	}
 	s, err := mf.load()
 	if err != nil {
@@ -206,11 +218,11 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 
 func (r inspection) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	name := r.Name
+	name := clean(r.Name)
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(tw, "model\t%s (%s)\n", name, r.Family)
+	fmt.Fprintf(tw, "model\t%s (%s)\n", name, clean(r.Family))
 	fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
 		r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
 	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))

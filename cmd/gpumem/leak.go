@@ -22,7 +22,7 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	case len(args) == 1:
 		f, err := os.Open(args[0])
 		if err != nil {
-			return nil, err // names the file
+			return nil, fileError(args[0], err)
 		}
 		defer f.Close()
 		return io.ReadAll(io.LimitReader(f, maxLog))
@@ -43,15 +43,15 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	case *capacity != "" && *gpu != "":
 		return fmt.Errorf("%w: give one of --capacity and --gpu", errUsage)
 	case *capacity != "":
-		b, err := gpumem.ParseBytes(*capacity)
+		b, err := parseSize("capacity", *capacity, sizeFlags["capacity"])
 		if err != nil {
-			return fmt.Errorf("%w: --capacity: %v", errUsage, err)
+			return err
 		}
 		opts.Capacity = b
 	case *gpu != "":
 		d, ok := gpumem.LookupDevice(*gpu)
 		if !ok {
-			return fmt.Errorf("%w: --gpu %q: not in the catalog (see gpumem devices, or give --capacity)", errUsage, *gpu)
+			return fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --capacity)", errUsage, *gpu, suggestGPU(*gpu))
 		}
 		opts.Capacity = d.Capacity
 	}

@@ -28,13 +28,27 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/gpumem/gpumem"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command args name, with its output escaped (see
+// escapeWriter): names, values and lines from input files or the
+// command line never reach the terminal as control characters.
+func run(args []string, in io.Reader, out, errOut io.Writer) int {
+	o, e := &escapeWriter{w: out}, &escapeWriter{w: errOut}
+	code := runCommand(args, in, o, e)
+	o.Flush()
+	e.Flush()
+	return code
 }
 
 // Exit statuses, the same for every subcommand.
@@ -79,7 +93,7 @@ var errUsage = errors.New("usage")
 // errNoOOM reports input without an out-of-memory message (exit 1).
 var errNoOOM = errors.New("no out-of-memory message found in the input")
 
-func run(args []string, in io.Reader, out, errOut io.Writer) int {
+func runCommand(args []string, in io.Reader, out, errOut io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 {
 		usage(errOut, cmds)
@@ -88,7 +102,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 && args[0] == "help" {
-			return run([]string{args[1], "-h"}, in, out, errOut)
+			return runCommand([]string{args[1], "-h"}, in, out, errOut)
 		}
 		usage(out, cmds)
 		return exitOK
@@ -98,7 +112,11 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 			return exit(out, errOut, c.name, c.run(args[1:], in, out, errOut))
 		}
 	}
-	fmt.Fprintf(errOut, "gpumem: unknown command %q\n\n", args[0])
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.name
+	}
+	fmt.Fprintf(errOut, "gpumem: unknown command %q%s\n\n", args[0], didYouMean(args[0], names, strconv.Quote))
 	usage(errOut, cmds)
 	return exitBadInput
 }
@@ -316,7 +334,151 @@ func parse(fs *flag.FlagSet, args []string) error {
 	if len(pos) > 0 && !takesArgs {
 		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", errUsage, pos[0], name, name)
 	}
+	if err := checkValues(fs); err != nil {
+		return err
+	}
 	return fs.Parse(append([]string{"--"}, pos...)) // fs.Args() is now pos
+}
+
+// sizeFlags are the flags that take a size, with an example for their
+// errors.
+var sizeFlags = map[string]string{"memory": "80GiB", "capacity": "24GiB", "max-body": "1MiB"}
+
+// checkValues refuses, for the flags given on the command line, what a
+// job script with an unset variable or a forgotten unit would pass: an
+// empty value of a string flag (which would mean "not given": --gpu ""
+// would check the fit on no GPU and exit 0), and a size that is zero or a
+// bare number (--memory 80 is not 80 bytes).
+func checkValues(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		v, ok := g.Get().(string)
+		if !ok {
+			return
+		}
+		if strings.TrimSpace(v) == "" {
+			err = fmt.Errorf("%w: --%s %q: an empty value (an unset variable?); give one or leave --%s out", errUsage, f.Name, v, f.Name)
+			return
+		}
+		if example, ok := sizeFlags[f.Name]; ok {
+			_, err = parseSize(f.Name, v, example)
+		}
+	})
+	return err
+}
+
+// minBareBytes is the smallest number without a unit a size flag takes,
+// as bytes (1 MiB): below it a bare number is refused, since it is almost
+// surely GiB or GB (--memory 80) and no GPU has less memory; from it up
+// it is unambiguous bytes (--memory 85899345920, as the service's
+// integer sizes).
+const minBareBytes = 1 << 20
+
+// parseSize reads the size flag --name: a positive amount with a unit
+// ("80GiB", "24GB", "512B"), or an integer of bytes from minBareBytes up.
+// A smaller bare number is refused with the units it may have meant, and
+// zero with an example.
+func parseSize(name, v, example string) (gpumem.Bytes, error) {
+	t := strings.TrimSpace(v)
+	if f, err := strconv.ParseFloat(t, 64); err == nil && strings.Trim(t, "0123456789.") == "" {
+		switch {
+		case f == 0:
+			return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
+		case f < minBareBytes || strings.Contains(t, "."):
+			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; give %sGiB (2^30 bytes) or %sGB (10^9 bytes)", errUsage, name, v, t, t)
+		}
+	}
+	b, err := gpumem.ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+	}
+	if b < 1 {
+		return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
+	}
+	return b, nil
+}
+
+// escapeWriter writes what it is given with control characters escaped:
+// C0 controls but newline and tab, DEL and C1 controls as \xNN or \u00NN,
+// bytes that are not UTF-8 as \xNN. Escape sequences from a config.json,
+// a log or a file name are then printed, not obeyed; JSON output, whose
+// encoder already escapes C0 controls, stays valid JSON (a C1 control in
+// a string becomes its \u00NN escape). A rune split between two writes is
+// held until the next write or Flush.
+type escapeWriter struct {
+	mu   sync.Mutex // gpumem serve may log from several goroutines
+	w    io.Writer
+	held []byte // the start of a rune the last write ended in
+	buf  []byte
+	err  error
+}
+
+func (e *escapeWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return 0, e.err
+	}
+	data := p
+	if len(e.held) > 0 {
+		data = append(e.held, p...)
+		e.held = nil
+	}
+	out := e.buf[:0]
+	for i := 0; i < len(data); {
+		c := data[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+				out = fmt.Appendf(out, "\\x%02x", c)
+			} else {
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		if !utf8.FullRune(data[i:]) {
+			e.held = append([]byte(nil), data[i:]...)
+			break
+		}
+		r, n := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = fmt.Appendf(out, "\\x%02x", c)
+		case r >= 0x80 && r <= 0x9f:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		default:
+			out = append(out, data[i:i+n]...)
+		}
+		i += n
+	}
+	e.buf = out
+	if _, err := e.w.Write(out); err != nil {
+		e.err = err
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush writes a rune the last write left incomplete, escaped.
+func (e *escapeWriter) Flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.held) == 0 || e.err != nil {
+		return
+	}
+	var out []byte
+	for _, c := range e.held {
+		out = fmt.Appendf(out, "\\x%02x", c)
+	}
+	e.held = nil
+	_, e.err = e.w.Write(out)
 }
 
 // flagMessage rewrites the flag package's errors to name flags with the
@@ -324,7 +486,9 @@ func parse(fs *flag.FlagSet, args []string) error {
 func flagMessage(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return fmt.Sprintf("unknown flag --%s", name)
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		return fmt.Sprintf("unknown flag --%s%s", name, didYouMean(name, names, func(s string) string { return "--" + s }))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Sprintf("--%s needs a value", name)

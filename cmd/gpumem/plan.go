@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +29,7 @@ const allowHelp = `changes the planner may make, comma-separated, tried in this 
   lora, qlora                         train LoRA adapters (rank --lora-rank or 16), on NF4 weights for qlora
   none                                allow nothing beyond the batch (and --max-seq)`
 
-func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
+func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fs := newFlags("plan", out)
 	var jf jobFlags
 	jf.register(fs)
@@ -53,8 +54,17 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	jf.layout.setExplicit(fs)
+	if err := jf.checkGiven(fs); err != nil {
+		return err
+	}
+	if err := checkPlanGiven(fs, &jf, *allow); err != nil {
+		return err
+	}
 	j, dev, err := jf.job()
 	if err != nil {
+		return err
+	}
+	if err := checkJob(j); err != nil {
 		return err
 	}
 	if dev.Capacity == 0 {
@@ -67,6 +77,7 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	if err := parseHeadroom(*headroom, &lim); err != nil {
 		return err
 	}
+	hr := headroomOf(&lim, dev.Free())
 	var p budget.Plan
 	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
 		// GPUs but no layout: choose one, least communication first.
@@ -76,25 +87,31 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	}
 	var short *budget.InsufficientMemoryError
 	if errors.As(err, &short) {
-		if err := cf.write(j, dev, "as given"); err != nil {
+		if w := contextWarning(j, seqFlags(j)); w != "" {
+			fmt.Fprintf(errOut, "gpumem plan: %s\n", w)
+		}
+		if err := cf.write(j, dev, "as given", hr); err != nil {
 			return err
 		}
 		if *asJSON {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, dev.Name, short.Shortfall.Human())
+			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.Human())
 		}
-		fmt.Fprintf(out, "%s does NOT fit on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
+		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", describe(j), clean(dev.Name), dev.Free().Human(), hr)
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return fmt.Errorf("%w on %s: %s short", gpumem.ErrDoesNotFit, dev.Name, short.Shortfall.Human())
+		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.Human())
 	}
 	if err != nil {
 		return err
 	}
-	if err := cf.write(p.Job, dev, "planned"); err != nil {
+	if w := planContextWarning(p, *maxSeq > 0 || *minSeq > 0); w != "" {
+		fmt.Fprintf(errOut, "gpumem plan: %s\n", w)
+	}
+	if err := cf.write(p.Job, dev, "planned", hr); err != nil {
 		return err
 	}
 	if *dsFile != "" {
@@ -126,7 +143,7 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
-	fmt.Fprintf(out, "%s on %s (%s free)\n", describe(j), dev.Name, dev.Free().Human())
+	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", describe(j), clean(dev.Name), dev.Free().Human(), hr)
 	fmt.Fprint(out, p)
 	if *hfArgs {
 		a, err := p.HFTrainingArguments()
@@ -150,6 +167,76 @@ func runPlan(args []string, _ io.Reader, out, _ io.Writer) error {
 			return fmt.Errorf("%w: --megatron: %v", errUsage, err)
 		}
 		fmt.Fprintf(out, "Megatron-LM: %s\n", strings.Join(args, " "))
+	}
+	return nil
+}
+
+// planContextWarning is contextWarning for the plan p; with the
+// sequence length varied (--max-seq, --min-seq), it names the --max-seq
+// that keeps within the model's context.
+func planContextWarning(p budget.Plan, varied bool) string {
+	if !varied {
+		return contextWarning(p.Job, seqFlags(p.Job))
+	}
+	w := contextWarning(p.Job, "the plan's sequence length")
+	if w == "" {
+		return ""
+	}
+	limit := p.Job.Model.Spec().LM().MaxPositions - int64(p.Job.Generate)
+	if limit < 1 {
+		return w
+	}
+	return w + fmt.Sprintf("; give --max-seq %d to stay within them", limit)
+}
+
+// checkPlanGiven refuses plan flags that cannot change the plan for the
+// mode asked for (see jobFlags.checkGiven): for an inference job a
+// target batch (it sets gradient accumulation), --allow items that only
+// training uses (optimizers, checkpointing, optimizer offload), and the
+// training configs (--deepspeed, --hf-args); for training, --grad-accum
+// with --target-batch, which sets it.
+func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	if jf.train == jf.infer {
+		return nil
+	}
+	if jf.train {
+		if v, ok := given["grad-accum"]; ok && jf.accum != 1 && given["target-batch"] != "" && given["target-batch"] != "0" {
+			return fmt.Errorf("%w: --grad-accum %s: --target-batch %s sets the accumulation steps (give one of them)", errUsage, v, given["target-batch"])
+		}
+		return nil
+	}
+	if v, ok := given["target-batch"]; ok && v != "0" {
+		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", errUsage, v)
+	}
+	for _, name := range []string{"deepspeed", "hf-args"} {
+		if v, ok := given[name]; ok && v != "false" {
+			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", errUsage, name, name)
+		}
+	}
+	for _, item := range strings.Split(allow, ",") {
+		item = strings.ToLower(strings.TrimSpace(item))
+		training := false
+		switch {
+		case item == "offload" || item == "offload-optimizer":
+			training = true
+		case item == "" || item == "none" || item == "offload-copies" || item == "lora" || item == "qlora" || strings.HasPrefix(item, "heads="):
+		default:
+			if _, err := parseAttention(item); err == nil {
+				continue
+			}
+			if _, err := parseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil {
+				training = true
+			} else if _, err := budget.ParsePrecision(item); err == nil {
+				continue
+			} else if _, ok := optimizer.Lookup(item); ok {
+				training = true
+			}
+		}
+		if training {
+			return fmt.Errorf("%w: --allow %q: only a training job has optimizer state or saved activations to change (give --train, or leave it out)", errUsage, item)
+		}
 	}
 	return nil
 }
@@ -254,9 +341,9 @@ func parseHeadroom(s string, lim *budget.Limits) error {
 	if s == "" {
 		return nil
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f < 0 || f >= 1 {
-			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1)", errUsage, s)
+	if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+		if !(f >= 0 && f < 1) {
+			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1) (for a size, give a unit: %sGiB)", errUsage, s, strings.TrimSpace(s))
 		}
 		lim.HeadroomFraction = f
 		if f == 0 {
@@ -312,7 +399,7 @@ func planJSON(p budget.Plan, dev gpumem.Device) map[string]any {
 		"optimizer": opt, "precision": p.Precision.String(), "offload": p.Offload.String(), "model": p.ModelName,
 		"need": components(p.Need), "allocated_peak": int64(p.Need.Allocated()), "reserved_peak": int64(p.Need.Reserved()),
 		"device_peak": int64(p.Need.Device()), "host": int64(p.Need.Host), "phase": p.Need.Phase.String(),
-		"headroom": int64(p.Headroom), "reason": p.Reason.String(), "limiting": p.Limiting, "ladder": ladderJSON(p.Ladder),
+		"headroom": int64(p.Headroom), "min_headroom": int64(p.MinHeadroom), "reason": p.Reason.String(), "limiting": p.Limiting, "ladder": ladderJSON(p.Ladder),
 	}
 	var bufs []map[string]any
 	for _, b := range p.Buffers {
