@@ -80,6 +80,20 @@ func boolInt(b bool) int64 {
 // huge terms and a negative one that brings the sum back in range give
 // the exact sum). Operands may be negative. It does not allocate.
 func SatSum(xs ...int64) int64 {
+	// Fast path: up to 16 terms in [0, 2^59) cannot overflow.
+	var sum, or int64
+	for _, x := range xs {
+		sum += x
+		or |= x
+	}
+	if uint64(or) < 1<<59 && len(xs) <= 16 {
+		return sum
+	}
+	return satSum(xs)
+}
+
+// satSum is SatSum for any terms.
+func satSum(xs []int64) int64 {
 	// hi:lo is a 128-bit two's-complement accumulator; hi cannot
 	// overflow for fewer than 2^63 terms.
 	var hi int64

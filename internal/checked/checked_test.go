@@ -130,6 +130,18 @@ func TestSatSum(t *testing.T) {
 			t.Errorf("SatSum(%v) = %d, want %d", tc.xs, got, tc.want)
 		}
 	}
+	// Many terms just below the fast path's 2^59 bound.
+	for n := 1; n <= 20; n++ {
+		xs := make([]int64, n)
+		want := new(big.Int)
+		for i := range xs {
+			xs[i] = 1<<59 - 1
+			want.Add(want, big.NewInt(xs[i]))
+		}
+		if got := SatSum(xs...); got != clamp128(want) {
+			t.Errorf("SatSum(%d × (2^59−1)) = %d, want %d", n, got, clamp128(want))
+		}
+	}
 	// Against math/big on extreme operands.
 	vals := []int64{lo, lo + 1, -1 << 62, -1, 0, 1, 1 << 62, hi - 1, hi}
 	for _, a := range vals {
