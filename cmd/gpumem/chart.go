@@ -327,7 +327,8 @@ func axisLabel(axis string, short bool) string {
 // draw renders the series: one band per non-zero component, stacked in
 // budget.Breakdown.Components order from the bottom, their sum (the
 // device peak, what nvidia-smi shows) as a line, the free memory of dev
-// as a dashed line, and the job's own x as a dotted line. The legend,
+// as a dashed line and the free memory less the headroom hr (what a job
+// may use) as a dotted one, and the job's own x as a dotted line. The legend,
 // right of the plot, lists the components top to bottom as they are
 // stacked, with their bytes at the job's own x.
 func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) (*vgimg.Canvas, error) {
@@ -426,7 +427,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 	p.Add(peak)
 
 	yMax := peakMax
-	var freeLine *plotter.Line
+	var freeLine, usableLine *plotter.Line
 	if dev.Capacity > 0 {
 		free := dev.Free().GiB()
 		yMax = max(yMax, free)
@@ -437,6 +438,17 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 		freeLine.LineStyle.Color = color.RGBA{0xc0, 0x00, 0x00, 0xff}
 		freeLine.LineStyle.Dashes = []vg.Length{vg.Points(8), vg.Points(4)}
 		p.Add(freeLine)
+		if hr.bytes > 0 {
+			// What a job may use: a value fits below this line.
+			usable := (dev.Free() - hr.bytes).GiB()
+			if usableLine, err = plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: usable}, {X: p.X.Max, Y: usable}}); err != nil {
+				return nil, err
+			}
+			usableLine.LineStyle.Width = vg.Points(1.5)
+			usableLine.LineStyle.Color = color.RGBA{0xe0, 0x70, 0x70, 0xff}
+			usableLine.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
+			p.Add(usableLine)
+		}
 	}
 	p.Y.Max = yMax * 1.06
 
@@ -454,6 +466,9 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 	l.Add(fmt.Sprintf("%s: %s %d", mark, axisLabel(s.axis, true), s.x0), own)
 	if freeLine != nil {
 		l.Add(fmt.Sprintf("%-14s %10s", "free on GPU", dev.Free().Human()), freeLine)
+	}
+	if usableLine != nil {
+		l.Add(fmt.Sprintf("%-14s %10s", "less headroom", (dev.Free()-hr.bytes).Human()), usableLine)
 	}
 	l.Add(fmt.Sprintf("%-14s %10s", "device peak", s.needs[i0].Device().Human()), peak)
 	for i := len(legend) - 1; i >= 0; i-- {

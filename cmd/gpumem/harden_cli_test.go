@@ -286,6 +286,8 @@ func TestFlagsForTheMode(t *testing.T) {
 		{"plan", infer, []string{"--memory", "80GiB", "--allow", "offload-optimizer"}, `--allow "offload-optimizer"`},
 		{"plan", infer, []string{"--memory", "80GiB", "--deepspeed", "ds.json"}, "--deepspeed"},
 		{"plan", infer, []string{"--memory", "80GiB", "--hf-args"}, "--hf-args"},
+		{"plan", infer, []string{"--gpu", "h100", "--gpus", "8", "--tp", "8", "--megatron"}, "--megatron"},
+		{"plan", infer, []string{"--gpu", "h100", "--gpus", "8", "--fsdp", "full_shard", "--accelerate", "fsdp.yaml"}, "--accelerate"},
 		{"plan", train, []string{"--memory", "80GiB", "--grad-accum", "4", "--target-batch", "32"}, "--grad-accum 4"},
 		{"inspect", []string{"--model", "gpt2"}, []string{"--param-dtype", "bf16"}, "--param-dtype bf16"},
 		{"inspect", []string{"--model", "gpt2"}, []string{"--attention", "flash"}, "--attention flash"},

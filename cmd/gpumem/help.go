@@ -30,7 +30,14 @@ memory, and the phase that sets the peak. With --gpu or --memory, say whether it
 fits and by how much. --chart draws the peak by component against the batch
 or the sequence length. Over several GPUs (--gpus per node, --nodes) with
 --zero or --fsdp, --tp/--sp, --pp/--vpp, --cp, --ep and --offload optimizer,
-the figures are one GPU's, of the most loaded pipeline stage.`,
+the figures are one GPU's, of the most loaded pipeline stage.
+
+A job fits when its device peak leaves 5% of the free memory unused (the
+headroom plan and the chart use too; --headroom changes it, --headroom 0
+for none). A flag that does nothing for the mode (--optimizer, --grad-accum,
+--checkpointing with --infer; --generate with --train) is an error; more
+tokens per sequence than the model's max_position_embeddings is a warning on
+standard error.`,
 		examples: []string{
 			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --attention flash \\",
 			"    --checkpointing full --optimizer adamw8bit --precision bf16 --gpu h100",
@@ -40,8 +47,9 @@ the figures are one GPU's, of the most loaded pipeline stage.`,
 			"gpumem estimate --model llama-3-70b --train --gpus 8 --nodes 2 --tp 8 --sp --pp 2 --grad-accum 8 \\",
 			"    --attention flash --checkpointing selective --gpu h100",
 			"gpumem estimate --model llama-3-8b --train --gpu h100 --chart mem.png --chart-x seq",
+			"gpumem estimate --model llama-3-8b --train --gpu h100 --headroom 0   # fit in the whole free memory",
 		},
-		exit: "0 fits (or no GPU named), 1 does not fit, 2 bad flags or input.",
+		exit: "0 fits with the headroom (or no GPU named), 1 does not fit, 2 bad flags or input.",
 	}
 }
 
@@ -57,7 +65,14 @@ nothing fits, the ladder and what else to allow. With --gpus above 1 (or
 first: data parallel, ZeRO-1, 2, 3 (or FSDP with --fsdp), tensor parallel
 within a node, pipeline stages across nodes; the --allow changes come only
 after no layout fits without them. --deepspeed, --accelerate, --megatron and
---hf-args print the plan as each engine takes it.`,
+--hf-args print the plan as each engine takes it.
+
+The plan leaves 5% of the free memory unused (--headroom), the headroom
+estimate's verdict and the chart use, and says so. Training-only flags and
+--allow changes (optimizers, checkpointing, optimizer offload, a target batch,
+--deepspeed) are errors with --infer. A plan with more tokens per sequence
+than the model's max_position_embeddings is a warning on standard error,
+naming the --max-seq that stays within it.`,
 		examples: []string{
 			"gpumem plan --model llava-1.5-7b --train --batch 4 --images 1 --attention flash --gpu \"rtx 3090\" \\",
 			"    --target-batch 32 --allow adamw8bit,bf16,offload,lora",

@@ -51,8 +51,8 @@ func (f *layoutFlags) layout(gpus, zero int) (budget.Parallel, budget.Offload, e
 		name string
 		v    int
 	}{{"--gpus", gpus}, {"--nodes", f.nodes}, {"--tp", f.tp}, {"--pp", f.pp}, {"--vpp", f.vpp}, {"--cp", f.cp}, {"--ep", f.ep}} {
-		if c.v < 1 || c.v > 1<<16 {
-			return budget.Parallel{}, off, fmt.Errorf("%w: %s %d: want at least 1", errUsage, c.name, c.v)
+		if c.v < 1 || c.v > maxCount {
+			return budget.Parallel{}, off, fmt.Errorf("%w: %s %d: want 1 to %d", errUsage, c.name, c.v, maxCount)
 		}
 	}
 	if zero < 0 || zero > 3 {

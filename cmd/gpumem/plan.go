@@ -193,8 +193,8 @@ func planContextWarning(p budget.Plan, varied bool) string {
 // mode asked for (see jobFlags.checkGiven): for an inference job a
 // target batch (it sets gradient accumulation), --allow items that only
 // training uses (optimizers, checkpointing, optimizer offload), and the
-// training configs (--deepspeed, --hf-args); for training, --grad-accum
-// with --target-batch, which sets it.
+// training configs (--deepspeed, --hf-args, --accelerate, --megatron);
+// for training, --grad-accum with --target-batch, which sets it.
 func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
 	given := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
@@ -210,7 +210,7 @@ func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
 	if v, ok := given["target-batch"]; ok && v != "0" {
 		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", errUsage, v)
 	}
-	for _, name := range []string{"deepspeed", "hf-args"} {
+	for _, name := range []string{"deepspeed", "hf-args", "accelerate", "megatron"} {
 		if v, ok := given[name]; ok && v != "false" {
 			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", errUsage, name, name)
 		}
