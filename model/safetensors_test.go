@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -179,13 +180,13 @@ func TestFromSafetensorsErrors(t *testing.T) {
 		{"not an object", stRaw(`[1]     `, 0), "safetensors.header", gpumem.ErrSyntax},
 		{"bad json", stRaw(`{"a": `, 0), "safetensors.header", gpumem.ErrSyntax},
 		{"trailing json", stRaw(`{} {}`, 0), "safetensors.header", gpumem.ErrSyntax},
-		{"bad metadata", stRaw(`{"__metadata__": {"a": 1}}`, 0), "safetensors.__metadata__", gpumem.ErrSyntax},
+		{"bad metadata", stRaw(`{"__metadata__": {"a": 1}}`, 0), `safetensors.__metadata__["a"]`, gpumem.ErrSyntax},
 		{"unknown dtype", stRaw(`{"w": {"dtype": "Q4_K", "shape": [32], "data_offsets": [0, 18]}}`, 18), `safetensors["w"].dtype`, gpumem.ErrUnsupported},
 		{"missing dtype", stRaw(`{"w": {"shape": [2], "data_offsets": [0, 8]}}`, 8), `safetensors["w"].dtype`, gpumem.ErrSyntax},
 		{"missing shape", stRaw(`{"w": {"dtype": "F32", "data_offsets": [0, 4]}}`, 4), `safetensors["w"].shape`, gpumem.ErrSyntax},
 		{"negative dim", stRaw(`{"w": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 16]}}`, 16), `safetensors["w"].shape`, gpumem.ErrInvalid},
 		{"overflowing shape", stRaw(`{"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}}`, 16), `safetensors["w"].shape`, gpumem.ErrInvalid},
-		{"fractional dim", stRaw(`{"w": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}}`, 4), `safetensors["w"]`, gpumem.ErrSyntax},
+		{"fractional dim", stRaw(`{"w": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}}`, 4), `safetensors["w"].shape`, gpumem.ErrSyntax},
 		{"offsets size mismatch", stRaw(`{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}`, 8), `safetensors["w"].data_offsets`, gpumem.ErrInvalid},
 		{"offsets reversed", stRaw(`{"w": {"dtype": "F32", "shape": [0], "data_offsets": [4, 0]}}`, 4), `safetensors["w"].data_offsets`, gpumem.ErrInvalid},
 		{"offsets one number", stRaw(`{"w": {"dtype": "F32", "shape": [1], "data_offsets": [4]}}`, 4), `safetensors["w"].data_offsets`, gpumem.ErrSyntax},
@@ -194,11 +195,29 @@ func TestFromSafetensorsErrors(t *testing.T) {
 		{"data beyond file", stRaw(`{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}`, 8), "safetensors.data_offsets", gpumem.ErrInvalid},
 		{"trailing bytes", stRaw(`{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}`, 8), "safetensors.data_offsets", gpumem.ErrInvalid},
 		{"odd F4 count", stRaw(`{"a": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}`, 2), `safetensors["a"].shape`, gpumem.ErrInvalid},
+		{"duplicate tensor", stRaw(`{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}`, 2), `safetensors["a"]`, gpumem.ErrInvalid},
+		{"metadata twice", stRaw(`{"__metadata__": {}, "__metadata__": {}}`, 0), "safetensors.__metadata__", gpumem.ErrSyntax},
+		{"dtype twice", stRaw(`{"a": {"dtype": "U8", "dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}`, 1), `safetensors["a"].dtype`, gpumem.ErrSyntax},
+		{"shape null", stRaw(`{"a": {"dtype": "U8", "shape": null, "data_offsets": [0, 1]}}`, 1), `safetensors["a"].shape`, gpumem.ErrSyntax},
+		{"entry not an object", stRaw(`{"a": [1]}`, 0), `safetensors["a"]`, gpumem.ErrSyntax},
+		{"dtype a number", stRaw(`{"a": {"dtype": 1, "shape": [1], "data_offsets": [0, 1]}}`, 1), `safetensors["a"].dtype`, gpumem.ErrSyntax},
+		{"dim above int64", stRaw(`{"a": {"dtype": "U8", "shape": [9223372036854775808], "data_offsets": [0, 1]}}`, 1), `safetensors["a"].shape`, gpumem.ErrRange},
+		{"exponent dim", stRaw(`{"a": {"dtype": "U8", "shape": [1e0], "data_offsets": [0, 1]}}`, 1), `safetensors["a"].shape`, gpumem.ErrSyntax},
+		{"three offsets", stRaw(`{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1, 2]}}`, 1), `safetensors["a"].data_offsets`, gpumem.ErrSyntax},
+		{"nested 200 deep", stRaw(`{"a": {"x": `+strings.Repeat("[", 200)+strings.Repeat("]", 200)+`, "dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}`, 1), "safetensors.header", gpumem.ErrSyntax},
+		{"leading zero", stRaw(`{"a": {"dtype": "U8", "shape": [01], "data_offsets": [0, 1]}}`, 1), "safetensors.header", gpumem.ErrSyntax},
+		{"bad literal", stRaw(`{"a": {"x": tru, "dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}`, 1), "safetensors.header", gpumem.ErrSyntax},
+		{"control character", stRaw("{\"a\x01\": {}}", 0), "safetensors.header", gpumem.ErrSyntax},
+		{"bad escape", stRaw(`{"a\q": {}}`, 0), "safetensors.header", gpumem.ErrSyntax},
+		{"missing colon", stRaw(`{"a" {}}`, 0), "safetensors.header", gpumem.ErrSyntax},
+		{"trailing comma", stRaw(`{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},}`, 1), "safetensors.header", gpumem.ErrSyntax},
+		{"unterminated string", stRaw(`{"a`, 0), "safetensors.header", gpumem.ErrSyntax},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := FromSafetensors(bytes.NewReader(tc.file), int64(len(tc.file)))
+			t.Log(err)
 			require.ErrorIs(t, err, tc.kind)
 			var fe *gpumem.FieldError
 			require.ErrorAs(t, err, &fe)
@@ -212,6 +231,30 @@ func TestFromSafetensorsErrors(t *testing.T) {
 		_, err = FromSafetensors(bytes.NewReader(nil), -1)
 		require.ErrorIs(t, err, gpumem.ErrInvalid)
 	})
+}
+
+// TestFromSafetensorsJSON: the header is JSON as encoding/json reads
+// it: escapes, unknown keys of any type (skipped), keys in any order,
+// white space anywhere.
+func TestFromSafetensorsJSON(t *testing.T) {
+	t.Parallel()
+	header := "{ \"__metadata__\" : {\"format\":\"pt\"},\n\"a\\u00e9\\\"\\n\" :{\"data_offsets\":[0,4],\r\n" +
+		`"extra": {"x": [1, -2.5e+3, true, false, null, "s\u0000", {}, []]}, "shape": [ 1 ], "dtype": "F32"},` +
+		`"b": {"dtype": "BF16", "shape": [2, 0], "data_offsets": [4, 4]}, "c": {"dtype": "U8", "shape": [], "data_offsets": [4, 5]}}` + " \n\t\r "
+	require.True(t, json.Valid([]byte(header)))
+	data := stRaw(header, 5)
+	s, err := FromSafetensors(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	require.Len(t, s.Inventory, 3)
+	assert.Equal(t, gpumem.Tensor{Name: "aé\"\n", Shape: []int64{1}, DType: gpumem.FP32}, s.Inventory[0])
+	assert.Equal(t, gpumem.Tensor{Name: "b", Shape: []int64{2, 0}, DType: gpumem.BF16}, s.Inventory[1])
+	assert.Equal(t, gpumem.Tensor{Name: "c", Shape: []int64{}, DType: gpumem.UINT8}, s.Inventory[2])
+	// A name of 200 KB spans the scanner's 64 KiB windows.
+	long := strings.Repeat("x", 200_000) + `\u00e9`
+	data = stRaw(`{"`+long+`": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}`, 1)
+	s, err = FromSafetensors(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("x", 200_000)+"é", s.Inventory[0].Name)
 }
 
 func shardFS(t testing.TB) (fstest.MapFS, int64) {
@@ -259,6 +302,11 @@ func TestFromSafetensorsIndex(t *testing.T) {
 			{"traversal", `{"weight_map": {"a": "../secret.safetensors"}}`, `index.weight_map["../secret.safetensors"]`, gpumem.ErrInvalid},
 			{"absent shard", `{"weight_map": {"a": "nope.safetensors"}}`, "shard(nope.safetensors)", gpumem.ErrInvalid},
 			{"tensor not in shard", `{"weight_map": {"a": "model-00001-of-00002.safetensors"}}`, "", gpumem.ErrInvalid},
+			{"mapped twice", `{"weight_map": {"a": "x.safetensors", "a": "y.safetensors"}}`, `index.weight_map["a"]`, gpumem.ErrInvalid},
+			{"weight_map twice", `{"weight_map": {"a": "x.safetensors"}, "weight_map": {}}`, "index.weight_map", gpumem.ErrSyntax},
+			{"shard a number", `{"weight_map": {"a": 1}}`, `index.weight_map["a"]`, gpumem.ErrSyntax},
+			{"trailing data", `{"weight_map": {"a": "x.safetensors"}} x`, "index", gpumem.ErrSyntax},
+			{"not an object", `[]`, "index", gpumem.ErrSyntax},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -393,4 +441,144 @@ func FuzzSafetensorsIndex(f *testing.F) {
 			t.Fatalf("accepted index with Params() = %d", s.Params())
 		}
 	})
+}
+
+// genFile is a virtual safetensors file: the 8-byte header length, then
+// prefix, count fixed-width units unit(0), unit(1), ..., suffix, and
+// zeros up to size. It holds headers of up to 100 MB without allocating
+// them.
+type genFile struct {
+	prefix, suffix string
+	unit           func(i int) string // all of the same length
+	count          int
+	size           int64
+}
+
+func (g genFile) headerLen() int64 {
+	w := 0
+	if g.count > 0 {
+		w = len(g.unit(0))
+	}
+	return int64(len(g.prefix) + g.count*w + len(g.suffix))
+}
+
+func (g genFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("negative offset")
+	}
+	w := int64(0)
+	if g.count > 0 {
+		w = int64(len(g.unit(0)))
+	}
+	hl := g.headerLen()
+	lenBuf := binary.LittleEndian.AppendUint64(nil, uint64(hl))
+	pre, units := 8+int64(len(g.prefix)), 8+int64(len(g.prefix))+int64(g.count)*w
+	n := 0
+	for n < len(p) && off < g.size {
+		var src string
+		var at int64 // offset of src[0]
+		switch {
+		case off < 8:
+			src, at = string(lenBuf), 0
+		case off < pre:
+			src, at = g.prefix, 8
+		case off < units:
+			i := (off - pre) / w
+			src, at = g.unit(int(i)), pre+i*w
+		case off < 8+hl:
+			src, at = g.suffix, units
+		default:
+			k := min(int64(len(p)-n), g.size-off)
+			clear(p[n : n+int(k)])
+			n, off = n+int(k), off+k
+			continue
+		}
+		k := copy(p[n:], src[off-at:])
+		n, off = n+k, off+int64(k)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// rankFile is a header whose one tensor "w" has a shape of dims 1s.
+func rankFile(dims int) genFile {
+	g := genFile{prefix: `{"w": {"dtype": "U8", "shape": [`, unit: func(int) string { return "1," }, count: dims - 1,
+		suffix: `1], "data_offsets": [0, 1]}}`}
+	g.size = 8 + g.headerLen() + 1
+	return g
+}
+
+// manyTensorsFile is a header of count+1 empty U8 tensors "t0000000", ...,
+// "end".
+func manyTensorsFile(count int) genFile {
+	g := genFile{prefix: `{`, count: count,
+		unit:   func(i int) string { return fmt.Sprintf(`"t%07d":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},`, i) },
+		suffix: `"end":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`}
+	g.size = 8 + g.headerLen()
+	return g
+}
+
+// TestFromSafetensorsLimits: rank and tensor count are bounded, and a
+// header at the 100 MB cap is refused at the first element past a
+// bound.
+func TestFromSafetensorsLimits(t *testing.T) {
+	t.Parallel()
+	s, err := FromSafetensors(rankFile(8), rankFile(8).size)
+	require.NoError(t, err, "rank 8")
+	assert.Len(t, s.Inventory[0].Shape, 8)
+
+	tests := []struct {
+		name  string
+		file  genFile
+		field string
+		kind  error
+		value any
+	}{
+		{"rank 9", rankFile(9), `safetensors["w"].shape`, gpumem.ErrRange, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{"rank 49 million", rankFile(49_000_000), `safetensors["w"].shape`, gpumem.ErrRange, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		// Refused at tensor 2^17+1 (so the first 2^17 passed), long
+		// before the header's end.
+		{"a million tensors", manyTensorsFile(1_000_000), "safetensors.header", gpumem.ErrRange, maxSafetensorsTensors + 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.LessOrEqual(t, tc.file.headerLen(), int64(maxSafetensorsHeader))
+			_, err := FromSafetensors(tc.file, tc.file.size)
+			t.Log(err)
+			require.ErrorIs(t, err, tc.kind)
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field, "%v", err)
+			assert.Equal(t, tc.value, fe.Value, "%v", err)
+		})
+	}
+}
+
+// TestFromSafetensorsAllocation: a 98 MB header claiming a
+// 49-million-dimension shape costs what the parser reads before the
+// rank bound, not the header. (Not parallel: it measures the process's
+// allocations.)
+func TestFromSafetensorsAllocation(t *testing.T) {
+	f := rankFile(49_000_000)
+	var err error
+	n := heapBytes(func() { _, err = FromSafetensors(f, f.size) })
+	require.ErrorIs(t, err, gpumem.ErrRange)
+	assert.Less(t, n, uint64(1<<20), "allocated %d bytes", n)
+}
+
+func TestSafetensorsNilReader(t *testing.T) {
+	t.Parallel()
+	_, err := FromSafetensors(nil, 64)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "safetensors", fe.Field)
+
+	_, err = FromSafetensorsIndex(nil, "model.safetensors.index.json")
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "fsys", fe.Field)
 }
