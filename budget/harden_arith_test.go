@@ -3,6 +3,8 @@ package budget
 import (
 	"errors"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -241,5 +243,19 @@ func TestLayoutsInvalidFleet(t *testing.T) {
 	}
 	if got := Layouts(Fleet{Nodes: 2, GPUsPerNode: 8, Free: gpumem.GiB}, j); len(got) == 0 {
 		t.Error("Layouts of a valid fleet is empty")
+	}
+}
+
+// SeqLen + Generate used to wrap before the token bound was checked, so
+// the error quoted a negative token count; it now quotes the fields.
+func TestTokensErrorNoWrap(t *testing.T) {
+	t.Parallel()
+	j := hardenJob(t)
+	j.Mode, j.Optimizer = Generation, nil
+	j.SeqLen, j.Generate = math.MaxInt, math.MaxInt
+	_, err := Estimate(j)
+	requireField(t, err, "Job.Batch", gpumem.ErrRange)
+	if msg := err.Error(); strings.Contains(msg, "-") || !strings.Contains(msg, strconv.Itoa(math.MaxInt)) {
+		t.Errorf("error %q, want the fields' values and no wrapped sum", msg)
 	}
 }

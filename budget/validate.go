@@ -64,10 +64,11 @@ func (j *Job) validate() error {
 		return gpumem.Errorf("Job.Offload", j.Offload, gpumem.ErrInvalid,
 			"parameter offload needs a training job with ZeRO stage 3 or FSDP FULL_SHARD (Parallel.Stage %d)", j.Parallel.Stage)
 	}
-	tokens, ok := checked.Mul(int64(j.Batch), int64(j.SeqLen)+int64(j.Generate))
-	if !ok || tokens > maxTokens {
+	seq, okSeq := checked.Add(int64(j.SeqLen), int64(j.Generate))
+	tokens, ok := checked.Mul(int64(j.Batch), seq)
+	if !okSeq || !ok || tokens > maxTokens {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrRange,
-			"Batch × (SeqLen + Generate) = %d×%d tokens exceeds 2^40", j.Batch, int64(j.SeqLen)+int64(j.Generate))
+			"Batch × (SeqLen + Generate) = %d×(%d+%d) tokens exceeds 2^40", j.Batch, j.SeqLen, j.Generate)
 	}
 	if j.Mode == Training {
 		// A frozen model without an optimizer is a backward pass to the
