@@ -331,6 +331,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := checkJob(j); err != nil {
 		return err
 	}
+	if *headroomFlag != "" && dev.Capacity == 0 {
+		return fmt.Errorf("%w: --headroom %s: it applies to the fit on --gpu or --memory (give one, or leave --headroom out)", errUsage, *headroomFlag)
+	}
 	hr := headroomOf(&lim, dev.Free())
 	e, err := estimateWith(j, dev, hr)
 	if err != nil {

@@ -280,6 +280,7 @@ func TestFlagsForTheMode(t *testing.T) {
 		{"estimate", infer, []string{"--gpus", "8", "--fsdp", "shard_grad_op"}, "--fsdp shard_grad_op"},
 		{"estimate", train, []string{"--generate", "16"}, "--generate 16"},
 		{"estimate", train, []string{"--images", "1"}, "--images 1"},
+		{"estimate", train, []string{"--headroom", "0.1"}, "--headroom 0.1"},
 		{"plan", infer, []string{"--memory", "80GiB", "--target-batch", "32"}, "--target-batch 32"},
 		{"plan", infer, []string{"--memory", "80GiB", "--allow", "adamw8bit"}, `--allow "adamw8bit"`},
 		{"plan", infer, []string{"--memory", "80GiB", "--allow", "sdpa,full"}, `--allow "full"`},
