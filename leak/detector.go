@@ -87,8 +87,15 @@ type Detector struct {
 	growing  bool
 }
 
-// NewDetector returns a Detector with the given options.
+// NewDetector returns a Detector with the given options. The zero
+// Detector is NewDetector(nil).
 func NewDetector(opts *DetectorOptions) *Detector {
+	d := &Detector{}
+	d.init(opts)
+	return d
+}
+
+func (d *Detector) init(opts *DetectorOptions) {
 	var o DetectorOptions
 	if opts != nil {
 		o = *opts
@@ -100,13 +107,16 @@ func NewDetector(opts *DetectorOptions) *Detector {
 		o.Window = 64
 	}
 	o.Window = min(o.Window, maxWindow)
-	return &Detector{opt: o, buf: make([]Sample, o.Window)}
+	d.opt, d.buf = o, make([]Sample, o.Window)
 }
 
 // Add records a sample and returns an alert when it raises one.
 func (d *Detector) Add(s Sample) (Alert, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.buf == nil {
+		d.init(nil)
+	}
 	if s.OOM {
 		return Alert{Kind: AlertOOM, Sample: s, Message: fmt.Sprintf("out of memory reported (%s)", s)}, true
 	}

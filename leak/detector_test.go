@@ -67,3 +67,20 @@ func TestDetectorConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestDetectorZeroValue: a Detector declared without NewDetector works
+// as NewDetector(nil) does instead of panicking on its empty ring.
+func TestDetectorZeroValue(t *testing.T) {
+	t.Parallel()
+	var zero Detector
+	d := NewDetector(nil)
+	for _, s := range seed98(t) {
+		s.Capacity, s.Has = 24*gpumem.GiB, s.Has|ColCapacity
+		var got, want Alert
+		var gotOK, wantOK bool
+		require.NotPanics(t, func() { got, gotOK = zero.Add(s) })
+		want, wantOK = d.Add(s)
+		require.Equal(t, wantOK, gotOK, "sample %v", s)
+		assert.Equal(t, want.Kind, got.Kind, "sample %v", s)
+	}
+}

@@ -248,7 +248,7 @@ func (o OOM) Diagnose() Diagnosis {
 		d.Cause = CauseFragmentation
 		d.Reason = fmt.Sprintf("%s of the device is neither free nor allocated by PyTorch: cudaMallocAsync's pool keeps freed memory, or other processes hold it; it exceeds the %s shortfall",
 			d.Outside.Human(), d.Shortfall.Human())
-	case d.Shortfall > 0 && o.NumProcesses == 0 && !o.Has(FieldSelf) && outsideMatters(d.Outside, d.Shortfall, held):
+	case d.Shortfall > 0 && len(o.ProcessList()) == 0 && !o.Has(FieldSelf) && outsideMatters(d.Outside, d.Shortfall, held):
 		d.Cause = CauseOtherProcesses
 		d.Reason = fmt.Sprintf("%s of the device is held outside this allocator (capacity %s − free %s − reserved %s), more than the %s shortfall plus a CUDA context",
 			d.Outside.Human(), o.Capacity.Human(), o.Free.Human(), o.Reserved.Human(), d.Shortfall.Human())

@@ -248,7 +248,13 @@ func (o *OOM) Has(f Field) bool { return o.Stated&f == f }
 func (o *OOM) Known(f Field) bool { return (o.Stated|o.Derived)&f == f }
 
 // ProcessList returns the kept process entries; it aliases o.Processes.
-func (o *OOM) ProcessList() []Process { return o.Processes[:o.NumProcesses] }
+// A NumProcesses below 0 reads as 0 and one above MaxProcesses as
+// MaxProcesses, so that an OOM built by hand cannot make it (or
+// OtherProcesses, Diagnose, MarshalJSON) panic.
+func (o *OOM) ProcessList() []Process { return o.Processes[:o.numProcesses()] }
+
+// numProcesses is NumProcesses clamped to [0, MaxProcesses].
+func (o *OOM) numProcesses() int { return min(max(o.NumProcesses, 0), MaxProcesses) }
 
 // OtherProcesses returns the memory used by the listed processes,
 // including those beyond MaxProcesses.

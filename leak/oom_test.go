@@ -2,6 +2,7 @@ package leak
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -369,5 +370,44 @@ func TestParseAllOOM(t *testing.T) {
 		if !found {
 			t.Errorf("ParseAllOOM(%s) does not contain ParseOOM's result %+v", c.name, o)
 		}
+	}
+}
+
+// TestOOMNumProcessesOutOfRange: an OOM built by hand with NumProcesses
+// outside [0, MaxProcesses] reads as the nearest bound, without a
+// panic, in every method that lists processes.
+func TestOOMNumProcessesOutOfRange(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		n, want int
+	}{
+		{-1, 0}, {math.MinInt, 0}, {0, 0}, {3, 3}, {MaxProcesses, MaxProcesses},
+		{MaxProcesses + 1, MaxProcesses}, {math.MaxInt, MaxProcesses},
+	}
+	for _, tc := range tests {
+		o := OOM{
+			Requested: gpumem.GiB, Capacity: 8 * gpumem.GiB, Free: 0,
+			Stated:       FieldRequested | FieldCapacity | FieldFree | FieldProcesses,
+			NumProcesses: tc.n, MoreUsed: gpumem.MiB,
+		}
+		for i := range o.Processes {
+			o.Processes[i] = Process{PID: int64(100 + i), Used: gpumem.GiB}
+		}
+		require.NotPanics(t, func() {
+			assert.Len(t, o.ProcessList(), tc.want, "NumProcesses %d", tc.n)
+			assert.Equal(t, gpumem.Bytes(tc.want)*gpumem.GiB+gpumem.MiB, o.OtherProcesses(), "NumProcesses %d", tc.n)
+			d := o.Diagnose()
+			assert.Equal(t, gpumem.Bytes(tc.want)*gpumem.GiB+gpumem.MiB, d.OtherProcesses, "NumProcesses %d", tc.n)
+			_ = d.LogValue().String()
+			b, err := json.Marshal(o)
+			require.NoError(t, err)
+			var j struct {
+				Other []json.RawMessage `json:"other_processes"`
+			}
+			require.NoError(t, json.Unmarshal(b, &j))
+			assert.Len(t, j.Other, tc.want, "NumProcesses %d", tc.n)
+			_, err = json.Marshal(d)
+			require.NoError(t, err)
+		}, "NumProcesses %d", tc.n)
 	}
 }

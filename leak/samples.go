@@ -78,8 +78,12 @@ const (
 // without unit is bytes when it is an integer of at least 2^20, else MiB.
 // A line reporting an out-of-memory failure at a step ("Step 1000: CUDA
 // OOM") becomes a Sample with OOM set. Lines without a memory value are
-// skipped. Errors are *[gpumem.FieldError] values naming the line.
+// skipped. Errors are *[gpumem.FieldError] values naming the line; a
+// nil r is an error of field "reader".
 func ParseSamples(r io.Reader) ([]Sample, error) {
+	if r == nil {
+		return nil, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), MaxLineBytes)
 	p := sampleParser{}

@@ -267,3 +267,12 @@ func TestParseSamplesLongFraction(t *testing.T) {
 		t.Errorf("ParseSamples(long fraction) = %v, want 1.5 MiB", got[0])
 	}
 }
+
+func TestParseSamplesNilReader(t *testing.T) {
+	t.Parallel()
+	_, err := ParseSamples(nil)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "reader", fe.Field)
+}

@@ -58,8 +58,12 @@ var supportedFamilies = [...]string{
 // supported list.
 //
 // Every error is a *gpumem.FieldError naming the JSON field
-// ("config.text_config.hidden_size") and its value.
+// ("config.text_config.hidden_size") and its value; a nil r is an error
+// of field "config".
 func FromHFConfig(r io.Reader) (Spec, error) {
+	if r == nil {
+		return Spec{}, gpumem.Errorf("config", nil, gpumem.ErrInvalid, "nil reader")
+	}
 	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
 	if err != nil {
 		return Spec{}, gpumem.Errorf("config", "", gpumem.ErrSyntax, "reading: %v", err)

@@ -266,3 +266,12 @@ func BenchmarkFromHFConfig(b *testing.B) {
 		}
 	}
 }
+
+func TestFromHFConfigNilReader(t *testing.T) {
+	t.Parallel()
+	_, err := FromHFConfig(nil)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "config", fe.Field)
+}
