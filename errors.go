@@ -13,7 +13,8 @@ var (
 	// digits, a truncated header, a value of the wrong JSON type.
 	ErrSyntax = errors.New("invalid syntax")
 	// ErrRange reports a value outside the representable or meaningful
-	// range: a negative size, a product that overflows int64.
+	// range: a negative size, a product that overflows int64, a size
+	// with more decimal places than [ParseBytes] reads.
 	ErrRange = errors.New("value out of range")
 	// ErrUnit reports a unit gpumem does not accept, such as bits ("Gb").
 	ErrUnit = errors.New("invalid unit")
