@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
 )
@@ -53,7 +54,8 @@ func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 // at 100% of the free memory fits there). Allocation-free.
 func FitsWithHeadroom(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
 	free := d.Free()
-	s := need.device() + DefaultHeadroom(free) - free
+	usable := checked.SatSub(int64(free), int64(DefaultHeadroom(free)))
+	s := gpumem.Bytes(checked.SatSub(int64(need.device()), usable))
 	if s > 0 {
 		return s, false
 	}
@@ -127,9 +129,13 @@ func (l *Limits) HeadroomFor(free gpumem.Bytes) gpumem.Bytes {
 	h := max(l.Headroom, 0)
 	switch frac := l.HeadroomFraction; {
 	case frac == 0:
-		h += DefaultHeadroom(free)
+		h = gpumem.Bytes(checked.SatAdd(int64(h), int64(DefaultHeadroom(free))))
 	case frac > 0 && free > 0:
-		h += gpumem.Bytes(frac * float64(free))
+		part := int64(math.MaxInt64)
+		if f := frac * float64(free); f < math.MaxInt64 {
+			part = int64(f)
+		}
+		h = gpumem.Bytes(checked.SatAdd(int64(h), part))
 	}
 	return h
 }
@@ -317,7 +323,9 @@ type allocator struct {
 }
 
 // budget is the device bytes a plan may use.
-func (a *allocator) budget() gpumem.Bytes { return a.free - a.headroom }
+func (a *allocator) budget() gpumem.Bytes {
+	return gpumem.Bytes(checked.SatSub(int64(a.free), int64(a.headroom)))
+}
 
 // fits estimates j and reports whether it fits the budget.
 func (a *allocator) fits(j Job) (Breakdown, bool, error) {

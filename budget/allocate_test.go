@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -402,6 +403,16 @@ func TestFitsWithHeadroomIsAllocates(t *testing.T) {
 	}
 	if p.MinHeadroom != DefaultHeadroom(free) || p.Headroom < p.MinHeadroom {
 		t.Errorf("plan: MinHeadroom %v, Headroom %v, want %v and at least that", p.MinHeadroom, p.Headroom, DefaultHeadroom(free))
+	}
+	// Extreme sizes saturate instead of wrapping.
+	if s, ok := FitsWithHeadroom(Breakdown{Weights: math.MaxInt64}, gpumem.Device{Capacity: 1, Used: 5}); ok || s != math.MaxInt64 {
+		t.Errorf("a saturated need on an over-committed device: %v, %v", s, ok)
+	}
+	if h := (&Limits{Headroom: math.MaxInt64}).HeadroomFor(1 << 40); h != math.MaxInt64 {
+		t.Errorf("8 EiB + 5%%: headroom %v, want saturated", h)
+	}
+	if h := (&Limits{HeadroomFraction: 2}).HeadroomFor(math.MaxInt64); h != math.MaxInt64 {
+		t.Errorf("a fraction of 2 of 8 EiB: headroom %v, want saturated", h)
 	}
 	if DefaultMaxSeqLen != 1<<20 {
 		t.Errorf("DefaultMaxSeqLen = %d", DefaultMaxSeqLen)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
 )
@@ -428,7 +429,8 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 	}
 	e := estimation{need: need, dev: dev, headroom: hr, fits: true}
 	if dev.Capacity > 0 {
-		if short := need.Device() + hr.bytes - dev.Free(); short > 0 {
+		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
+		if short := gpumem.Bytes(checked.SatSub(int64(need.Device()), usable)); short > 0 {
 			e.shortfall, e.fits = short, false
 		}
 	}
