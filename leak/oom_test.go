@@ -243,8 +243,8 @@ func FuzzParseOOM(f *testing.F) {
 		if o.Start < 0 || o.End > len(s) || o.Start > o.End {
 			t.Fatalf("Start, End = %d, %d for len %d", o.Start, o.End, len(s))
 		}
-		if o.NumProcesses > MaxProcesses || o.NumProcesses < 0 {
-			t.Fatalf("NumProcesses = %d", o.NumProcesses)
+		if o.NumProcesses > MaxProcesses || o.NumProcesses < 0 || len(o.ProcessList()) != o.NumProcesses {
+			t.Fatalf("NumProcesses = %d, ProcessList has %d", o.NumProcesses, len(o.ProcessList()))
 		}
 		for _, v := range []gpumem.Bytes{o.Requested, o.Capacity, o.Free, o.Allocated, o.Reserved, o.ReservedUnallocated, o.Allowed} {
 			if v < 0 {

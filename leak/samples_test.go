@@ -187,6 +187,9 @@ func FuzzParseSamples(f *testing.F) {
 	f.Add("| Allocated memory      |  13270 MiB |  14104 MiB |\n| GPU reserved memory   |  15290 MiB |  15290 MiB |\n")
 	f.Add("MA 12.5 GB         Max_MA 13.25 GB         CA 14 GB         Max_CA 15 GB")
 	f.Add("Epoch [2][50/100]\tlr: 2.000e-02, memory: 3795, loss: 0.1")
+	f.Add("Step 1: Memory=1e400GB\r\nStep 2: Memory=-5GB\x00\nStep 99999999999999999999: Memory=1GB\n")
+	f.Add("index, memory.used [MiB]\n0, 99999999999999999999 MiB\n1,\n")
+	f.Add(`{"allocated_bytes.all.current": -1, "reserved_bytes.all.current": 1e999}`)
 	logs, _ := filepath.Glob("testdata/logs/*.log")
 	for _, name := range logs {
 		if data, err := os.ReadFile(name); err == nil {

@@ -323,23 +323,70 @@ func FuzzGGUF(f *testing.F) {
 	f.Add(tinyGGUF(f))
 	f.Add(writeGGUF(f, []ggufKV{{"general.alignment", uint32(64)}}, []ggufTensor{{"a", []uint64{8}, 0, 32}}, 64))
 	f.Add(writeGGUFRaw(f, "a", ggufArray, append(binary.LittleEndian.AppendUint32(nil, ggufArray), binary.LittleEndian.AppendUint64(nil, 3)...)))
+	for _, seed := range ggufCraftedSeeds() {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := FromGGUF(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("error is not a *FieldError: %v", err)
-			}
-			return
-		}
-		b, err := s.WeightsBytes()
-		if err != nil {
-			t.Fatalf("WeightsBytes of an accepted file: %v", err)
-		}
-		if int64(b) > int64(len(data)) {
-			t.Fatalf("inventory of %d bytes in a %d-byte file", b, len(data))
-		}
+		checkGGUF(t, bytes.NewReader(data), int64(len(data)))
 	})
+}
+
+// ggufCraftedSeeds are headers claiming far more than they hold: huge
+// key, name, string and array lengths, tensor and pair counts, n_dims.
+func ggufCraftedSeeds() [][]byte {
+	kv := func(typ uint32, payload ...[]byte) []byte {
+		return cat(ggufHead(0, 1), le64(1), []byte("a"), le32(typ), cat(payload...), make([]byte, 16))
+	}
+	return [][]byte{
+		cat(ggufHead(0, 1), le64(1<<40), make([]byte, 32)),                                // key length 2^40
+		cat(ggufHead(0, 1), le64(40), make([]byte, 40)),                                   // key length of the file size
+		cat(ggufHead(1, 0), le64(1<<40), make([]byte, 32)),                                // name length 2^40
+		cat(ggufHead(1, 0), le64(100), make([]byte, 100)),                                 // name of 100 bytes
+		cat(ggufHead(1<<20, 0), make([]byte, 64)),                                         // tensor_count 2^20
+		cat(ggufHead(math.MaxUint64, math.MaxUint64), make([]byte, 64)),                   // both counts 2^64-1
+		cat(ggufHead(0, 65537), make([]byte, 64)),                                         // metadata_kv_count above the limit
+		kv(ggufString, le64(1<<40)),                                                       // string length 2^40
+		kv(ggufArray, le32(ggufU8), le64(1<<24+1)),                                        // array above the limit
+		kv(ggufArray, le32(ggufString), le64(1<<40)),                                      // string array 2^40
+		cat(ggufHead(1, 0), le64(1), []byte("w"), le32(math.MaxUint32), make([]byte, 32)), // n_dims 2^32-1
+	}
+}
+
+// checkGGUF reads a file and checks FromGGUF's invariants: an error is
+// a *FieldError naming a field; a Spec has unique names of at most 64
+// bytes, at most 4 dimensions each, none negative, and tensor data
+// within the file.
+func checkGGUF(t *testing.T, r io.ReaderAt, size int64) {
+	s, err := FromGGUF(r, size)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+			t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
+		}
+		return
+	}
+	seen := map[string]bool{}
+	for _, tn := range s.Inventory {
+		if seen[tn.Name] || len(tn.Name) > ggufMaxName || len(tn.Shape) > ggufMaxDims {
+			t.Fatalf("accepted tensor %q (duplicate %v) of shape %v", tn.Name, seen[tn.Name], tn.Shape)
+		}
+		seen[tn.Name] = true
+		for _, d := range tn.Shape {
+			if d < 0 {
+				t.Fatalf("accepted negative dimension in %v", tn)
+			}
+		}
+	}
+	if int64(len(s.Inventory)) > size/24 {
+		t.Fatalf("%d tensors in a %d-byte file", len(s.Inventory), size)
+	}
+	b, err := s.WeightsBytes()
+	if err != nil {
+		t.Fatalf("WeightsBytes of an accepted file: %v", err)
+	}
+	if int64(b) > size {
+		t.Fatalf("inventory of %d bytes in a %d-byte file", b, size)
+	}
 }
 
 // sparseFile is a virtual file of size bytes, zero except for parts, so

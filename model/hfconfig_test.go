@@ -238,12 +238,15 @@ func FuzzFromHFConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"model_type": "llama", "hidden_size": -1}`))
 	f.Add([]byte(`{"model_type": "deepseek_v3", "n_routed_experts": 100000}`))
+	f.Add([]byte(`{"model_type": "llama", "hidden_size": 1e400, "num_hidden_layers": 9223372036854775808}`))
+	f.Add([]byte(`{"model_type": "llava", "text_config": {"text_config": {"model_type": "llava"}}}`))
+	f.Add([]byte(`{"model_type": "llama", "x": ` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := FromHFConfig(bytes.NewReader(data))
 		if err != nil {
 			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("error is not a *FieldError: %v", err)
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+				t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
 			}
 			return
 		}

@@ -342,25 +342,74 @@ func FuzzSafetensors(f *testing.F) {
 	f.Add(stRaw(`{"w": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 16]}}`, 16))
 	f.Add(stRaw(`{"__metadata__": {"a": "b"}, "x": {"dtype": "U8", "shape": [], "data_offsets": [0, 1]}}`, 1))
 	f.Add([]byte{255, 255, 255, 255, 255, 255, 255, 127})
+	// Crafted headers: rank 9 and 100, 2,000 tensors, an escaped name,
+	// unknown keys nested deep, a duplicate name.
+	for _, g := range []genFile{rankFile(9), rankFile(100), manyTensorsFile(2000)} {
+		b := make([]byte, g.size)
+		_, _ = g.ReadAt(b, 0)
+		f.Add(b)
+	}
+	f.Add(stRaw(`{"a\u00e9": {"x": [[[{"y": null}]]], "dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}`, 1))
+	f.Add(stRaw(`{"a": {"x": `+strings.Repeat("[", 130)+strings.Repeat("]", 130)+`}}`, 0))
+	f.Add(stRaw(`{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}`, 2))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := FromSafetensors(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("error is not a *FieldError: %v", err)
-			}
-			return
-		}
-		// Round trip: the inventory's bytes equal the data buffer.
-		b, err := s.WeightsBytes()
-		if err != nil {
-			t.Fatalf("WeightsBytes: %v", err)
-		}
-		n := binary.LittleEndian.Uint64(data)
-		if int64(b) != int64(len(data))-8-int64(n) {
-			t.Fatalf("inventory holds %d bytes, data buffer %d", b, int64(len(data))-8-int64(n))
-		}
+		checkSafetensors(t, bytes.NewReader(data), int64(len(data)), data)
 	})
+}
+
+// checkSafetensors reads a file and checks FromSafetensors's
+// invariants: an error is a *FieldError naming a field; an accepted
+// header is valid JSON (when data holds it) whose keys are the tensors'
+// names, each of at most 8 dimensions, and the inventory's bytes equal
+// the data buffer.
+func checkSafetensors(t *testing.T, r io.ReaderAt, size int64, data []byte) {
+	s, err := FromSafetensors(r, size)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+			t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
+		}
+		return
+	}
+	var lenBuf [8]byte
+	if _, err := r.ReadAt(lenBuf[:], 0); err != nil {
+		t.Fatalf("reading the header length of an accepted file: %v", err)
+	}
+	n := int64(binary.LittleEndian.Uint64(lenBuf[:]))
+	if len(s.Inventory) > maxSafetensorsTensors {
+		t.Fatalf("accepted %d tensors", len(s.Inventory))
+	}
+	for _, tn := range s.Inventory {
+		if len(tn.Shape) > maxSafetensorsRank {
+			t.Fatalf("accepted %q of rank %d", tn.Name, len(tn.Shape))
+		}
+	}
+	if data != nil {
+		// encoding/json agrees: the header is JSON and its keys, less
+		// __metadata__, are the names.
+		header := data[8 : 8+n]
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(header, &m); err != nil {
+			t.Fatalf("accepted a header encoding/json refuses: %v", err)
+		}
+		delete(m, "__metadata__")
+		if len(m) != len(s.Inventory) {
+			t.Fatalf("encoding/json reads %d tensors, FromSafetensors %d", len(m), len(s.Inventory))
+		}
+		for _, tn := range s.Inventory {
+			if _, ok := m[tn.Name]; !ok {
+				t.Fatalf("tensor %q is not a key of the header", tn.Name)
+			}
+		}
+	}
+	// Round trip: the inventory's bytes equal the data buffer.
+	b, err := s.WeightsBytes()
+	if err != nil {
+		t.Fatalf("WeightsBytes: %v", err)
+	}
+	if int64(b) != size-8-n {
+		t.Fatalf("inventory holds %d bytes, data buffer %d", b, size-8-n)
+	}
 }
 
 // TestFromSafetensorsMoE writes Qwen3-30B-A3B's 18,867-tensor header over
@@ -423,6 +472,8 @@ func FuzzSafetensorsIndex(f *testing.F) {
 	f.Add(fsys["ckpt/model.safetensors.index.json"].Data)
 	f.Add([]byte(`{"weight_map": {"a": "../x.safetensors"}}`))
 	f.Add([]byte(`{"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"metadata": {"x": [1, {"y": "z"}]}, "weight_map": {"a": "x", "a": "y"}}`))
+	f.Add([]byte(`{"weight_map": {"a\u0000": "model-00001-of-00002.safetensors"}} `))
 	f.Fuzz(func(t *testing.T, index []byte) {
 		m := fstest.MapFS{}
 		for k, v := range fsys {
@@ -432,10 +483,13 @@ func FuzzSafetensorsIndex(f *testing.F) {
 		s, err := FromSafetensorsIndex(m, "ckpt/model.safetensors.index.json")
 		if err != nil {
 			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("error is not a *FieldError: %v", err)
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+				t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
 			}
 			return
+		}
+		if !json.Valid(index) {
+			t.Fatalf("accepted an index encoding/json refuses")
 		}
 		if s.Params() <= 0 {
 			t.Fatalf("accepted index with Params() = %d", s.Params())
