@@ -97,7 +97,7 @@ func TestUtilization(t *testing.T) {
 	assert.InEpsilon(t, 0.5, Utilization(need, d), 1e-12)
 	assert.InEpsilon(t, 1.0, Utilization(need, gpumem.Device{Capacity: need.Device()}), 1e-12)
 	assert.Greater(t, Utilization(need, gpumem.Device{Capacity: need.Device() / 2}), 1.0)
-	assert.True(t, math.IsInf(Utilization(need, gpumem.Device{Capacity: 1, Used: 1}), 1))
+	assert.Equal(t, math.MaxFloat64, Utilization(need, gpumem.Device{Capacity: 1, Used: 1}), "finite, never +Inf")
 }
 
 func TestFitsAllocs(t *testing.T) {

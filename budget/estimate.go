@@ -192,7 +192,11 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if j.Mode == Generation {
 		b.KVCache = acc.add(kvCache(*j, cDT, v))
 	}
-	b.Workspace = ov.Workspace * gpumem.Bytes(ov.Workspaces)
+	if w, ok := checked.Mul(int64(ov.Workspace), int64(ov.Workspaces)); ok {
+		b.Workspace = gpumem.Bytes(w)
+	} else {
+		acc.add(0, errOverflow("workspaces"))
+	}
 	if acc.err != nil {
 		return Breakdown{}, acc.err
 	}
@@ -270,9 +274,17 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	b.Optimizer += c.optimizerExtra
 	b.Weights += c.casts
 	alloc := b.Allocated()
-	b.Fragmentation = gpumem.Bytes(float64(alloc) * ov.Fragmentation)
+	frag, ok := checked.Scale(int64(alloc), ov.Fragmentation)
+	if !ok {
+		return Breakdown{}, errOverflow("fragmentation")
+	}
+	b.Fragmentation = gpumem.Bytes(frag)
 	b.Context = ov.Context
-	b.HostNode = b.Host * gpumem.Bytes(par.perNode())
+	node, ok := checked.Mul(int64(b.Host), int64(par.perNode()))
+	if !ok {
+		return Breakdown{}, errOverflow("host memory per node")
+	}
+	b.HostNode = gpumem.Bytes(node)
 	return b, nil
 }
 
