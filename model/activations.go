@@ -477,7 +477,13 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.decoderOnly(&a, s, w, e, "", w.SeqLen)
 	}
 	if c.bad {
-		return Activations{}, gpumem.Errorf("Workload", w.Batch, gpumem.ErrRange, "activation bytes overflow int64 (batch %d, sequence %d)", w.Batch, w.SeqLen)
+		// Name the larger of the two dimensions the bytes grow with (the
+		// sequence, quadratically with eager attention).
+		field, v := "Workload.SeqLen", w.SeqLen
+		if w.Batch > w.SeqLen {
+			field, v = "Workload.Batch", w.Batch
+		}
+		return Activations{}, gpumem.Errorf(field, v, gpumem.ErrRange, "activation bytes overflow int64 (batch %d, sequence %d)", w.Batch, w.SeqLen)
 	}
 	out := a
 	out.Layers = append(dst[:0], c.layers()...)
