@@ -34,7 +34,7 @@ const (
 	ggufMaxKey = 64 << 10
 	// ggufMaxString bounds one metadata string value; it leaves room
 	// for a whole tokenizer.json stored as tokenizer.huggingface.json
-	// (gguf.md), which reaches 33 MB for Gemma's.
+	// (gguf.md), tens of MB for a vocabulary of 256k tokens.
 	ggufMaxString = 64 << 20
 	// ggufMaxArray bounds the elements of one metadata array (the
 	// largest are vocabularies and BPE merges: under 10^6).
@@ -46,6 +46,9 @@ const (
 	// ggufMaxKeptKey bounds the keys whose values FromGGUF keeps;
 	// longer keys are read and dropped.
 	ggufMaxKeptKey = 256
+	// ggufInitialTensors bounds the room reserved for tensor_count
+	// tensors before they are read.
+	ggufInitialTensors = 1024
 )
 
 // GGUF metadata value types (gguf.md "gguf_metadata_value_type").
@@ -337,12 +340,13 @@ func ggufKeep(key []byte) (keepInt, keepStr bool) {
 //     payloads, such as tokenizer vocabularies, are skipped by length);
 //   - at most 256 MiB of metadata pairs in all;
 //   - at most 2^20 tensors, whose infos are kept as they are read (a
-//     claimed tensor_count reserves nothing);
+//     claimed tensor_count reserves room for at most 1,024);
 //   - a tensor name of at most 64 bytes (ggml's GGML_MAX_NAME) and at
 //     most 4 dimensions (GGML_MAX_DIMS).
 //
 // Tensor offsets must be aligned (general.alignment, default 32) and
-// follow each other as ggml lays them out, within the file.
+// follow each other as ggml lays them out, within the file. A nil r is
+// an error of field "gguf".
 func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 	if r == nil {
 		return Spec{}, gpumem.Errorf("gguf", nil, gpumem.ErrInvalid, "nil reader")
@@ -438,8 +442,8 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 	}
 	// The claimed count reserves little: the slices grow as tensors are
 	// actually read.
-	infos := make([]info, 0, min(nTensors, 1024))
-	seen := make(map[string]bool, min(nTensors, 1024))
+	infos := make([]info, 0, min(nTensors, ggufInitialTensors))
+	seen := make(map[string]bool, min(nTensors, ggufInitialTensors))
 	for i := uint64(0); i < nTensors; i++ {
 		field := "gguf.tensor[" + strconv.FormatUint(i, 10) + "]"
 		name, err := g.str("name length", ggufMaxName, gpumem.ErrInvalid)

@@ -62,7 +62,8 @@ type stTensor struct {
 // hold exactly dtype × shape bytes, and the tensors must tile the data
 // buffer without holes or overlaps up to the end of the file, as the
 // reference parser requires. Errors are *gpumem.FieldError values
-// naming the tensor and its field ("safetensors[\"w\"].shape").
+// naming the tensor and its field ("safetensors[\"w\"].shape"); a nil r
+// is an error of field "safetensors".
 func FromSafetensors(r io.ReaderAt, size int64) (Spec, error) {
 	if r == nil {
 		return Spec{}, gpumem.Errorf("safetensors", nil, gpumem.ErrInvalid, "nil reader")
@@ -710,7 +711,8 @@ func checkSTEntry(f func(key string) string, name string, dtype *string, shape, 
 //
 // The index may hold at most 100,000,000 bytes and map at most 1,048,576
 // (2^20) tensors, each once; it is decoded as it is read, so a larger
-// map is refused at its first entry past the bound.
+// map is refused at its first entry past the bound. A nil fsys is an
+// error of field "fsys".
 func FromSafetensorsIndex(fsys fs.FS, index string) (Spec, error) {
 	if fsys == nil {
 		return Spec{}, gpumem.Errorf("fsys", nil, gpumem.ErrInvalid, "nil file system")
