@@ -79,7 +79,8 @@ type Options struct {
 	// MinSamples is the fewest samples analyzed. Default 5, at least 3.
 	MinSamples int
 	// Significance is the one-sided p-value below which growth counts as
-	// a leak and curvature as acceleration. Default 0.01.
+	// a leak and curvature as acceleration, in (0, 1). Default (zero)
+	// 0.01; Analyze refuses NaN and values outside [0, 1).
 	Significance float64
 	// Device selects one GPU when the samples name several (nvidia-smi
 	// rows with an index column). Default 0: GPU 0.
@@ -94,7 +95,7 @@ func (o *Options) withDefaults() Options {
 	if v.MinSamples < 3 {
 		v.MinSamples = 5
 	}
-	if v.Significance <= 0 || v.Significance >= 1 {
+	if v.Significance == 0 {
 		v.Significance = 0.01
 	}
 	return v
@@ -190,6 +191,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	}
 	if o.Device < 0 {
 		return r, gpumem.Errorf("Options.Device", o.Device, gpumem.ErrRange, "negative device index")
+	}
+	if !(o.Significance > 0 && o.Significance < 1) { // NaN too
+		return r, gpumem.Errorf("Options.Significance", o.Significance, gpumem.ErrInvalid, "want a p-value in (0, 1), or 0 for 0.01")
 	}
 	if o.WarmUp < -1 {
 		return r, gpumem.Errorf("Options.WarmUp", o.WarmUp, gpumem.ErrRange, "want −1, 0 (automatic) or a count")

@@ -48,14 +48,15 @@ type DetectorOptions struct {
 	// forecast and OOM alerts are raised.
 	Capacity gpumem.Bytes
 	// Threshold is the share of Capacity that raises AlertThreshold.
-	// Default 0.90.
+	// Default 0.90, also for a value outside (0, 1] or NaN.
 	Threshold float64
 	// Window is the number of recent samples analyzed. Default 64, at
 	// least 8 and at most 65536.
 	Window int
 	// Horizon is how far ahead (in steps, seconds or samples: the
 	// window's axis) a forecast OOM raises AlertGrowth. Default: as far
-	// as the window spans.
+	// as the window spans, also for a value that is not positive or is
+	// NaN; +Inf raises it for any forecast OOM.
 	Horizon float64
 	// Column to watch. Default: the first sample's Used, else Reserved,
 	// else Allocated.
@@ -100,8 +101,11 @@ func (d *Detector) init(opts *DetectorOptions) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Threshold <= 0 || o.Threshold > 1 {
+	if !(o.Threshold > 0 && o.Threshold <= 1) { // NaN too
 		o.Threshold = 0.90
+	}
+	if !(o.Horizon > 0) { // NaN too
+		o.Horizon = 0
 	}
 	if o.Window < 8 {
 		o.Window = 64
