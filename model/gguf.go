@@ -341,7 +341,8 @@ func ggufKeep(key []byte) (keepInt, keepStr bool) {
 //   - at most 256 MiB of metadata pairs in all;
 //   - at most 2^20 tensors, whose infos are kept as they are read (a
 //     claimed tensor_count reserves room for at most 1,024);
-//   - a tensor name of at most 64 bytes (ggml's GGML_MAX_NAME) and at
+//   - a tensor name of at most 63 bytes (ggml's GGML_MAX_NAME, 64, with
+//     the terminating NUL) and at
 //     most 4 dimensions (GGML_MAX_DIMS).
 //
 // Tensor offsets must be aligned (general.alignment, default 32) and
@@ -446,7 +447,9 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 	seen := make(map[string]bool, min(nTensors, ggufInitialTensors))
 	for i := uint64(0); i < nTensors; i++ {
 		field := "gguf.tensor[" + strconv.FormatUint(i, 10) + "]"
-		name, err := g.str("name length", ggufMaxName, gpumem.ErrInvalid)
+		// ggml keeps a name in char[GGML_MAX_NAME] with its NUL:
+		// gguf_init refuses one of GGML_MAX_NAME bytes or more.
+		name, err := g.str("name length", ggufMaxName-1, gpumem.ErrInvalid)
 		if err != nil {
 			return fail(field+".name", nil, err)
 		}

@@ -278,6 +278,7 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"data past end", one(ggufTensor{"a", []uint64{1 << 20}, 0, 0}), `gguf.tensor["a"].offset`, gpumem.ErrSyntax},
 		{"duplicate", writeGGUF(t, nil, []ggufTensor{{"a", []uint64{8}, 0, 32}, {"a", []uint64{8}, 0, 32}}, 32), `gguf.tensor["a"]`, gpumem.ErrInvalid},
 		{"long name", one(ggufTensor{string(make([]byte, 65)), []uint64{8}, 0, 32}), "gguf.tensor[0].name", gpumem.ErrInvalid},
+		{"name of GGML_MAX_NAME bytes", one(ggufTensor{string(bytes.Repeat([]byte("a"), 64)), []uint64{8}, 0, 32}), "gguf.tensor[0].name", gpumem.ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -367,7 +368,7 @@ func checkGGUF(t *testing.T, r io.ReaderAt, size int64) {
 	}
 	seen := map[string]bool{}
 	for _, tn := range s.Inventory {
-		if seen[tn.Name] || len(tn.Name) > ggufMaxName || len(tn.Shape) > ggufMaxDims {
+		if seen[tn.Name] || len(tn.Name) >= ggufMaxName || len(tn.Shape) > ggufMaxDims {
 			t.Fatalf("accepted tensor %q (duplicate %v) of shape %v", tn.Name, seen[tn.Name], tn.Shape)
 		}
 		seen[tn.Name] = true
