@@ -360,10 +360,7 @@ func ggufCraftedSeeds() [][]byte {
 func checkGGUF(t *testing.T, r io.ReaderAt, size int64) {
 	s, err := FromGGUF(r, size)
 	if err != nil {
-		var fe *gpumem.FieldError
-		if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
-			t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
-		}
+		requireFieldError(t, err)
 		return
 	}
 	seen := map[string]bool{}

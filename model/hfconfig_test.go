@@ -244,10 +244,7 @@ func FuzzFromHFConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := FromHFConfig(bytes.NewReader(data))
 		if err != nil {
-			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
-				t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
-			}
+			requireFieldError(t, err)
 			return
 		}
 		if err := s.Validate(); err != nil {
@@ -277,4 +274,14 @@ func TestFromHFConfigNilReader(t *testing.T) {
 	var fe *gpumem.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "config", fe.Field)
+}
+
+// requireFieldError fails unless err is a *gpumem.FieldError with a field
+// and a reason, as every reader's error must be.
+func requireFieldError(t *testing.T, err error) {
+	t.Helper()
+	var fe *gpumem.FieldError
+	if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+		t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
+	}
 }

@@ -366,10 +366,7 @@ func FuzzSafetensors(f *testing.F) {
 func checkSafetensors(t *testing.T, r io.ReaderAt, size int64, data []byte) {
 	s, err := FromSafetensors(r, size)
 	if err != nil {
-		var fe *gpumem.FieldError
-		if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
-			t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
-		}
+		requireFieldError(t, err)
 		return
 	}
 	var lenBuf [8]byte
@@ -483,10 +480,7 @@ func FuzzSafetensorsIndex(f *testing.F) {
 		m["ckpt/model.safetensors.index.json"] = &fstest.MapFile{Data: index}
 		s, err := FromSafetensorsIndex(m, "ckpt/model.safetensors.index.json")
 		if err != nil {
-			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
-				t.Fatalf("error is not a *FieldError with a field and a reason: %v", err)
-			}
+			requireFieldError(t, err)
 			return
 		}
 		if !json.Valid(index) {

@@ -92,7 +92,8 @@ func TestAccuracyGate(t *testing.T) {
 // TestGridFlags checks that the gpumem estimate command line that
 // tools/calibrate records with each case (gpumem_flags) describes the
 // same job as the case's job object: both give the same estimate, for
-// every case of the grid that has a command line.
+// every case of the grid that has a command line; and that the command
+// line passes the mode checks (no flag that does nothing for its mode).
 func TestGridFlags(t *testing.T) {
 	t.Parallel()
 	f, err := os.Open("../../internal/accuracy/testdata/grid.jsonl.gz")
@@ -116,6 +117,7 @@ func TestGridFlags(t *testing.T) {
 		var jf jobFlags
 		jf.register(fs)
 		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
+		require.NoError(t, jf.checkGiven(fs), "%s: %s", r.ID, *r.Flags)
 		fromFlags, _, err := jf.job()
 		require.NoError(t, err, r.ID)
 		fromJob, err := r.Job.Budget()

@@ -431,23 +431,15 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 	if dev.Capacity > 0 {
 		free := dev.Free().GiB()
 		yMax = max(yMax, free)
-		if freeLine, err = plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: free}, {X: p.X.Max, Y: free}}); err != nil {
+		if freeLine, err = hline(p, free, 2, color.RGBA{0xc0, 0x00, 0x00, 0xff}, 8, 4); err != nil {
 			return nil, err
 		}
-		freeLine.LineStyle.Width = vg.Points(2)
-		freeLine.LineStyle.Color = color.RGBA{0xc0, 0x00, 0x00, 0xff}
-		freeLine.LineStyle.Dashes = []vg.Length{vg.Points(8), vg.Points(4)}
-		p.Add(freeLine)
 		if hr.bytes > 0 {
 			// What a job may use: a value fits below this line.
 			usable := (dev.Free() - hr.bytes).GiB()
-			if usableLine, err = plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: usable}, {X: p.X.Max, Y: usable}}); err != nil {
+			if usableLine, err = hline(p, usable, 1.5, color.RGBA{0xe0, 0x70, 0x70, 0xff}, 2, 3); err != nil {
 				return nil, err
 			}
-			usableLine.LineStyle.Width = vg.Points(1.5)
-			usableLine.LineStyle.Color = color.RGBA{0xe0, 0x70, 0x70, 0xff}
-			usableLine.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
-			p.Add(usableLine)
 		}
 	}
 	p.Y.Max = yMax * 1.06
@@ -555,4 +547,18 @@ func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 			group3(int64(s.fitMax)), hr.name)
 	}
 	return b.String()
+}
+
+// hline adds a horizontal dashed line at y across the plot's x range:
+// width in points, dashes of on and off points.
+func hline(p *plot.Plot, y, width float64, c color.Color, on, off float64) (*plotter.Line, error) {
+	l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: y}, {X: p.X.Max, Y: y}})
+	if err != nil {
+		return nil, err
+	}
+	l.LineStyle.Width = vg.Points(width)
+	l.LineStyle.Color = c
+	l.LineStyle.Dashes = []vg.Length{vg.Points(on), vg.Points(off)}
+	p.Add(l)
+	return l, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -316,36 +315,6 @@ func TestFlagsForTheMode(t *testing.T) {
 	assert.Equal(t, exitOK, code, stderr)
 	code, _, stderr = runCLI(t, "", "inspect", "--model", "gpt2", "--batch", "1", "--seq", "128", "--attention", "flash")
 	assert.Equal(t, exitOK, code, stderr)
-}
-
-// TestGridFlagsForTheMode: the command lines tools/calibrate records
-// pass the mode checks (estimate would run them).
-func TestGridFlagsForTheMode(t *testing.T) {
-	t.Parallel()
-	f, err := os.Open("../../internal/accuracy/testdata/grid.jsonl.gz")
-	require.NoError(t, err)
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	dec := json.NewDecoder(z)
-	n := 0
-	for dec.More() {
-		var r struct {
-			ID    string  `json:"id"`
-			Flags *string `json:"gpumem_flags"`
-		}
-		require.NoError(t, dec.Decode(&r))
-		if r.Flags == nil {
-			continue
-		}
-		fs := newFlags("estimate", nil)
-		var jf jobFlags
-		jf.register(fs)
-		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
-		require.NoError(t, jf.checkGiven(fs), "%s: %s", r.ID, *r.Flags)
-		n++
-	}
-	require.Greater(t, n, 600)
 }
 
 // assertClean fails when s holds a control character other than newline
