@@ -41,6 +41,7 @@ func TestEmptyOrZeroTarget(t *testing.T) {
 		{[]string{"estimate", "--memory", "80"}, []string{`--memory "80"`, "80GiB", "80GB"}},
 		{[]string{"estimate", "--memory", "79.5"}, []string{`--memory "79.5"`, "79.5GiB", "79.5GB"}},
 		{[]string{"plan", "--memory", "24"}, []string{`--memory "24"`, "24GiB", "24GB"}},
+		{[]string{"estimate", "--memory", "81920"}, []string{`--memory "81920"`, "81920MiB (nvidia-smi's unit)", "81920GiB"}},
 		{[]string{"plan", "--memory", "24GiB", "--headroom", "2"}, []string{`--headroom "2"`, "2GiB"}},
 		{[]string{"estimate", "--model", "", "--memory", "80GiB"}, []string{`--model ""`, "empty"}},
 		{[]string{"estimate", "--memory", "80GiB", "--chart", ""}, []string{`--chart ""`, "empty"}},

@@ -381,6 +381,16 @@ func checkValues(fs *flag.FlagSet) error {
 // integer sizes).
 const minBareBytes = 1 << 20
 
+// unitHint suggests the units a bare number t (f) may have meant: GiB or
+// GB, and first MiB for a number of thousands (nvidia-smi's unit:
+// --memory 81920 is an 80 GiB card).
+func unitHint(t string, f float64) string {
+	if f >= 1024 {
+		return fmt.Sprintf("give %sMiB (nvidia-smi's unit), %sGiB (2^30 bytes) or %sGB (10^9 bytes)", t, t, t)
+	}
+	return fmt.Sprintf("give %sGiB (2^30 bytes) or %sGB (10^9 bytes)", t, t)
+}
+
 // parseSize reads the size flag --name: a positive amount with a unit
 // ("80GiB", "24GB", "512B"), or an integer of bytes from minBareBytes up.
 // A smaller bare number is refused with the units it may have meant, and
@@ -392,7 +402,7 @@ func parseSize(name, v, example string) (gpumem.Bytes, error) {
 		case f == 0:
 			return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
 		case f < minBareBytes || strings.Contains(t, "."):
-			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; give %sGiB (2^30 bytes) or %sGB (10^9 bytes)", errUsage, name, v, t, t)
+			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; %s", errUsage, name, v, unitHint(t, f))
 		}
 	}
 	b, err := gpumem.ParseBytes(v)

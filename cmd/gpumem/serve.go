@@ -511,20 +511,14 @@ func sizeText(field string, raw json.RawMessage) (string, error) {
 	return string(raw) + "B", nil
 }
 
-// checkTarget checks a memory size a request gives as a string: one
-// ParseBytes reads, with a unit, above zero. "80" is refused with the
+// checkTarget checks a memory size a request gives as a string as the
+// command line's size flags are read (parseSize): a positive amount with
+// a unit, or an integer of bytes from 1 MiB up. "80" is refused with the
 // units it may have meant, not read as 80 bytes; "0" and "0GiB" are
 // refused, not read as "no GPU named".
 func checkTarget(field, text string) error {
-	b, err := gpumem.ParseBytes(text)
-	if err != nil {
-		return badField(field, "%s: %v", field, err)
-	}
-	if t := strings.TrimSpace(text); t != "" && strings.Trim(t, "0123456789.") == "" {
-		return badField(field, "%s %q has no unit: did you mean \"%sGiB\" or \"%sGB\"? (a JSON integer is a number of bytes)", field, text, t, t)
-	}
-	if b == 0 {
-		return badField(field, "%s %q: a memory target must be above zero", field, text)
+	if _, err := parseSize(field, text, "80GiB"); err != nil {
+		return badField(field, "%s", forRequest(err.Error()))
 	}
 	return nil
 }
