@@ -150,7 +150,9 @@ func message(err error) string {
 			msg = strings.Replace(msg, fe.Error(), fmt.Sprintf("%s %v: %v", name, fe.Value, fe.Err), 1)
 		}
 	}
-	return msg
+	// One line, whatever the input held: a newline or carriage return
+	// in a flag, a value or a file name is written as its escape.
+	return strings.NewReplacer("\n", "\\n", "\r", "\\r").Replace(msg)
 }
 
 // flagFor returns the flag that sets a field the library names in its
