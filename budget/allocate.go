@@ -693,6 +693,9 @@ func (a *allocator) changes(j Job) []change {
 			})
 		}
 		for _, o := range l.Optimizers {
+			if j.Optimizer == nil {
+				break // no step (Gradients NoStep or InputGradients, or a frozen model)
+			}
 			cs = append(cs, change{
 				text:  "optimizer → " + o.String(),
 				cost:  Cost{Kind: CostNumerics, Text: "a different optimizer state"},
