@@ -527,34 +527,35 @@ func checkTarget(field, text string) error {
 // estimateRequest is the body of POST /v1/estimate: the estimate flags
 // as JSON fields. Fields left out take the flags' defaults.
 type estimateRequest struct {
-	Model     string          `json:"model"`
-	Config    json.RawMessage `json:"config"`
-	Mode      string          `json:"mode"`
-	Train     bool            `json:"train"`
-	Infer     bool            `json:"infer"`
-	Batch     int             `json:"batch"`
-	Seq       int             `json:"seq"`
-	Generate  int             `json:"generate"`
-	GradAccum int             `json:"grad_accum"`
-	Precision string          `json:"precision"`
-	Optimizer string          `json:"optimizer"`
+	Model         string          `json:"model"`
+	Config        json.RawMessage `json:"config"`
+	Mode          string          `json:"mode"`
+	Train         bool            `json:"train"`
+	Infer         bool            `json:"infer"`
+	Batch         int             `json:"batch"`
+	Seq           int             `json:"seq"`
+	Generate      int             `json:"generate"`
+	GradAccum     int             `json:"grad_accum"`
+	Precision     string          `json:"precision"`
+	Optimizer     string          `json:"optimizer"`
+	Attention     string          `json:"attention"`
+	Checkpointing string          `json:"checkpointing"`
+	LoRARank      int64           `json:"lora_rank"`
+	LoRATargets   []string        `json:"lora_targets"`
+	QLoRA         bool            `json:"qlora"`
+	Images        int             `json:"images"`
+	Dropout       bool            `json:"dropout"`
+	GPU           string          `json:"gpu"`
+	Memory        json.RawMessage `json:"memory"`
+
 	// OptimizerImpl, Momentum, Nesterov, OptimizerInBackward and Frozen
 	// are --optimizer-impl, --momentum, --nesterov,
 	// --optimizer-in-backward and --frozen.
-	OptimizerImpl       string          `json:"optimizer_impl"`
-	Momentum            float64         `json:"momentum"`
-	Nesterov            bool            `json:"nesterov"`
-	OptimizerInBackward bool            `json:"optimizer_in_backward"`
-	Frozen              bool            `json:"frozen"`
-	Attention           string          `json:"attention"`
-	Checkpointing       string          `json:"checkpointing"`
-	LoRARank            int64           `json:"lora_rank"`
-	LoRATargets         []string        `json:"lora_targets"`
-	QLoRA               bool            `json:"qlora"`
-	Images              int             `json:"images"`
-	Dropout             bool            `json:"dropout"`
-	GPU                 string          `json:"gpu"`
-	Memory              json.RawMessage `json:"memory"`
+	OptimizerImpl       string  `json:"optimizer_impl"`
+	Momentum            float64 `json:"momentum"`
+	Nesterov            bool    `json:"nesterov"`
+	OptimizerInBackward bool    `json:"optimizer_in_backward"`
+	Frozen              bool    `json:"frozen"`
 }
 
 // estimate answers POST /v1/estimate.
