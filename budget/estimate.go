@@ -215,6 +215,8 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if v != nil && v.pp > 1 {
 		act = act.stage(j, v)
 	}
+	// Offloaded activations live in host memory.
+	b.Host = acc.sum(b.Host, act.host)
 
 	base := acc.sum(acc.sum(acc.sum(b.Weights, b.Master), acc.sum(b.Optimizer, b.ExtraModels)),
 		acc.sum(acc.sum(b.Buffers, b.KVCache), b.Workspace))

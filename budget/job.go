@@ -223,6 +223,25 @@ type Job struct {
 	// and CheckpointEvery its k for model.EveryKCheckpointing.
 	Checkpointing   model.Checkpointing
 	CheckpointEvery int
+	// OffloadActivations is torchtune's enable_activation_offloading
+	// (torchtune/training/_activation_offloading.py, OffloadActivations
+	// with its defaults: pinned host memory, a side stream, a forward
+	// stash of 5 tensors, min_offload_size 1024 bytes; the output head
+	// runs under NoOpManager and the loss outside the context, so the
+	// logits and the loss stay on the GPU). With FullCheckpointing only
+	// the checkpointed blocks' inputs are saved at the outer level, so
+	// they are what moves to the host: each to a pinned buffer of the
+	// CUDA host caching allocator, which rounds every request up to a
+	// power of two (aten/src/ATen/core/CachingHostAllocator.h,
+	// PowerOf2Ceil), reported in Breakdown.Host. The GPU keeps the
+	// forward stash, the last 5 block inputs whose copies may be in
+	// flight, until backward's first node clears it, and in backward the
+	// block input brought back for the node being computed and the
+	// previous node's, beside the recomputed block. With NoCheckpointing
+	// every saved tensor of the blocks moves, as
+	// model.OffloadActivations (save_on_cpu) models it. Other policies
+	// are refused.
+	OffloadActivations bool
 	// Images is the number of images per sequence of a multimodal model;
 	// each adds its image tokens (576 for LLaVA-1.5) to the sequence.
 	Images int

@@ -42,6 +42,17 @@ func (j *Job) validate() error {
 	if j.Checkpointing > model.OffloadActivations {
 		return gpumem.Errorf("Job.Checkpointing", j.Checkpointing, gpumem.ErrInvalid, "want none, full, selective, every-k or offload")
 	}
+	if j.OffloadActivations {
+		switch {
+		case j.Mode != Training:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrInvalid, "an inference job saves no activations for backward")
+		case j.Checkpointing != model.NoCheckpointing && j.Checkpointing != model.FullCheckpointing && j.Checkpointing != model.OffloadActivations:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrInvalid,
+				"torchtune offloads with full activation checkpointing or without any (Checkpointing %s)", j.Checkpointing)
+		case j.Parallel.PipelineParallel > 1:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrUnsupported, "not modelled with pipeline parallelism")
+		}
+	}
 	if j.Attention > model.Flash {
 		return gpumem.Errorf("Job.Attention", j.Attention, gpumem.ErrInvalid, "want eager, sdpa or flash")
 	}

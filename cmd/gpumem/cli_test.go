@@ -140,6 +140,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"estimate", "--model", "gpt2", "--infer", "--frozen"}, "--frozen: an inference job runs no backward pass"},
 		{[]string{"estimate", "--model", "gpt2", "--infer", "--optimizer-in-backward"}, "--optimizer-in-backward: an inference job"},
 		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--momentum", "0.9"}, "--momentum: an inference job"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--checkpointing", "selective", "--offload-activations"}, "--offload-activations true: invalid value: torchtune offloads with full activation checkpointing"},
+		{[]string{"estimate", "--model", "gpt2", "--infer", "--offload-activations"}, "--offload-activations: an inference job"},
 		{[]string{"serve", "--max-body", "0"}, `--max-body "0"`},
 		{[]string{"oom", "--json=maybe"}, `--json "maybe": want true or false`},
 	}

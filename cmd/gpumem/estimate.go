@@ -32,6 +32,7 @@ type jobFlags struct {
 	nesterov          bool    // --nesterov
 	inBwd             bool    // --optimizer-in-backward
 	frozen            bool    // --frozen
+	offloadActs       bool    // --offload-activations
 	loraRank          int64
 	loraTargets       string
 	qlora             bool
@@ -59,6 +60,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.frozen, "frozen", false, "with --train: every parameter frozen, backward to the input only (an adversarial attack on the input): activations saved, no gradients, no optimizer")
 	fs.StringVar(&f.attn, "attention", "sdpa", "eager, sdpa or flash")
 	fs.StringVar(&f.ckpt, "checkpointing", "none", "none, selective, full or offload")
+	fs.BoolVar(&f.offloadActs, "offload-activations", false, "with --train: torchtune's enable_activation_offloading: with --checkpointing full the block inputs move to pinned host memory (5 in flight stay on the GPU); with none every saved tensor of the blocks, as --checkpointing offload")
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.StringVar(&f.loraTargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
@@ -119,6 +121,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	if j.Checkpointing, err = parseCheckpointing(f.ckpt); err != nil {
 		return j, dev, err
 	}
+	j.OffloadActivations = f.offloadActs
 	ft := model.Finetune{Model: s}
 	if f.loraRank < 0 {
 		return j, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
@@ -318,7 +321,7 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
-	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen"} {
+	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations"} {
 		if fl := fs.Lookup(name); given[name] && fl.Value.String() != fl.DefValue {
 			return fmt.Errorf("%w: --%s: an inference job runs no backward pass and no optimizer ("+leave+")", errUsage, name, "--"+name)
 		}

@@ -42,7 +42,9 @@ standard error.
 --optimizer-impl chooses torch.optim's foreach, for-loop or fused step;
 --momentum and --nesterov set SGD's momentum; --optimizer-in-backward steps
 each parameter inside backward (torchtune's optimizer_in_bwd); --optimizer
-none runs backward without a step; --frozen differentiates to the input only.`,
+none runs backward without a step; --frozen differentiates to the input only;
+--offload-activations is torchtune's activation offloading (host memory is
+reported).`,
 		examples: []string{
 			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --attention flash \\",
 			"    --checkpointing full --optimizer adamw8bit --precision bf16 --gpu h100",

@@ -175,6 +175,8 @@ func flagFor(field string) (string, bool) {
 		return "--optimizer", true
 	case "Job.OptimizerInBackward":
 		return "--optimizer-in-backward", true
+	case "Job.OffloadActivations":
+		return "--offload-activations", true
 	case "Job.Attention", "Workload.Attention":
 		return "--attention", true
 	case "Job.Checkpointing", "Workload.Checkpointing":

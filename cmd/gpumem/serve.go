@@ -556,6 +556,8 @@ type estimateRequest struct {
 	Nesterov            bool    `json:"nesterov"`
 	OptimizerInBackward bool    `json:"optimizer_in_backward"`
 	Frozen              bool    `json:"frozen"`
+	// OffloadActivations is --offload-activations.
+	OffloadActivations bool `json:"offload_activations"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -677,7 +679,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		}
 	}
 	jf.optImpl, jf.momentum, jf.nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
-	jf.inBwd, jf.frozen = req.OptimizerInBackward, req.Frozen
+	jf.inBwd, jf.frozen, jf.offloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
 	if jf.train {
 		if jf.frozen && req.Optimizer != s.defaults.opt {
 			return jf, spec, badField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
@@ -690,7 +692,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			field string
 			set   bool
 		}{{"optimizer_impl", jf.optImpl != ""}, {"momentum", jf.momentum != 0}, {"nesterov", jf.nesterov},
-			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}} {
+			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}, {"offload_activations", jf.offloadActs}} {
 			if c.set {
 				return jf, spec, badField(c.field, "%s: an inference job runs no backward pass and no optimizer (give \"mode\": \"train\", or leave %s out)", c.field, c.field)
 			}
@@ -734,6 +736,7 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
 		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
 		"Job.OptimizerInBackward": "optimizer_in_backward", "Job.Gradients": "optimizer",
+		"Job.OffloadActivations": "offload_activations",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"

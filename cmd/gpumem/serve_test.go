@@ -83,6 +83,9 @@ func TestServeEstimateMatchesCLI(t *testing.T) {
 		{"sgd nesterov", []string{"--model", "gpt2", "--train", "--optimizer", "sgd", "--momentum", "0.9", "--nesterov", "--optimizer-impl", "for-loop"},
 			`{"model":"gpt2","train":true,"optimizer":"sgd","momentum":0.9,"nesterov":true,"optimizer_impl":"for-loop"}`},
 		{"no step", []string{"--model", "gpt2", "--train", "--optimizer", "none"}, `{"model":"gpt2","train":true,"optimizer":"none"}`},
+		{"offload activations", []string{"--model", "llama-3.2-3b", "--train", "--precision", "bf16", "--batch", "2", "--seq", "4096",
+			"--checkpointing", "full", "--offload-activations", "--attention", "flash"},
+			`{"model":"llama-3.2-3b","train":true,"precision":"bf16","batch":2,"seq":4096,"checkpointing":"full","offload_activations":true,"attention":"flash"}`},
 		{"frozen", []string{"--model", "whisper-small", "--train", "--frozen", "--seq", "1", "--batch", "8"},
 			`{"model":"whisper-small","train":true,"frozen":true,"seq":1,"batch":8}`},
 		{"lora targets and dropout", []string{"--model", "llava-1.5-7b", "--train", "--qlora", "--lora-targets", "q_proj,v_proj",
@@ -228,6 +231,8 @@ func TestServeErrors(t *testing.T) {
 		{"frozen inference", "POST", "/v1/estimate", "", `{"model":"gpt2","infer":true,"frozen":true}`, 400, "frozen", "inference job", ""},
 		{"no step in backward", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"optimizer":"none","optimizer_in_backward":true}`, 400, "optimizer_in_backward", "no step runs", ""},
 		// Job fields the library rejects, as *gpumem.FieldError.
+		{"offload activations selective", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"checkpointing":"selective","offload_activations":true}`, 400, "offload_activations", "full activation checkpointing or without", ""},
+		{"offload activations inference", "POST", "/v1/estimate", "", `{"model":"gpt2","infer":true,"offload_activations":true}`, 400, "offload_activations", "inference job", ""},
 		{"in backward accumulating", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"optimizer_in_backward":true,"grad_accum":4}`, 400, "optimizer_in_backward", "accumulate", ""},
 		{"batch zero", "POST", "/v1/estimate", "", `{"model":"gpt2","train":true,"batch":0}`, 400, "batch", "batch = 0", ""},
 		{"seq negative", "POST", "/v1/estimate", "", `{"model":"gpt2","infer":true,"seq":-1}`, 400, "seq", "seq = -1", ""},
