@@ -367,20 +367,30 @@ type inBwdFigures struct {
 func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state gpumem.Bytes, f inBwdFigures) {
 	m := &j.Model
 	sh, shared := j.Optimizer.(optimizer.SharedState)
-	var one [1]gpumem.Tensor
+	// The prepared inventory has one tensor per trainable group, in the
+	// groups' order: one-tensor lists are slices of it, without
+	// allocating.
+	_, reps := m.stepped(dt)
+	r := 0
 	for i := range m.groups {
 		g := &m.groups[i]
 		if !g.trainable {
 			continue
 		}
-		one[0] = gpumem.Tensor{Name: g.name, Shape: g.shape, DType: dt}
+		var one []gpumem.Tensor
+		if r < len(reps) && reps[r].DType == dt {
+			one = reps[r : r+1 : r+1]
+		} else {
+			one = []gpumem.Tensor{{Name: g.name, Shape: g.shape, DType: dt}}
+		}
+		r++
 		s, err := j.Optimizer.State(one[0])
 		if err != nil {
 			a.add(0, err)
 			return 0, inBwdFigures{}
 		}
 		if shared {
-			x, err := sh.SharedBytes(one[:])
+			x, err := sh.SharedBytes(one)
 			if err != nil {
 				a.add(0, err)
 				return 0, inBwdFigures{}
@@ -399,7 +409,7 @@ func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state g
 			return 0, inBwdFigures{}
 		}
 		grad := gpumem.Bytes(roundAlloc(int64(gb)))
-		step := a.add(j.Optimizer.Transient(one[:]))
+		step := a.add(j.Optimizer.Transient(one))
 		switch g.comp {
 		case compHead:
 			f.headGrad, f.headStep = max(f.headGrad, grad), max(f.headStep, step)

@@ -230,3 +230,24 @@ func TestGradientsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestOptimizerInBackwardAllocs: the per-parameter figures come from the
+// prepared inventory, so Estimate stays allocation-free.
+func TestOptimizerInBackwardAllocs(t *testing.T) {
+	j := inBwdJob(t)
+	for _, o := range []optimizer.Optimizer{optimizer.AdamW{}, optimizer.AdamW8bit{Paged: true},
+		optimizer.SGD{Momentum: 0.9, Nesterov: true, Impl: optimizer.ForLoop}} {
+		j.Optimizer, j.OptimizerInBackward = o, true
+		if n := testing.AllocsPerRun(20, func() { _, _ = Estimate(j) }); n != 0 {
+			t.Errorf("%s in backward: %v allocations per Estimate", o, n)
+		}
+	}
+	j.Optimizer, j.Gradients, j.OptimizerInBackward = nil, InputGradients, false
+	j.Checkpointing, j.OffloadActivations = model.FullCheckpointing, true
+	if _, err := Estimate(j); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = Estimate(j) }); n != 0 {
+		t.Errorf("input gradients, offloaded activations: %v allocations per Estimate", n)
+	}
+}
