@@ -1059,7 +1059,18 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, " (%d heads at a time)", p.HeadChunk)
 	}
 	if p.Job.Mode == Training {
-		fmt.Fprintf(&b, ", checkpointing %s, %s", p.Checkpointing, p.Optimizer)
+		fmt.Fprintf(&b, ", checkpointing %s", p.Checkpointing)
+		switch {
+		case p.Optimizer != nil:
+			fmt.Fprintf(&b, ", %s", p.Optimizer)
+			if p.Job.OptimizerInBackward {
+				b.WriteString(" stepped in backward")
+			}
+		case p.Job.Gradients == InputGradients || p.Job.Model.trainableParams == 0:
+			b.WriteString(", gradients to the input only")
+		default:
+			b.WriteString(", no optimizer step")
+		}
 	}
 	fmt.Fprintf(&b, ", %s", p.Precision)
 	if p.Offload != 0 {
