@@ -251,3 +251,37 @@ func TestOptimizerInBackwardAllocs(t *testing.T) {
 		t.Errorf("input gradients, offloaded activations: %v allocations per Estimate", n)
 	}
 }
+
+// FuzzEstimateGradients: any combination of the gradient, step and
+// offloading knobs gives a consistent breakdown or an error naming a
+// field, never a panic.
+func FuzzEstimateGradients(f *testing.F) {
+	s, _ := model.Lookup("gpt2")
+	m, err := NewModel(model.Finetune{Model: s})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(0), true, false, uint8(0), uint8(0), 2, 512, 1, uint8(0))
+	f.Add(uint8(2), false, true, uint8(1), uint8(3), 1, 64, 4, uint8(1))
+	opts := []optimizer.Optimizer{nil, optimizer.AdamW{}, optimizer.AdamW{Impl: optimizer.ForLoop}, optimizer.AdamW8bit{},
+		optimizer.SGD{Momentum: 0.9, Nesterov: true, Impl: optimizer.ForLoop}, optimizer.Adafactor{}}
+	f.Fuzz(func(t *testing.T, grads uint8, inBwd, offload bool, ckpt, opt uint8, batch, seq, accum int, mode uint8) {
+		j := Job{Model: m, Mode: Mode(mode%4), Precision: BF16, Gradients: Gradients(grads), OptimizerInBackward: inBwd,
+			OffloadActivations: offload, Checkpointing: model.Checkpointing(ckpt), Optimizer: opts[int(opt)%len(opts)],
+			Batch: batch, SeqLen: seq, GradAccum: accum}
+		b, err := Estimate(j)
+		if err != nil {
+			var fe *gpumem.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Estimate error %v names no field", err)
+			}
+			return
+		}
+		if b.Allocated() <= 0 || b.Device() < b.Allocated() || b.Total() != b.Device() || b.Host < 0 {
+			t.Fatalf("Estimate = %+v: inconsistent totals", b)
+		}
+		if inBwd && b.Phases[Step] != 0 {
+			t.Fatalf("a step in backward has a step phase: %+v", b)
+		}
+	})
+}
