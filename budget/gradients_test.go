@@ -266,7 +266,7 @@ func FuzzEstimateGradients(f *testing.F) {
 	opts := []optimizer.Optimizer{nil, optimizer.AdamW{}, optimizer.AdamW{Impl: optimizer.ForLoop}, optimizer.AdamW8bit{},
 		optimizer.SGD{Momentum: 0.9, Nesterov: true, Impl: optimizer.ForLoop}, optimizer.Adafactor{}}
 	f.Fuzz(func(t *testing.T, grads uint8, inBwd, offload bool, ckpt, opt uint8, batch, seq, accum int, mode uint8) {
-		j := Job{Model: m, Mode: Mode(mode%4), Precision: BF16, Gradients: Gradients(grads), OptimizerInBackward: inBwd,
+		j := Job{Model: m, Mode: Mode(mode % 4), Precision: BF16, Gradients: Gradients(grads), OptimizerInBackward: inBwd,
 			OffloadActivations: offload, Checkpointing: model.Checkpointing(ckpt), Optimizer: opts[int(opt)%len(opts)],
 			Batch: batch, SeqLen: seq, GradAccum: accum}
 		b, err := Estimate(j)
