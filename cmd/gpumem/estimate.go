@@ -583,6 +583,10 @@ func (e estimation) writeJSON(out io.Writer) error {
 		"allocated_peak": int64(e.need.Allocated()), "reserved_peak": int64(e.need.Reserved()),
 		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": components(e.need),
 	}
+	if e.need.Host > 0 {
+		// Offloaded state and activations, in host memory.
+		r["host"], r["host_per_node"] = int64(e.need.Host), int64(e.need.HostNode)
+	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name
 		r["free"] = int64(e.dev.Free())
