@@ -23,7 +23,10 @@ import (
 //     gradient, each layer's activations are released as its gradients
 //     appear; identical layers make the live bytes linear in the layer
 //     index, so the peak is at the first or the last layer;
-//   - optimizer step: every gradient plus the step's temporaries;
+//   - optimizer step: every gradient plus the step's temporaries; no
+//     such phase with OptimizerInBackward, whose per-parameter steps
+//     run inside backward with one gradient at a time, nor with
+//     Gradients NoStep or InputGradients;
 //   - inference: weights and KV cache plus the largest layer's
 //     temporaries and the logits.
 //
