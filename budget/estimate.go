@@ -263,6 +263,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			}
 			// The head's weights (untied) and the final norm step right
 			// after the loss backward, every block's activations saved.
+			// What the head and the loss saved is counted as still
+			// alive, an upper bound: the loss's saved log-softmax is
+			// released by its backward, and the head's input is
+			// replaced by its gradient of the same size.
 			add(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
 			// The embeddings step last, once the blocks are released.
 			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
