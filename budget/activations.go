@@ -23,6 +23,9 @@ type actFigures struct {
 	lossForward, lossBackward gpumem.Bytes
 	// logits is the logits tensor, part of saved.
 	logits gpumem.Bytes
+	// host is what the activation offloading policy moves to host
+	// memory (model.OffloadActivations, Job.OffloadActivations).
+	host gpumem.Bytes
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -58,7 +61,62 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
 	f.back = f.outside - a.Embedding
+	f.host = a.Offloaded
+	if j.OffloadActivations && j.Checkpointing == model.FullCheckpointing {
+		f.offloadInputs(a.Layers)
+	}
 	return f, nil
+}
+
+// Activation offloading under full checkpointing (Job.OffloadActivations):
+// torchtune's OffloadActivations defaults.
+const (
+	// offloadStash is max_fwd_stash_size: forward keeps the last 5
+	// offloaded tensors alive until their copies to the host are done.
+	offloadStash = 5
+	// offloadBack is backward's bwd_tensor_stash: the tensor brought back
+	// for the node being computed, and the previous node's, freed once
+	// that node's event is waited on.
+	offloadBack = 2
+	// offloadMin is min_offload_size: smaller tensors stay on the GPU.
+	offloadMin = 1024
+)
+
+// offloadInputs moves the blocks' checkpointed inputs (ls, under full
+// checkpointing) to pinned host buffers: the host holds each input
+// rounded up to a power of two by the CUDA host caching allocator, and
+// the GPU the tensors in flight, the forward stash (f.blocks, part of
+// saved) and backward's two (f.firstBlock, what the last block's
+// backward keeps). Inputs under 1024 bytes stay on the GPU.
+func (f *actFigures) offloadInputs(ls []model.LayerActivations) {
+	var largest, blocks, small gpumem.Bytes
+	for _, l := range ls {
+		if l.Count < 1 {
+			continue
+		}
+		blocks += gpumem.Bytes(l.Count)
+		if l.Kept < offloadMin {
+			small += l.KeptTotal
+			continue
+		}
+		largest = max(largest, l.Kept)
+		f.host += gpumem.Bytes(pow2Ceil(int64(l.Kept))) * gpumem.Bytes(l.Count)
+	}
+	fwd := gpumem.Bytes(min(offloadStash, int64(blocks)))*largest + small
+	back := gpumem.Bytes(min(offloadBack, int64(blocks)))*largest + small
+	f.saved = f.saved - f.blocks + fwd
+	f.blocks, f.firstBlock = fwd, back
+}
+
+// pow2Ceil is the smallest power of two at least n (n ≥ 1), as
+// c10::llvm::PowerOf2Ceil rounds a host allocation; n itself beyond
+// 2^62.
+func pow2Ceil(n int64) int64 {
+	p := int64(1)
+	for p < n && p < 1<<62 {
+		p <<= 1
+	}
+	return max(p, n)
 }
 
 // stage returns the figures of the pipeline stage v (first or last) of a
@@ -75,6 +133,9 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	per := (layers + v.pp - 1) / v.pp
 	blocks := f.blocks / gpumem.Bytes(layers) * gpumem.Bytes(per)
 	out := f
+	// Offloaded blocks (model.OffloadActivations) leave their share of
+	// host memory per stage, like the blocks themselves.
+	out.host = f.host / gpumem.Bytes(layers) * gpumem.Bytes(per)
 	if v.last {
 		out.blocks = blocks
 		out.saved = blocks + f.back
@@ -91,6 +152,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	if j.Mode != Training {
 		inflight, scaled = 1, blocks
 	}
+	out.host *= gpumem.Bytes(inflight)
 	out.blocks = scaled
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
@@ -102,9 +164,19 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 func workload(j Job, dt gpumem.DType) model.Workload {
 	return model.Workload{
 		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
-		Checkpointing: j.Checkpointing, CheckpointEvery: int64(j.CheckpointEvery),
+		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 	}
+}
+
+// offloadPolicy is the activation model's policy for j: torchtune's
+// offloading without checkpointing moves every saved tensor of the
+// blocks, which model.OffloadActivations models.
+func offloadPolicy(j Job) model.Checkpointing {
+	if j.OffloadActivations && j.Checkpointing == model.NoCheckpointing {
+		return model.OffloadActivations
+	}
+	return j.Checkpointing
 }

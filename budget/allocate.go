@@ -693,6 +693,9 @@ func (a *allocator) changes(j Job) []change {
 			})
 		}
 		for _, o := range l.Optimizers {
+			if j.Optimizer == nil {
+				break // no step (Gradients NoStep or InputGradients, or a frozen model)
+			}
 			cs = append(cs, change{
 				text:  "optimizer → " + o.String(),
 				cost:  Cost{Kind: CostNumerics, Text: "a different optimizer state"},
@@ -1056,7 +1059,18 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, " (%d heads at a time)", p.HeadChunk)
 	}
 	if p.Job.Mode == Training {
-		fmt.Fprintf(&b, ", checkpointing %s, %s", p.Checkpointing, p.Optimizer)
+		fmt.Fprintf(&b, ", checkpointing %s", p.Checkpointing)
+		switch {
+		case p.Optimizer != nil:
+			fmt.Fprintf(&b, ", %s", p.Optimizer)
+			if p.Job.OptimizerInBackward {
+				b.WriteString(" stepped in backward")
+			}
+		case p.Job.Gradients == InputGradients || p.Job.Model.trainableParams == 0:
+			b.WriteString(", gradients to the input only")
+		default:
+			b.WriteString(", no optimizer step")
+		}
 	}
 	fmt.Fprintf(&b, ", %s", p.Precision)
 	if p.Offload != 0 {

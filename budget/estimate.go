@@ -23,7 +23,10 @@ import (
 //     gradient, each layer's activations are released as its gradients
 //     appear; identical layers make the live bytes linear in the layer
 //     index, so the peak is at the first or the last layer;
-//   - optimizer step: every gradient plus the step's temporaries;
+//   - optimizer step: every gradient plus the step's temporaries; no
+//     such phase with OptimizerInBackward, whose per-parameter steps
+//     run inside backward with one gradient at a time, nor with
+//     Gradients NoStep or InputGradients;
 //   - inference: weights and KV cache plus the largest layer's
 //     temporaries and the logits.
 //
@@ -103,12 +106,19 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
 	}
 	var grads, optState, optStep gpumem.Bytes
-	if train {
+	// paramGrads: backward computes the trainable parameters' gradients
+	// (not with InputGradients, which freezes every parameter).
+	paramGrads := train && j.Gradients != InputGradients
+	// inBwd: each gradient is stepped and freed inside backward.
+	var inBwd inBwdFigures
+	if paramGrads {
 		grads = acc.add(m.weightsOf(gDT, true, false, v, 0))
 		if j.Precision.master() {
 			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v, 0))
 		}
-		if j.Optimizer != nil {
+		if j.Optimizer != nil && j.OptimizerInBackward {
+			optState, inBwd = acc.optimizerInBackward(j, gDT, sDT)
+		} else if j.Optimizer != nil {
 			optState, optStep = acc.optimizer(j, v, sDT)
 		}
 	}
@@ -123,7 +133,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// DeepSpeed reduce bucket (reduce_bucket_size, 5e8 elements) or FSDP's
 	// reduce-scatter of one unit's gradients.
 	var inflight gpumem.Bytes
-	if train && ((shards > 1 && par.Stage >= 2) || paramsOff) {
+	if paramGrads && ((shards > 1 && par.Stage >= 2) || paramsOff) {
 		inflight = m.bucket(gDT, v)
 		if par.FSDP {
 			inflight = acc.add(m.layerWeights(gDT, v))
@@ -208,6 +218,8 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if v != nil && v.pp > 1 {
 		act = act.stage(j, v)
 	}
+	// Offloaded activations live in host memory.
+	b.Host = acc.sum(b.Host, act.host)
 
 	base := acc.sum(acc.sum(acc.sum(b.Weights, b.Master), acc.sum(b.Optimizer, b.ExtraModels)),
 		acc.sum(acc.sum(b.Buffers, b.KVCache), b.Workspace))
@@ -237,8 +249,31 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.logits + act.lossBackward})
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward})
 		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits, attn: act.backward})
-		// Optimizer step: every gradient and the step's temporaries.
-		add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+		if j.OptimizerInBackward {
+			// The step runs inside backward, one parameter at a time
+			// (torchtune's OptimizerInBackward: step() then zero_grad(),
+			// which sets .grad to None, from the post-accumulate-grad
+			// hook): a moment of backward holds one gradient of the kind
+			// being produced and its step's temporaries, and a tied
+			// embedding's gradient from the head's backward to the end;
+			// the full set of gradients never exists. The loss backward
+			// precedes every parameter's gradient.
+			for i := 3; i <= 4; i++ {
+				cands[i].grads, cands[i].optimizerExtra = acc.sum(inBwd.held, inBwd.layerGrad), inBwd.layerStep
+			}
+			// The head's weights (untied) and the final norm step right
+			// after the loss backward, every block's activations saved.
+			// What the head and the loss saved is counted as still
+			// alive, an upper bound: the loss's saved log-softmax is
+			// released by its backward, and the head's input is
+			// replaced by its gradient of the same size.
+			add(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
+			// The embeddings step last, once the blocks are released.
+			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
+		} else if j.Optimizer != nil {
+			// Optimizer step: every gradient and the step's temporaries.
+			add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+		}
 	} else {
 		ph := Forward
 		if j.Mode == Generation {
@@ -308,6 +343,93 @@ func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
 		return 0
 	}
 	return gpumem.Bytes(s)
+}
+
+// inBwdFigures is what a step inside backward holds at a time, by
+// where in backward it happens: each is the largest trainable tensor's
+// gradient of its kind (in the gradient dtype, rounded to the
+// allocator's 512 bytes) and the largest step transient of one such
+// tensor ([optimizer.Optimizer.Transient] of a one-tensor list: what a
+// per-parameter optimizer allocates, foreach or for-loop alike).
+type inBwdFigures struct {
+	// The head and final norm step right after the loss backward,
+	// with every block's activations saved; the blocks' tensors while
+	// blocks are released; the embeddings at the end of backward.
+	headGrad, headStep, layerGrad, layerStep, embedGrad, embedStep gpumem.Bytes
+	// held is a tied embedding's gradient: the parameter feeds both the
+	// embedding and the head, so autograd sums the two contributions
+	// in the AccumulateGrad node's input buffer and runs the node (and
+	// the hook that steps it) only after the embedding's backward, at
+	// the very end. The head's contribution is alive from the head's
+	// backward on.
+	held gpumem.Bytes
+}
+
+// optimizerInBackward returns, for a job that steps each parameter
+// inside backward with an optimizer of its own (Job.OptimizerInBackward,
+// one GPU), the persistent state of all those optimizers, stepped in dt
+// — state shared per optimizer (bitsandbytes' quantization maps) is kept
+// once per parameter, since each has its own optimizer — and what one
+// step holds at a time, with gradients in gdt.
+func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state gpumem.Bytes, f inBwdFigures) {
+	m := &j.Model
+	sh, shared := j.Optimizer.(optimizer.SharedState)
+	// The prepared inventory has one tensor per trainable group, in the
+	// groups' order: one-tensor lists are slices of it, without
+	// allocating.
+	_, reps := m.stepped(dt)
+	r := 0
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable {
+			continue
+		}
+		var one []gpumem.Tensor
+		if r < len(reps) && reps[r].DType == dt {
+			one = reps[r : r+1 : r+1]
+		} else {
+			one = []gpumem.Tensor{{Name: g.name, Shape: g.shape, DType: dt}}
+		}
+		r++
+		s, err := j.Optimizer.State(one[0])
+		if err != nil {
+			a.add(0, err)
+			return 0, inBwdFigures{}
+		}
+		if shared {
+			x, err := sh.SharedBytes(one)
+			if err != nil {
+				a.add(0, err)
+				return 0, inBwdFigures{}
+			}
+			s = a.sum(s, x)
+		}
+		p, ok := checked.Mul(int64(s), g.count)
+		if !ok {
+			a.add(0, errOverflow("optimizer state"))
+			return 0, inBwdFigures{}
+		}
+		state = a.sum(state, gpumem.Bytes(p))
+		gb, err := gdt.Size(g.elems)
+		if err != nil {
+			a.add(0, err)
+			return 0, inBwdFigures{}
+		}
+		grad := gpumem.Bytes(roundAlloc(int64(gb)))
+		step := a.add(j.Optimizer.Transient(one))
+		switch g.comp {
+		case compHead:
+			f.headGrad, f.headStep = max(f.headGrad, grad), max(f.headStep, step)
+		case compEmbed:
+			f.embedGrad, f.embedStep = max(f.embedGrad, grad), max(f.embedStep, step)
+		default:
+			f.layerGrad, f.layerStep = max(f.layerGrad, grad), max(f.layerStep, step)
+		}
+	}
+	if m.tied {
+		f.held = f.embedGrad
+	}
+	return state, f
 }
 
 // optimizer returns the optimizer's persistent state for the trainable

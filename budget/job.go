@@ -183,6 +183,23 @@ type Job struct {
 	Precision Precision
 	// Optimizer steps the trainable parameters (training only).
 	Optimizer optimizer.Optimizer
+	// Gradients says what a Training job's backward pass computes
+	// gradients for; the zero value, ParamGradients, is the trainable
+	// parameters, stepped by Optimizer.
+	Gradients Gradients
+	// OptimizerInBackward steps each parameter inside the backward pass,
+	// as soon as its gradient is accumulated, with an optimizer of its
+	// own, and frees the gradient (torchtune's optimizer_in_bwd:
+	// torchtune/modules/optim.py OptimizerInBackward, and before it
+	// training/memory.py register_optim_in_bwd_hooks, which call
+	// step() and zero_grad() from a register_post_accumulate_grad_hook).
+	// The full set of gradients is never alive: backward holds one
+	// gradient and its step temporaries at a time, and there is no
+	// separate step phase. torchtune refuses it with gradient
+	// accumulation and gradient clipping, and so does Estimate with
+	// GradAccum > 1; it is modelled for one GPU, with the optimizer
+	// state on the GPU.
+	OptimizerInBackward bool
 	// Attention is the attention implementation (zero: Hugging Face's
 	// eager attention, with the softmax dtype its family uses).
 	Attention model.AttentionKernel
@@ -206,6 +223,25 @@ type Job struct {
 	// and CheckpointEvery its k for model.EveryKCheckpointing.
 	Checkpointing   model.Checkpointing
 	CheckpointEvery int
+	// OffloadActivations is torchtune's enable_activation_offloading
+	// (torchtune/training/_activation_offloading.py, OffloadActivations
+	// with its defaults: pinned host memory, a side stream, a forward
+	// stash of 5 tensors, min_offload_size 1024 bytes; the output head
+	// runs under NoOpManager and the loss outside the context, so the
+	// logits and the loss stay on the GPU). With FullCheckpointing only
+	// the checkpointed blocks' inputs are saved at the outer level, so
+	// they are what moves to the host: each to a pinned buffer of the
+	// CUDA host caching allocator, which rounds every request up to a
+	// power of two (aten/src/ATen/core/CachingHostAllocator.h,
+	// PowerOf2Ceil), reported in Breakdown.Host. The GPU keeps the
+	// forward stash, the last 5 block inputs whose copies may be in
+	// flight, until backward's first node clears it, and in backward the
+	// block input brought back for the node being computed and the
+	// previous node's, beside the recomputed block. With NoCheckpointing
+	// every saved tensor of the blocks moves, as
+	// model.OffloadActivations (save_on_cpu) models it. Other policies
+	// are refused.
+	OffloadActivations bool
 	// Images is the number of images per sequence of a multimodal model;
 	// each adds its image tokens (576 for LLaVA-1.5) to the sequence.
 	Images int
@@ -229,6 +265,48 @@ type Job struct {
 	// (the Hopper cuBLAS workspace).
 	Device gpumem.Device
 }
+
+// Gradients is what the backward pass of a training job computes
+// gradients for.
+type Gradients uint8
+
+const (
+	// ParamGradients, the zero value: the trainable parameters get
+	// gradients, and Job.Optimizer steps them. A model with nothing
+	// trainable and no optimizer is a backward pass to the input only,
+	// as with InputGradients.
+	ParamGradients Gradients = iota
+	// NoStep computes and keeps the trainable parameters' gradients but
+	// runs no optimizer (loss.backward() alone: gradient statistics,
+	// saliency over weights, an optimizer the job steps elsewhere):
+	// gradients, no optimizer state, no step phase. Job.Optimizer must be
+	// nil.
+	NoStep
+	// InputGradients freezes every parameter (requires_grad_(False)) and
+	// differentiates with respect to the input only, as an adversarial
+	// attack does (seed 000's PGD on Whisper's input perturbation):
+	// forward saves activations because the input requires grad, and
+	// backward reaches the input; no parameter gradient, no optimizer
+	// state, no step. The Model's trainable set is ignored (a LoRA
+	// adapter is a frozen weight like the others); Job.Optimizer must be
+	// nil.
+	InputGradients
+
+	numGradients
+)
+
+var gradientsNames = [...]string{ParamGradients: "params", NoStep: "no-step", InputGradients: "input"}
+
+// String returns "params", "no-step" or "input".
+func (g Gradients) String() string {
+	if g < numGradients {
+		return gradientsNames[g]
+	}
+	return "Gradients(" + strconv.Itoa(int(g)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (g Gradients) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
 
 // Offload is a set of states kept in host (CPU) memory instead of on the
 // GPU. Offloaded bytes are reported in Breakdown.Host, not in the GPU

@@ -42,6 +42,17 @@ func (j *Job) validate() error {
 	if j.Checkpointing > model.OffloadActivations {
 		return gpumem.Errorf("Job.Checkpointing", j.Checkpointing, gpumem.ErrInvalid, "want none, full, selective, every-k or offload")
 	}
+	if j.OffloadActivations {
+		switch {
+		case j.Mode != Training:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrInvalid, "an inference job saves no activations for backward")
+		case j.Checkpointing != model.NoCheckpointing && j.Checkpointing != model.FullCheckpointing && j.Checkpointing != model.OffloadActivations:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrInvalid,
+				"torchtune offloads with full activation checkpointing or without any (Checkpointing %s)", j.Checkpointing)
+		case j.Parallel.PipelineParallel > 1:
+			return gpumem.Errorf("Job.OffloadActivations", true, gpumem.ErrUnsupported, "not modelled with pipeline parallelism")
+		}
+	}
 	if j.Attention > model.Flash {
 		return gpumem.Errorf("Job.Attention", j.Attention, gpumem.ErrInvalid, "want eager, sdpa or flash")
 	}
@@ -70,13 +81,53 @@ func (j *Job) validate() error {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrRange,
 			"Batch × (SeqLen + Generate) = %d×(%d+%d) tokens exceeds 2^40", j.Batch, j.SeqLen, j.Generate)
 	}
-	if j.Mode == Training {
+	if j.Gradients >= numGradients {
+		return gpumem.Errorf("Job.Gradients", j.Gradients, gpumem.ErrInvalid, "want ParamGradients, NoStep or InputGradients")
+	}
+	if j.Mode != Training && j.Gradients != ParamGradients {
+		return gpumem.Errorf("Job.Gradients", j.Gradients, gpumem.ErrInvalid, "an inference job computes no gradients")
+	}
+	if j.Mode != Training && j.OptimizerInBackward {
+		return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid, "an inference job runs no optimizer")
+	}
+	if j.Mode == Training && j.Gradients != ParamGradients {
+		if j.Optimizer != nil {
+			return gpumem.Errorf("Job.Optimizer", j.Optimizer.String(), gpumem.ErrInvalid,
+				"Gradients %s runs no optimizer step (omit the optimizer)", j.Gradients)
+		}
+		if j.OptimizerInBackward {
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid, "Gradients %s runs no optimizer", j.Gradients)
+		}
+	}
+	if j.Mode == Training && j.Gradients == NoStep {
+		if _, t := j.Model.Params(); t == 0 {
+			return gpumem.Errorf("Job.Gradients", j.Gradients, gpumem.ErrInvalid, "nothing is trainable, so no parameter gets a gradient (InputGradients differentiates to the input only)")
+		}
+	}
+	if j.OptimizerInBackward && j.Mode == Training {
+		switch {
+		case j.GradAccum > 1:
+			// recipes/full_finetune_single_device.py: "Gradient
+			// accumulation is not supported with optimizer_in_bwd: True".
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid,
+				"a step inside backward cannot accumulate gradients over micro-batches (GradAccum %d; torchtune refuses it too)", j.GradAccum)
+		case j.Optimizer == nil:
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid, "there is no optimizer to step")
+		case j.Parallel.GPUs() > 1:
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrUnsupported,
+				"modelled for one GPU (Parallel describes %d)", j.Parallel.GPUs())
+		case j.Offload&OffloadOptimizer != 0:
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid,
+				"the step runs on the GPU inside backward; OffloadOptimizer runs it on the host")
+		}
+	}
+	if j.Mode == Training && j.Gradients == ParamGradients {
 		// A frozen model without an optimizer is a backward pass to the
 		// inputs only (an adversarial attack, seed 000): activations are
 		// saved, no parameter gradient or state exists.
 		_, t := j.Model.Params()
 		if j.Optimizer == nil && t > 0 {
-			return gpumem.Errorf("Job.Optimizer", nil, gpumem.ErrInvalid, "a Training job needs an optimizer (or a model with nothing trainable)")
+			return gpumem.Errorf("Job.Optimizer", nil, gpumem.ErrInvalid, "a Training job needs an optimizer (or Gradients NoStep, or a model with nothing trainable)")
 		}
 		if t == 0 && j.Optimizer != nil {
 			return gpumem.Errorf("Job.Model", j.Model.spec.Name, gpumem.ErrInvalid, "nothing is trainable (omit the optimizer for a backward pass to the inputs only)")

@@ -210,6 +210,13 @@ func TestTransient(t *testing.T) {
 		{"Adam forloop other order", Adam{Impl: ForLoop}, []gpumem.Tensor{b, a}, 2*A + B},
 		{"AdamW fused", AdamW{Impl: Fused}, []gpumem.Tensor{a, b}, 0},
 		{"SGD", SGD{Momentum: 0.9}, []gpumem.Tensor{a, b}, 0},
+		// for-loop Nesterov: grad.add(buf) of one parameter at a time,
+		// dropped before the next is built: the larger gradient, a's.
+		{"SGD nesterov forloop", SGD{Momentum: 0.9, Nesterov: true, Impl: ForLoop}, []gpumem.Tensor{b, a}, A},
+		{"SGD nesterov forloop bf16", SGD{Momentum: 0.9, Nesterov: true, Impl: ForLoop}, []gpumem.Tensor{h}, 2 * 64 * 16},
+		// foreach adds the buffers into the gradients in place.
+		{"SGD nesterov foreach", SGD{Momentum: 0.9, Nesterov: true}, []gpumem.Tensor{a, b}, 0},
+		{"SGD nesterov fused", SGD{Momentum: 0.9, Nesterov: true, Impl: Fused}, []gpumem.Tensor{a, b}, 0},
 		{"Adagrad foreach", Adagrad{}, []gpumem.Tensor{a, b}, A + B},
 		{"RMSprop forloop", RMSprop{Impl: ForLoop}, []gpumem.Tensor{a, b}, A + B},
 		{"Adam8bit", Adam8bit{}, []gpumem.Tensor{a, b}, 0},
@@ -254,6 +261,7 @@ func TestErrors(t *testing.T) {
 		kind  error
 	}{
 		{"negative momentum", SGD{Momentum: -0.9}, w, "SGD.Momentum", gpumem.ErrInvalid},
+		{"nesterov without momentum", SGD{Nesterov: true}, w, "SGD.Nesterov", gpumem.ErrInvalid},
 		{"NaN momentum", RMSprop{Momentum: math.NaN()}, w, "RMSprop.Momentum", gpumem.ErrInvalid},
 		{"unknown state dtype", Adam{StateDType: gpumem.DType(200)}, w, "Adam.StateDType", gpumem.ErrInvalid},
 		{"integer state dtype", AdamW{StateDType: gpumem.INT8}, w, "AdamW.StateDType", gpumem.ErrUnsupported},

@@ -63,6 +63,10 @@ type SGD struct {
 	// Momentum is the momentum factor, >= 0. Zero (PyTorch's default)
 	// keeps no state.
 	Momentum float64
+	// Nesterov is nesterov=True, which needs Momentum > 0 (PyTorch
+	// raises "Nesterov momentum requires a momentum and zero
+	// dampening"). It changes the step's temporaries, not the state.
+	Nesterov bool
 	// StateDType is the dtype of momentum_buffer. The zero value follows
 	// the parameter, as torch.clone(grad) does; BF16 models a bf16
 	// momentum buffer kept for fp32 weights.
@@ -77,6 +81,9 @@ func (o SGD) String() string { return "torch.optim.SGD" }
 func (o SGD) check() error {
 	if err := checkCoef("SGD", "Momentum", o.Momentum); err != nil {
 		return err
+	}
+	if o.Nesterov && o.Momentum == 0 {
+		return gpumem.Errorf("SGD.Nesterov", true, gpumem.ErrInvalid, "Nesterov momentum requires a momentum (Momentum > 0)")
 	}
 	if err := checkStateDType("SGD", o.StateDType); err != nil {
 		return err
@@ -114,9 +121,16 @@ func (o SGD) State(t gpumem.Tensor) (gpumem.Bytes, error) {
 	return sumSlots(slots)
 }
 
-// Transient implements [Optimizer]. SGD updates in place; it returns 0.
-// Not modelled: the gradient-sized copy that weight_decay ≠ 0 or
-// nesterov=True make (grad.add(param), grad.add(buf)).
+// Transient implements [Optimizer]. SGD updates in place, except that
+// the for-loop implementation with Nesterov builds grad =
+// grad.add(buf, alpha=momentum), one gradient-sized tensor in the
+// parameter's dtype, dropped when the next iteration rebinds grad =
+// grads[i] before building its own (_single_tensor_sgd,
+// torch/optim/sgd.py, torch 2.x); the foreach implementation adds the
+// buffers into the gradients in place (torch._foreach_add_(device_grads,
+// bufs, alpha=momentum)), and the fused kernel allocates nothing.
+// Not modelled: the gradient-sized copy that weight_decay ≠ 0 makes
+// (grad.add(param), _foreach_add(device_grads, device_params)).
 func (o SGD) Transient(ts []gpumem.Tensor) (gpumem.Bytes, error) {
 	return o.transientOf(seq{ts: ts})
 }
@@ -130,6 +144,12 @@ func (o SGD) TransientRuns(rs []Run) (gpumem.Bytes, error) {
 func (o SGD) transientOf(ts seq) (gpumem.Bytes, error) {
 	if err := o.check(); err != nil {
 		return 0, err
+	}
+	if o.Nesterov && o.Impl == ForLoop {
+		return loopTransient(ts, func(p param) (temps, error) {
+			g, err := bytesOf(p.n, p.dtype)
+			return temps{peak: g}, err
+		})
 	}
 	return loopTransient(ts, func(param) (temps, error) { return temps{}, nil })
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -26,6 +27,12 @@ type jobFlags struct {
 	batch, seq, accum int
 	precision         string
 	opt, attn, ckpt   string
+	optImpl           string  // --optimizer-impl
+	momentum          float64 // --momentum
+	nesterov          bool    // --nesterov
+	inBwd             bool    // --optimizer-in-backward
+	frozen            bool    // --frozen
+	offloadActs       bool    // --offload-activations
 	loraRank          int64
 	loraTargets       string
 	qlora             bool
@@ -45,9 +52,15 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.seq, "seq", 2048, "sequence length in tokens (the prompt with --generate)")
 	fs.IntVar(&f.accum, "grad-accum", 1, "gradient accumulation steps")
 	fs.StringVar(&f.precision, "precision", "", "fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8 (default bf16-mixed to train, bf16 to infer)")
-	fs.StringVar(&f.opt, "optimizer", "adamw", "adamw, adam, adamw8bit, paged_adamw_8bit, adafactor, sgd, lion, ... (Hugging Face names)")
+	fs.StringVar(&f.opt, "optimizer", "adamw", "adamw, adam, adamw8bit, paged_adamw_8bit, adafactor, sgd, lion, ... (Hugging Face names); none: forward and backward only, the gradients kept, no state and no step")
+	fs.StringVar(&f.optImpl, "optimizer-impl", "", "with a torch.optim optimizer (adam, adamw, sgd, adagrad, rmsprop): foreach (PyTorch 2's default on CUDA), for-loop (foreach=False) or fused (fused=True); sets the step's temporaries")
+	fs.Float64Var(&f.momentum, "momentum", 0, "with --optimizer sgd or rmsprop: the momentum factor; above 0 keeps a momentum_buffer per parameter")
+	fs.BoolVar(&f.nesterov, "nesterov", false, "with --optimizer sgd and --momentum: Nesterov momentum (nesterov=True)")
+	fs.BoolVar(&f.inBwd, "optimizer-in-backward", false, "step each parameter inside backward as soon as its gradient is ready, then free the gradient (torchtune's optimizer_in_bwd); not with --grad-accum")
+	fs.BoolVar(&f.frozen, "frozen", false, "with --train: every parameter frozen, backward to the input only (an adversarial attack on the input): activations saved, no gradients, no optimizer")
 	fs.StringVar(&f.attn, "attention", "sdpa", "eager, sdpa or flash")
 	fs.StringVar(&f.ckpt, "checkpointing", "none", "none, selective, full or offload")
+	fs.BoolVar(&f.offloadActs, "offload-activations", false, "with --train: torchtune's enable_activation_offloading: with --checkpointing full the block inputs move to pinned host memory (5 in flight stay on the GPU); with none every saved tensor of the blocks, as --checkpointing offload")
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.StringVar(&f.loraTargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
@@ -97,11 +110,10 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", errUsage, prec)
 	}
 	if f.train {
-		o, ok := optimizer.Lookup(f.opt)
-		if !ok {
-			return j, dev, fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", errUsage, f.opt)
+		if j.Optimizer, j.Gradients, _, err = f.optimizerFor(); err != nil {
+			return j, dev, err
 		}
-		j.Optimizer = o
+		j.OptimizerInBackward = f.inBwd
 	}
 	if j.Attention, err = parseAttention(f.attn); err != nil {
 		return j, dev, err
@@ -109,6 +121,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	if j.Checkpointing, err = parseCheckpointing(f.ckpt); err != nil {
 		return j, dev, err
 	}
+	j.OffloadActivations = f.offloadActs
 	ft := model.Finetune{Model: s}
 	if f.loraRank < 0 {
 		return j, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
@@ -164,6 +177,115 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	return j, dev, nil
 }
 
+// optimizerFor reads --optimizer, --optimizer-impl, --momentum,
+// --nesterov and --frozen for a training job: the optimizer (nil for
+// none), what backward computes gradients for, and on error the flag at
+// fault, without its dashes (gpumem serve names the request field
+// after it).
+func (f *jobFlags) optimizerFor() (optimizer.Optimizer, budget.Gradients, string, error) {
+	none := strings.EqualFold(strings.TrimSpace(f.opt), "none")
+	if f.frozen || none {
+		what := "--frozen: no parameter is trained"
+		if !f.frozen {
+			what = "--optimizer none: no step runs"
+		}
+		switch {
+		case f.frozen && (f.loraRank > 0 || f.qlora):
+			return nil, 0, "frozen", fmt.Errorf("%w: --frozen: every parameter is frozen, LoRA adapters too (leave out --frozen or --lora-rank and --qlora)", errUsage)
+		case f.inBwd:
+			return nil, 0, "optimizer-in-backward", fmt.Errorf("%w: --optimizer-in-backward: %s, so there is nothing to step in backward", errUsage, what)
+		case f.optImpl != "":
+			return nil, 0, "optimizer-impl", fmt.Errorf("%w: --optimizer-impl %s: %s, so there is no optimizer implementation to choose", errUsage, f.optImpl, what)
+		case f.momentum != 0 || f.nesterov:
+			name := "momentum"
+			if f.momentum == 0 {
+				name = "nesterov"
+			}
+			return nil, 0, name, fmt.Errorf("%w: --%s: %s, so there is no momentum", errUsage, name, what)
+		}
+		if f.frozen {
+			return nil, budget.InputGradients, "", nil
+		}
+		return nil, budget.NoStep, "", nil
+	}
+	o, ok := optimizer.Lookup(f.opt)
+	if !ok {
+		return nil, 0, "optimizer", fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion, none)", errUsage, f.opt)
+	}
+	if math.IsNaN(f.momentum) || math.IsInf(f.momentum, 0) || f.momentum < 0 {
+		return nil, 0, "momentum", fmt.Errorf("%w: --momentum %v: want a finite factor of at least 0, such as 0.9", errUsage, f.momentum)
+	}
+	if f.nesterov && f.momentum == 0 {
+		return nil, 0, "nesterov", fmt.Errorf("%w: --nesterov: Nesterov momentum needs a momentum (give --momentum 0.9, say)", errUsage)
+	}
+	switch opt := o.(type) {
+	case optimizer.SGD:
+		opt.Momentum, opt.Nesterov = f.momentum, f.nesterov
+		o = opt
+	case optimizer.RMSprop:
+		if f.nesterov {
+			return nil, 0, "nesterov", fmt.Errorf("%w: --nesterov: torch.optim.RMSprop has no Nesterov momentum (--optimizer sgd has)", errUsage)
+		}
+		opt.Momentum = f.momentum
+		o = opt
+	default:
+		if f.momentum != 0 || f.nesterov {
+			name := "momentum"
+			if f.momentum == 0 {
+				name = "nesterov"
+			}
+			return nil, 0, name, fmt.Errorf("%w: --%s: %s takes no momentum setting (--optimizer sgd or rmsprop do)", errUsage, name, o)
+		}
+	}
+	if f.optImpl == "" {
+		return o, budget.ParamGradients, "", nil
+	}
+	var impl optimizer.Impl
+	switch strings.ToLower(strings.TrimSpace(f.optImpl)) {
+	case "foreach":
+		impl = optimizer.Foreach
+	case "for-loop", "forloop", "single-tensor":
+		impl = optimizer.ForLoop
+	case "fused":
+		impl = optimizer.Fused
+	default:
+		return nil, 0, "optimizer-impl", fmt.Errorf("%w: --optimizer-impl %q: want foreach, for-loop or fused", errUsage, f.optImpl)
+	}
+	clash := func(had optimizer.Impl) error {
+		if had != optimizer.Foreach && had != impl {
+			return fmt.Errorf("%w: --optimizer-impl %s: --optimizer %s already names the %s implementation", errUsage, f.optImpl, f.opt, had)
+		}
+		return nil
+	}
+	var cerr error
+	switch opt := o.(type) {
+	case optimizer.SGD:
+		cerr, opt.Impl = clash(opt.Impl), impl
+		o = opt
+	case optimizer.Adam:
+		cerr, opt.Impl = clash(opt.Impl), impl
+		o = opt
+	case optimizer.AdamW:
+		cerr, opt.Impl = clash(opt.Impl), impl
+		o = opt
+	case optimizer.Adagrad:
+		cerr, opt.Impl = clash(opt.Impl), impl
+		o = opt
+	case optimizer.RMSprop:
+		if impl == optimizer.Fused {
+			return nil, 0, "optimizer-impl", fmt.Errorf("%w: --optimizer-impl fused: torch.optim.RMSprop has no fused kernel (want foreach or for-loop)", errUsage)
+		}
+		cerr, opt.Impl = clash(opt.Impl), impl
+		o = opt
+	default:
+		return nil, 0, "optimizer-impl", fmt.Errorf("%w: --optimizer-impl %s: %s has no choice of foreach, for-loop and fused (torch.optim's adam, adamw, sgd, adagrad and rmsprop have)", errUsage, f.optImpl, o)
+	}
+	if cerr != nil {
+		return nil, 0, "optimizer-impl", cerr
+	}
+	return o, budget.ParamGradients, "", nil
+}
+
 // maxCount is the largest --gpus, --nodes, --tp, --pp, --vpp, --cp and
 // --ep layoutFlags.layout accepts.
 const maxCount = 1 << 16
@@ -193,9 +315,17 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		if given["generate"] && f.generate != 0 {
 			return fmt.Errorf("%w: --generate %d: a training job generates no tokens (give --infer, or leave --generate out)", errUsage, f.generate)
 		}
+		if f.frozen && given["optimizer"] {
+			return fmt.Errorf("%w: --frozen: every parameter is frozen, so --optimizer %s has nothing to step (leave one out)", errUsage, f.opt)
+		}
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
+	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations"} {
+		if fl := fs.Lookup(name); given[name] && fl.Value.String() != fl.DefValue {
+			return fmt.Errorf("%w: --%s: an inference job runs no backward pass and no optimizer ("+leave+")", errUsage, name, "--"+name)
+		}
+	}
 	switch {
 	case given["optimizer"]:
 		return fmt.Errorf("%w: --optimizer %s: an inference job keeps no optimizer state ("+leave+")", errUsage, f.opt, "--optimizer")
@@ -357,6 +487,15 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "%s: %s, batch %d × %d tokens, %s precision", describe(j), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
+		if j.OptimizerInBackward {
+			fmt.Fprint(out, " stepped in backward")
+		}
+	}
+	switch {
+	case j.Mode == budget.Training && j.Gradients == budget.NoStep:
+		fmt.Fprint(out, ", no optimizer step")
+	case j.Mode == budget.Training && j.Gradients == budget.InputGradients:
+		fmt.Fprint(out, ", frozen: gradients to the input only")
 	}
 	fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
 	if j.Parallel.GPUs() > 1 {
@@ -443,6 +582,10 @@ func (e estimation) writeJSON(out io.Writer) error {
 	r := map[string]any{
 		"allocated_peak": int64(e.need.Allocated()), "reserved_peak": int64(e.need.Reserved()),
 		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": components(e.need),
+	}
+	if e.need.Host > 0 {
+		// Offloaded state and activations, in host memory.
+		r["host"], r["host_per_node"] = int64(e.need.Host), int64(e.need.HostNode)
 	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name

@@ -37,11 +37,20 @@ headroom plan and the chart use too; --headroom changes it, --headroom 0
 for none). A flag that does nothing for the mode (--optimizer, --grad-accum,
 --checkpointing with --infer; --generate with --train) is an error; more
 tokens per sequence than the model's max_position_embeddings is a warning on
-standard error.`,
+standard error.
+
+--optimizer-impl chooses torch.optim's foreach, for-loop or fused step;
+--momentum and --nesterov set SGD's momentum; --optimizer-in-backward steps
+each parameter inside backward (torchtune's optimizer_in_bwd); --optimizer
+none runs backward without a step; --frozen differentiates to the input only;
+--offload-activations is torchtune's activation offloading (host memory is
+reported).`,
 		examples: []string{
 			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 4096 --attention flash \\",
 			"    --checkpointing full --optimizer adamw8bit --precision bf16 --gpu h100",
 			"gpumem estimate --model llama-2-7b --train --qlora --optimizer paged_adamw_8bit --gpu rtx4090",
+			"gpumem estimate --model llama-3.1-8b --train --precision bf16 --optimizer paged_adamw_8bit \\",
+			"    --optimizer-in-backward --checkpointing full --gpu rtx4090   # torchtune 8B_full_single_device",
 			"gpumem estimate --model llama-2-7b --infer --generate 512 --batch 8 --gpu a100-80gb --json",
 			"gpumem estimate --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100   # per GPU",
 			"gpumem estimate --model llama-3-70b --train --gpus 8 --nodes 2 --tp 8 --sp --pp 2 --grad-accum 8 \\",

@@ -171,8 +171,12 @@ func flagFor(field string) (string, bool) {
 		return "--images", true
 	case "Job.Precision", "Plan.Job.Precision":
 		return "--precision", true
-	case "Job.Optimizer":
+	case "Job.Optimizer", "Job.Gradients":
 		return "--optimizer", true
+	case "Job.OptimizerInBackward":
+		return "--optimizer-in-backward", true
+	case "Job.OffloadActivations":
+		return "--offload-activations", true
 	case "Job.Attention", "Workload.Attention":
 		return "--attention", true
 	case "Job.Checkpointing", "Workload.Checkpointing":

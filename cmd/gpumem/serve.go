@@ -30,7 +30,6 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/leak"
 	"github.com/gpumem/gpumem/model"
-	"github.com/gpumem/gpumem/optimizer"
 )
 
 // defaultMaxBody is the largest request body the service reads, unless
@@ -478,6 +477,8 @@ func jsonKind(goType string) string {
 		return "an integer"
 	case "bool":
 		return "true or false"
+	case "float64":
+		return "a number"
 	case "string":
 		return "a string"
 	case "json.RawMessage":
@@ -546,6 +547,17 @@ type estimateRequest struct {
 	Dropout       bool            `json:"dropout"`
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
+
+	// OptimizerImpl, Momentum, Nesterov, OptimizerInBackward and Frozen
+	// are --optimizer-impl, --momentum, --nesterov,
+	// --optimizer-in-backward and --frozen.
+	OptimizerImpl       string  `json:"optimizer_impl"`
+	Momentum            float64 `json:"momentum"`
+	Nesterov            bool    `json:"nesterov"`
+	OptimizerInBackward bool    `json:"optimizer_in_backward"`
+	Frozen              bool    `json:"frozen"`
+	// OffloadActivations is --offload-activations.
+	OffloadActivations bool `json:"offload_activations"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -666,9 +678,24 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, badField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.precision)
 		}
 	}
+	jf.optImpl, jf.momentum, jf.nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
+	jf.inBwd, jf.frozen, jf.offloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
 	if jf.train {
-		if _, ok := optimizer.Lookup(jf.opt); !ok {
-			return jf, spec, badField("optimizer", "optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", jf.opt)
+		if jf.frozen && req.Optimizer != s.defaults.opt {
+			return jf, spec, badField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
+		}
+		if _, _, flagName, err := jf.optimizerFor(); err != nil {
+			return jf, spec, badField(strings.ReplaceAll(flagName, "-", "_"), "%s", forRequest(err.Error()))
+		}
+	} else {
+		for _, c := range []struct {
+			field string
+			set   bool
+		}{{"optimizer_impl", jf.optImpl != ""}, {"momentum", jf.momentum != 0}, {"nesterov", jf.nesterov},
+			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}, {"offload_activations", jf.offloadActs}} {
+			if c.set {
+				return jf, spec, badField(c.field, "%s: an inference job runs no backward pass and no optimizer (give \"mode\": \"train\", or leave %s out)", c.field, c.field)
+			}
 		}
 	}
 	if _, err := parseAttention(jf.attn); err != nil {
@@ -708,6 +735,11 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Images": "images", "Job.Precision": "precision", "Job.Optimizer": "optimizer",
 		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
 		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
+		"Job.OptimizerInBackward": "optimizer_in_backward", "Job.Gradients": "optimizer",
+		"Job.OffloadActivations": "offload_activations",
+	}
+	if jf.frozen {
+		m["Job.Gradients"] = "frozen"
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"

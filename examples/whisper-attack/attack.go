@@ -59,13 +59,14 @@ func roundRequest(b gpumem.Bytes) gpumem.Bytes {
 }
 
 // job is the language-identification pass over batch clips: a training
-// job (autograd records the graph) over a frozen model with no
-// optimizer, so backward reaches the input perturbation only. One
-// decoder token per clip: language identification reads the logits of
-// the first decoder position; the encoder always sees 30 s.
+// job (autograd records the graph) whose parameters are all frozen
+// (budget.InputGradients: no parameter gradient, no optimizer), so
+// backward reaches the input perturbation only. One decoder token per
+// clip: language identification reads the logits of the first decoder
+// position; the encoder always sees 30 s.
 func job(m budget.Model, p budget.Precision, batch int, pgd []budget.Buffer) budget.Job {
 	return budget.Job{
-		Model: m, Mode: budget.Training, Precision: p, Attention: model.Eager,
+		Model: m, Mode: budget.Training, Gradients: budget.InputGradients, Precision: p, Attention: model.Eager,
 		Batch: batch, SeqLen: 1, Buffers: pgd,
 	}
 }
@@ -76,7 +77,8 @@ func analyze() (*Report, error) {
 	if !ok || spec.Encoder == nil {
 		return nil, fmt.Errorf("%s: not in the catalog as an encoder-decoder", modelName)
 	}
-	frozen, err := budget.NewModel(model.Finetune{Model: spec, Train: func(gpumem.Tensor) bool { return false }})
+	// The model as loaded; Job.Gradients freezes it.
+	frozen, err := budget.NewModel(model.Finetune{Model: spec})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/optimizer"
 )
 
 // testdata is the repository's data set.
@@ -156,6 +157,15 @@ func TestJobErrors(t *testing.T) {
 	require.NoError(t, err)
 	str := func(s string) *string { return &s }
 	seven := 7
+	// The vocabulary carries the optimizer and offloading settings.
+	j = base()
+	j.Optimizer, j.Momentum, j.Nesterov, j.OptimizerImpl = str("sgd"), 0.9, true, "forloop"
+	j.OptimizerInBackward, j.OffloadActivations, j.Checkpointing = true, true, "full"
+	b, err := j.Budget()
+	require.NoError(t, err)
+	require.Equal(t, optimizer.SGD{Momentum: 0.9, Nesterov: true, Impl: optimizer.ForLoop}, b.Optimizer)
+	require.True(t, b.OptimizerInBackward)
+	require.True(t, b.OffloadActivations)
 	for _, tc := range []struct {
 		field string
 		edit  func(*Job)
@@ -179,6 +189,7 @@ func TestJobErrors(t *testing.T) {
 		{"job.seq", func(j *Job) { j.Seq = nil }},
 		{"job.encoder_seq", func(j *Job) { j.EncoderSeq = &seven }},
 		{"job.offload", func(j *Job) { j.Offload = "disk" }},
+		{"job.momentum", func(j *Job) { j.Momentum = 0.9 }},
 	} {
 		j := base()
 		tc.edit(&j)

@@ -67,6 +67,15 @@ type Job struct {
 	// Published runs only.
 	Parallel *budget.Parallel `json:"parallel"`
 	Offload  string           `json:"offload"`
+
+	// OptimizerInBackward is torchtune's optimizer_in_bwd, Momentum and
+	// Nesterov torch.optim.SGD's settings, OffloadActivations torchtune's
+	// enable_activation_offloading (budget.Job's fields of the same
+	// names). Published runs only.
+	OptimizerInBackward bool    `json:"optimizer_in_backward"`
+	Momentum            float64 `json:"momentum"`
+	Nesterov            bool    `json:"nesterov"`
+	OffloadActivations  bool    `json:"offload_activations"`
 }
 
 // UnmarshalJSON decodes a job, refusing fields the vocabulary does not
@@ -229,6 +238,15 @@ func (j *Job) Budget() (budget.Job, error) {
 	default:
 		return b, gpumem.Errorf(field("offload"), j.Offload, gpumem.ErrInvalid, "want optimizer, params or optimizer,params")
 	}
+	if j.Momentum != 0 || j.Nesterov {
+		sgd, ok := b.Optimizer.(optimizer.SGD)
+		if !ok {
+			return b, gpumem.Errorf(field("momentum"), j.Momentum, gpumem.ErrInvalid, "momentum and nesterov are torch.optim.SGD's (optimizer sgd)")
+		}
+		sgd.Momentum, sgd.Nesterov = j.Momentum, j.Nesterov
+		b.Optimizer = sgd
+	}
+	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
 	return b, nil
 }
 
