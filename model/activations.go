@@ -65,8 +65,9 @@ const (
 	// materialized and the probabilities saved for backward. The softmax
 	// dtype follows the family: llama-style decoders, T5, phi, phi3 and
 	// gpt_bigcode compute it in fp32 (softmax(..., dtype=float32)) and
-	// save the fp32 result plus the cast copy; GPT-2, BERT, OPT, Whisper,
-	// ViT and CLIP keep the compute dtype. GQA keys and values are
+	// save the fp32 result plus the cast copy; GPT-2, BERT, Whisper,
+	// ViT and CLIP keep the compute dtype; OPT upcasts fp16 scores only
+	// and also saves the masked scores (its torch.max clamp). GQA keys and values are
 	// expanded to all heads (repeat_kv).
 	Eager AttentionKernel = iota
 	// SDPA is torch's scaled_dot_product_attention with the
@@ -311,8 +312,8 @@ type Activations struct {
 	FinalNorm gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
 	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
-	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5
-	// and Whisper, plus gemma2's soft-capping tanh.
+	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5,
+	// Whisper and OPT (its own loss), plus gemma2's soft-capping tanh.
 	Head gpumem.Bytes
 	// Logits is the output logits, batch·seq·vocab in the compute dtype,
 	// held by the model output until backward.
@@ -615,10 +616,22 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
+	switch w.computeDType(s) {
+	case gpumem.FP32, gpumem.TF32:
+		return 4, nil
+	case gpumem.BF16, gpumem.FP16:
+		return 2, nil
+	}
+	return 0, gpumem.Errorf("Workload.DType", w.DType, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+}
+
+// computeDType resolves Workload.DType: the Spec's (the language model's
+// of a multimodal Spec) when zero and a compute dtype, else BF16.
+func (w Workload) computeDType(s Spec) gpumem.DType {
 	d := w.DType
 	if d == gpumem.Invalid {
 		d = s.DType
-		if l == layoutMultimodal && s.Text != nil && d == gpumem.Invalid {
+		if layoutOf(s) == layoutMultimodal && s.Text != nil && d == gpumem.Invalid {
 			d = s.Text.DType
 		}
 		switch d {
@@ -627,13 +640,7 @@ func (w Workload) check(s Spec) (int64, error) {
 			d = gpumem.BF16
 		}
 	}
-	switch d {
-	case gpumem.FP32, gpumem.TF32:
-		return 4, nil
-	case gpumem.BF16, gpumem.FP16:
-		return 2, nil
-	}
-	return 0, gpumem.Errorf("Workload.DType", d, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+	return d
 }
 
 // checkParallel validates the tensor, sequence and context degrees against s.
@@ -850,6 +857,7 @@ type actBlock struct {
 	upcast             bool  // eager softmax in fp32
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
+	clamp              bool  // OPT clamps the masked scores with torch.max, which saves them (e·P)
 	act                mlpAct
 	attnDrop           bool  // dropout on the attention probabilities
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
@@ -934,6 +942,9 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		}
 		if bl.scalar {
 			part = c.a(part, e)
+		}
+		if bl.clamp {
+			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
 		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
 		// for one chunk of heads when the heads are chunked.
@@ -1239,7 +1250,17 @@ func actFamily(s Spec) actBlock {
 	case layoutBigCode:
 		bl.upcast = true // attention_softmax_in_fp32
 	case layoutOPT:
-		bl.act = actReLU
+		// OPTAttention of transformers v4.20–v4.47 (modeling_opt.py, as
+		// of v4.45.2): scores = bmm(q, kᵀ); scores.view(b, H, s, s) +
+		// the [b, 1, s, s] causal mask; torch.max(scores, finfo.min),
+		// which saves its input (clamp); softmax(dtype=float32)
+		// .to(float16) only when the scores are fp16 (upcast, set by
+		// decoderOnly from the compute dtype), else a softmax in the
+		// compute dtype; dropout (attention_dropout 0.0 in every OPT
+		// config: a no-op); bmm with v. Later releases
+		// (eager_attention_forward) drop the clamp and upcast every
+		// dtype; SoftmaxFP32 models that.
+		bl.act, bl.clamp = actReLU, true
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
@@ -1306,6 +1327,9 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
+	if layoutOf(s) == layoutOPT {
+		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
+	}
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
 	layers := s.Layers
@@ -1425,6 +1449,11 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	lsm, causal := int64(4), true
 	switch layoutOf(s) {
 	case layoutBERT, layoutT5, layoutWhisper:
+		lsm, causal = e, false
+	case layoutOPT:
+		// OPTForCausalLM of transformers v4.20–v4.45 computes its own
+		// loss: CrossEntropyLoss on the shifted logits as they are, with
+		// no fp32 upcast (ForCausalLMLoss, which upcasts, came in v4.46).
 		lsm, causal = e, false
 	default:
 		if e != 4 {
