@@ -472,7 +472,11 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	case layoutT5, layoutWhisper:
 		c.encDec(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
-		c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		if s.Head == HeadImageCls {
+			T := c.m(w.Batch, tokens)
+			c.taskHead(&a, s, w, HeadImageCls, e, T, T, false)
+		}
 		c.finish(&a, w)
 	default:
 		c.decoderOnly(&a, s, w, e, "", w.SeqLen)
@@ -496,6 +500,12 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	if s.Head >= numHeads || !s.headSupported(s.Head) {
+		return gpumem.Errorf(path+".Head", s.Head.String(), gpumem.ErrUnsupported, "%s has no %s head modelled", s.Family, s.Head)
+	}
+	if s.Labels < 0 || s.Labels > 1<<24 {
+		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
 	if l == layoutMultimodal {
@@ -1387,9 +1397,22 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
+	// The head's class: BERT's default is its masked-LM head, a
+	// decoder's a causal LM head.
+	kind := s.Head
+	if kind == HeadDefault || kind == HeadCausalLM {
+		kind = HeadCausalLM
+		if l == layoutBERT {
+			kind = HeadMaskedLM
+		}
+	}
+	lm := kind == HeadCausalLM || kind == HeadMaskedLM
 	// Final norm: the last block's output and the norm's own tensors.
 	var fin int64
 	switch {
+	case l == layoutBERT && !lm:
+		// Post-LN: the last block's output LayerNorm saved its input;
+		// its output is saved by the task head (taskHead).
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
 		fin = c.a(eTh, eTh, c.normSaved(actLN, Th, s.Hidden, e))
@@ -1409,10 +1432,86 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	if !w.Train {
 		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
 	}
+	if !lm {
+		a.FLOPs = c.a(a.FLOPs, flops)
+		c.taskHead(a, s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
+		c.finish(a, w)
+		return
+	}
 	c.head(a, s, w, e, T, Th, l == layoutBERT || (s.NoFinalNorm && !bl.post))
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, V))
 	c.finish(a, w)
+}
+
+// taskHead sets the head, logits and loss of a classification or
+// question-answering head (see [Head]) over T tokens of which Th are this
+// rank's (sequence parallelism), with the loss CrossEntropyLoss computes
+// on the logits in the compute dtype:
+//
+//   - the head's input, the last hidden state (e·Th·h; counted in
+//     FinalNorm when inputCounted): the classifier's or score's input,
+//     or the storage of the first-token slice that BERT's pooler,
+//     RoBERTa's classification head and ViT's classifier read;
+//   - BERT/RoBERTa sequence classification: the pooler's (or the
+//     classification head's) tanh output, e·B·h, with dropout a 1-byte
+//     mask and the dropped copy (B·h + e·B·h); decoders' sequence
+//     classification: score runs at every position (T·labels, a
+//     transient) and the logits of the last non-pad token are gathered,
+//     saving two int64 index vectors (16·B); token classification with
+//     dropout: the mask (Th·h);
+//   - logits of rows × labels: B rows for sequence and image
+//     classification, T for token classification, T × 2 (start, end)
+//     for question answering; log-softmax (e per logit), its 0-dim fp32
+//     total weight (two for question answering: start and end losses),
+//     the loss gradient (2·e per logit);
+//   - ids (8·T, none for images) and labels (8·B; 8·T for token
+//     classification; 16·B for start and end positions).
+func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, Th int64, inputCounted bool) {
+	B, H, L := w.Batch, s.Hidden, s.labels()
+	bert := layoutOf(s) == layoutBERT
+	rows, flopRows, labels, losses := T, T, c.m(8, T), int64(1)
+	switch kind {
+	case HeadSeqCls, HeadImageCls:
+		rows, labels = B, c.m(8, B)
+		if bert || kind == HeadImageCls {
+			flopRows = B
+		}
+	case HeadQA:
+		labels, losses = c.m(16, B), 2
+	}
+	elems := c.m(rows, L)
+	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, elems)))
+	flops := c.m(2, flopRows, H, L)
+	if bert && kind == HeadSeqCls {
+		flops = c.a(flops, c.m(2, B, H, H)) // pooler, or RoBERTa's classifier.dense
+	}
+	a.FLOPs = c.a(a.FLOPs, flops)
+	if !w.Train {
+		return
+	}
+	h := int64(0)
+	if !inputCounted {
+		h = c.m(e, Th, H)
+	}
+	switch {
+	case kind == HeadSeqCls && bert:
+		h = c.a(h, c.m(e, B, H))
+		if w.Dropout {
+			h = c.a(h, c.m(B, H), c.m(e, B, H))
+		}
+	case kind == HeadSeqCls:
+		h = c.a(h, c.m(16, B))
+	case kind == HeadTokenCls && w.Dropout:
+		h = c.a(h, c.m(Th, H))
+	}
+	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(e, elems), c.m(4, losses)))
+	ids := c.m(8, T)
+	if kind == HeadImageCls {
+		ids = 0
+	}
+	a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids, labels))
+	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(2, e, elems)))
 }
 
 // head sets the LM head, logits and loss of a language model with T
