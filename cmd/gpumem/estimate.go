@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ type jobFlags struct {
 	gpu, memory       string
 	images            int
 	dropout           bool
+	head              string // --head: the task head, overriding the config's architectures
 	gpus, zero        int
 	layout            layoutFlags
 }
@@ -53,6 +55,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
+	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
 	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
 	f.layout.register(fs)
@@ -108,6 +111,12 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	}
 	if j.Checkpointing, err = parseCheckpointing(f.ckpt); err != nil {
 		return j, dev, err
+	}
+	if s, err = withHead(s, f.head); err != nil {
+		return j, dev, fmt.Errorf("%w: --head %s: %v", errUsage, f.head, err)
+	}
+	if f.generate > 0 && s.Head != model.HeadDefault && s.Head != model.HeadCausalLM {
+		return j, dev, fmt.Errorf("%w: --generate %d: a %s head generates no tokens (give --head causal-lm, or leave --generate out)", errUsage, f.generate, s.Head)
 	}
 	ft := model.Finetune{Model: s}
 	if f.loraRank < 0 {
@@ -477,6 +486,34 @@ func clean(s string) string {
 		}
 	}
 	return s
+}
+
+// withHead returns s with the task head named (--head, request "head");
+// an empty name keeps the config's. A checkpoint's tensor list fixes its
+// head, so it takes none.
+func withHead(s model.Spec, name string) (model.Spec, error) {
+	if name == "" {
+		return s, nil
+	}
+	h, err := model.ParseHead(name)
+	if err != nil {
+		return s, fmt.Errorf("want %s", strings.Join(model.HeadNames(), ", "))
+	}
+	if s.Inventory != nil {
+		return s, errors.New("a checkpoint's tensors fix the head (give --model or --config)")
+	}
+	if s.Text != nil || s.Vision != nil {
+		return s, fmt.Errorf("a %s model has no %s head modelled", s.Family, h)
+	}
+	s.Head = h
+	if err := s.Validate(); err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) && fe.Field == "Spec.Head" {
+			return s, fmt.Errorf("a %s model has no %s head modelled", s.Family, h)
+		}
+		return s, err
+	}
+	return s, nil
 }
 
 // splitTargets reads --lora-targets: module names separated by commas.

@@ -544,6 +544,7 @@ type estimateRequest struct {
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
+	Head          string          `json:"head"` // --head: the task head
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
 }
@@ -638,6 +639,10 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
+	jf.head = req.Head
+	if _, err := withHead(spec, req.Head); err != nil {
+		return jf, spec, badField("head", "head %q: %v", req.Head, forRequest(err.Error()))
+	}
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	var err error
