@@ -1260,8 +1260,11 @@ func actFamily(s Spec) actBlock {
 	case layoutBigCode:
 		bl.upcast = true // attention_softmax_in_fp32
 	case layoutOPT:
-		// OPTAttention of transformers v4.20–v4.47 (modeling_opt.py, as
-		// of v4.45.2): scores = bmm(q, kᵀ); scores.view(b, H, s, s) +
+		// OPTAttention as transformers wrote it from the fp16 upcast of
+		// PR #17437 (v4.20) to its move to the shared
+		// eager_attention_forward (modeling_opt.py, read as of v4.45,
+		// the release the OPT-350m SDPA benchmarks of PR #33298 ran
+		// on): scores = bmm(q, kᵀ); scores.view(b, H, s, s) +
 		// the [b, 1, s, s] causal mask; torch.max(scores, finfo.min),
 		// which saves its input (clamp); softmax(dtype=float32)
 		// .to(float16) only when the scores are fp16 (upcast, set by
@@ -1550,7 +1553,7 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	case layoutBERT, layoutT5, layoutWhisper:
 		lsm, causal = e, false
 	case layoutOPT:
-		// OPTForCausalLM of transformers v4.20–v4.45 computes its own
+		// OPTForCausalLM of transformers up to v4.45 computes its own
 		// loss: CrossEntropyLoss on the shifted logits as they are, with
 		// no fp32 upcast (ForCausalLMLoss, which upcasts, came in v4.46).
 		lsm, causal = e, false

@@ -10,8 +10,8 @@ import (
 )
 
 // TestOPTAttention checks OPT's eager attention core against the op
-// sequence of OPTAttention in transformers v4.20–v4.47 (modeling_opt.py,
-// v4.45.2): bmm(q, kᵀ), + causal mask, torch.max(·, finfo.min) (saves its
+// sequence of OPTAttention in transformers from v4.20 to its move to
+// eager_attention_forward (modeling_opt.py, read as of v4.45): bmm(q, kᵀ), + causal mask, torch.max(·, finfo.min) (saves its
 // input), softmax upcast to fp32 and cast back only for fp16 scores, bmm
 // with v; and OPTForCausalLM's own CrossEntropyLoss on the logits as they
 // are (no fp32 upcast before v4.46).
