@@ -42,6 +42,27 @@ func TestHeadFlag(t *testing.T) {
 		require.Equal(t, "head", r.Field)
 		require.Contains(t, r.Error, tc.contains)
 	}
+	for _, tc := range []struct{ body, contains string }{
+		{`{"model":"gpt2","train":true,"labels":3}`, "a causal-lm head has no labels"},
+		{`{"model":"bert-base","train":true,"head":"seq-cls","labels":-2}`, "want 1 to 16777216 labels"},
+	} {
+		w := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(tc.body))
+		require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+		var r errorReply
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &r), w.Body.String())
+		require.Equal(t, "labels", r.Field)
+		require.Contains(t, r.Error, tc.contains)
+	}
+	// --labels sizes the classifier: 1000 labels make
+	// ViTForImageClassification (86,567,656 parameters).
+	code, out, stderr := runCLI(t, "", "estimate", "--model", "vit-base-patch16-224", "--train", "--head", "image-cls", "--labels", "1000")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, out, "vit-base-patch16-224 (image-cls, 1000 labels): train")
+	require.Contains(t, out, "parameters 86,567,656")
+	w = do(t, h, http.MethodPost, "/v1/estimate", "application/json",
+		strings.NewReader(`{"model":"bert-base","train":true,"batch":32,"seq":512,"head":"seq-cls","labels":2}`))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.Equal(t, cls, w.Body.String())
 
 	for _, tc := range []struct {
 		args     []string
@@ -51,6 +72,7 @@ func TestHeadFlag(t *testing.T) {
 		{[]string{"--model", "gpt2", "--infer", "--generate", "8", "--head", "seq-cls"}, "--generate 8: a seq-cls head generates no tokens"},
 		{[]string{"--model", "gpt2", "--train", "--head", ""}, "--head \"\": an empty value"},
 		{[]string{"--model", "gpt2", "--train", "--head", "causal-lm"}, ""},
+		{[]string{"--model", "gpt2", "--train", "--labels", "3"}, "--labels 3: a causal-lm head has no labels"},
 	} {
 		code, _, stderr := runCLI(t, "", append([]string{"estimate"}, tc.args...)...)
 		if tc.contains == "" {
