@@ -1385,6 +1385,15 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 			// one storage expanded over the batch).
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, seq, seq)))
 		}
+	case layoutOPT:
+		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+			// OPTDecoder (v4.45) makes an attention mask of ones when
+			// none is given and _prepare_4d_causal_attention_mask
+			// combines it with the causal mask: a [b, 1, s, s] tensor
+			// in the compute dtype, which the reentrant checkpoint saves
+			// as a block argument.
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, seq, seq)))
+		}
 	}
 	// Embedding: the lookup saves the ids (counted in TokenIDs); BERT's
 	// embedding LayerNorm saves its input and statistics; embedding

@@ -51,8 +51,20 @@ func TestOPTAttention(t *testing.T) {
 	// q, k, v and the output are the same for both kernels.
 	require.Equal(t, gpumem.Bytes(4096-1024), savedEager-savedSDPA)
 
+	// Under full checkpointing with eager attention the reentrant
+	// checkpoint saves the [b, 1, s, s] fp16 mask: 2·2·8·8 = 256.
+	ck := w
+	ck.DType, ck.Checkpointing = gpumem.FP16, model.FullCheckpointing
+	a, err := s.Activations(ck)
+	require.NoError(t, err)
+	require.Equal(t, gpumem.Bytes(256), a.Shared)
+	ck.Attention = model.SDPA
+	a, err = s.Activations(ck)
+	require.NoError(t, err)
+	require.Zero(t, a.Shared)
+
 	w.DType = gpumem.FP16
-	a, err := s.Activations(w)
+	a, err = s.Activations(w)
 	require.NoError(t, err)
 	require.Equal(t, gpumem.Bytes(5252), a.Head)
 	require.Equal(t, gpumem.Bytes(6400), a.LossGrad)
