@@ -271,12 +271,13 @@ func publishedObservations(t *testing.T) []publishedObservation {
 	add := func(group string, o Observation) { out = append(out, publishedObservation{group, o}) }
 
 	// hf-anatomy: bert-large-uncased (AutoModelForSequenceClassification,
-	// 2 labels: BertModel with its pooler, as gpumem reads bert), seq
-	// 512, V100-16GB, NVML "used" after trainer.train(), HF Trainer of
+	// 2 labels: BertModel with its pooler and a classifier), seq 512,
+	// V100-16GB, NVML "used" after trainer.train(), HF Trainer of
 	// January 2022: dropout 0.1, eager attention, torch ≤ 1.10 optimizers
-	// looping over tensors. The logits of 2 labels are negligible; the
-	// estimate, which has no classification head, adds none.
-	bert := mustModel(t, spec("bert-large"))
+	// looping over tensors.
+	bertSpec := spec("bert-large")
+	bertSpec.Head = model.HeadSeqCls
+	bert := mustModel(t, bertSpec)
 	add("hf-anatomy", Observation{Name: "hf-anatomy-cuda-context-v100",
 		Predicted: Breakdown{Weights: 512}, // torch.ones((1, 1)): one 512-byte block
 		Device:    val("hf-anatomy-cuda-context-v100")})

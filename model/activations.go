@@ -65,8 +65,9 @@ const (
 	// materialized and the probabilities saved for backward. The softmax
 	// dtype follows the family: llama-style decoders, T5, phi, phi3 and
 	// gpt_bigcode compute it in fp32 (softmax(..., dtype=float32)) and
-	// save the fp32 result plus the cast copy; GPT-2, BERT, OPT, Whisper,
-	// ViT and CLIP keep the compute dtype. GQA keys and values are
+	// save the fp32 result plus the cast copy; GPT-2, BERT, Whisper,
+	// ViT and CLIP keep the compute dtype; OPT upcasts fp16 scores only
+	// and also saves the masked scores (its torch.max clamp). GQA keys and values are
 	// expanded to all heads (repeat_kv).
 	Eager AttentionKernel = iota
 	// SDPA is torch's scaled_dot_product_attention with the
@@ -311,8 +312,8 @@ type Activations struct {
 	FinalNorm gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
 	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
-	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5
-	// and Whisper, plus gemma2's soft-capping tanh.
+	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5,
+	// Whisper and OPT (its own loss), plus gemma2's soft-capping tanh.
 	Head gpumem.Bytes
 	// Logits is the output logits, batch·seq·vocab in the compute dtype,
 	// held by the model output until backward.
@@ -471,7 +472,11 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	case layoutT5, layoutWhisper:
 		c.encDec(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
-		c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		if s.Head == HeadImageCls {
+			T := c.m(w.Batch, tokens)
+			c.taskHead(&a, s, w, HeadImageCls, e, T, T, false)
+		}
 		c.finish(&a, w)
 	default:
 		c.decoderOnly(&a, s, w, e, "", w.SeqLen)
@@ -495,6 +500,12 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	if s.Head >= numHeads || !s.headSupported(s.Head) {
+		return gpumem.Errorf(path+".Head", s.Head.String(), gpumem.ErrUnsupported, "%s has no %s head modelled", s.Family, s.Head)
+	}
+	if s.Labels < 0 || s.Labels > 1<<24 {
+		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
 	if l == layoutMultimodal {
@@ -615,10 +626,22 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
+	switch w.computeDType(s) {
+	case gpumem.FP32, gpumem.TF32:
+		return 4, nil
+	case gpumem.BF16, gpumem.FP16:
+		return 2, nil
+	}
+	return 0, gpumem.Errorf("Workload.DType", w.DType, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+}
+
+// computeDType resolves Workload.DType: the Spec's (the language model's
+// of a multimodal Spec) when zero and a compute dtype, else BF16.
+func (w Workload) computeDType(s Spec) gpumem.DType {
 	d := w.DType
 	if d == gpumem.Invalid {
 		d = s.DType
-		if l == layoutMultimodal && s.Text != nil && d == gpumem.Invalid {
+		if layoutOf(s) == layoutMultimodal && s.Text != nil && d == gpumem.Invalid {
 			d = s.Text.DType
 		}
 		switch d {
@@ -627,13 +650,7 @@ func (w Workload) check(s Spec) (int64, error) {
 			d = gpumem.BF16
 		}
 	}
-	switch d {
-	case gpumem.FP32, gpumem.TF32:
-		return 4, nil
-	case gpumem.BF16, gpumem.FP16:
-		return 2, nil
-	}
-	return 0, gpumem.Errorf("Workload.DType", d, gpumem.ErrUnsupported, "compute dtype must be fp32, tf32, bf16 or fp16")
+	return d
 }
 
 // checkParallel validates the tensor, sequence and context degrees against s.
@@ -850,6 +867,7 @@ type actBlock struct {
 	upcast             bool  // eager softmax in fp32
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
+	clamp              bool  // OPT clamps the masked scores with torch.max, which saves them (e·P)
 	act                mlpAct
 	attnDrop           bool  // dropout on the attention probabilities
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
@@ -934,6 +952,9 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		}
 		if bl.scalar {
 			part = c.a(part, e)
+		}
+		if bl.clamp {
+			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
 		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
 		// for one chunk of heads when the heads are chunked.
@@ -1239,7 +1260,20 @@ func actFamily(s Spec) actBlock {
 	case layoutBigCode:
 		bl.upcast = true // attention_softmax_in_fp32
 	case layoutOPT:
-		bl.act = actReLU
+		// OPTAttention as transformers wrote it from the fp16 upcast of
+		// PR #17437 (v4.20) to its move to the shared
+		// eager_attention_forward (modeling_opt.py, read as of v4.45,
+		// the release the OPT-350m SDPA benchmarks of PR #33298 ran
+		// on): scores = bmm(q, kᵀ); scores.view(b, H, s, s) +
+		// the [b, 1, s, s] causal mask; torch.max(scores, finfo.min),
+		// which saves its input (clamp); softmax(dtype=float32)
+		// .to(float16) only when the scores are fp16 (upcast, set by
+		// decoderOnly from the compute dtype), else a softmax in the
+		// compute dtype; dropout (attention_dropout 0.0 in every OPT
+		// config: a no-op); bmm with v. Later releases
+		// (eager_attention_forward) drop the clamp and upcast every
+		// dtype; SoftmaxFP32 models that.
+		bl.act, bl.clamp = actReLU, true
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
@@ -1306,6 +1340,9 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
 	bl := actFamily(s)
+	if layoutOf(s) == layoutOPT {
+		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
+	}
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
 	layers := s.Layers
@@ -1348,6 +1385,15 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 			// one storage expanded over the batch).
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, seq, seq)))
 		}
+	case layoutOPT:
+		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+			// OPTDecoder (v4.45) makes an attention mask of ones when
+			// none is given and _prepare_4d_causal_attention_mask
+			// combines it with the causal mask: a [b, 1, s, s] tensor
+			// in the compute dtype, which the reentrant checkpoint saves
+			// as a block argument.
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, seq, seq)))
+		}
 	}
 	// Embedding: the lookup saves the ids (counted in TokenIDs); BERT's
 	// embedding LayerNorm saves its input and statistics; embedding
@@ -1363,9 +1409,22 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
+	// The head's class: BERT's default is its masked-LM head, a
+	// decoder's a causal LM head.
+	kind := s.Head
+	if kind == HeadDefault || kind == HeadCausalLM {
+		kind = HeadCausalLM
+		if l == layoutBERT {
+			kind = HeadMaskedLM
+		}
+	}
+	lm := kind == HeadCausalLM || kind == HeadMaskedLM
 	// Final norm: the last block's output and the norm's own tensors.
 	var fin int64
 	switch {
+	case l == layoutBERT && !lm:
+		// Post-LN: the last block's output LayerNorm saved its input;
+		// its output is saved by the task head (taskHead).
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
 		fin = c.a(eTh, eTh, c.normSaved(actLN, Th, s.Hidden, e))
@@ -1385,10 +1444,86 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	if !w.Train {
 		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
 	}
+	if !lm {
+		a.FLOPs = c.a(a.FLOPs, flops)
+		c.taskHead(a, s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
+		c.finish(a, w)
+		return
+	}
 	c.head(a, s, w, e, T, Th, l == layoutBERT || (s.NoFinalNorm && !bl.post))
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, V))
 	c.finish(a, w)
+}
+
+// taskHead sets the head, logits and loss of a classification or
+// question-answering head (see [Head]) over T tokens of which Th are this
+// rank's (sequence parallelism), with the loss CrossEntropyLoss computes
+// on the logits in the compute dtype:
+//
+//   - the head's input, the last hidden state (e·Th·h; counted in
+//     FinalNorm when inputCounted): the classifier's or score's input,
+//     or the storage of the first-token slice that BERT's pooler,
+//     RoBERTa's classification head and ViT's classifier read;
+//   - BERT/RoBERTa sequence classification: the pooler's (or the
+//     classification head's) tanh output, e·B·h, with dropout a 1-byte
+//     mask and the dropped copy (B·h + e·B·h); decoders' sequence
+//     classification: score runs at every position (T·labels, a
+//     transient) and the logits of the last non-pad token are gathered,
+//     saving two int64 index vectors (16·B); token classification with
+//     dropout: the mask (Th·h);
+//   - logits of rows × labels: B rows for sequence and image
+//     classification, T for token classification, T × 2 (start, end)
+//     for question answering; log-softmax (e per logit), its 0-dim fp32
+//     total weight (two for question answering: start and end losses),
+//     the loss gradient (2·e per logit);
+//   - ids (8·T, none for images) and labels (8·B; 8·T for token
+//     classification; 16·B for start and end positions).
+func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, Th int64, inputCounted bool) {
+	B, H, L := w.Batch, s.Hidden, s.labels()
+	bert := layoutOf(s) == layoutBERT
+	rows, flopRows, labels, losses := T, T, c.m(8, T), int64(1)
+	switch kind {
+	case HeadSeqCls, HeadImageCls:
+		rows, labels = B, c.m(8, B)
+		if bert || kind == HeadImageCls {
+			flopRows = B
+		}
+	case HeadQA:
+		labels, losses = c.m(16, B), 2
+	}
+	elems := c.m(rows, L)
+	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, elems)))
+	flops := c.m(2, flopRows, H, L)
+	if bert && kind == HeadSeqCls {
+		flops = c.a(flops, c.m(2, B, H, H)) // pooler, or RoBERTa's classifier.dense
+	}
+	a.FLOPs = c.a(a.FLOPs, flops)
+	if !w.Train {
+		return
+	}
+	h := int64(0)
+	if !inputCounted {
+		h = c.m(e, Th, H)
+	}
+	switch {
+	case kind == HeadSeqCls && bert:
+		h = c.a(h, c.m(e, B, H))
+		if w.Dropout {
+			h = c.a(h, c.m(B, H), c.m(e, B, H))
+		}
+	case kind == HeadSeqCls:
+		h = c.a(h, c.m(16, B))
+	case kind == HeadTokenCls && w.Dropout:
+		h = c.a(h, c.m(Th, H))
+	}
+	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(e, elems), c.m(4, losses)))
+	ids := c.m(8, T)
+	if kind == HeadImageCls {
+		ids = 0
+	}
+	a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids, labels))
+	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(2, e, elems)))
 }
 
 // head sets the LM head, logits and loss of a language model with T
@@ -1425,6 +1560,11 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	lsm, causal := int64(4), true
 	switch layoutOf(s) {
 	case layoutBERT, layoutT5, layoutWhisper:
+		lsm, causal = e, false
+	case layoutOPT:
+		// OPTForCausalLM of transformers up to v4.45 computes its own
+		// loss: CrossEntropyLoss on the shifted logits as they are, with
+		// no fp32 upcast (ForCausalLMLoss, which upcasts, came in v4.46).
 		lsm, causal = e, false
 	default:
 		if e != 4 {

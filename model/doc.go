@@ -38,6 +38,14 @@
 // tensor names and GGUF metadata reveal ([InferSpec], [GuessFamily]). To combine a config with a
 // checkpoint, set the config Spec's Inventory from the checkpoint's.
 //
+// The task head follows the class the config's "architectures" names
+// ([Spec.Head], [Head]): causal LM, masked LM (BertForMaskedLM,
+// RobertaForMaskedLM), sequence, token and image classification
+// (num_labels or id2label in [Spec.Labels]) and question answering, with
+// each class's pooler rule (only BertForSequenceClassification keeps
+// BERT's; ViTForImageClassification drops ViT's), output layer, logits
+// and loss.
+//
 // [LoRA] sizes adapters per targeted linear layer, with PEFT's default
 // targets per family; [Finetune] adds quantized storage of the base
 // linear weights (bitsandbytes NF4/FP4 as QLoRA uses it, constants sized
@@ -51,9 +59,10 @@
 //
 // # What is not modelled
 //
-// Classification and pretraining heads (BertModel and ViTModel are
-// modelled with their poolers, not BertForMaskedLM or
-// ViTForImageClassification); non-persistent buffers (rotary tables,
+// Pretraining heads (BertForPreTraining's next-sentence classifier) and
+// task heads other than those of [Head], or on families other than BERT,
+// RoBERTa, ViT and the llama-style, GPT-2 and OPT decoders; non-persistent
+// buffers (rotary tables,
 // causal masks, position ids); DeepSeek's multi-token-prediction layer,
 // which transformers does not load; GPTQ/AWQ packed layouts (their
 // quantization_config is recorded, the exact tensors come from the

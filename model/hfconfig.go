@@ -86,6 +86,9 @@ func FromHFConfig(r io.Reader) (Spec, error) {
 	if s.Quantization, err = c.quantization(); err != nil {
 		return Spec{}, err
 	}
+	if err := c.head(&s); err != nil {
+		return Spec{}, err
+	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, configField(err)
 	}
@@ -754,6 +757,59 @@ func (c *config) architectures() ([]string, error) {
 		out = append(out, str)
 	}
 	return out, nil
+}
+
+// head sets s.Head from the first class of "architectures" that names a
+// task head (BertForSequenceClassification: HeadSeqCls; BertModel names
+// none), and s.Labels from "num_labels", else the length of "id2label"
+// (PretrainedConfig's default is 2). A class whose head s's family has
+// not modelled is an error naming "architectures".
+func (c *config) head(s *Spec) error {
+	archs, err := c.architectures()
+	if err != nil {
+		return err
+	}
+	for i, a := range archs {
+		h, ok := headOfClass(a)
+		if !ok {
+			continue
+		}
+		if !s.headSupported(h) {
+			if h == HeadCausalLM {
+				return nil // the family's own layout (T5, Whisper: their LM heads)
+			}
+			return gpumem.Errorf(c.field("architectures")+"["+strconv.Itoa(i)+"]", a, gpumem.ErrUnsupported,
+				"the %s head of a %s model is not modelled", h, s.Family)
+		}
+		s.Head = h
+		break
+	}
+	switch s.Head {
+	case HeadSeqCls, HeadTokenCls, HeadImageCls:
+	default:
+		return nil
+	}
+	if c.has("num_labels") {
+		n, err := c.intv(0, "num_labels")
+		if err != nil {
+			return err
+		}
+		if n == 0 || n > 1<<24 {
+			return gpumem.Errorf(c.field("num_labels"), n, gpumem.ErrInvalid, "must be in [1, 2^24]")
+		}
+		s.Labels = n
+		return nil
+	}
+	if _, v, ok := c.lookup("id2label"); ok {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return gpumem.Errorf(c.field("id2label"), v, gpumem.ErrSyntax, "not an object")
+		}
+		if len(m) > 0 {
+			s.Labels = int64(len(m))
+		}
+	}
+	return nil
 }
 
 // layerTypes reads "layer_types" when present.

@@ -214,7 +214,17 @@ type Spec struct {
 	// false, as opt-350m, or _remove_final_layer_norm).
 	NoFinalNorm bool
 	// Pooler adds the pooler dense layer of BertModel / ViTModel.
+	// Head, when set, decides it instead: BertForSequenceClassification
+	// keeps it, the other BERT, RoBERTa and ViT heads drop it
+	// (add_pooling_layer=False).
 	Pooler bool
+	// Head is the task head (zero: the family's default; see [Head]),
+	// read from the config's "architectures".
+	Head Head
+	// Labels is the classifier's num_labels for HeadSeqCls, HeadTokenCls
+	// and HeadImageCls (config num_labels, or the length of id2label);
+	// zero means transformers' default of 2.
+	Labels int64
 	// ParallelNorms is Falcon's count of layer norms in a parallel block
 	// (1 for falcon-7b, 2 for new_decoder_architecture).
 	ParallelNorms int64
@@ -350,6 +360,15 @@ func (s Spec) validateFields(path string) error {
 	}
 	if !s.DType.Valid() {
 		return gpumem.Errorf(path+".DType", s.DType, gpumem.ErrInvalid, "not a storage format")
+	}
+	if s.Head >= numHeads {
+		return gpumem.Errorf(path+".Head", s.Head, gpumem.ErrInvalid, "unknown head")
+	}
+	if !s.headSupported(s.Head) {
+		return gpumem.Errorf(path+".Head", s.Head.String(), gpumem.ErrUnsupported, "%s has no %s head modelled", s.Family, s.Head)
+	}
+	if s.Labels < 0 || s.Labels > 1<<24 {
+		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
 	if l == layoutMultimodal {

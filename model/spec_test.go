@@ -63,9 +63,12 @@ var publishedParams = []struct {
 	{"pythia-1b", 1_011_781_632, "pythia size table \"pythia-1b\": 1011781632"},
 	{"opt-125m", 125_239_296, "\"The original model has 125239296 parameters\" (OPT-125m pruning write-up)"},
 	{"opt-350m", 331_196_416, "benchmark usage \"--n_elements 331196416  # OPT-350M\""},
-	{"bert-base", 109_482_240, "\"bert-base-uncased 109482240\"; \"match EXACTLY with Huggingface implementation: BertModel\""},
-	{"bert-large", 335_141_888, "\"bert-large-uncased 33514...\"; \"335141888 match EXACTLY with Huggingface implementation: BertModel\""},
-	{"roberta-base", 124_645_632, "size dict \"roberta-base\": 124645632"},
+	// The BERT and RoBERTa catalog configs name BertForMaskedLM and
+	// RobertaForMaskedLM: the base model without its pooler, plus the MLM
+	// transform, LayerNorm and decoder bias (decoder tied).
+	{"bert-base", 109_514_298, "\"AutoModelForMaskedLM.from_pretrained('bert-base-uncased') | Architectures: BertForMaskedLM | trainable_params: 109514298\""},
+	{"bert-large", 335_174_458, "model table \"| `BERT-Large` | 335174458 | 1.34G |\""},
+	{"roberta-base", 124_697_433, "roberta-base model.safetensors header: \"{ 'F32' => 124697433, 'I64' => 514 }\" (huggingface.js safetensors parameter count; the I64 is the position_ids buffer)"},
 	{"mt5-small", 300_176_768, "param_size_full \"mt5-small\": {\"embedding\": 256114688, \"full\": 300176768}"},
 	{"cogvideox-5b-text-encoder", 4_762_310_656, "T5EncoderModel (t5-v1_1-xxl) text_encoder {'params': 4762310656}; PixArt conditioning parameter_count 4762310656"},
 	{"cogvideox-5b-transformer", 5_570_283_072, "CogVideoX-5b full finetuning log \"trainable parameters\": 5570283072"},

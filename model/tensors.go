@@ -395,9 +395,11 @@ func (s Spec) buildLlama(b *builder) {
 		}
 	})
 	b.norm("model.norm", H, nk)
-	if !s.TiedEmbeddings {
-		b.linear("lm_head", V, H, s.Bias.LMHead)
-	}
+	s.classHead(b, H, func() {
+		if !s.TiedEmbeddings {
+			b.linear("lm_head", V, H, s.Bias.LMHead)
+		}
+	})
 }
 
 func (s Spec) gatedMLP(b *builder, p string, inter int64) {
@@ -548,9 +550,11 @@ func (s Spec) buildGPT2(b *builder) {
 		}
 	})
 	b.norm("transformer.ln_f", H, LayerNorm)
-	if !s.TiedEmbeddings {
-		b.add("lm_head.weight", V, H)
-	}
+	s.classHead(b, H, func() {
+		if !s.TiedEmbeddings {
+			b.add("lm_head.weight", V, H)
+		}
+	})
 }
 
 // buildNeoX is GPTNeoXForCausalLM (pythia): fused query_key_value with
@@ -603,12 +607,22 @@ func (s Spec) buildOPT(b *builder) {
 		b.linearP(p, "fc2", H, I, true)
 		b.normP(p, "final_layer_norm", H, LayerNorm)
 	})
-	if !s.TiedEmbeddings {
-		b.add("lm_head.weight", V, E)
-	}
+	s.classHead(b, E, func() {
+		if !s.TiedEmbeddings {
+			b.add("lm_head.weight", V, E)
+		}
+	})
 }
 
-// buildBERT is BertModel / RobertaModel (with the pooler when Pooler).
+// buildBERT is BertModel / RobertaModel (with the pooler when Pooler) and
+// the task classes of modeling_bert.py / modeling_roberta.py: the base
+// model (pooler only for BertForSequenceClassification) and the head:
+// BertForMaskedLM cls.predictions (transform dense + LayerNorm, the
+// decoder tied to the word embeddings, its bias), RobertaForMaskedLM
+// lm_head (dense, layer_norm, bias), BertForSequenceClassification
+// classifier, RobertaForSequenceClassification classifier.dense and
+// classifier.out_proj, *ForTokenClassification classifier,
+// *ForQuestionAnswering qa_outputs.
 func (s Spec) buildBERT(b *builder) {
 	H, I := s.Hidden, s.Intermediate
 	p0 := s.Family + "."
@@ -629,8 +643,39 @@ func (s Spec) buildBERT(b *builder) {
 		b.linearP(p, "output.dense", H, I, true)
 		b.normP(p, "output.LayerNorm", H, LayerNorm)
 	})
-	if s.Pooler {
+	pooler := s.Pooler
+	if s.Head != HeadDefault {
+		pooler = s.Head == HeadSeqCls && s.Family == "bert"
+	}
+	if pooler {
 		b.linearP(p0, "pooler.dense", H, H, true)
+	}
+	switch s.Head {
+	case HeadMaskedLM:
+		q := "cls.predictions."
+		if s.Family == "roberta" {
+			q = "lm_head."
+			b.linear(q+"dense", H, H, true)
+			b.norm(q+"layer_norm", H, LayerNorm)
+		} else {
+			b.linear(q+"transform.dense", H, H, true)
+			b.norm(q+"transform.LayerNorm", H, LayerNorm)
+		}
+		b.add(q+"bias", s.Vocab)
+		if !s.TiedEmbeddings {
+			b.add(q+"decoder.weight", s.Vocab, H)
+		}
+	case HeadSeqCls:
+		if s.Family == "roberta" {
+			b.linear("classifier.dense", H, H, true)
+			b.linear("classifier.out_proj", s.labels(), H, true)
+		} else {
+			b.linear("classifier", s.labels(), H, true)
+		}
+	case HeadTokenCls:
+		b.linear("classifier", s.labels(), H, true)
+	case HeadQA:
+		b.linear("qa_outputs", 2, H, true)
 	}
 }
 
@@ -757,8 +802,13 @@ func (s Spec) buildViT(b *builder) {
 		b.normP(p, "layernorm_after", H, LayerNorm)
 	})
 	b.normP(p0, "layernorm", H, LayerNorm)
-	if s.Pooler {
+	if s.Pooler && s.Head != HeadImageCls {
 		b.linearP(p0, "pooler.dense", H, H, true)
+	}
+	if s.Head == HeadImageCls {
+		// ViTForImageClassification: ViTModel(add_pooling_layer=False)
+		// and a classifier on the class token.
+		b.linear("classifier", s.labels(), H, true)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +40,8 @@ type jobFlags struct {
 	gpu, memory       string
 	images            int
 	dropout           bool
+	head              string // --head: the task head, overriding the config's architectures
+	labels            int    // --labels: num_labels of a classification head
 	gpus, zero        int
 	layout            layoutFlags
 }
@@ -66,6 +69,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
+	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
+	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
 	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
 	f.layout.register(fs)
@@ -122,6 +127,15 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	j.OffloadActivations = f.offloadActs
+	if s, err = withHead(s, f.head); err != nil {
+		return j, dev, fmt.Errorf("%w: --head %s: %v", errUsage, f.head, err)
+	}
+	if s, err = withLabels(s, f.labels); err != nil {
+		return j, dev, fmt.Errorf("%w: --labels %d: %v", errUsage, f.labels, err)
+	}
+	if f.generate > 0 && s.Head != model.HeadDefault && s.Head != model.HeadCausalLM {
+		return j, dev, fmt.Errorf("%w: --generate %d: a %s head generates no tokens (give --head causal-lm, or leave --generate out)", errUsage, f.generate, s.Head)
+	}
 	ft := model.Finetune{Model: s}
 	if f.loraRank < 0 {
 		return j, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
@@ -484,7 +498,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	need, fits, shortfall := e.need, e.fits, e.shortfall
 	total, trainable := j.Model.Params()
-	fmt.Fprintf(out, "%s: %s, batch %d × %d tokens, %s precision", describe(j), j.Mode, j.Batch, j.SeqLen, j.Precision)
+	fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
 		if j.OptimizerInBackward {
@@ -620,6 +634,65 @@ func clean(s string) string {
 		}
 	}
 	return s
+}
+
+// withHead returns s with the task head named (--head, request "head");
+// an empty name keeps the config's. A checkpoint's tensor list fixes its
+// head, so it takes none.
+func withHead(s model.Spec, name string) (model.Spec, error) {
+	if name == "" {
+		return s, nil
+	}
+	h, err := model.ParseHead(name)
+	if err != nil {
+		return s, fmt.Errorf("want %s", strings.Join(model.HeadNames(), ", "))
+	}
+	if s.Inventory != nil {
+		return s, errors.New("a checkpoint's tensors fix the head (give --model or --config)")
+	}
+	if s.Text != nil || s.Vision != nil {
+		return s, fmt.Errorf("a %s model has no %s head modelled", s.Family, h)
+	}
+	s.Head = h
+	if err := s.Validate(); err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) && fe.Field == "Spec.Head" {
+			return s, fmt.Errorf("a %s model has no %s head modelled", s.Family, h)
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// withLabels returns s with the classifier's num_labels (--labels,
+// request "labels"); zero keeps the config's.
+func withLabels(s model.Spec, n int) (model.Spec, error) {
+	switch {
+	case n == 0:
+		return s, nil
+	case n < 0 || n > 1<<24:
+		return s, errors.New("want 1 to 16777216 labels")
+	case s.Head != model.HeadSeqCls && s.Head != model.HeadTokenCls && s.Head != model.HeadImageCls:
+		return s, fmt.Errorf("a %s head has no labels (give --head seq-cls, token-cls or image-cls)", s.Head)
+	}
+	s.Labels = int64(n)
+	return s, nil
+}
+
+// headNote describes a classification or question-answering head for
+// the estimate's first line: " (seq-cls, 2 labels)", " (qa)".
+func headNote(s model.Spec) string {
+	switch s.Head {
+	case model.HeadSeqCls, model.HeadTokenCls, model.HeadImageCls:
+		n := s.Labels
+		if n == 0 {
+			n = 2
+		}
+		return fmt.Sprintf(" (%s, %d labels)", s.Head, n)
+	case model.HeadQA:
+		return " (qa)"
+	}
+	return ""
 }
 
 // splitTargets reads --lora-targets: module names separated by commas.

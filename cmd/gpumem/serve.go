@@ -545,6 +545,8 @@ type estimateRequest struct {
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
+	Head          string          `json:"head"`   // --head: the task head
+	Labels        int             `json:"labels"` // --labels: a classification head's num_labels
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
 
@@ -650,6 +652,14 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
+	jf.head, jf.labels = req.Head, req.Labels
+	headed, herr := withHead(spec, req.Head)
+	if herr != nil {
+		return jf, spec, badField("head", "head %q: %v", req.Head, forRequest(herr.Error()))
+	}
+	if _, err := withLabels(headed, req.Labels); err != nil {
+		return jf, spec, badField("labels", "labels = %d: %v", req.Labels, forRequest(err.Error()))
+	}
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	var err error

@@ -62,6 +62,10 @@ type Job struct {
 	Quant string `json:"quant"`
 	// Dropout says whether the model trains with dropout > 0.
 	Dropout bool `json:"dropout"`
+	// Head is the task head the run loaded (a model.ParseHead name:
+	// "seq-cls" for AutoModelForSequenceClassification); empty: the
+	// class the config's architectures name.
+	Head string `json:"head"`
 	// Parallel is the multi-GPU layout, with budget.Parallel's field
 	// names; Offload is "optimizer", "params" or "optimizer,params".
 	// Published runs only.
@@ -129,6 +133,14 @@ func (j *Job) Budget() (budget.Job, error) {
 	s, err := j.Spec()
 	if err != nil {
 		return b, err
+	}
+	if j.Head != "" {
+		if s.Head, err = model.ParseHead(j.Head); err != nil {
+			return b, gpumem.Errorf(field("head"), j.Head, gpumem.ErrInvalid, "want %s", strings.Join(model.HeadNames(), ", "))
+		}
+		if err := s.Validate(); err != nil {
+			return b, gpumem.Errorf(field("head"), j.Head, gpumem.ErrUnsupported, "%v", err)
+		}
 	}
 	switch j.Mode {
 	case "train":
