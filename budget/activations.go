@@ -23,6 +23,12 @@ type actFigures struct {
 	lossForward, lossBackward gpumem.Bytes
 	// logits is the logits tensor, part of saved.
 	logits gpumem.Bytes
+	// lossLogits is the logits the loss backward sees: logits, or 0
+	// when the loss frees them first (model.Activations.LogitsReleased).
+	lossLogits gpumem.Bytes
+	// headGrad is the head weight's gradient that a fused loss keeps
+	// from forward (part of saved); it becomes the head's gradient.
+	headGrad gpumem.Bytes
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -45,6 +51,10 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	f := actFigures{
 		saved: a.Total(), blocks: a.LayersTotal(), forward: a.Forward, backward: a.Backward,
 		lossForward: a.LogitsFP32, lossBackward: a.LossGrad, logits: a.Logits,
+		lossLogits: a.Logits, headGrad: a.HeadWeightGrad,
+	}
+	if a.LogitsReleased {
+		f.lossLogits = 0
 	}
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
@@ -52,7 +62,7 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	if j.Mode == Generation && a.Tokens > 0 {
 		last := (a.Logits + gpumem.Bytes(a.Tokens) - 1) / gpumem.Bytes(a.Tokens)
 		f.saved -= a.Logits - last
-		f.logits = last
+		f.logits, f.lossLogits = last, last
 		f.lossForward = 0
 	}
 	f.outside = f.saved - f.blocks
@@ -94,7 +104,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	out.blocks = scaled
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
-	out.logits, out.lossForward, out.lossBackward = 0, 0, 0
+	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad = 0, 0, 0, 0, 0
 	return out
 }
 
@@ -106,5 +116,18 @@ func workload(j Job, dt gpumem.DType) model.Workload {
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
+		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep),
 	}
+}
+
+// headGrad is the dtype of the LM head weight's gradient, which the
+// fused losses allocate themselves (model.Workload.HeadGrad): the
+// weights' dtype (zeros_like the weight) when the head is trained,
+// Invalid when it is frozen (LoRA) or under the full loss.
+func (j Job) headGrad() gpumem.DType {
+	if j.Mode != Training || j.Loss.Kind == model.FullLoss || !j.Model.headTrained {
+		return gpumem.Invalid
+	}
+	w, _, _, _ := j.Precision.dtypes()
+	return w
 }

@@ -234,9 +234,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.logits + act.lossBackward})
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits, attn: act.backward})
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward})
 		// Optimizer step: every gradient and the step's temporaries.
 		add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
 	} else {

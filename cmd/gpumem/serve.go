@@ -544,6 +544,8 @@ type estimateRequest struct {
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
+	Loss          string          `json:"loss"`
+	LogitsToKeep  int             `json:"logits_to_keep"`
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
 }
@@ -589,7 +591,7 @@ func (s *server) defaultRequest() estimateRequest {
 	d := s.defaults
 	return estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
 		Precision: d.precision, Optimizer: d.opt, Attention: d.attn, Checkpointing: d.ckpt,
-		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images}
+		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images, Loss: d.loss}
 }
 
 // flagsFrom checks a decoded estimate request and turns it into flags.
@@ -638,6 +640,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
+	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	var err error
@@ -677,6 +680,24 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if _, err := parseCheckpointing(jf.ckpt); err != nil {
 		return jf, spec, badField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.ckpt)
 	}
+	if l, err := model.ParseLoss(jf.loss); err != nil {
+		var fe *gpumem.FieldError
+		msg := err.Error()
+		if errors.As(err, &fe) {
+			msg = fe.Err.Error()
+		}
+		return jf, spec, badField("loss", "loss %q: %s", jf.loss, msg)
+	} else if l.Kind != model.FullLoss && !jf.train {
+		return jf, spec, badField("loss", "loss %q: an inference job computes no loss (give \"mode\": \"train\", or leave loss out)", jf.loss)
+	}
+	switch {
+	case jf.logitsToKeep < 0:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: must not be negative (0: every position)", jf.logitsToKeep)
+	case jf.logitsToKeep > 0 && jf.train:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: a training step's loss needs the logits of every position", jf.logitsToKeep)
+	case jf.logitsToKeep > 0 && jf.generate > 0:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: generation's prompt pass keeps the last position's logits already", jf.logitsToKeep)
+	}
 	switch {
 	case jf.gpu != "" && jf.memory != "":
 		return jf, spec, badField("memory", "give one of gpu and memory")
@@ -708,6 +729,7 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Images": "images", "Job.Precision": "precision", "Job.Optimizer": "optimizer",
 		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
 		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
+		"Job.Loss": "loss", "Job.Loss.Chunks": "loss", "Job.LogitsToKeep": "logits_to_keep",
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"
@@ -782,6 +804,7 @@ var libraryFields = map[string]string{
 	"TargetGlobalBatch": "target_batch", "MinSeqLen": "min_seq", "MaxSeqLen": "max_seq", "HeadroomFraction": "headroom",
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
 	"Capacity": "capacity", "Device": "gpu",
+	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep",
 }
 
 // requestField names a library field as the request does: fields maps
