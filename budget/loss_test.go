@@ -164,3 +164,30 @@ func TestLossErrors(t *testing.T) {
 		assert.True(t, errors.Is(err, tc.kind), "%s: %v", tc.name, err)
 	}
 }
+
+// TestAllocateLoss: a fused loss is a rung of the ladder, tried before
+// checkpointing (it recomputes nothing), skipped for a model without a
+// causal LM head; an invalid one is refused naming its index.
+func TestAllocateLoss(t *testing.T) {
+	t.Parallel()
+	j := trainJob(lookupModel(t, "llama-3-8b", nil))
+	j.Attention, j.Batch, j.SeqLen = model.Flash, 4, 4096
+	lim := &Limits{MinBatch: 4, MaxBatch: 4, Losses: []model.Loss{{Kind: model.FusedLinearLoss}}}
+	dev := gpumem.Bytes(170 << 30) // the job as given needs 179.82 GiB, with liger 155.42
+	p, err := Allocate(dev, j, lim)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(p.Ladder), 2)
+	assert.Equal(t, "loss → liger", p.Ladder[1].Change)
+	assert.Equal(t, CostNone, p.Ladder[1].Cost.Kind)
+	assert.Equal(t, model.FusedLinearLoss, p.Job.Loss.Kind)
+	assert.Contains(t, p.String(), ", liger loss")
+	bert := trainJob(lookupModel(t, "bert-base-uncased", nil))
+	bert.SeqLen = 512
+	p, err = Allocate(dev, bert, lim)
+	require.NoError(t, err)
+	assert.Equal(t, model.FullLoss, p.Job.Loss.Kind)
+	_, err = Allocate(dev, j, &Limits{Losses: []model.Loss{{}, {Kind: model.ChunkedLoss}}})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Limits.Losses[1]", fe.Field)
+}

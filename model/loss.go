@@ -131,6 +131,16 @@ func ParseLoss(s string) (Loss, error) {
 	return Loss{}, gpumem.Errorf("loss", s, gpumem.ErrInvalid, "want full, chunked, chunked:N, liger or cce")
 }
 
+// Valid reports whether l is a known kind with a chunk count that fits
+// it (in [1, 2^20] for ChunkedLoss, zero otherwise); [Loss.Check] says
+// why not, and whether a model takes it.
+func (l Loss) Valid() bool {
+	if l.Kind == ChunkedLoss {
+		return l.Chunks >= 1 && l.Chunks <= maxLossChunks
+	}
+	return l.Kind < numLossKinds && l.Chunks == 0
+}
+
 // maxLossChunks bounds Loss.Chunks.
 const maxLossChunks = 1 << 20
 

@@ -113,3 +113,31 @@ func TestServeLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanAllowLoss: --allow fused-loss is a rung of plan's ladder and
+// the plan's JSON names the loss; with --infer it is exit 2.
+func TestPlanAllowLoss(t *testing.T) {
+	t.Parallel()
+	args := []string{"plan", "--model", "llama-3-8b", "--train", "--precision", "bf16", "--batch", "4", "--seq", "4096",
+		"--attention", "flash", "--memory", "170GiB", "--max-batch", "4", "--allow", "fused-loss", "--json"}
+	code, out, stderr := runCLI(t, "", args...)
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Loss   string `json:"loss"`
+		Ladder []struct {
+			Change string `json:"change"`
+		} `json:"ladder"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, "liger", r.Loss)
+	require.GreaterOrEqual(t, len(r.Ladder), 2)
+	assert.Equal(t, "loss → liger", r.Ladder[1].Change)
+	code, _, stderr = runCLI(t, "", "plan", "--model", "llama-3-8b", "--infer", "--gpu", "h100", "--allow", "cce")
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, stderr, `--allow "cce"`)
+	h := newServer(serverOptions{})
+	w := do(t, h, http.MethodPost, "/v1/plan", "", strings.NewReader(
+		`{"model":"llama-3-8b","mode":"train","precision":"bf16","batch":4,"seq":4096,"attention":"flash","memory":"170GiB","max_batch":4,"allow":"fused-loss"}`))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Contains(t, w.Body.String(), `"loss": "liger"`)
+}

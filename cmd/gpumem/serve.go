@@ -804,7 +804,7 @@ var libraryFields = map[string]string{
 	"TargetGlobalBatch": "target_batch", "MinSeqLen": "min_seq", "MaxSeqLen": "max_seq", "HeadroomFraction": "headroom",
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
 	"Capacity": "capacity", "Device": "gpu",
-	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep",
+	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
 }
 
 // requestField names a library field as the request does: fields maps
