@@ -18,7 +18,8 @@ import (
 //     between micro-batches;
 //   - forward (training): every layer's saved activations, the logits
 //     and the fp32 loss on top, and the last layer's attention
-//     transient;
+//     transient (Job.Loss replaces the logits and the fp32 loss by what
+//     the chunked, Liger or cut cross-entropy loss holds: model/loss.go);
 //   - backward: starting from all saved activations plus the logits'
 //     gradient, each layer's activations are released as its gradients
 //     appear; identical layers make the live bytes linear in the layer

@@ -335,11 +335,17 @@ type Activations struct {
 	Logits gpumem.Bytes
 	// LogitsFP32 is the fp32 upcast of the logits (transformers'
 	// ForCausalLMLoss: logits.float()), a transient of the loss in forward;
-	// 0 when the compute dtype is 4 bytes.
+	// 0 when the compute dtype is 4 bytes. Under another Workload.Loss it
+	// is that loss's largest forward transient: one chunk's upcast
+	// (chunked), one chunk's logits and the weight-gradient product
+	// (Liger), the valid-index build (cut cross-entropy); see loss.go.
 	LogitsFP32 gpumem.Bytes
 	// LossGrad is the largest transient of the loss backward: the
 	// gradients of the log-softmax output and of its input, live together
-	// (8 bytes per logit in fp32).
+	// (8 bytes per logit in fp32); one chunk's under the chunked loss,
+	// none under Liger's (its gradients were made in forward), the
+	// gradients of the hidden states and the head's weight under cut
+	// cross-entropy.
 	LossGrad gpumem.Bytes
 	// HeadWeightGrad is the LM head weight's gradient when the loss
 	// allocates it in forward (Liger's fused linear cross entropy,

@@ -32,7 +32,10 @@ package model
 //     and the gradients of the head's input (grad_input, zeros_like the
 //     hidden states) and weight (grad_weight, zeros_like the weight) are
 //     accumulated in forward and kept for backward, which only scales
-//     them. No logits survive a chunk.
+//     them. No logits survive a chunk. A 16-bit grad_weight accumulates
+//     through torch.mm in the compute dtype and .float(), a V·H
+//     transient of 6 bytes per element, which Liger PR #1239 measured
+//     (3072 MiB for V = 131,072, H = 4096).
 //   - CutCrossEntropyLoss, Apple's cut-cross-entropy (ml-cross-entropy,
 //     cut_cross_entropy/cce.py, cce_lse_forward.py, cce_backward.py,
 //     commit d42911f, Jun 2025; impl "cce", filter_eps "auto", the

@@ -74,6 +74,21 @@ func TestLossBytes(t *testing.T) {
 	// by addmm(out_dtype=fp32) with no product tensor.
 	require.Equal(t, figs{0, 3072, 7848, 0, 256000, 384, false}, get(at(model.Loss{Kind: model.FusedLinearLoss}, gpumem.FP32)))
 
+	// Liger PR #1239 (linkedin/Liger-Kernel c9fc646) measured the
+	// grad_weight accumulation's mm(...).float() at 3072 MiB of extra
+	// peak for V = 131,072, H = 4096, chunk_size 2048, bf16 inputs: the
+	// model's bf16 product and its fp32 copy, 6·V·H. Against a frozen
+	// head, whose chunk holds the grad_input product (2·2048·4096 = 16
+	// MiB) instead, the transient grows by 3072 − 16 MiB.
+	big := model.Spec{Family: "llama", Layers: 1, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, Intermediate: 14336, Vocab: 131072}
+	wb := model.Workload{Batch: 1, SeqLen: 65536, DType: gpumem.BF16, Attention: model.Flash, Train: true, Loss: model.Loss{Kind: model.FusedLinearLoss}}
+	frozen, err := big.Activations(wb)
+	require.NoError(t, err)
+	wb.HeadGrad = gpumem.BF16
+	trained, err := big.Activations(wb)
+	require.NoError(t, err)
+	require.Equal(t, gpumem.Bytes((3072-16)<<20), trained.LogitsFP32-frozen.LogitsFP32)
+
 	// Cut cross-entropy: n = 2·11 = 22 labelled positions. Saved: the
 	// hidden states 3072, lse 4·22 and int64 valids 8·22 (264), logit_avg
 	// 4·1000: 7336. Forward transient: mask 22, nonzero 16·22, int32 copy
