@@ -234,3 +234,24 @@ func TestParseLoss(t *testing.T) {
 		require.Equal(t, "loss", fe.Field)
 	}
 }
+
+// FuzzParseLoss: a name that parses is a valid loss whose String reads
+// back as itself; anything else is a FieldError naming "loss".
+func FuzzParseLoss(f *testing.F) {
+	for _, s := range []string{"", "full", "chunked", "chunked:16", "chunked:0", "liger", "cce", "chunked:+3", "chunked:1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := model.ParseLoss(s)
+		if err != nil {
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, "loss", fe.Field)
+			return
+		}
+		require.True(t, l.Valid(), "%q → %+v", s, l)
+		back, err := model.ParseLoss(l.String())
+		require.NoError(t, err)
+		require.Equal(t, l, back)
+	})
+}
