@@ -54,17 +54,7 @@ func (j *Job) validate() error {
 	if j.HeadChunk < 0 || j.HeadChunk > 1<<20 {
 		return gpumem.Errorf("Job.HeadChunk", j.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
-	if err := j.Loss.Check("Job.Loss", j.Model.spec, j.Mode == Training); err != nil {
-		return err
-	}
-	if j.Loss.Kind != model.FullLoss && j.Parallel.TensorParallel > 1 {
-		return gpumem.Errorf("Job.Loss", j.Loss, gpumem.ErrUnsupported,
-			"the %s loss is modelled without tensor parallelism (Parallel.TensorParallel %d)", j.Loss, j.Parallel.TensorParallel)
-	}
-	if j.LogitsToKeep != 0 && j.Mode == Generation {
-		return gpumem.Errorf("Job.LogitsToKeep", j.LogitsToKeep, gpumem.ErrInvalid, "a Generation job's prompt pass keeps the last position's logits already; LogitsToKeep is for Prefill")
-	}
-	if err := j.Model.spec.CheckLogitsToKeep("Job.LogitsToKeep", int64(j.LogitsToKeep), j.Mode == Training); err != nil {
+	if err := j.validateLoss(); err != nil {
 		return err
 	}
 	if err := j.Parallel.validate(); err != nil {
@@ -116,4 +106,23 @@ func (j *Job) validate() error {
 		}
 	}
 	return j.Overhead.validate(j.Mode == Training)
+}
+
+// validateLoss checks Job.Loss and Job.LogitsToKeep (nothing to check,
+// and no Spec to copy, when both are zero).
+func (j *Job) validateLoss() error {
+	if j.Loss == (model.Loss{}) && j.LogitsToKeep == 0 {
+		return nil
+	}
+	if err := j.Loss.Check("Job.Loss", j.Model.spec, j.Mode == Training); err != nil {
+		return err
+	}
+	if j.Loss.Kind != model.FullLoss && j.Parallel.TensorParallel > 1 {
+		return gpumem.Errorf("Job.Loss", j.Loss, gpumem.ErrUnsupported,
+			"the %s loss is modelled without tensor parallelism (Parallel.TensorParallel %d)", j.Loss, j.Parallel.TensorParallel)
+	}
+	if j.LogitsToKeep != 0 && j.Mode == Generation {
+		return gpumem.Errorf("Job.LogitsToKeep", j.LogitsToKeep, gpumem.ErrInvalid, "a Generation job's prompt pass keeps the last position's logits already; LogitsToKeep is for Prefill")
+	}
+	return j.Model.spec.CheckLogitsToKeep("Job.LogitsToKeep", int64(j.LogitsToKeep), j.Mode == Training)
 }

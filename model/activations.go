@@ -650,7 +650,7 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
-	if err := w.checkLoss(s); err != nil {
+	if err := w.checkLoss(&s); err != nil {
 		return 0, err
 	}
 	d := w.DType

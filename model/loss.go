@@ -329,8 +329,11 @@ func nextPow2(n int64) int64 {
 }
 
 // checkLoss validates the loss fields of w for s.
-func (w Workload) checkLoss(s Spec) error {
-	if err := w.Loss.Check("Workload.Loss", s, w.Train); err != nil {
+func (w Workload) checkLoss(s *Spec) error {
+	if w.Loss == (Loss{}) && w.HeadGrad == gpumem.Invalid && w.LogitsToKeep == 0 {
+		return nil
+	}
+	if err := w.Loss.Check("Workload.Loss", *s, w.Train); err != nil {
 		return err
 	}
 	if w.Loss.Kind != FullLoss && w.TensorParallel > 1 {
