@@ -26,6 +26,12 @@ type actFigures struct {
 	// host is what the activation offloading policy moves to host
 	// memory (model.OffloadActivations, Job.OffloadActivations).
 	host gpumem.Bytes
+	// lossLogits is the logits the loss backward sees: logits, or 0
+	// when the loss frees them first (model.Activations.LogitsReleased).
+	lossLogits gpumem.Bytes
+	// headGrad is the head weight's gradient that a fused loss keeps
+	// from forward (part of saved); it becomes the head's gradient.
+	headGrad gpumem.Bytes
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -48,6 +54,10 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	f := actFigures{
 		saved: a.Total(), blocks: a.LayersTotal(), forward: a.Forward, backward: a.Backward,
 		lossForward: a.LogitsFP32, lossBackward: a.LossGrad, logits: a.Logits,
+		lossLogits: a.Logits, headGrad: a.HeadWeightGrad,
+	}
+	if a.LogitsReleased {
+		f.lossLogits = 0
 	}
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
@@ -55,7 +65,7 @@ func activations(j Job, dt gpumem.DType) (actFigures, error) {
 	if j.Mode == Generation && a.Tokens > 0 {
 		last := (a.Logits + gpumem.Bytes(a.Tokens) - 1) / gpumem.Bytes(a.Tokens)
 		f.saved -= a.Logits - last
-		f.logits = last
+		f.logits, f.lossLogits = last, last
 		f.lossForward = 0
 	}
 	f.outside = f.saved - f.blocks
@@ -156,7 +166,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	out.blocks = scaled
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
-	out.logits, out.lossForward, out.lossBackward = 0, 0, 0
+	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad = 0, 0, 0, 0, 0
 	return out
 }
 
@@ -168,6 +178,7 @@ func workload(j Job, dt gpumem.DType) model.Workload {
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
+		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep),
 	}
 }
 
@@ -179,4 +190,17 @@ func offloadPolicy(j Job) model.Checkpointing {
 		return model.OffloadActivations
 	}
 	return j.Checkpointing
+}
+
+// headGrad is the dtype of the LM head weight's gradient, which the
+// fused losses allocate themselves (model.Workload.HeadGrad): the
+// weights' dtype (zeros_like the weight) when the head is trained,
+// Invalid when it is frozen (LoRA, Job.Gradients InputGradients) or
+// under the full loss.
+func (j Job) headGrad() gpumem.DType {
+	if j.Mode != Training || j.Loss.Kind == model.FullLoss || !j.Model.headTrained || j.Gradients == InputGradients {
+		return gpumem.Invalid
+	}
+	w, _, _, _ := j.Precision.dtypes()
+	return w
 }

@@ -98,6 +98,11 @@ type Limits struct {
 	// Optimizers lists substitutes for the job's optimizer, in order
 	// (e.g. optimizer.AdamW8bit{}, optimizer.Adafactor{}). Nil: none.
 	Optimizers []optimizer.Optimizer
+	// Losses lists losses Allocate may swap in for a training job's
+	// (Job.Loss: model.FusedLinearLoss, model.CutCrossEntropyLoss, a
+	// model.ChunkedLoss), in order; a loss the model cannot take (no
+	// causal LM head) is skipped. Nil: none.
+	Losses []model.Loss
 	// Precisions lists substitute precision policies, in order. Nil:
 	// none.
 	Precisions []Precision
@@ -597,6 +602,11 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 			return nil, gpumem.Errorf("Limits.HeadChunks["+strconv.Itoa(i)+"]", hc, gpumem.ErrInvalid, "must be in [1, 2^20]")
 		}
 	}
+	for i, lo := range l.Losses {
+		if !lo.Valid() {
+			return nil, gpumem.Errorf("Limits.Losses["+strconv.Itoa(i)+"]", lo, gpumem.ErrInvalid, "want a known loss (a chunked one with 1 to 2^20 chunks)")
+		}
+	}
 	for i, o := range l.Optimizers {
 		if o == nil {
 			return nil, gpumem.Errorf("Limits.Optimizers["+strconv.Itoa(i)+"]", nil, gpumem.ErrInvalid, "nil optimizer")
@@ -676,6 +686,15 @@ func (a *allocator) changes(j Job) []change {
 		})
 	}
 	if j.Mode == Training {
+		// A loss that holds fewer logits costs no recompute: before
+		// checkpointing.
+		for _, lo := range l.Losses {
+			cs = append(cs, change{
+				text:  "loss → " + lo.String(),
+				cost:  Cost{Kind: CostNone, Text: "the same cross-entropy without holding every logit (a kernel library)"},
+				apply: func(x *Job) { x.Loss = lo },
+			})
+		}
 		policies := l.Checkpointing
 		if policies == nil {
 			policies = []model.Checkpointing{model.FullCheckpointing}
@@ -1070,6 +1089,9 @@ func (p Plan) String() string {
 			b.WriteString(", gradients to the input only")
 		default:
 			b.WriteString(", no optimizer step")
+		}
+		if p.Job.Loss.Kind != model.FullLoss {
+			fmt.Fprintf(&b, ", %s loss", p.Job.Loss)
 		}
 	}
 	fmt.Fprintf(&b, ", %s", p.Precision)

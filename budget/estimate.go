@@ -18,7 +18,8 @@ import (
 //     between micro-batches;
 //   - forward (training): every layer's saved activations, the logits
 //     and the fp32 loss on top, and the last layer's attention
-//     transient;
+//     transient (Job.Loss replaces the logits and the fp32 loss by what
+//     the chunked, Liger or cut cross-entropy loss holds: model/loss.go);
 //   - backward: starting from all saved activations plus the logits'
 //     gradient, each layer's activations are released as its gradients
 //     appear; identical layers make the live bytes linear in the layer
@@ -246,9 +247,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.logits + act.lossBackward})
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits, attn: act.backward})
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward})
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),

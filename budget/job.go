@@ -248,6 +248,19 @@ type Job struct {
 	// Dropout marks a model run with dropout > 0 in training: CUDA
 	// keeps a 1-byte mask per dropped element.
 	Dropout bool
+	// Loss is how a training step computes the LM head and the
+	// cross-entropy (model.Loss; zero: Hugging Face's full logits with an
+	// fp32 upcast). model.ChunkedLoss is torchtune's chunked output,
+	// model.FusedLinearLoss Liger-Kernel's fused linear cross entropy,
+	// model.CutCrossEntropyLoss Apple's cut cross-entropy; any but the
+	// full loss needs a Training job of a causal language model without
+	// tensor parallelism.
+	Loss model.Loss
+	// LogitsToKeep, in a Prefill job, projects only the last
+	// LogitsToKeep positions of each sequence to logits (transformers'
+	// logits_to_keep); zero means every position. A Generation job's
+	// prompt pass already keeps one, as generate() asks.
+	LogitsToKeep int
 	// Copies are frozen extra models held beside the trained one.
 	Copies []Copy
 	// Offload moves state to host memory (see Offload).

@@ -38,6 +38,9 @@ type Model struct {
 
 	layers int64 // the language model's blocks (pipeline stages split them)
 	tied   bool  // the head is the input embedding (the last stage holds a copy)
+	// headTrained says that the LM head's weight (or the embedding it is
+	// tied to) is trained: the fused losses allocate its gradient.
+	headTrained bool
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -149,6 +152,9 @@ func NewModel(f model.Finetune) (Model, error) {
 		if train {
 			m.trainableParams += total
 			m.trainableTensors += r.Count
+			if (comp == "head" || (m.tied && comp == "embeddings")) && isHeadShaped(s.LM(), t.Shape) {
+				m.headTrained = true
+			}
 		}
 	}
 	// The stepped inventory is one run per trainable group: identical
@@ -167,6 +173,12 @@ func NewModel(f model.Finetune) (Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// isHeadShaped reports whether shape is lm's vocabulary × hidden
+// embedding, which a tied head reuses.
+func isHeadShaped(lm model.Spec, shape []int64) bool {
+	return len(shape) == 2 && shape[0] == lm.Vocab && shape[1] == lm.Hidden
 }
 
 // largestLayer returns the parameter count of the largest layer of a

@@ -65,6 +65,9 @@ func (j *Job) validate() error {
 	if j.HeadChunk < 0 || j.HeadChunk > 1<<20 {
 		return gpumem.Errorf("Job.HeadChunk", j.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
+	if err := j.validateLoss(); err != nil {
+		return err
+	}
 	if err := j.Parallel.validate(); err != nil {
 		return err
 	}
@@ -119,6 +122,11 @@ func (j *Job) validate() error {
 		case j.Offload&OffloadOptimizer != 0:
 			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrInvalid,
 				"the step runs on the GPU inside backward; OffloadOptimizer runs it on the host")
+		case j.Loss.Kind == model.FusedLinearLoss || j.Loss.Kind == model.CutCrossEntropyLoss:
+			// A fused loss makes the head's weight gradient in forward,
+			// before any backward hook could step it: not modelled.
+			return gpumem.Errorf("Job.OptimizerInBackward", true, gpumem.ErrUnsupported,
+				"not modelled with the %s loss, which makes the head's gradient in forward", j.Loss)
 		}
 	}
 	if j.Mode == Training && j.Gradients == ParamGradients {
@@ -154,4 +162,23 @@ func (j *Job) validate() error {
 		}
 	}
 	return j.Overhead.validate(j.Mode == Training)
+}
+
+// validateLoss checks Job.Loss and Job.LogitsToKeep (nothing to check,
+// and no Spec to copy, when both are zero).
+func (j *Job) validateLoss() error {
+	if j.Loss == (model.Loss{}) && j.LogitsToKeep == 0 {
+		return nil
+	}
+	if err := j.Loss.Check("Job.Loss", j.Model.spec, j.Mode == Training); err != nil {
+		return err
+	}
+	if j.Loss.Kind != model.FullLoss && j.Parallel.TensorParallel > 1 {
+		return gpumem.Errorf("Job.Loss", j.Loss, gpumem.ErrUnsupported,
+			"the %s loss is modelled without tensor parallelism (Parallel.TensorParallel %d)", j.Loss, j.Parallel.TensorParallel)
+	}
+	if j.LogitsToKeep != 0 && j.Mode == Generation {
+		return gpumem.Errorf("Job.LogitsToKeep", j.LogitsToKeep, gpumem.ErrInvalid, "a Generation job's prompt pass keeps the last position's logits already; LogitsToKeep is for Prefill")
+	}
+	return j.Model.spec.CheckLogitsToKeep("Job.LogitsToKeep", int64(j.LogitsToKeep), j.Mode == Training)
 }

@@ -234,6 +234,22 @@ type Workload struct {
 	// frozen and its input needs no gradient (LLaVA's second stage): the
 	// tower saves nothing.
 	FreezeVision bool
+	// Loss is how a training step computes the LM head and the
+	// cross-entropy (zero: the full loss, as transformers'
+	// ForCausalLMLoss); see loss.go. Any other kind needs Train and a
+	// causal language model, and no tensor parallelism.
+	Loss Loss
+	// HeadGrad is the dtype of the LM head weight's gradient when the
+	// head is trained (Invalid: a frozen head): the fused losses
+	// allocate it themselves (Liger's grad_weight in forward,
+	// cut-cross-entropy's dc in backward). Other losses ignore it.
+	HeadGrad gpumem.DType
+	// LogitsToKeep, in a pass without gradients, projects only the last
+	// LogitsToKeep positions of each sequence to logits (transformers'
+	// logits_to_keep: hidden_states[:, -k:, :]); zero means every
+	// position, and k above the sequence means every position too. It
+	// must be zero in training.
+	LogitsToKeep int64
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -320,12 +336,27 @@ type Activations struct {
 	Logits gpumem.Bytes
 	// LogitsFP32 is the fp32 upcast of the logits (transformers'
 	// ForCausalLMLoss: logits.float()), a transient of the loss in forward;
-	// 0 when the compute dtype is 4 bytes.
+	// 0 when the compute dtype is 4 bytes. Under another Workload.Loss it
+	// is that loss's largest forward transient: one chunk's upcast
+	// (chunked), one chunk's logits and the weight-gradient product
+	// (Liger), the valid-index build (cut cross-entropy); see loss.go.
 	LogitsFP32 gpumem.Bytes
 	// LossGrad is the largest transient of the loss backward: the
 	// gradients of the log-softmax output and of its input, live together
-	// (8 bytes per logit in fp32).
+	// (8 bytes per logit in fp32); one chunk's under the chunked loss,
+	// none under Liger's (its gradients were made in forward), the
+	// gradients of the hidden states and the head's weight under cut
+	// cross-entropy.
 	LossGrad gpumem.Bytes
+	// HeadWeightGrad is the LM head weight's gradient when the loss
+	// allocates it in forward (Liger's fused linear cross entropy,
+	// grad_weight): resident from the loss to backward, where it becomes
+	// the head's gradient. Zero for the other losses.
+	HeadWeightGrad gpumem.Bytes
+	// LogitsReleased says that the logits are freed after the loss,
+	// before backward (torchtune's recipes delete the chunked output
+	// list), so the loss backward does not see them.
+	LogitsReleased bool
 	// Forward is the largest per-block transient during forward.
 	Forward gpumem.Bytes
 	// Backward is the largest per-block transient during backward, with
@@ -357,7 +388,7 @@ func (a Activations) LayersTotal() gpumem.Bytes {
 // tables, final norm, head and logits. Transients (Forward, Backward,
 // LogitsFP32, LossGrad) come on top at their own phases.
 func (a Activations) Total() gpumem.Bytes {
-	return a.LayersTotal() + a.Embedding + a.TokenIDs + a.Shared + a.FinalNorm + a.Head + a.Logits
+	return a.LayersTotal() + a.Embedding + a.TokenIDs + a.Shared + a.FinalNorm + a.Head + a.Logits + a.HeadWeightGrad
 }
 
 // ForwardPeak returns the largest activation footprint of the forward
@@ -379,8 +410,12 @@ func (a Activations) ForwardPeak() gpumem.Bytes {
 // parameter gradients are not included. When the loss dominates (large
 // vocabularies) the peak is Total + LossGrad at the start of backward.
 func (a Activations) Peak() gpumem.Bytes {
-	back := a.Total() - a.Head - a.Logits + a.Backward
-	return max(a.ForwardPeak(), a.Total()+a.LossGrad, back)
+	back := a.Total() - a.Head - a.Logits - a.HeadWeightGrad + a.Backward
+	loss := a.Total() + a.LossGrad
+	if a.LogitsReleased {
+		loss -= a.Logits
+	}
+	return max(a.ForwardPeak(), loss, back)
 }
 
 // PolicyCost is the activation memory and recompute cost of one
@@ -625,6 +660,9 @@ func (w Workload) check(s Spec) (int64, error) {
 	}
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
+	}
+	if err := w.checkLoss(&s); err != nil {
+		return 0, err
 	}
 	switch w.computeDType(s) {
 	case gpumem.FP32, gpumem.TF32:
@@ -1542,6 +1580,15 @@ func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, 
 // parallelism).
 func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, inputCounted bool) {
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
+	if w.Train && w.Loss.Kind != FullLoss {
+		c.lossHead(a, s, w, e, T, V, inputCounted)
+		return
+	}
+	if k := w.LogitsToKeep; k > 0 && !w.Train && k < T/w.Batch {
+		// logits_to_keep: the head projects the last k positions.
+		a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, w.Batch, k, V)))
+		return
+	}
 	TV := c.m(T, V)
 	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
 	if !w.Train {

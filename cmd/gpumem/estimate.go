@@ -42,6 +42,8 @@ type jobFlags struct {
 	dropout           bool
 	head              string // --head: the task head, overriding the config's architectures
 	labels            int    // --labels: num_labels of a classification head
+	loss              string // --loss: full, chunked[:N], liger or cce
+	logitsToKeep      int    // --logits-to-keep
 	gpus, zero        int
 	layout            layoutFlags
 }
@@ -71,6 +73,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
+	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
+	fs.IntVar(&f.logitsToKeep, "logits-to-keep", 0, "with --infer and no --generate: project only the last N positions of each sequence to logits (transformers' logits_to_keep); 0: every position")
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
 	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
 	f.layout.register(fs)
@@ -163,6 +167,10 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	}
 	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
 	j.Dropout = f.dropout && f.train
+	if j.Loss, err = parseLoss(f.loss); err != nil {
+		return j, dev, err
+	}
+	j.LogitsToKeep = f.logitsToKeep
 	par, off, err := f.layout.layout(f.gpus, f.zero)
 	if err != nil {
 		return j, dev, err
@@ -332,6 +340,9 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		if f.frozen && given["optimizer"] {
 			return fmt.Errorf("%w: --frozen: every parameter is frozen, so --optimizer %s has nothing to step (leave one out)", errUsage, f.opt)
 		}
+		if given["logits-to-keep"] && f.logitsToKeep != 0 {
+			return fmt.Errorf("%w: --logits-to-keep %d: a training step's loss needs the logits of every position (give --infer, or leave --logits-to-keep out)", errUsage, f.logitsToKeep)
+		}
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
@@ -341,6 +352,10 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		}
 	}
 	switch {
+	case given["loss"] && f.loss != "full" && f.loss != "":
+		return fmt.Errorf("%w: --loss %s: an inference job computes no loss ("+leave+")", errUsage, f.loss, "--loss")
+	case given["logits-to-keep"] && f.logitsToKeep != 0 && f.generate > 0:
+		return fmt.Errorf("%w: --logits-to-keep %d: generation's prompt pass keeps the last position's logits already (leave --generate or --logits-to-keep out)", errUsage, f.logitsToKeep)
 	case given["optimizer"]:
 		return fmt.Errorf("%w: --optimizer %s: an inference job keeps no optimizer state ("+leave+")", errUsage, f.opt, "--optimizer")
 	case given["grad-accum"] && f.accum != 1:
@@ -366,6 +381,19 @@ func checkJob(j budget.Job) error {
 		return fmt.Errorf("%w: --images %d: %s has no vision tower (a multimodal model such as llava-1.5-7b takes images)", errUsage, j.Images, describe(j))
 	}
 	return nil
+}
+
+// parseLoss reads --loss (model.ParseLoss) with the flag's own message.
+func parseLoss(s string) (model.Loss, error) {
+	l, err := model.ParseLoss(s)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) {
+			return l, fmt.Errorf("%w: --loss %q: %v", errUsage, s, fe.Err)
+		}
+		return l, fmt.Errorf("%w: --loss %q: %v", errUsage, s, err)
+	}
+	return l, nil
 }
 
 // tokensPerSequence is what a sequence of j holds at its longest: the
@@ -510,6 +538,16 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprint(out, ", no optimizer step")
 	case j.Mode == budget.Training && j.Gradients == budget.InputGradients:
 		fmt.Fprint(out, ", frozen: gradients to the input only")
+	}
+	if j.Loss.Kind != model.FullLoss {
+		fmt.Fprintf(out, ", %s loss", j.Loss)
+	}
+	if j.LogitsToKeep > 0 {
+		if j.LogitsToKeep == 1 {
+			fmt.Fprint(out, ", logits of the last position")
+		} else {
+			fmt.Fprintf(out, ", logits of the last %d positions", j.LogitsToKeep)
+		}
 	}
 	fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
 	if j.Parallel.GPUs() > 1 {

@@ -57,6 +57,8 @@ reported).`,
 			"    --attention flash --checkpointing selective --gpu h100",
 			"gpumem estimate --model llama-3-8b --train --gpu h100 --chart mem.png --chart-x seq",
 			"gpumem estimate --model llama-3-8b --train --gpu h100 --headroom 0   # fit in the whole free memory",
+			"gpumem estimate --model llama-3-8b --train --batch 8 --seq 8192 --attention flash --loss liger --gpu h100",
+			"gpumem estimate --model llama-3-8b --infer --batch 16 --seq 8192 --logits-to-keep 1 --gpu h100",
 		},
 		exit: "0 fits with the headroom (or no GPU named), 1 does not fit, 2 bad flags or input.",
 	}

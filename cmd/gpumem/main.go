@@ -169,6 +169,10 @@ func flagFor(field string) (string, bool) {
 		return "--grad-accum", true
 	case "Job.Images", "Workload.Images":
 		return "--images", true
+	case "Job.Loss", "Job.Loss.Chunks", "Workload.Loss", "Workload.Loss.Chunks", "loss":
+		return "--loss", true
+	case "Job.LogitsToKeep", "Workload.LogitsToKeep":
+		return "--logits-to-keep", true
 	case "Job.Precision", "Plan.Job.Precision":
 		return "--precision", true
 	case "Job.Optimizer", "Job.Gradients":

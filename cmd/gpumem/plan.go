@@ -21,6 +21,9 @@ const allowHelp = `changes the planner may make, comma-separated, tried in this 
   heads=N                             eager attention N heads at a time
   selective, full, every-k, offload-activations
                                       checkpointing policies (default: full, training only)
+  fused-loss, cce, chunked-loss       losses that never hold every logit: Liger's fused linear
+                                      cross entropy, cut cross-entropy, torchtune's chunked output
+                                      (8 chunks) (training only)
   adamw8bit, paged_adamw_8bit, adafactor, lion, sgd, ...
                                       optimizer substitutes (Hugging Face names)
   bf16, fp16, bf16-mixed, ...         precision substitutes
@@ -221,6 +224,8 @@ func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
 		switch {
 		case item == "offload" || item == "offload-optimizer":
 			training = true
+		case allowLoss(item) != nil:
+			training = true
 		case item == "" || item == "none" || item == "offload-copies" || item == "lora" || item == "qlora" || strings.HasPrefix(item, "heads="):
 		default:
 			if _, err := parseAttention(item); err == nil {
@@ -265,6 +270,8 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", errUsage, item)
 			}
 			lim.HeadChunks = append(lim.HeadChunks, n)
+		case allowLoss(item) != nil:
+			lim.Losses = append(lim.Losses, *allowLoss(item))
 		case item == "lora" || item == "qlora":
 			alt, err := loraAlternative(jf, item == "qlora")
 			if err != nil {
@@ -290,6 +297,20 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 			}
 			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", errUsage, item)
 		}
+	}
+	return nil
+}
+
+// allowLoss returns the loss an --allow item names (fused-loss or
+// liger, cce, chunked-loss), or nil.
+func allowLoss(item string) *model.Loss {
+	switch item {
+	case "fused-loss", "liger":
+		return &model.Loss{Kind: model.FusedLinearLoss}
+	case "cce":
+		return &model.Loss{Kind: model.CutCrossEntropyLoss}
+	case "chunked-loss":
+		return &model.Loss{Kind: model.ChunkedLoss, Chunks: model.DefaultLossChunks}
 	}
 	return nil
 }
@@ -396,7 +417,7 @@ func planJSON(p budget.Plan, dev gpumem.Device) map[string]any {
 		"fits": true, "device": dev.Name, "free": int64(dev.Free()),
 		"batch": p.Batch, "seq_len": p.SeqLen, "grad_accum": p.GradAccum, "global_batch": p.Batch * p.GradAccum,
 		"checkpointing": p.Checkpointing.String(), "attention": p.Attention.String(), "head_chunk": p.HeadChunk,
-		"optimizer": opt, "precision": p.Precision.String(), "offload": p.Offload.String(), "model": p.ModelName,
+		"optimizer": opt, "precision": p.Precision.String(), "offload": p.Offload.String(), "model": p.ModelName, "loss": p.Job.Loss.String(),
 		"need": components(p.Need), "allocated_peak": int64(p.Need.Allocated()), "reserved_peak": int64(p.Need.Reserved()),
 		"device_peak": int64(p.Need.Device()), "host": int64(p.Need.Host), "phase": p.Need.Phase.String(),
 		"headroom": int64(p.Headroom), "min_headroom": int64(p.MinHeadroom), "reason": p.Reason.String(), "limiting": p.Limiting, "ladder": ladderJSON(p.Ladder),

@@ -547,6 +547,8 @@ type estimateRequest struct {
 	Dropout       bool            `json:"dropout"`
 	Head          string          `json:"head"`   // --head: the task head
 	Labels        int             `json:"labels"` // --labels: a classification head's num_labels
+	Loss          string          `json:"loss"`
+	LogitsToKeep  int             `json:"logits_to_keep"`
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
 
@@ -603,7 +605,7 @@ func (s *server) defaultRequest() estimateRequest {
 	d := s.defaults
 	return estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
 		Precision: d.precision, Optimizer: d.opt, Attention: d.attn, Checkpointing: d.ckpt,
-		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images}
+		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images, Loss: d.loss}
 }
 
 // flagsFrom checks a decoded estimate request and turns it into flags.
@@ -660,6 +662,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if _, err := withLabels(headed, req.Labels); err != nil {
 		return jf, spec, badField("labels", "labels = %d: %v", req.Labels, forRequest(err.Error()))
 	}
+	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	var err error
@@ -714,6 +717,24 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if _, err := parseCheckpointing(jf.ckpt); err != nil {
 		return jf, spec, badField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.ckpt)
 	}
+	if l, err := model.ParseLoss(jf.loss); err != nil {
+		var fe *gpumem.FieldError
+		msg := err.Error()
+		if errors.As(err, &fe) {
+			msg = fe.Err.Error()
+		}
+		return jf, spec, badField("loss", "loss %q: %s", jf.loss, msg)
+	} else if l.Kind != model.FullLoss && !jf.train {
+		return jf, spec, badField("loss", "loss %q: an inference job computes no loss (give \"mode\": \"train\", or leave loss out)", jf.loss)
+	}
+	switch {
+	case jf.logitsToKeep < 0:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: must not be negative (0: every position)", jf.logitsToKeep)
+	case jf.logitsToKeep > 0 && jf.train:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: a training step's loss needs the logits of every position", jf.logitsToKeep)
+	case jf.logitsToKeep > 0 && jf.generate > 0:
+		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: generation's prompt pass keeps the last position's logits already", jf.logitsToKeep)
+	}
 	switch {
 	case jf.gpu != "" && jf.memory != "":
 		return jf, spec, badField("memory", "give one of gpu and memory")
@@ -747,6 +768,7 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
 		"Job.OptimizerInBackward": "optimizer_in_backward", "Job.Gradients": "optimizer",
 		"Job.OffloadActivations": "offload_activations",
+		"Job.Loss":               "loss", "Job.Loss.Chunks": "loss", "Job.LogitsToKeep": "logits_to_keep",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
@@ -824,6 +846,7 @@ var libraryFields = map[string]string{
 	"TargetGlobalBatch": "target_batch", "MinSeqLen": "min_seq", "MaxSeqLen": "max_seq", "HeadroomFraction": "headroom",
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
 	"Capacity": "capacity", "Device": "gpu",
+	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
 }
 
 // requestField names a library field as the request does: fields maps
