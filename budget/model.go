@@ -38,6 +38,8 @@ type Model struct {
 
 	layers int64 // the language model's blocks (pipeline stages split them)
 	tied   bool  // the head is the input embedding (the last stage holds a copy)
+
+	quant quantKernels // the quantized linears' kernels (none: Method "")
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -92,6 +94,9 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
 	m.layerElems = largestLayer(s.Runs())
+	if m.quant, err = newQuantKernels(f, rs); err != nil {
+		return Model{}, err
+	}
 	index := make(map[string]int, 64)
 	var key strings.Builder
 	for i, r := range rs {
@@ -103,11 +108,14 @@ func NewModel(f model.Finetune) (Model, error) {
 		if _, err := t.Bytes(); err != nil {
 			return Model{}, err
 		}
+		train := trains[t.Name]
 		var fixed gpumem.DType
-		if t.DType.IsQuantized() || !t.DType.IsFloat() {
+		if t.DType.IsQuantized() || !t.DType.IsFloat() || model.IsQuantConstant(t.Name) || (f.Unquantized != gpumem.Invalid && !train) {
+			// Quantized weights and their constants are stored as the
+			// library keeps them, and so are the frozen tensors a
+			// quantized model loads in Finetune.Unquantized.
 			fixed = t.DType
 		}
-		train := trains[t.Name]
 		if train && fixed != gpumem.Invalid {
 			return Model{}, gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
 				"a %s tensor cannot be trained; train an adapter on it", t.DType)
