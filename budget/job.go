@@ -136,6 +136,11 @@ func (p Precision) dtypes() (weights, grads, stepped, compute gpumem.DType) {
 	return gpumem.Invalid, gpumem.Invalid, gpumem.Invalid, gpumem.Invalid
 }
 
+// DTypes returns the policy's storage of weights, gradients and the
+// tensors the optimizer steps (master or weights), and its compute
+// dtype; all Invalid for an undefined policy.
+func (p Precision) DTypes() (weights, grads, stepped, compute gpumem.DType) { return p.dtypes() }
+
 // master reports whether the policy keeps an fp32 master copy apart from
 // the weights.
 func (p Precision) master() bool { return p == MixedFP16 || p == MixedBF16 || p == FP8 }

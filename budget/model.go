@@ -39,7 +39,8 @@ type Model struct {
 	layers int64 // the language model's blocks (pipeline stages split them)
 	tied   bool  // the head is the input embedding (the last stage holds a copy)
 
-	quant quantKernels // the quantized linears' kernels (none: Method "")
+	quant    quantKernels // the quantized linears' kernels (none: Method "")
+	adapters bool         // LoRA adapters train
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -110,9 +111,9 @@ func NewModel(f model.Finetune) (Model, error) {
 		}
 		train := trains[t.Name]
 		var fixed gpumem.DType
-		if t.DType.IsQuantized() || !t.DType.IsFloat() || model.IsQuantConstant(t.Name) || (f.Unquantized != gpumem.Invalid && !train) {
-			// Quantized weights and their constants are stored as the
-			// library keeps them, and so are the frozen tensors a
+		if t.DType.IsQuantized() || !t.DType.IsFloat() || t.DType.Bits() < 16 || model.IsQuantConstant(t.Name) || (f.Unquantized != gpumem.Invalid && !train) {
+			// Quantized (and fp8) weights and their constants are stored
+			// as the library keeps them, and so are the frozen tensors a
 			// quantized model loads in Finetune.Unquantized.
 			fixed = t.DType
 		}
@@ -154,6 +155,9 @@ func NewModel(f model.Finetune) (Model, error) {
 			return Model{}, gpumem.Errorf("Finetune.Tensors", t.Name, gpumem.ErrRange, "parameter count overflows int64")
 		}
 		m.groups[g].count, m.params, m.tensors = count, params, tensors
+		if train && (strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight")) {
+			m.adapters = true
+		}
 		if train {
 			m.trainableParams += total
 			m.trainableTensors += r.Count

@@ -85,6 +85,10 @@ func (j *Job) validate() error {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrRange,
 			"Batch × (SeqLen + Generate) = %d×(%d+%d) tokens exceeds 2^40", j.Batch, j.SeqLen, j.Generate)
 	}
+	if j.Mode == Training && j.Model.quant.method != "" && !j.Model.adapters {
+		return gpumem.Errorf("Job.Model", j.Model.quant.method, gpumem.ErrInvalid,
+			"a model with quantized weights trains adapters on them (model.Finetune.LoRA), as PEFT does; its quantized weights cannot train")
+	}
 	if j.Mode == Training {
 		// A frozen model without an optimizer is a backward pass to the
 		// inputs only (an adversarial attack, seed 000): activations are

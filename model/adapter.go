@@ -418,8 +418,9 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 }
 
 // Trainable returns the tensors the optimizer updates: the adapters and
-// the base tensors Train selects. A quantized base tensor cannot train;
-// selecting one is an error naming it.
+// the base tensors Train selects. A quantized base tensor cannot train:
+// without a Train predicate it is frozen; a predicate selecting one is an
+// error naming it.
 func (f Finetune) Trainable() ([]gpumem.Tensor, error) {
 	all, err := f.runs(false)
 	if err != nil {
@@ -442,6 +443,9 @@ func (f Finetune) trainable(all []Run) ([]Run, error) {
 			out = append(out, r)
 		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
 			// Quantization constants and buffers never train.
+		case f.Train == nil && f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")):
+			// Without a Train predicate a quantized weight is frozen: an
+			// inference model, or the base under adapters.
 		case f.trains(t):
 			if f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")) {
 				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a quantized weight cannot train")
