@@ -206,3 +206,20 @@ func TestQuantJobErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadNotPlanned: Allocate, MaxBatch and MaxSeqLen refuse a Load
+// job by its mode.
+func TestLoadNotPlanned(t *testing.T) {
+	t.Parallel()
+	m := quantModel(t, "gpt2", model.Finetune{})
+	j := Job{Model: m, Mode: Load, Precision: BF16}
+	for _, f := range []func() error{
+		func() error { _, err := Allocate(80*gpumem.GiB, j, nil); return err },
+		func() error { _, err := MaxBatch(j, 80*gpumem.GiB); return err },
+		func() error { _, err := MaxSeqLen(j, 80*gpumem.GiB); return err },
+	} {
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, f(), &fe)
+		assert.Equal(t, "Job.Mode", fe.Field)
+	}
+}
