@@ -154,6 +154,9 @@ func NewModel(f model.Finetune) (Model, error) {
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return Model{}, gpumem.Errorf("Finetune.Tensors", t.Name, gpumem.ErrRange, "parameter count overflows int64")
 		}
+		if model.IsQuantConstant(t.Name) {
+			params = m.params // quantization constants are not parameters (model.Finetune.Params)
+		}
 		m.groups[g].count, m.params, m.tensors = count, params, tensors
 		if train && (strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight")) {
 			m.adapters = true
@@ -218,8 +221,8 @@ func (m *Model) stepped(dt gpumem.DType) ([]optimizer.Run, []gpumem.Tensor) {
 // Spec returns the architecture the Model was prepared from.
 func (m Model) Spec() model.Spec { return m.spec }
 
-// Params returns the number of parameters (elements), and how many of
-// them are trained.
+// Params returns the number of parameters (elements; quantization
+// constants are not counted), and how many of them are trained.
 func (m Model) Params() (total, trainable int64) { return m.params, m.trainableParams }
 
 // valid reports whether m was built by NewModel.

@@ -128,6 +128,11 @@ func TestQLoRAWeights(t *testing.T) {
 	// fewer.
 	assert.Equal(t, gpumem.Bytes(4*1_050_673_152+65*16_384), b.Weights-a.Weights)
 	assert.InDelta(t, 5.46, float64(a.Weights)/float64(gpumem.GiB), 0.01)
+	// The quantization constants are not parameters: Llama-3.1-8B's
+	// 8,030,261,248 and the 27,262,976 adapter weights.
+	total, trainable := fixed.Params()
+	assert.Equal(t, int64(8_030_261_248+27_262_976), total)
+	assert.Equal(t, int64(27_262_976), trainable)
 }
 
 // TestKVOptions: the cache's dtype and paging.
