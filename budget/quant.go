@@ -16,6 +16,8 @@ type quantKernels struct {
 	method string       // model.Finetune.QuantMethod: "", bitsandbytes, gptq, awq, fp8
 	dtype  gpumem.DType // Finetune.Quant
 	stored gpumem.DType // Finetune.Unquantized: the dtype bitsandbytes dequantizes 4-bit weights to (Invalid: the compute dtype)
+	comp4  gpumem.DType // Finetune.ComputeDType: a 4-bit layer's compute dtype (Invalid: the job's)
+	legacy bool         // Finetune.Unfused: bitsandbytes < 0.50 dequantizes in forward
 	block  int64        // bitsandbytes 4-bit block size
 	nested bool         // bitsandbytes double quantization
 	shapes []ioShape    // the distinct quantized linears
@@ -30,7 +32,8 @@ func newQuantKernels(f model.Finetune, rs []model.Run) (quantKernels, error) {
 	if err != nil || method == "" {
 		return quantKernels{}, err
 	}
-	q := quantKernels{method: method, dtype: f.Quant, stored: f.Unquantized, block: f.Blockwise.Block, nested: f.Blockwise.Nested}
+	q := quantKernels{method: method, dtype: f.Quant, stored: f.Unquantized, comp4: f.ComputeDType, legacy: f.Unfused,
+		block: f.Blockwise.Block, nested: f.Blockwise.Nested}
 	if q.block == 0 {
 		q.block = 64
 	}
@@ -90,13 +93,17 @@ func (q *quantKernels) scratch(train bool) gpumem.Bytes {
 // in the compute dtype cDT, beyond the layer's input and output (which
 // the activation model counts):
 //
-//   - bitsandbytes 4-bit (0.50.2.dev0 at 95f9af3, autograd/_functions.py):
-//     forward runs the fused gemm_4bit kernel, no dequantized weight (new
-//     in 0.50.0; earlier releases dequantized the whole weight for more
-//     than one token); MatMul4Bit.backward computes grad_A with
-//     F.dequantize_4bit: the whole weight in quant_state.dtype (in·out
-//     elements), and with double quantization the absmax constants
-//     dequantized to fp32 (one per block), live together;
+//   - bitsandbytes 4-bit (0.50.2.dev0 at 95f9af3, autograd/_functions.py
+//     and nn/modules.py): Linear4bit.forward casts its input to
+//     compute_dtype and the output back (tokens·(in + out) elements in
+//     compute_dtype when it is not the job's); forward runs the fused
+//     gemm_4bit kernel, no dequantized weight (new in 0.50.0; with
+//     Unfused, 0.49.2's MatMul4Bit.forward dequantizes the whole weight
+//     for more than one token: F.dequantize_4bit in quant_state.dtype,
+//     the weight's stored dtype, then .to(compute_dtype), and with double
+//     quantization the absmax constants in fp32, one per block);
+//     MatMul4Bit.backward computes grad_A with F.dequantize_4bit, the
+//     same dequantized weight and absmax, cast to the gradient's dtype;
 //   - bitsandbytes LLM.int8 (MatMul8bitLt.forward, int8_scaled_mm): the
 //     input cast to fp16 (unless it is fp16), its int8 rows CA and fp32
 //     row scales SCA, then the int32 product tokens × out before
@@ -139,16 +146,32 @@ func (q *quantKernels) transients(tokens int64, cDT gpumem.DType, train bool) (f
 				}
 				break
 			}
+			st, cp := cDT, cDT
+			if q.stored != gpumem.Invalid {
+				st = q.stored
+			}
+			if q.comp4 != gpumem.Invalid {
+				cp = q.comp4
+			}
+			// The weight dequantized to its stored dtype, cast to the
+			// compute dtype, and the nested absmax in fp32.
+			dq, _ := checked.Mul(io, sizeOf(st))
+			if cp != st {
+				cast, _ := checked.Mul(io, sizeOf(cp))
+				dq += cast
+			}
+			if q.nested {
+				blocks, _ := checked.CeilDiv(io, q.block)
+				dq += 4 * blocks
+			}
+			if cp != cDT {
+				f, _ = checked.MulAll(tokens, s.in+s.out, sizeOf(cp))
+			}
+			if q.legacy && tokens > 1 {
+				f += dq
+			}
 			if train {
-				st := c
-				if q.stored != gpumem.Invalid {
-					st = sizeOf(q.stored)
-				}
-				b, _ = checked.Mul(io, st)
-				if q.nested {
-					blocks, _ := checked.CeilDiv(io, q.block)
-					b += 4 * blocks
-				}
+				b = dq
 			}
 		case "awq":
 			if tokens >= awqDequantTokens {

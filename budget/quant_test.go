@@ -79,6 +79,26 @@ func TestQuantKernels(t *testing.T) {
 		assert.Zero(t, fwd)
 		assert.Equal(t, gpumem.Bytes(92_995_584), bwd)
 	})
+	t.Run("fp4 unfused, fp32 compute", func(t *testing.T) {
+		t.Parallel()
+		// bitsandbytes before 0.50 with bnb_4bit_compute_dtype float32 on
+		// fp16 weights (load_in_4bit's 2023 defaults), 40 tokens:
+		// gate/up dequantized to fp16 (4096·11008·2 = 90,177,536) and
+		// cast to fp32 (180,355,072); the input and output in fp32
+		// (40·(4096 + 11008)·4 = 2,416,640): 272,949,248.
+		m := quantModel(t, "llama-2-7b", model.Finetune{Quant: gpumem.FP4, Unquantized: gpumem.FP16,
+			ComputeDType: gpumem.FP32, Unfused: true})
+		fwd, _ := m.quant.transients(40, gpumem.FP16, false)
+		assert.Equal(t, gpumem.Bytes(272_949_248), fwd)
+		// One token takes gemv_4bit: the casts only, 1·15,104·4 = 60,416
+		// (118 blocks of 512).
+		fwd, _ = m.quant.transients(1, gpumem.FP16, false)
+		assert.Equal(t, gpumem.Bytes(60_416), fwd)
+		// Fused (0.50): the casts only.
+		f := quantModel(t, "llama-2-7b", model.Finetune{Quant: gpumem.FP4, Unquantized: gpumem.FP16, ComputeDType: gpumem.FP32})
+		fwd, _ = f.quant.transients(40, gpumem.FP16, false)
+		assert.Equal(t, gpumem.Bytes(2_416_640), fwd)
+	})
 	t.Run("fp8 act_quant", func(t *testing.T) {
 		t.Parallel()
 		m := quantModel(t, "llama-2-7b", model.Finetune{Quant: gpumem.FP8E4M3, FP8Block: [2]int64{128, 128}})

@@ -235,6 +235,18 @@ type Finetune struct {
 	// policy, as for a model that is not quantized: fp32 under AMP is
 	// what prepare_model_for_kbit_training alone leaves. It needs Quant.
 	Unquantized gpumem.DType
+	// ComputeDType is bitsandbytes' bnb_4bit_compute_dtype: the dtype a
+	// 4-bit layer computes in (Linear4bit.forward casts its input to it
+	// and its output back). transformers' BitsAndBytesConfig defaults to
+	// float32 when it is not given; QLoRA recipes give bf16. Invalid
+	// (zero) means the job's compute dtype. It needs Quant NF4 or FP4.
+	ComputeDType gpumem.DType
+	// Unfused selects bitsandbytes before 0.50.0, whose 4-bit forward
+	// (MatMul4Bit.forward at 0.49.2) dequantizes the whole weight for
+	// any input of more than one token, to its stored dtype and then to
+	// ComputeDType; 0.50.0 and later run a fused gemm_4bit kernel
+	// instead. It needs Quant NF4 or FP4.
+	Unfused bool
 	// Blockwise sizes the 4-bit quantization constants. QLoRA uses
 	// {Block: 64, Nested: true} (bnb_4bit_use_double_quant).
 	Blockwise gpumem.Blockwise
@@ -335,6 +347,16 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 			return nil, gpumem.Errorf("Finetune.Unquantized", u, gpumem.ErrInvalid, "it sets the storage of what Quant leaves alone; set Quant too")
 		}
 		return nil, gpumem.Errorf("Finetune.Unquantized", u, gpumem.ErrInvalid, "want fp32, bf16 or fp16 (torch_dtype)")
+	}
+	bnb4 := f.Quant == gpumem.NF4 || f.Quant == gpumem.FP4
+	if c := f.ComputeDType; c != gpumem.Invalid && (!bnb4 || (c != gpumem.FP32 && c != gpumem.BF16 && c != gpumem.FP16)) {
+		if !bnb4 {
+			return nil, gpumem.Errorf("Finetune.ComputeDType", c, gpumem.ErrInvalid, "bnb_4bit_compute_dtype applies to nf4 and fp4 weights")
+		}
+		return nil, gpumem.Errorf("Finetune.ComputeDType", c, gpumem.ErrInvalid, "want fp32, bf16 or fp16")
+	}
+	if f.Unfused && !bnb4 {
+		return nil, gpumem.Errorf("Finetune.Unfused", f.Unfused, gpumem.ErrInvalid, "it selects bitsandbytes' 4-bit kernels; set Quant nf4 or fp4")
 	}
 	fp8 := f.Quant == gpumem.FP8E4M3 || f.Quant == gpumem.FP8E5M2
 	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {

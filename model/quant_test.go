@@ -124,6 +124,9 @@ func TestQuantErrors(t *testing.T) {
 		{"group zero-like", Finetune{Model: s, Quant: gpumem.INT4, Method: "awq", GroupSize: -2}, "Finetune.GroupSize"},
 		{"unquantized without quant", Finetune{Model: s, Unquantized: gpumem.BF16}, "Finetune.Unquantized"},
 		{"unquantized fp8", Finetune{Model: s, Quant: gpumem.NF4, Unquantized: gpumem.FP8E4M3}, "Finetune.Unquantized"},
+		{"compute dtype of gptq", Finetune{Model: s, Quant: gpumem.INT4, Method: "gptq", ComputeDType: gpumem.FP32}, "Finetune.ComputeDType"},
+		{"compute dtype int8", Finetune{Model: s, Quant: gpumem.NF4, ComputeDType: gpumem.INT8}, "Finetune.ComputeDType"},
+		{"unfused int8", Finetune{Model: s, Quant: gpumem.INT8, Unfused: true}, "Finetune.Unfused"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -179,6 +179,7 @@ func TestJobErrors(t *testing.T) {
 		{"job.unquantized", func(j *Job) { j.Quant = "nf4"; j.LoRARank = 8; j.Unquantized = "bf17" }},
 		{"job.kv_dtype", func(j *Job) { j.Mode = "generate"; j.Generate = 1; j.Optimizer = nil; j.KVDType = "fp9" }},
 		{"job.context_bytes", func(j *Job) { j.ContextBytes = -1 }},
+		{"job.bnb_compute_dtype", func(j *Job) { j.Quant = "nf4"; j.LoRARank = 8; j.BnbComputeDType = "bf17" }},
 		{"job.batch", func(j *Job) { j.Mode = "load"; j.Optimizer = nil }},
 		{"job.batch", func(j *Job) { j.Batch = 0 }},
 		{"job.seq", func(j *Job) { j.Seq = nil }},

@@ -69,6 +69,12 @@ type Job struct {
 	// unquantized weights of a quantized model in (model.Finetune.
 	// Unquantized; empty: the precision policy's).
 	Unquantized string `json:"unquantized"`
+	// BnbComputeDType is bnb_4bit_compute_dtype (model.Finetune.
+	// ComputeDType; empty: the job's compute dtype), and BnbUnfused
+	// selects bitsandbytes before 0.50.0, which dequantizes 4-bit weights
+	// in forward (model.Finetune.Unfused).
+	BnbComputeDType string `json:"bnb_compute_dtype"`
+	BnbUnfused      bool   `json:"bnb_unfused"`
 	// KVDType and KVBlock are budget.Job's KV cache options (a generate
 	// job's cache dtype, and its page size in tokens).
 	KVDType string `json:"kv_dtype"`
@@ -237,6 +243,12 @@ func (j *Job) Budget() (budget.Job, error) {
 			return b, gpumem.Errorf(field("unquantized"), j.Unquantized, gpumem.ErrInvalid, "not a dtype")
 		}
 	}
+	if j.BnbComputeDType != "" {
+		if ft.ComputeDType, err = gpumem.ParseDType(j.BnbComputeDType); err != nil {
+			return b, gpumem.Errorf(field("bnb_compute_dtype"), j.BnbComputeDType, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	ft.Unfused = j.BnbUnfused
 	if b.Model, err = budget.NewModel(ft); err != nil {
 		return b, err
 	}
