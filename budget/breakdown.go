@@ -93,7 +93,8 @@ type Breakdown struct {
 	// caching allocator, and the memory of quantized kernels: GPTQ's
 	// persistent exllamav2 scratch, and at the peak the transient of the
 	// quantized matmul that sets it (a dequantized weight, LLM.int8's
-	// int32 product).
+	// int32 product), or in a Load job the weight bitsandbytes is
+	// quantizing as it loads.
 	Workspace gpumem.Bytes
 	// Fragmentation is what the caching allocator reserves beyond live
 	// tensors at the peak.

@@ -200,8 +200,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// A quantized kernel's persistent scratch (GPTQ's exllamav2).
 	scratch := m.quant.scratch(train)
 	if j.Mode == Load {
-		// Loaded, nothing run: no cuBLAS workspace yet, no activations.
-		b.Workspace = scratch
+		// Loaded, nothing run: no cuBLAS workspace yet, no activations;
+		// bitsandbytes' quantization of the largest weight as it loads.
+		b.Workspace = acc.sum(scratch, m.quant.loading(wDT))
 		if acc.err != nil {
 			return Breakdown{}, acc.err
 		}

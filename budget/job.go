@@ -27,7 +27,8 @@ const (
 	// Load loads the model and runs nothing: "does it load?". The peak
 	// is the weights (with their quantization constants and the
 	// persistent scratch a quantized kernel allocates at load, GPTQ's
-	// exllamav2), the frozen copies and buffers, and the CUDA context:
+	// exllamav2, or the largest weight bitsandbytes is quantizing as it
+	// loads), the frozen copies and buffers, and the CUDA context:
 	// no activation, KV cache or cuBLAS workspace (allocated at the first
 	// matmul), and no fragmentation (after loading the caching allocator
 	// held 0.1% and 1.0% more than it allocated in the pairs

@@ -190,6 +190,44 @@ func (q *quantKernels) transients(tokens int64, cDT gpumem.DType, train bool) (f
 	return fwd, bwd
 }
 
+// loading returns the transient of loading: bitsandbytes quantizes a
+// floating-point checkpoint as each weight reaches the GPU (transformers'
+// bitsandbytes quantizers hand it to Params4bit / Int8Params, whose
+// _quantize copies it to the device first, bitsandbytes nn/modules.py
+// at 95f9af3): the largest weight in its stored dtype (fp16 for LLM.int8,
+// which converts it) beside its quantized form, which the weights count,
+// and for 4-bit the fp32 absmax of its blocks before double quantization
+// packs them. GPTQ, AWQ and fp8 checkpoints are stored quantized and
+// load as they are.
+func (q *quantKernels) loading(cDT gpumem.DType) gpumem.Bytes {
+	if q.method != "bitsandbytes" {
+		return 0
+	}
+	st := cDT
+	if q.stored != gpumem.Invalid {
+		st = q.stored
+	}
+	var most int64
+	for _, s := range q.shapes {
+		io, ok := checked.Mul(s.in, s.out)
+		if !ok {
+			continue
+		}
+		var b int64
+		if q.dtype == gpumem.INT8 {
+			b, _ = checked.Mul(io, 2)
+		} else {
+			b, _ = checked.Mul(io, sizeOf(st))
+			if q.nested {
+				blocks, _ := checked.CeilDiv(io, q.block)
+				b += 4 * blocks
+			}
+		}
+		most = max(most, roundAlloc(b))
+	}
+	return gpumem.Bytes(most)
+}
+
 // awqDequantTokens is AutoAWQ's FP16_MATMUL_HEURISTIC_CONDITION:
 // x.shape[0] * x.shape[1] >= 1024 dequantizes the weight.
 const awqDequantTokens = 1024

@@ -199,6 +199,20 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(811_598_336), b.Workspace)
 	require.Zero(t, testing.AllocsPerRun(20, func() { _, _ = Estimate(Job{Model: g, Mode: Load, Precision: FP16}) }))
+	// bitsandbytes quantizes as it loads: Llama-3.1-8B's gate/up/down
+	// (14336·4096 = 58,720,256 weights) in bf16, 117,440,512 bytes, and
+	// with double quantization their fp32 absmax (917,504 blocks · 4 =
+	// 3,670,016): 121,110,528. LLM.int8 converts to fp16 first: the
+	// same 117,440,512.
+	nf4 := quantModel(t, "llama-3.1-8b", model.Finetune{Quant: gpumem.NF4, Blockwise: gpumem.Blockwise{Nested: true}})
+	b, err = Estimate(Job{Model: nf4, Mode: Load, Precision: BF16})
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(121_110_528), b.Workspace)
+	assert.Equal(t, b.Weights+b.Workspace+defaultContext, b.Device())
+	i8 := quantModel(t, "llama-3.1-8b", model.Finetune{Quant: gpumem.INT8})
+	b, err = Estimate(Job{Model: i8, Mode: Load, Precision: BF16})
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(117_440_512), b.Workspace)
 }
 
 // TestQuantJobErrors: options that make no sense name their field.
