@@ -225,15 +225,20 @@ type Finetune struct {
 	GroupSize int64
 	// Unquantized is the storage of the frozen floating-point base
 	// tensors that Quant leaves alone (embeddings, norms, biases, the
-	// output head): from_pretrained loads them in torch_dtype, which a
-	// QLoRA recipe sets to its bnb_4bit_compute_dtype (bf16), and keeps
-	// them there whatever the training precision (TRL's
-	// peft_module_casting_to_bf16 casts embed_tokens and lm_head back to
-	// bf16 after PEFT's prepare_model_for_kbit_training upcast them,
-	// peft/utils/other.py at 5d602fd; the QLoRA repository's qlora.py
-	// does the same). Invalid (zero) leaves them to the job's precision
-	// policy, as for a model that is not quantized: fp32 under AMP is
-	// what prepare_model_for_kbit_training alone leaves. It needs Quant.
+	// output head): from_pretrained loads them in torch_dtype (float16
+	// when none is given, transformers' bitsandbytes quantizer
+	// update_torch_dtype), which a QLoRA recipe sets to its
+	// bnb_4bit_compute_dtype (bf16), and keeps them there whatever the
+	// training precision. PEFT's prepare_model_for_kbit_training upcasts
+	// every fp16/bf16 parameter to fp32 (peft/utils/other.py at
+	// 5d602fd); TRL's SFTTrainer then casts embed_tokens and lm_head back
+	// to bf16 (peft_module_casting_to_bf16, trl/trainer/utils.py), and so
+	// does the QLoRA repository's qlora.py. Both keep the norms in fp32,
+	// which this field does not tell apart (65·4096 elements for a
+	// Llama-3-8B: 0.5 MB). Invalid (zero) leaves them to the job's
+	// precision policy, as for a model that is not quantized: fp32 under
+	// AMP is what prepare_model_for_kbit_training alone leaves. It needs
+	// Quant.
 	Unquantized gpumem.DType
 	// ComputeDType is bitsandbytes' bnb_4bit_compute_dtype: the dtype a
 	// 4-bit layer computes in (Linear4bit.forward casts its input to it
@@ -392,7 +397,7 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 			continue
 		}
 		if module, in, o, ok := linearModule(f.Model, t); ok && (method == "gptq" || method == "awq") && !isHead(module) {
-			rs, err := packedInt4(method, module, t, in, o, group)
+			rs, err := packedInt4(method, module, in, o, group)
 			if err != nil {
 				return nil, err
 			}
@@ -401,12 +406,11 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 			}
 			continue
 		}
-		if module, in, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && !isHead(module) {
+		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && !isHead(module) {
 			// Linear8bitLt: int8 weight, one fp32 absmax per output row.
 			t.DType = gpumem.INT8
 			out = append(out, Run{t, r.Count, r.Layers},
 				Run{gpumem.Tensor{Name: module + ".SCB", Shape: []int64{o}, DType: gpumem.FP32}, r.Count, r.Layers})
-			_ = in
 			continue
 		}
 		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
@@ -601,7 +605,7 @@ func methodName(m string) string {
 // g (-1: per row): qweight (as INT4 [out, in], the bytes of the int32
 // packing), qzeros (int32, 8 zeros per int32), scales (fp16) and, for
 // GPTQ, g_idx (int32 per input feature).
-func packedInt4(method, module string, t gpumem.Tensor, in, out, g int64) ([]gpumem.Tensor, error) {
+func packedInt4(method, module string, in, out, g int64) ([]gpumem.Tensor, error) {
 	if g == -1 {
 		g = in
 	}
@@ -628,7 +632,6 @@ func packedInt4(method, module string, t gpumem.Tensor, in, out, g int64) ([]gpu
 	if method == "gptq" {
 		ts = append(ts, gpumem.Tensor{Name: module + ".g_idx", Shape: []int64{in}, DType: gpumem.INT32})
 	}
-	_ = t
 	return ts, nil
 }
 
