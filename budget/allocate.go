@@ -380,6 +380,10 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	if err := j.validate(); err != nil {
 		return Plan{}, err
 	}
+	if j.Mode == Load {
+		return Plan{}, gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid,
+			"a Load job has no batch or sequence to plan; Estimate tells whether it loads")
+	}
 	a, err := newAllocator(free, j, lim)
 	if err != nil {
 		return Plan{}, err

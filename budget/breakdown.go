@@ -27,11 +27,14 @@ const (
 	Step
 	// Decode: one generated token per sequence against the KV cache.
 	Decode
+	// Loaded: the model loaded, nothing run (a Load job).
+	Loaded
 )
 
-var phaseNames = [...]string{Forward: "forward", Backward: "backward", Step: "optimizer step", Decode: "decode"}
+var phaseNames = [...]string{Forward: "forward", Backward: "backward", Step: "optimizer step", Decode: "decode", Loaded: "loaded"}
 
-// String returns "forward", "backward", "optimizer step" or "decode".
+// String returns "forward", "backward", "optimizer step", "decode" or
+// "loaded".
 func (p Phase) String() string {
 	if p >= Forward && int(p) < len(phaseNames) {
 		return phaseNames[p]
@@ -87,7 +90,11 @@ type Breakdown struct {
 	// model held for inference only.
 	ExtraModels gpumem.Bytes
 	// Workspace is cuBLAS workspaces, allocated through PyTorch's
-	// caching allocator.
+	// caching allocator, and the memory of quantized kernels: GPTQ's
+	// persistent exllamav2 scratch, and at the peak the transient of the
+	// quantized matmul that sets it (a dequantized weight, LLM.int8's
+	// int32 product), or in a Load job the weight bitsandbytes is
+	// quantizing as it loads.
 	Workspace gpumem.Bytes
 	// Fragmentation is what the caching allocator reserves beyond live
 	// tensors at the peak.
@@ -109,7 +116,7 @@ type Breakdown struct {
 	Phase Phase
 	// Phases holds the allocated peak of each phase, indexed by Phase
 	// (zero for phases the job does not have).
-	Phases [Decode + 1]gpumem.Bytes
+	Phases [Loaded + 1]gpumem.Bytes
 }
 
 // Allocated returns the peak of live tensors, what

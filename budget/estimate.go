@@ -208,6 +208,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	} else {
 		acc.add(0, errOverflow("workspaces"))
 	}
+	// A quantized kernel's persistent scratch (GPTQ's exllamav2).
+	scratch := m.quant.scratch(train)
+	if j.Mode == Load {
+		// Loaded, nothing run: no cuBLAS workspace yet, no activations;
+		// bitsandbytes' quantization of the largest weight as it loads.
+		b.Workspace = acc.sum(scratch, m.quant.loading(wDT))
+		if acc.err != nil {
+			return Breakdown{}, acc.err
+		}
+		return loaded(b, ov.Context), nil
+	}
+	b.Workspace = acc.sum(b.Workspace, scratch)
 	if acc.err != nil {
 		return Breakdown{}, acc.err
 	}
@@ -233,6 +245,11 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		phase                            Phase
 		casts, grads, acts, attn, logits gpumem.Bytes
 		optimizerExtra                   gpumem.Bytes
+		kernel                           gpumem.Bytes // a quantized matmul's transient
+	}
+	var kFwd, kBwd gpumem.Bytes
+	if len(m.quant.shapes) > 0 {
+		kFwd, kBwd = m.quant.transients(int64(j.Batch)*int64(j.SeqLen), cDT, train)
 	}
 	var cands [7]candidate
 	n := 0
@@ -241,15 +258,15 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if train {
 		// Forward: the last block's transient on everything saved so far,
 		// then the logits with the loss's fp32 upcast.
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward})
+		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward, kernel: kFwd})
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward})
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd})
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd})
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),
@@ -280,7 +297,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if j.Mode == Generation {
 			ph = Decode
 		}
-		add(candidate{phase: ph, acts: body, attn: act.forward})
+		add(candidate{phase: ph, acts: body, attn: act.forward, kernel: kFwd})
 		add(candidate{phase: ph, acts: body, logits: act.logits})
 	}
 	for i := 0; i < n; i++ {
@@ -292,7 +309,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	var bestTotal gpumem.Bytes
 	for i := 0; i < n; i++ {
 		c := &cands[i]
-		t := acc.sum(acc.sum(acc.sum(base, c.casts), c.grads), acc.sum(acc.sum(c.acts, c.attn), acc.sum(c.logits, c.optimizerExtra)))
+		t := acc.sum(acc.sum(acc.sum(base, c.casts), acc.sum(c.grads, c.kernel)), acc.sum(acc.sum(c.acts, c.attn), acc.sum(c.logits, c.optimizerExtra)))
 		b.Phases[c.phase] = max(b.Phases[c.phase], t)
 		if best < 0 || t > bestTotal {
 			best, bestTotal = i, t
@@ -309,6 +326,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	b.Logits = c.logits
 	b.Optimizer += c.optimizerExtra
 	b.Weights += c.casts
+	b.Workspace += c.kernel
 	alloc := b.Allocated()
 	frag, ok := checked.Scale(int64(alloc), ov.Fragmentation)
 	if !ok {
@@ -322,6 +340,15 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	}
 	b.HostNode = gpumem.Bytes(node)
 	return b, nil
+}
+
+// loaded completes the Breakdown of a Load job: the persistent state as
+// b holds it, the context, no fragmentation.
+func loaded(b Breakdown, context gpumem.Bytes) Breakdown {
+	b.Context = context
+	b.Phase = Loaded
+	b.Phases[Loaded] = b.Allocated()
+	return b
 }
 
 // accumulator sums byte counts and keeps the first error, so that the

@@ -24,11 +24,22 @@ const (
 	// tokens; its peak is the larger of the prompt pass (logits of the
 	// last position only, as generate() asks for) and the last step.
 	Generation
+	// Load loads the model and runs nothing: "does it load?". The peak
+	// is the weights (with their quantization constants and the
+	// persistent scratch a quantized kernel allocates at load, GPTQ's
+	// exllamav2, or the largest weight bitsandbytes is quantizing as it
+	// loads), the frozen copies and buffers, and the CUDA context:
+	// no activation, KV cache or cuBLAS workspace (allocated at the first
+	// matmul), and no fragmentation (after loading the caching allocator
+	// held 0.1% and 1.0% more than it allocated in the pairs
+	// DefaultFragmentation cites). Batch, SeqLen and an optimizer do not
+	// apply.
+	Load
 )
 
-var modeNames = [...]string{Training: "train", Prefill: "prefill", Generation: "generate"}
+var modeNames = [...]string{Training: "train", Prefill: "prefill", Generation: "generate", Load: "load"}
 
-// String returns "train", "prefill" or "generate".
+// String returns "train", "prefill", "generate" or "load".
 func (m Mode) String() string {
 	if m >= Training && int(m) < len(modeNames) {
 		return modeNames[m]
@@ -126,6 +137,11 @@ func (p Precision) dtypes() (weights, grads, stepped, compute gpumem.DType) {
 	return gpumem.Invalid, gpumem.Invalid, gpumem.Invalid, gpumem.Invalid
 }
 
+// DTypes returns the policy's storage of weights, gradients and the
+// tensors the optimizer steps (master or weights), and its compute
+// dtype; all Invalid for an undefined policy.
+func (p Precision) DTypes() (weights, grads, stepped, compute gpumem.DType) { return p.dtypes() }
+
 // master reports whether the policy keeps an fp32 master copy apart from
 // the weights.
 func (p Precision) master() bool { return p == MixedFP16 || p == MixedBF16 || p == FP8 }
@@ -214,6 +230,19 @@ type Job struct {
 	SeqLen int
 	// Generate is the number of tokens generated per sequence (Generation).
 	Generate int
+	// KVDType is the KV cache's storage in a Generation job; Invalid
+	// (zero) means the compute dtype, as Hugging Face's DynamicCache
+	// keeps it. FP8E4M3 and FP8E5M2 are vLLM's kv_cache_dtype "fp8"
+	// (1 byte per element; docs/features/quantization/quantized_kvcache.md),
+	// INT8 TensorRT-LLM's int8 cache, Q8_0 and Q4_0 llama.cpp's
+	// --cache-type-k/-v (attention.KVCache describes each); its per-tensor
+	// scales are not counted.
+	KVDType gpumem.DType
+	// KVBlock is the page size in tokens of a paged KV cache (vLLM's
+	// --block-size, 16 by default on CUDA; transformers' PagedAttentionCache
+	// block_size, 32): each sequence's cache rounds up to whole blocks
+	// (attention.KVCache.BlockTokens). Zero means a contiguous cache.
+	KVBlock int
 	// GradAccum is the number of micro-batches whose gradients are
 	// accumulated before each optimizer step; 0 and 1 mean none. With
 	// accumulation the gradients stay allocated through every forward

@@ -41,6 +41,10 @@ func kvGeometry(s model.Spec) attention.KVCache {
 func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	c := j.Model.kv
 	c.DType = dt
+	if j.KVDType != gpumem.Invalid {
+		c.DType = j.KVDType
+	}
+	c.BlockTokens = j.KVBlock
 	if v != nil {
 		if t := int(v.tp); t > 1 {
 			c.KVHeads = max(1, c.KVHeads/t)

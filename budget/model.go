@@ -41,6 +41,9 @@ type Model struct {
 	// headTrained says that the LM head's weight (or the embedding it is
 	// tied to) is trained: the fused losses allocate its gradient.
 	headTrained bool
+
+	quant    quantKernels // the quantized linears' kernels (none: Method "")
+	adapters bool         // LoRA adapters train
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -95,6 +98,9 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
 	m.layerElems = largestLayer(s.Runs())
+	if m.quant, err = newQuantKernels(f, rs); err != nil {
+		return Model{}, err
+	}
 	index := make(map[string]int, 64)
 	var key strings.Builder
 	for i, r := range rs {
@@ -106,11 +112,14 @@ func NewModel(f model.Finetune) (Model, error) {
 		if _, err := t.Bytes(); err != nil {
 			return Model{}, err
 		}
+		train := trains[t.Name]
 		var fixed gpumem.DType
-		if t.DType.IsQuantized() || !t.DType.IsFloat() {
+		if t.DType.IsQuantized() || !t.DType.IsFloat() || t.DType.Bits() < 16 || model.IsQuantConstant(t.Name) || (f.Unquantized != gpumem.Invalid && !train) {
+			// Quantized (and fp8) weights and their constants are stored
+			// as the library keeps them, and so are the frozen tensors a
+			// quantized model loads in Finetune.Unquantized.
 			fixed = t.DType
 		}
-		train := trains[t.Name]
 		if train && fixed != gpumem.Invalid {
 			return Model{}, gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
 				"a %s tensor cannot be trained; train an adapter on it", t.DType)
@@ -148,7 +157,13 @@ func NewModel(f model.Finetune) (Model, error) {
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return Model{}, gpumem.Errorf("Finetune.Tensors", t.Name, gpumem.ErrRange, "parameter count overflows int64")
 		}
+		if model.IsQuantConstant(t.Name) {
+			params = m.params // quantization constants are not parameters (model.Finetune.Params)
+		}
 		m.groups[g].count, m.params, m.tensors = count, params, tensors
+		if train && (strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight")) {
+			m.adapters = true
+		}
 		if train {
 			m.trainableParams += total
 			m.trainableTensors += r.Count
@@ -218,8 +233,8 @@ func (m *Model) stepped(dt gpumem.DType) ([]optimizer.Run, []gpumem.Tensor) {
 // Spec returns the architecture the Model was prepared from.
 func (m Model) Spec() model.Spec { return m.spec }
 
-// Params returns the number of parameters (elements), and how many of
-// them are trained.
+// Params returns the number of parameters (elements; quantization
+// constants are not counted), and how many of them are trained.
 func (m Model) Params() (total, trainable int64) { return m.params, m.trainableParams }
 
 // valid reports whether m was built by NewModel.

@@ -18,16 +18,31 @@ func (j *Job) validate() error {
 	if !j.Model.valid() {
 		return gpumem.Errorf("Job.Model", "zero Model", gpumem.ErrInvalid, "build it with budget.NewModel")
 	}
-	if j.Mode < Training || j.Mode > Generation {
-		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "want Training, Prefill or Generation")
+	if j.Mode < Training || j.Mode > Load {
+		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "want Training, Prefill, Generation or Load")
+	}
+	if j.Mode == Load {
+		if err := j.validateLoad(); err != nil {
+			return err
+		}
+	}
+	if err := j.validateKV(); err != nil {
+		return err
 	}
 	if j.Precision < FP32 || j.Precision > FP8 {
 		return gpumem.Errorf("Job.Precision", j.Precision, gpumem.ErrInvalid, "want one of FP32 ... FP8")
 	}
-	if j.Batch < 1 {
+	if j.Batch < 1 && j.Mode != Load {
 		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrInvalid, "must be at least 1")
 	}
-	if j.SeqLen < 1 {
+	if j.Mode == Load && (j.Batch < 0 || j.SeqLen < 0) {
+		f, v := "Job.Batch", j.Batch
+		if j.Batch >= 0 {
+			f, v = "Job.SeqLen", j.SeqLen
+		}
+		return gpumem.Errorf(f, v, gpumem.ErrInvalid, "must not be negative")
+	}
+	if j.SeqLen < 1 && j.Mode != Load {
 		return gpumem.Errorf("Job.SeqLen", j.SeqLen, gpumem.ErrInvalid, "must be at least 1")
 	}
 	if j.Generate < 0 {
@@ -129,6 +144,10 @@ func (j *Job) validate() error {
 				"not modelled with the %s loss, which makes the head's gradient in forward", j.Loss)
 		}
 	}
+	if j.Mode == Training && j.Gradients != InputGradients && j.Model.quant.method != "" && !j.Model.adapters {
+		return gpumem.Errorf("Job.Model", j.Model.quant.method, gpumem.ErrInvalid,
+			"a model with quantized weights trains adapters on them (model.Finetune.LoRA), as PEFT does; its quantized weights cannot train")
+	}
 	if j.Mode == Training && j.Gradients == ParamGradients {
 		// A frozen model without an optimizer is a backward pass to the
 		// inputs only (an adversarial attack, seed 000): activations are
@@ -181,4 +200,54 @@ func (j *Job) validateLoss() error {
 		return gpumem.Errorf("Job.LogitsToKeep", j.LogitsToKeep, gpumem.ErrInvalid, "a Generation job's prompt pass keeps the last position's logits already; LogitsToKeep is for Prefill")
 	}
 	return j.Model.spec.CheckLogitsToKeep("Job.LogitsToKeep", int64(j.LogitsToKeep), j.Mode == Training)
+}
+
+// validateLoad checks a Load job: it runs nothing, so the fields of a
+// run must be left at their zero values (Batch and SeqLen 0, or 1 as a
+// caller that always sets them may give).
+func (j *Job) validateLoad() error {
+	switch {
+	case j.Batch > 1:
+		return gpumem.Errorf("Job.Batch", j.Batch, gpumem.ErrInvalid, "a Load job runs no batch")
+	case j.SeqLen > 1:
+		return gpumem.Errorf("Job.SeqLen", j.SeqLen, gpumem.ErrInvalid, "a Load job runs no sequence")
+	case j.Generate != 0:
+		return gpumem.Errorf("Job.Generate", j.Generate, gpumem.ErrInvalid, "a Load job generates nothing")
+	case j.Optimizer != nil:
+		return gpumem.Errorf("Job.Optimizer", j.Optimizer, gpumem.ErrInvalid, "a Load job steps no optimizer")
+	case j.GradAccum > 1:
+		return gpumem.Errorf("Job.GradAccum", j.GradAccum, gpumem.ErrInvalid, "a Load job accumulates no gradients")
+	case j.Checkpointing != model.NoCheckpointing:
+		return gpumem.Errorf("Job.Checkpointing", j.Checkpointing, gpumem.ErrInvalid, "a Load job saves no activations")
+	}
+	return nil
+}
+
+// maxKVBlock bounds Job.KVBlock: vLLM's block sizes are 8 to 256
+// tokens; 2^20 is far beyond any page.
+const maxKVBlock = 1 << 20
+
+// validateKV checks the KV cache options: they apply to a Generation
+// job, and KVDType must be a format a cache is stored in.
+func (j *Job) validateKV() error {
+	if j.KVBlock < 0 || j.KVBlock > maxKVBlock {
+		return gpumem.Errorf("Job.KVBlock", j.KVBlock, gpumem.ErrInvalid, "must be in [0, 2^20] tokens")
+	}
+	if j.KVDType != gpumem.Invalid {
+		switch j.KVDType {
+		case gpumem.FP32, gpumem.FP16, gpumem.BF16, gpumem.FP8E4M3, gpumem.FP8E5M2, gpumem.FP8E4M3FNUZ, gpumem.FP8E5M2FNUZ,
+			gpumem.INT8, gpumem.Q8_0, gpumem.Q4_0, gpumem.Q4_1, gpumem.Q5_0, gpumem.Q5_1, gpumem.IQ4_NL:
+		default:
+			return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid,
+				"not a KV cache format (fp16, bf16, fp32, fp8_e4m3, fp8_e5m2, int8, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL)")
+		}
+	}
+	if (j.KVDType != gpumem.Invalid || j.KVBlock != 0) && j.Mode != Generation {
+		f, v := "Job.KVDType", any(j.KVDType)
+		if j.KVDType == gpumem.Invalid {
+			f, v = "Job.KVBlock", j.KVBlock
+		}
+		return gpumem.Errorf(f, v, gpumem.ErrInvalid, "only a Generation job keeps a KV cache")
+	}
+	return nil
 }

@@ -198,6 +198,60 @@ type Finetune struct {
 	// routers and the output head stay as they are (transformers
 	// get_keys_to_not_convert).
 	Quant gpumem.DType
+	// Method is the library whose layout stores Quant, as
+	// quantization_config's quant_method names it ([Quantization.Method]):
+	//   - "bitsandbytes" (the default for NF4, FP4 and INT8): NF4/FP4 as
+	//     above; INT8 is LLM.int8 (Linear8bitLt): the weight in int8
+	//     [out, in] and "<module>.SCB", one fp32 absmax per output row
+	//     (bitsandbytes nn/modules.py Int8Params, 0.50.2.dev0 at 95f9af3);
+	//   - "gptq" (INT4, AutoGPTQ's QuantLinear as the exllamav2 kernel
+	//     registers it, auto_gptq/nn_modules/qlinear/qlinear_exllamav2.py
+	//     at 9f7d370): qweight int32 [in·4/32, out], qzeros int32
+	//     [ceil(in/g), out·4/32], scales fp16 [ceil(in/g), out] and g_idx
+	//     int32 [in], out padded to a multiple of 32;
+	//   - "awq" (INT4, AutoAWQ's WQLinear_GEMM, awq/modules/linear/gemm.py
+	//     at 88e4c76): qweight int32 [in, out/8], qzeros int32 [in/g,
+	//     out/8], scales fp16 [in/g, out];
+	//   - "fp8" (the default for FP8E4M3 and FP8E5M2): block-scaled, as
+	//     above.
+	// The packed qweight is listed as "<module>.qweight" in INT4 with the
+	// weight's [out, in] shape: the same bytes as the int32 packing
+	// (in·out/2) and the parameter count of the weight it stores.
+	Method string
+	// GroupSize is GPTQ's and AWQ's group_size: input features per scale
+	// and zero. Zero means 128, both libraries' default; -1 means one
+	// group per row (per channel). It must divide every quantized
+	// layer's in_features (both kernels assert it).
+	GroupSize int64
+	// Unquantized is the storage of the frozen floating-point base
+	// tensors that Quant leaves alone (embeddings, norms, biases, the
+	// output head): from_pretrained loads them in torch_dtype (float16
+	// when none is given, transformers' bitsandbytes quantizer
+	// update_torch_dtype), which a QLoRA recipe sets to its
+	// bnb_4bit_compute_dtype (bf16), and keeps them there whatever the
+	// training precision. PEFT's prepare_model_for_kbit_training upcasts
+	// every fp16/bf16 parameter to fp32 (peft/utils/other.py at
+	// 5d602fd); TRL's SFTTrainer then casts embed_tokens and lm_head back
+	// to bf16 (peft_module_casting_to_bf16, trl/trainer/utils.py), and so
+	// does the QLoRA repository's qlora.py. Both keep the norms in fp32,
+	// which this field does not tell apart (65·4096 elements for a
+	// Llama-3-8B: 0.5 MB). Invalid (zero) leaves them to the job's
+	// precision policy, as for a model that is not quantized: fp32 under
+	// AMP is what prepare_model_for_kbit_training alone leaves. It needs
+	// Quant.
+	Unquantized gpumem.DType
+	// ComputeDType is bitsandbytes' bnb_4bit_compute_dtype: the dtype a
+	// 4-bit layer computes in (Linear4bit.forward casts its input to it
+	// and its output back). transformers' BitsAndBytesConfig defaults to
+	// float32 when it is not given; QLoRA recipes give bf16. Invalid
+	// (zero) means the job's compute dtype. It needs Quant NF4 or FP4.
+	ComputeDType gpumem.DType
+	// Unfused selects bitsandbytes before 0.50.0, whose 4-bit forward
+	// (MatMul4Bit.forward at 0.49.2) dequantizes the whole weight for
+	// any input of more than one token, to its stored dtype and then to
+	// ComputeDType; 0.50.0 and later run a fused gemm_4bit kernel
+	// instead. It needs Quant NF4 or FP4.
+	Unfused bool
 	// Blockwise sizes the 4-bit quantization constants. QLoRA uses
 	// {Block: 64, Nested: true} (bnb_4bit_use_double_quant).
 	Blockwise gpumem.Blockwise
@@ -279,10 +333,35 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 	if err := f.Model.Validate(); err != nil {
 		return nil, err
 	}
-	switch f.Quant {
-	case gpumem.Invalid, gpumem.NF4, gpumem.FP4, gpumem.FP8E4M3, gpumem.FP8E5M2:
-	default:
-		return nil, gpumem.Errorf("Finetune.Quant", f.Quant, gpumem.ErrUnsupported, "quantized storage is nf4, fp4 (bitsandbytes) or block-scaled fp8_e4m3/fp8_e5m2")
+	method, err := f.method()
+	if err != nil {
+		return nil, err
+	}
+	group := f.GroupSize
+	if group == 0 {
+		group = defaultGroup
+	}
+	if f.GroupSize != 0 && method != "gptq" && method != "awq" {
+		return nil, gpumem.Errorf("Finetune.GroupSize", f.GroupSize, gpumem.ErrInvalid, "group_size applies to gptq and awq, not %s", methodName(method))
+	}
+	if group < -1 || group == 0 || group > maxDim {
+		return nil, gpumem.Errorf("Finetune.GroupSize", f.GroupSize, gpumem.ErrInvalid, "want a positive group size, or -1 for one group per row")
+	}
+	if u := f.Unquantized; u != gpumem.Invalid && (f.Quant == gpumem.Invalid || !u.IsFloat() || u.IsQuantized() || u.Bits() < 16) {
+		if f.Quant == gpumem.Invalid {
+			return nil, gpumem.Errorf("Finetune.Unquantized", u, gpumem.ErrInvalid, "it sets the storage of what Quant leaves alone; set Quant too")
+		}
+		return nil, gpumem.Errorf("Finetune.Unquantized", u, gpumem.ErrInvalid, "want fp32, bf16 or fp16 (torch_dtype)")
+	}
+	bnb4 := f.Quant == gpumem.NF4 || f.Quant == gpumem.FP4
+	if c := f.ComputeDType; c != gpumem.Invalid && (!bnb4 || (c != gpumem.FP32 && c != gpumem.BF16 && c != gpumem.FP16)) {
+		if !bnb4 {
+			return nil, gpumem.Errorf("Finetune.ComputeDType", c, gpumem.ErrInvalid, "bnb_4bit_compute_dtype applies to nf4 and fp4 weights")
+		}
+		return nil, gpumem.Errorf("Finetune.ComputeDType", c, gpumem.ErrInvalid, "want fp32, bf16 or fp16")
+	}
+	if f.Unfused && !bnb4 {
+		return nil, gpumem.Errorf("Finetune.Unfused", f.Unfused, gpumem.ErrInvalid, "it selects bitsandbytes' 4-bit kernels; set Quant nf4 or fp4")
 	}
 	fp8 := f.Quant == gpumem.FP8E4M3 || f.Quant == gpumem.FP8E5M2
 	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {
@@ -317,6 +396,23 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 				Run{gpumem.Tensor{Name: module + ".weight_scale_inv", Shape: scale, DType: gpumem.FP32}, r.Count, r.Layers})
 			continue
 		}
+		if module, in, o, ok := linearModule(f.Model, t); ok && (method == "gptq" || method == "awq") && !isHead(module) {
+			rs, err := packedInt4(method, module, in, o, group)
+			if err != nil {
+				return nil, err
+			}
+			for _, q := range rs {
+				out = append(out, Run{q, r.Count, r.Layers})
+			}
+			continue
+		}
+		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && !isHead(module) {
+			// Linear8bitLt: int8 weight, one fp32 absmax per output row.
+			t.DType = gpumem.INT8
+			out = append(out, Run{t, r.Count, r.Layers},
+				Run{gpumem.Tensor{Name: module + ".SCB", Shape: []int64{o}, DType: gpumem.FP32}, r.Count, r.Layers})
+			continue
+		}
 		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
 			n, err := t.Elems()
 			if err != nil {
@@ -331,6 +427,10 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 				Run{gpumem.Tensor{Name: t.Name + ".quant_state", Shape: []int64{int64(c)}, DType: gpumem.UINT8}, r.Count, r.Layers})
 			continue
 		}
+		if f.Unquantized != gpumem.Invalid {
+			t.DType = f.Unquantized
+			r.Tensor = t
+		}
 		out = append(out, r)
 	}
 	if f.LoRA.Rank != 0 || f.LoRA.Targets != nil {
@@ -344,8 +444,9 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 }
 
 // Trainable returns the tensors the optimizer updates: the adapters and
-// the base tensors Train selects. A quantized base tensor cannot train;
-// selecting one is an error naming it.
+// the base tensors Train selects. A quantized base tensor cannot train:
+// without a Train predicate it is frozen; a predicate selecting one is an
+// error naming it.
 func (f Finetune) Trainable() ([]gpumem.Tensor, error) {
 	all, err := f.runs(false)
 	if err != nil {
@@ -368,8 +469,11 @@ func (f Finetune) trainable(all []Run) ([]Run, error) {
 			out = append(out, r)
 		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
 			// Quantization constants and buffers never train.
+		case f.Train == nil && f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")):
+			// Without a Train predicate a quantized weight is frozen: an
+			// inference model, or the base under adapters.
 		case f.trains(t):
-			if f.Quant != gpumem.Invalid && t.DType == f.Quant {
+			if f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")) {
 				return nil, gpumem.Errorf("Finetune.Train("+t.Name+")", t.DType, gpumem.ErrInvalid, "a quantized weight cannot train")
 			}
 			out = append(out, r)
@@ -427,7 +531,108 @@ func (f Finetune) WeightsBytes() (gpumem.Bytes, error) {
 // isQuantConstant reports whether a tensor holds quantization constants
 // (bitsandbytes quant_state, FP8 weight_scale_inv), not parameters.
 func isQuantConstant(name string) bool {
-	return strings.HasSuffix(name, ".quant_state") || strings.HasSuffix(name, ".weight_scale_inv")
+	for _, suffix := range [...]string{".quant_state", ".weight_scale_inv", ".SCB", ".qzeros", ".scales", ".g_idx"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsQuantConstant reports whether a tensor of [Finetune.Tensors] holds
+// quantization constants (bitsandbytes quant_state and SCB, FP8
+// weight_scale_inv, GPTQ/AWQ qzeros, scales and g_idx): stored as the
+// quantization library keeps them, whatever a job's precision.
+func IsQuantConstant(name string) bool { return isQuantConstant(name) }
+
+// defaultGroup is GPTQ's and AWQ's default group_size (AutoGPTQ
+// BaseQuantizeConfig.group_size, AutoAWQ quant_config "q_group_size").
+const defaultGroup = 128
+
+// QuantMethod returns the library whose layout stores f.Quant:
+// "bitsandbytes", "gptq", "awq" or "fp8", or "" when f quantizes
+// nothing. It fails for a method that cannot store f.Quant.
+func (f Finetune) QuantMethod() (string, error) { return f.method() }
+
+// method checks Quant against Method and returns the method.
+func (f Finetune) method() (string, error) {
+	m := strings.ToLower(f.Method)
+	switch f.Quant {
+	case gpumem.Invalid:
+		if m != "" {
+			return "", gpumem.Errorf("Finetune.Method", f.Method, gpumem.ErrInvalid, "a quantization method needs Quant")
+		}
+		return "", nil
+	case gpumem.NF4, gpumem.FP4:
+		if m == "" || m == "bitsandbytes" {
+			return "bitsandbytes", nil
+		}
+	case gpumem.INT8:
+		if m == "" || m == "bitsandbytes" {
+			return "bitsandbytes", nil
+		}
+	case gpumem.INT4:
+		if m == "gptq" || m == "awq" {
+			return m, nil
+		}
+		if m == "" {
+			return "", gpumem.Errorf("Finetune.Method", f.Method, gpumem.ErrInvalid, "int4 weights are stored by gptq or awq; name the method")
+		}
+	case gpumem.FP8E4M3, gpumem.FP8E5M2:
+		if m == "" || m == "fp8" {
+			return "fp8", nil
+		}
+	default:
+		return "", gpumem.Errorf("Finetune.Quant", f.Quant, gpumem.ErrUnsupported,
+			"quantized storage is nf4, fp4, int8 (bitsandbytes), int4 (gptq, awq) or block-scaled fp8_e4m3/fp8_e5m2")
+	}
+	switch m {
+	case "bitsandbytes", "gptq", "awq", "fp8":
+		return "", gpumem.Errorf("Finetune.Method", f.Method, gpumem.ErrInvalid, "%s does not store %s weights", m, f.Quant)
+	}
+	return "", gpumem.Errorf("Finetune.Method", f.Method, gpumem.ErrUnsupported, "want bitsandbytes, gptq, awq or fp8")
+}
+
+func methodName(m string) string {
+	if m == "" {
+		return "an unquantized model"
+	}
+	return m
+}
+
+// packedInt4 returns the tensors GPTQ (exllamav2 layout) or AWQ (GEMM
+// layout) store for a linear layer of in × out features with group size
+// g (-1: per row): qweight (as INT4 [out, in], the bytes of the int32
+// packing), qzeros (int32, 8 zeros per int32), scales (fp16) and, for
+// GPTQ, g_idx (int32 per input feature).
+func packedInt4(method, module string, in, out, g int64) ([]gpumem.Tensor, error) {
+	if g == -1 {
+		g = in
+	}
+	field := "Finetune.GroupSize"
+	if in%g != 0 {
+		return nil, gpumem.Errorf(field, g, gpumem.ErrInvalid, "%s: it does not divide %s's %d input features", method, module, in)
+	}
+	if method == "gptq" && in%32 != 0 {
+		return nil, gpumem.Errorf("Finetune.Quant", gpumem.INT4, gpumem.ErrUnsupported,
+			"gptq (exllamav2) needs in_features divisible by 32; %s has %d", module, in)
+	}
+	if method == "awq" && out%8 != 0 {
+		return nil, gpumem.Errorf("Finetune.Quant", gpumem.INT4, gpumem.ErrUnsupported,
+			"awq needs out_features divisible by 8; %s has %d", module, out)
+	}
+	groups := in / g
+	if method == "gptq" {
+		out += -out & 31 // exllamav2 pads out_features to a multiple of 32
+	}
+	q := gpumem.Tensor{Name: module + ".qweight", Shape: []int64{out, in}, DType: gpumem.INT4}
+	ts := []gpumem.Tensor{q,
+		{Name: module + ".qzeros", Shape: []int64{groups, out / 8}, DType: gpumem.INT32},
+		{Name: module + ".scales", Shape: []int64{groups, out}, DType: gpumem.FP16}}
+	if method == "gptq" {
+		ts = append(ts, gpumem.Tensor{Name: module + ".g_idx", Shape: []int64{in}, DType: gpumem.INT32})
+	}
+	return ts, nil
 }
 
 func sumElems(ts []gpumem.Tensor) (int64, error) {

@@ -49,8 +49,11 @@
 // [LoRA] sizes adapters per targeted linear layer, with PEFT's default
 // targets per family; [Finetune] adds quantized storage of the base
 // linear weights (bitsandbytes NF4/FP4 as QLoRA uses it, constants sized
-// by gpumem.Blockwise; block-scaled FP8 as DeepSeek-V3 ships, the
-// config's quantization_config being read into [Spec.Quantization]) and a
+// by gpumem.Blockwise, and LLM.int8 with its per-row SCB; GPTQ and AWQ
+// int4 with their group scales and zeros ([Finetune.Method],
+// [Finetune.GroupSize]); block-scaled FP8 as DeepSeek-V3 ships, the
+// config's quantization_config being read into [Spec.Quantization]), the
+// dtype the loader keeps the rest in ([Finetune.Unquantized]) and a
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //

@@ -37,6 +37,11 @@ type jobFlags struct {
 	loraRank          int64
 	loraTargets       string
 	qlora             bool
+	loadOnly          bool   // --load: a Load job, the model loaded, nothing run
+	quant             string // --quant: int8, nf4, fp4, gptq, awq or fp8
+	groupSize         int64  // --group-size, with gptq and awq
+	kvDType           string // --kv-dtype
+	kvBlock           int    // --kv-block
 	gpu, memory       string
 	images            int
 	dropout           bool
@@ -68,7 +73,12 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.offloadActs, "offload-activations", false, "with --train: torchtune's enable_activation_offloading: with --checkpointing full the block inputs move to pinned host memory (5 in flight stay on the GPU); with none every saved tensor of the blocks, as --checkpointing offload")
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.StringVar(&f.loraTargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
-	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA)")
+	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA); the other frozen weights in the compute dtype")
+	fs.BoolVar(&f.loadOnly, "load", false, "a load-only job: the weights, buffers and CUDA context, nothing run (instead of --train or --infer)")
+	fs.StringVar(&f.quant, "quant", "", "store the base linear weights quantized: int8 (bitsandbytes LLM.int8), nf4, fp4 (bitsandbytes 4-bit), gptq, awq (4-bit) or fp8 (128×128 block scales); training needs --lora-rank")
+	fs.Int64Var(&f.groupSize, "group-size", 0, "with --quant gptq or awq: input features per scale (default 128; -1: one group per row)")
+	fs.StringVar(&f.kvDType, "kv-dtype", "", "with --generate: the KV cache's dtype (fp8, fp8_e5m2, int8, Q8_0, Q4_0, ...; default the compute dtype)")
+	fs.IntVar(&f.kvBlock, "kv-block", 0, "with --generate: a paged KV cache of blocks of N tokens (vLLM --block-size; default contiguous)")
 	fs.IntVar(&f.images, "images", 0, "images per sequence (multimodal models)")
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
@@ -99,6 +109,10 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	var dev gpumem.Device
 	var err error
 	switch {
+	case f.loadOnly && (f.train || f.infer):
+		return j, dev, fmt.Errorf("%w: give one of --train, --infer and --load", errUsage)
+	case f.loadOnly:
+		j.Mode = budget.Load
 	case f.train == f.infer:
 		return j, dev, fmt.Errorf("%w: give one of --train and --infer", errUsage)
 	case f.train:
@@ -158,14 +172,57 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 	} else if f.loraTargets != "" {
 		return j, dev, fmt.Errorf("%w: --lora-targets %s: give --lora-rank or --qlora too", errUsage, f.loraTargets)
 	}
+	if f.qlora && f.quant != "" {
+		return j, dev, fmt.Errorf("%w: --quant %s: --qlora stores the weights in nf4 already (give one of them)", errUsage, f.quant)
+	}
 	if f.qlora {
 		ft.Quant = gpumem.NF4
 		ft.Blockwise = gpumem.Blockwise{Nested: true}
 	}
+	if f.quant != "" {
+		if ft.Quant, ft.Method, ft.FP8Block, err = parseQuant(f.quant); err != nil {
+			return j, dev, err
+		}
+		switch {
+		case f.train && f.frozen:
+			// Backward to the input only: nothing trains, the
+			// quantized weights included.
+			ft.Train = func(gpumem.Tensor) bool { return false }
+		case f.train && f.loraRank == 0:
+			return j, dev, fmt.Errorf("%w: --quant %s: quantized weights cannot train; give --lora-rank to train adapters on them (or --frozen for gradients to the input only)", errUsage, f.quant)
+		}
+	}
+	if f.groupSize != 0 {
+		if ft.Method != "gptq" && ft.Method != "awq" {
+			return j, dev, fmt.Errorf("%w: --group-size %d: it applies to --quant gptq or awq", errUsage, f.groupSize)
+		}
+		ft.GroupSize = f.groupSize
+	}
+	if ft.Quant != gpumem.Invalid && f.train {
+		// The QLoRA recipe: the frozen weights bitsandbytes leaves alone
+		// in the compute dtype (Finetune.Unquantized).
+		_, _, _, ft.Unquantized = j.Precision.DTypes()
+	}
 	if j.Model, err = budget.NewModel(ft); err != nil {
 		return j, dev, err
 	}
+	if f.kvDType != "" {
+		if j.KVDType, err = gpumem.ParseDType(f.kvDType); err != nil {
+			return j, dev, fmt.Errorf("%w: --kv-dtype %q: want fp8, fp8_e5m2, int8, fp16, bf16, Q8_0, Q4_0, ...", errUsage, f.kvDType)
+		}
+	}
+	j.KVBlock = f.kvBlock
+	if (f.kvDType != "" || f.kvBlock != 0) && j.Mode != budget.Generation {
+		name, v := "--kv-dtype", f.kvDType
+		if f.kvDType == "" {
+			name, v = "--kv-block", strconv.Itoa(f.kvBlock)
+		}
+		return j, dev, fmt.Errorf("%w: %s %s: only a generating job keeps a KV cache (give --infer --generate N)", errUsage, name, v)
+	}
 	j.Batch, j.SeqLen, j.Generate, j.GradAccum, j.Images = f.batch, f.seq, f.generate, f.accum, f.images
+	if j.Mode == budget.Load {
+		j.Batch, j.SeqLen, j.Optimizer = 0, 0, nil
+	}
 	j.Dropout = f.dropout && f.train
 	if j.Loss, err = parseLoss(f.loss); err != nil {
 		return j, dev, err
@@ -308,6 +365,27 @@ func (f *jobFlags) optimizerFor() (optimizer.Optimizer, budget.Gradients, string
 	return o, budget.ParamGradients, "", nil
 }
 
+// parseQuant reads --quant: the storage, the library that keeps it, and
+// FP8's block: transformers' FineGrainedFP8Config weight_block_size
+// (128, 128) default.
+func parseQuant(s string) (gpumem.DType, string, [2]int64, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "int8", "llm.int8", "8bit":
+		return gpumem.INT8, "bitsandbytes", [2]int64{}, nil
+	case "nf4":
+		return gpumem.NF4, "bitsandbytes", [2]int64{}, nil
+	case "fp4":
+		return gpumem.FP4, "bitsandbytes", [2]int64{}, nil
+	case "gptq":
+		return gpumem.INT4, "gptq", [2]int64{}, nil
+	case "awq":
+		return gpumem.INT4, "awq", [2]int64{}, nil
+	case "fp8":
+		return gpumem.FP8E4M3, "fp8", [2]int64{128, 128}, nil
+	}
+	return gpumem.Invalid, "", [2]int64{}, fmt.Errorf("%w: --quant %q: want int8, nf4, fp4, gptq, awq or fp8", errUsage, s)
+}
+
 // maxCount is the largest --gpus, --nodes, --tp, --pp, --vpp, --cp and
 // --ep layoutFlags.layout accepts.
 const maxCount = 1 << 16
@@ -329,6 +407,16 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		if given[c.name] && (c.v < 1 || c.v > maxCount) {
 			return fmt.Errorf("%w: --%s %d: want 1 to %d", errUsage, c.name, c.v, maxCount)
 		}
+	}
+	if f.loadOnly {
+		// A load-only job runs nothing: the flags of a run do not apply.
+		for _, name := range []string{"generate", "batch", "seq", "grad-accum", "optimizer", "checkpointing", "dropout",
+			"images", "attention", "kv-dtype", "kv-block"} {
+			if given[name] {
+				return fmt.Errorf("%w: --%s: a load-only job runs nothing (leave --%s out, or give --train or --infer instead of --load)", errUsage, name, name)
+			}
+		}
+		return nil
 	}
 	if f.train == f.infer {
 		return nil // jobFor asks for one of them
@@ -493,6 +581,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := jf.checkGiven(fs); err != nil {
 		return err
 	}
+	if jf.loadOnly && cf.file != "" {
+		return fmt.Errorf("%w: --chart %s: it draws memory against the batch or sequence, which a load-only job does not run", errUsage, cf.file)
+	}
 	var lim budget.Limits
 	if err := parseHeadroom(*headroomFlag, &lim); err != nil {
 		return err
@@ -526,7 +617,11 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	need, fits, shortfall := e.need, e.fits, e.shortfall
 	total, trainable := j.Model.Params()
-	fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
+	if j.Mode == budget.Load {
+		fmt.Fprintf(out, "%s%s: load only, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
+	} else {
+		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
+	}
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
 		if j.OptimizerInBackward {
@@ -549,7 +644,11 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			fmt.Fprintf(out, ", logits of the last %d positions", j.LogitsToKeep)
 		}
 	}
-	fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+	if j.Mode == budget.Load {
+		fmt.Fprintf(out, "\nparameters %s\n", group3(total))
+	} else {
+		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+	}
 	if j.Parallel.GPUs() > 1 {
 		fmt.Fprintf(out, "layout %s over %d GPUs; figures for one GPU", j.Parallel.Describe(), j.Parallel.GPUs())
 		if j.Parallel.PipelineParallel > 1 {

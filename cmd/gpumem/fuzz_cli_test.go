@@ -26,6 +26,9 @@ func FuzzCLI(f *testing.F) {
 		"estimate\x00--model\x00llama3-8b\x00--train",
 		"estimate\x00--model\x00llama-3-8b\x00--infer\x00--optimizer\x00adamw8bit",
 		"devices\x00--json",
+		"estimate\x00--model\x00llama-2-7b\x00--infer\x00--quant\x00gptq\x00--group-size\x00-1\x00--generate\x009\x00--kv-dtype\x00fp8\x00--kv-block\x0016",
+		"estimate\x00--model\x00mixtral-8x7b\x00--load\x00--quant\x00awq\x00--group-size\x0064",
+		"estimate\x00--model\x00gpt2\x00--train\x00--quant\x00int8\x00--lora-rank\x004",
 	} {
 		f.Add(s)
 	}

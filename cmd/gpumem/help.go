@@ -22,7 +22,7 @@ with --batch and --seq the activations of one training step.`,
 
 func estimateHelp() help {
 	return help{
-		usage: "gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory SIZE] [flags]",
+		usage: "gpumem estimate --model NAME --train|--infer|--load [--batch B --seq S ...] [--gpu NAME | --memory SIZE] [flags]",
 		about: `Estimate the peak GPU memory of one training or inference job, component by
 component (weights, gradients, optimizer state, activations, logits, KV cache,
 fragmentation, CUDA context), as allocated, reserved and device (nvidia-smi)
@@ -34,7 +34,11 @@ the figures are one GPU's, of the most loaded pipeline stage.
 
 A job fits when its device peak leaves 5% of the free memory unused (the
 headroom plan and the chart use too; --headroom changes it, --headroom 0
-for none). A flag that does nothing for the mode (--optimizer, --grad-accum,
+for none). --quant stores the base linear weights quantized (int8, nf4, fp4,
+gptq, awq, fp8; with --train only under adapters, --lora-rank), --kv-dtype and
+--kv-block set a generating job's KV cache, and --load instead of --train or
+--infer asks whether the model loads at all (weights, quantized kernels'
+scratch, CUDA context). A flag that does nothing for the mode (--optimizer, --grad-accum,
 --checkpointing with --infer; --generate with --train) is an error; more
 tokens per sequence than the model's max_position_embeddings is a warning on
 standard error.
@@ -52,6 +56,8 @@ reported).`,
 			"gpumem estimate --model llama-3.1-8b --train --precision bf16 --optimizer paged_adamw_8bit \\",
 			"    --optimizer-in-backward --checkpointing full --gpu rtx4090   # torchtune 8B_full_single_device",
 			"gpumem estimate --model llama-2-7b --infer --generate 512 --batch 8 --gpu a100-80gb --json",
+			"gpumem estimate --model llama-3.1-8b --infer --quant awq --generate 512 --kv-dtype fp8 --kv-block 16 --gpu l4",
+			"gpumem estimate --model llama-3.1-8b --load --quant gptq --gpu t4   # does it load?",
 			"gpumem estimate --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100   # per GPU",
 			"gpumem estimate --model llama-3-70b --train --gpus 8 --nodes 2 --tp 8 --sp --pp 2 --grad-accum 8 \\",
 			"    --attention flash --checkpointing selective --gpu h100",

@@ -211,6 +211,14 @@ func flagFor(field string) (string, bool) {
 		return "--lora-rank", true
 	case "LoRA.Targets":
 		return "--lora-targets", true
+	case "Finetune.Quant", "Finetune.Method":
+		return "--quant", true
+	case "Finetune.GroupSize":
+		return "--group-size", true
+	case "Job.KVDType":
+		return "--kv-dtype", true
+	case "Job.KVBlock":
+		return "--kv-block", true
 	case "Limits.TargetGlobalBatch":
 		return "--target-batch", true
 	case "Limits.MinBatch":

@@ -63,6 +63,9 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := checkPlanGiven(fs, &jf, *allow); err != nil {
 		return err
 	}
+	if jf.loadOnly {
+		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
+	}
 	j, dev, err := jf.job()
 	if err != nil {
 		return err
@@ -344,6 +347,10 @@ func loraAlternative(jf *jobFlags, quant bool) (budget.Alternative, error) {
 	name := "LoRA r=" + strconv.FormatInt(rank, 10)
 	if quant {
 		ft.Quant, ft.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+		ft.Unquantized = gpumem.BF16 // the QLoRA recipe's torch_dtype (Finetune.Unquantized)
+		if p, err := budget.ParsePrecision(jf.precision); err == nil {
+			_, _, _, ft.Unquantized = p.DTypes()
+		}
 		name = "QLoRA r=" + strconv.FormatInt(rank, 10)
 	}
 	m, err := budget.NewModel(ft)

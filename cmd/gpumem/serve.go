@@ -562,6 +562,13 @@ type estimateRequest struct {
 	Frozen              bool    `json:"frozen"`
 	// OffloadActivations is --offload-activations.
 	OffloadActivations bool `json:"offload_activations"`
+
+	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
+	// --kv-dtype and --kv-block.
+	Quant     string `json:"quant"`
+	GroupSize int64  `json:"group_size"`
+	KVDType   string `json:"kv_dtype"`
+	KVBlock   int    `json:"kv_block"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -617,12 +624,17 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		jf.train = true
 	case "infer", "inference":
 		jf.infer = true
+	case "load":
+		jf.loadOnly = true
 	default:
-		return jf, model.Spec{}, badField("mode", "mode %q: want train or infer", req.Mode)
+		return jf, model.Spec{}, badField("mode", "mode %q: want train, infer or load", req.Mode)
 	}
 	jf.train = jf.train || req.Train
 	jf.infer = jf.infer || req.Infer
-	if jf.train == jf.infer {
+	if jf.loadOnly && (jf.train || jf.infer) {
+		return jf, model.Spec{}, badField("mode", "\"mode\": \"load\" runs nothing: leave train and infer out")
+	}
+	if jf.train == jf.infer && !jf.loadOnly {
 		return jf, model.Spec{}, badField("mode", "give one of \"mode\": \"train\" and \"mode\": \"infer\" (or train: true, infer: true)")
 	}
 	var spec model.Spec
@@ -665,6 +677,10 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
+	jf.quant, jf.groupSize, jf.kvDType, jf.kvBlock = req.Quant, req.GroupSize, req.KVDType, req.KVBlock
+	if err := s.checkQuantFields(req, jf); err != nil {
+		return jf, spec, err
+	}
 	var err error
 	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
 		return jf, spec, err
@@ -750,6 +766,53 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	return jf, spec, nil
 }
 
+// checkQuantFields checks the quantization, KV cache and load fields of
+// a request as jobFor and checkGiven check their flags, naming the
+// request's fields.
+func (s *server) checkQuantFields(req estimateRequest, jf jobFlags) error {
+	if jf.loadOnly {
+		def := s.defaults
+		for _, c := range []struct {
+			name  string
+			given bool
+		}{{"generate", req.Generate != 0}, {"batch", req.Batch != def.batch}, {"seq", req.Seq != def.seq},
+			{"grad_accum", req.GradAccum > 1}, {"checkpointing", req.Checkpointing != def.ckpt}, {"dropout", req.Dropout},
+			{"images", req.Images != 0}, {"kv_dtype", req.KVDType != ""}, {"kv_block", req.KVBlock != 0}} {
+			if c.given {
+				return badField(c.name, "%s: a load-only job runs nothing (leave it out, or give \"mode\": \"train\" or \"infer\")", c.name)
+			}
+		}
+	}
+	if jf.quant != "" {
+		if jf.qlora {
+			return badField("quant", "quant %q: qlora stores the weights in nf4 already (give one of them)", jf.quant)
+		}
+		if _, method, _, err := parseQuant(jf.quant); err != nil {
+			return badField("quant", "quant %q: want int8, nf4, fp4, gptq, awq or fp8", jf.quant)
+		} else if jf.groupSize != 0 && method != "gptq" && method != "awq" {
+			return badField("group_size", "group_size %d: it applies to quant gptq or awq", jf.groupSize)
+		}
+		if jf.train && jf.loraRank == 0 && !req.Frozen {
+			return badField("quant", "quant %q: quantized weights cannot train; give lora_rank to train adapters on them (or frozen for gradients to the input only)", jf.quant)
+		}
+	} else if jf.groupSize != 0 {
+		return badField("group_size", "group_size %d: it applies to quant gptq or awq", jf.groupSize)
+	}
+	if jf.kvDType != "" {
+		if _, err := gpumem.ParseDType(jf.kvDType); err != nil {
+			return badField("kv_dtype", "kv_dtype %q: want fp8, fp8_e5m2, int8, fp16, bf16, Q8_0, Q4_0, ...", jf.kvDType)
+		}
+	}
+	if (jf.kvDType != "" || jf.kvBlock != 0) && (!jf.infer || req.Generate == 0) {
+		name := "kv_dtype"
+		if jf.kvDType == "" {
+			name = "kv_block"
+		}
+		return badField(name, "%s: only a generating job keeps a KV cache (give \"mode\": \"infer\" with generate)", name)
+	}
+	return nil
+}
+
 // truncate shortens b for an error message.
 func truncate(b []byte, n int) string {
 	if len(b) > n {
@@ -769,9 +832,14 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.OptimizerInBackward": "optimizer_in_backward", "Job.Gradients": "optimizer",
 		"Job.OffloadActivations": "offload_activations",
 		"Job.Loss":               "loss", "Job.Loss.Chunks": "loss", "Job.LogitsToKeep": "logits_to_keep",
+		"Job.KVDType": "kv_dtype", "Job.KVBlock": "kv_block", "Finetune.GroupSize": "group_size",
+		"Finetune.Quant": "quant", "Finetune.Method": "quant",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
+	}
+	if jf.qlora {
+		m["Finetune.Quant"] = "qlora"
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"

@@ -413,6 +413,8 @@ var estimateSeeds = []string{
 	`{"model":"gpt2","train":true,"lora_rank":9223372036854775807}`,
 	`{"model":"gpt2","mode":"infer","generate":-1}`,
 	`{"model":"gpt2","train":true,"unknown":1}`,
+	`{"model":"llama-2-7b","mode":"infer","quant":"gptq","group_size":9223372036854775807,"generate":3,"kv_dtype":"Q4_0","kv_block":1048577}`,
+	`{"config":{"model_type":"gpt2","n_layer":1,"n_embd":40,"n_head":4,"vocab_size":100},"mode":"load","quant":"awq","group_size":-1}`,
 	`{"config":[],"infer":true}`,
 	`{"config":{"model_type":"llama","num_hidden_layers":65536,"hidden_size":1099511627776},"infer":true}`,
 	`{"model":"\u0000","train":true}`,

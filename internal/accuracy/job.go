@@ -58,8 +58,31 @@ type Job struct {
 	// autocast_adapter_dtype); published runs only.
 	LoRADType string `json:"lora_dtype"`
 	// Quant stores the base linear weights quantized: "nf4" (QLoRA,
-	// bitsandbytes 4-bit with double quantization); published runs only.
+	// bitsandbytes 4-bit with double quantization), "nf4-single" and
+	// "fp4-single" (bitsandbytes 4-bit without it), "fp4", "int8"
+	// (LLM.int8), "gptq" and "awq" (4-bit, GroupSize), "fp8" (128×128
+	// block scales); published runs only.
 	Quant string `json:"quant"`
+	// GroupSize is gptq's and awq's group_size (0: 128).
+	GroupSize int64 `json:"group_size"`
+	// Unquantized is the dtype the loader keeps the frozen
+	// unquantized weights of a quantized model in (model.Finetune.
+	// Unquantized; empty: the precision policy's).
+	Unquantized string `json:"unquantized"`
+	// BnbComputeDType is bnb_4bit_compute_dtype (model.Finetune.
+	// ComputeDType; empty: the job's compute dtype), and BnbUnfused
+	// selects bitsandbytes before 0.50.0, which dequantizes 4-bit weights
+	// in forward (model.Finetune.Unfused).
+	BnbComputeDType string `json:"bnb_compute_dtype"`
+	BnbUnfused      bool   `json:"bnb_unfused"`
+	// KVDType and KVBlock are budget.Job's KV cache options (a generate
+	// job's cache dtype, and its page size in tokens).
+	KVDType string `json:"kv_dtype"`
+	KVBlock int    `json:"kv_block"`
+	// ContextBytes is the CUDA context measured in the same process,
+	// when the source states it (budget.Overhead.Context); 0: the
+	// default.
+	ContextBytes int64 `json:"context_bytes"`
 	// Dropout says whether the model trains with dropout > 0.
 	Dropout bool `json:"dropout"`
 	// Head is the task head the run loaded (a model.ParseHead name:
@@ -152,8 +175,10 @@ func (j *Job) Budget() (budget.Job, error) {
 		if j.Generate < 1 {
 			return b, gpumem.Errorf(field("generate"), j.Generate, gpumem.ErrInvalid, "a generate job generates at least one token")
 		}
+	case "load":
+		b.Mode = budget.Load
 	default:
-		return b, gpumem.Errorf(field("mode"), j.Mode, gpumem.ErrInvalid, "want train, prefill or generate")
+		return b, gpumem.Errorf(field("mode"), j.Mode, gpumem.ErrInvalid, "want train, prefill, generate or load")
 	}
 	if b.Precision, err = budget.ParsePrecision(j.Precision); err != nil {
 		return b, gpumem.Errorf(field("precision"), j.Precision, gpumem.ErrInvalid, "want fp32, bf16-mixed, fp16-mixed, bf16, fp16, ...")
@@ -208,14 +233,62 @@ func (j *Job) Budget() (budget.Job, error) {
 	}
 	switch j.Quant {
 	case "":
-	case "nf4":
+	case "nf4", "fp4":
 		ft.Quant = gpumem.NF4
+		if j.Quant == "fp4" {
+			ft.Quant = gpumem.FP4
+		}
 		ft.Blockwise = gpumem.Blockwise{Nested: true}
+	case "nf4-single":
+		ft.Quant = gpumem.NF4
+	case "fp4-single":
+		ft.Quant = gpumem.FP4
+	case "int8":
+		ft.Quant = gpumem.INT8
+	case "gptq", "awq":
+		ft.Quant, ft.Method = gpumem.INT4, j.Quant
+	case "fp8":
+		ft.Quant, ft.FP8Block = gpumem.FP8E4M3, [2]int64{128, 128}
 	default:
-		return b, gpumem.Errorf(field("quant"), j.Quant, gpumem.ErrUnsupported, "want nf4 (QLoRA) or nothing")
+		return b, gpumem.Errorf(field("quant"), j.Quant, gpumem.ErrUnsupported,
+			"want nf4 (QLoRA), nf4-single, fp4, fp4-single, int8, gptq, awq, fp8 or nothing")
 	}
+	if j.GroupSize != 0 {
+		if j.Quant != "gptq" && j.Quant != "awq" {
+			return b, gpumem.Errorf(field("group_size"), j.GroupSize, gpumem.ErrInvalid, "group_size applies to gptq and awq")
+		}
+		ft.GroupSize = j.GroupSize
+	}
+	if j.Unquantized != "" {
+		if ft.Unquantized, err = gpumem.ParseDType(j.Unquantized); err != nil {
+			return b, gpumem.Errorf(field("unquantized"), j.Unquantized, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	if j.BnbComputeDType != "" {
+		if ft.ComputeDType, err = gpumem.ParseDType(j.BnbComputeDType); err != nil {
+			return b, gpumem.Errorf(field("bnb_compute_dtype"), j.BnbComputeDType, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	ft.Unfused = j.BnbUnfused
 	if b.Model, err = budget.NewModel(ft); err != nil {
 		return b, err
+	}
+	if j.KVDType != "" {
+		if b.KVDType, err = gpumem.ParseDType(j.KVDType); err != nil {
+			return b, gpumem.Errorf(field("kv_dtype"), j.KVDType, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	b.KVBlock = j.KVBlock
+	if j.ContextBytes < 0 {
+		return b, gpumem.Errorf(field("context_bytes"), j.ContextBytes, gpumem.ErrInvalid, "must not be negative")
+	}
+	b.Overhead.Context = gpumem.Bytes(j.ContextBytes)
+	if b.Mode == budget.Load {
+		// Nothing runs: the job's batch and sequence are not used.
+		if j.Batch != 0 || j.Seq != nil || j.Generate != 0 || j.GradAccum > 1 {
+			return b, gpumem.Errorf(field("batch"), j.Batch, gpumem.ErrInvalid, "a load job runs no batch, sequence or generation")
+		}
+		return b, nil
 	}
 	if j.Batch < 1 {
 		return b, gpumem.Errorf(field("batch"), j.Batch, gpumem.ErrRange, "must be at least 1")
