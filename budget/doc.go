@@ -40,7 +40,13 @@
 // buffer sizes — and the ladder of changes it tried, each with the peak
 // after it, the saving and its cost. When nothing fits it returns an
 // [*InsufficientMemoryError] with the ladder and what else to allow.
-// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions.
+// Its [Objective] says what the allowed changes are for: the fewest that
+// fit the job as given ([FitAsGiven]), or the ones that push the longest
+// sequence ([MaximizeSeqLen], the default when [Limits.MaxSeqLen] lets
+// the sequence vary) or the largest batch ([MaximizeBatch]) furthest,
+// with each rung's maximum in the ladder.
+// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions
+// (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
 // (BenchmarkAllocate).
 //
@@ -53,6 +59,11 @@
 // attention packages. The CUDA context, the cuBLAS workspaces and the
 // allocator's fragmentation are the [Overhead] model's defaults, each
 // with its source, which callers override with their own measurements.
+// The context is a table of published measurements by GPU generation
+// (gpumem.Device.Compute), CUDA version and module loading
+// ([DefaultContext]): 426 MiB for a current GPU under CUDA 12 with lazy
+// loading, up to 1685 MiB when every kernel is loaded eagerly (CUDA 11.6
+// and before).
 //
 // CPU offload of the optimizer state (ZeRO-Offload) and of frozen models
 // (diffusers' model offload) moves their bytes to [Breakdown.Host], and
@@ -72,9 +83,11 @@
 //     gpumem models, saves its intermediates);
 //   - reserved peaks, 6 figures: within 4.6% (median 3.7% under) with
 //     [DefaultFragmentation];
-//   - device level, 9 BERT-large runs on a 2022 V100: 9–33% under, mostly
-//     the CUDA context (1343 MiB there, 426 MiB by default), which
-//     [Calibrate] fits from a fleet's own measurements.
+//   - device level, 9 BERT-large runs on a 2022 V100 under CUDA 11.2:
+//     median error 3.9% (26% under to 3.9% over), with the CUDA context
+//     of that setup, 1341 MiB of eagerly loaded kernels
+//     ([DefaultContext]); [Calibrate] fits the context from a fleet's own
+//     measurements.
 //
 // No GPU measurement of our own is recorded yet: tools/calibrate has the
 // grid (842 cases; every one estimable, TestGrid) but has not run on a
