@@ -465,8 +465,14 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	if rung < 0 {
 		rung = len(jobs) - 1
 	}
+	// A maximizing objective searches every rung; the chosen rung's
+	// maximum, at the smallest workload, is the first search below.
+	var first struct {
+		v    int
+		stop string
+	}
 	if a.objective != FitAsGiven {
-		if rung, err = a.maximizeRungs(ladder, jobs, given); err != nil {
+		if rung, first.v, first.stop, err = a.maximizeRungs(ladder, jobs, given); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -495,9 +501,12 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 		if !a.varySeq {
 			return nil
 		}
-		s, stop, err := a.maximizeSeq(best, max(given.SeqLen, a.minSeq))
-		if err != nil {
-			return err
+		s, stop := first.v, first.stop
+		if a.objective != MaximizeSeqLen || s == 0 {
+			var err error
+			if s, stop, err = a.maximizeSeq(best, max(given.SeqLen, a.minSeq)); err != nil {
+				return err
+			}
 		}
 		best.SeqLen = s
 		switch {
@@ -509,9 +518,12 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 		return nil
 	}
 	growBatch := func() error {
-		b, stop, err := a.maximizeBatch(best, given.Batch)
-		if err != nil {
-			return err
+		b, stop := first.v, first.stop
+		if a.objective != MaximizeBatch || b == 0 {
+			var err error
+			if b, stop, err = a.maximizeBatch(best, given.Batch); err != nil {
+				return err
+			}
 		}
 		best.Batch = b
 		a.setAccum(&best)
@@ -617,40 +629,40 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 // maximizeRungs is the rung search of the maximizing objectives: for
 // each rung of the ladder, the longest sequence (MaximizeSeqLen) or the
 // largest batch (MaximizeBatch) that fits there with the rest of the
-// workload at its smallest, recorded in the rung; it returns the
-// earliest rung of the largest maximum, or the last rung when nothing
-// fits anywhere (Allocate then reports the shortfall).
-func (a *allocator) maximizeRungs(ladder []Rung, jobs []Job, given Job) (int, error) {
-	best, bestMax := -1, 0
-	hint := 0
+// workload at its smallest, recorded in the rung. It returns the
+// earliest rung of the largest maximum, that maximum and the component
+// one more would overflow with; or the last rung and a zero maximum when
+// nothing fits anywhere (Allocate then reports the shortfall).
+func (a *allocator) maximizeRungs(ladder []Rung, jobs []Job, given Job) (rung, maximum int, stop string, err error) {
+	rung, hint := -1, 0
 	for i := range jobs {
 		small := a.shrink(jobs[i])
 		if _, ok, err := a.fitsCandidate(small); err != nil {
-			return 0, err
+			return 0, 0, "", err
 		} else if !ok {
 			continue
 		}
 		var m int
-		var err error
+		var s string
 		if a.objective == MaximizeBatch {
-			m, _, err = a.maximizeBatch(small, max(hint, given.Batch))
+			m, s, err = a.maximizeBatch(small, max(hint, given.Batch))
 			ladder[i].MaxBatch = m
 		} else {
-			m, _, err = a.maximizeSeq(small, max(hint, given.SeqLen, a.minSeq))
+			m, s, err = a.maximizeSeq(small, max(hint, given.SeqLen, a.minSeq))
 			ladder[i].MaxSeqLen = m
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, "", err
 		}
 		hint = m
-		if m > bestMax {
-			best, bestMax = i, m
+		if m > maximum {
+			rung, maximum, stop = i, m, s
 		}
 	}
-	if best < 0 {
-		return len(jobs) - 1, nil
+	if rung < 0 {
+		return len(jobs) - 1, 0, "", nil
 	}
-	return best, nil
+	return rung, maximum, stop, nil
 }
 
 // maximizeSeq returns the longest sequence in [minSeq, maxSeq] at which j

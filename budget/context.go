@@ -104,10 +104,12 @@ type ModuleLoading uint8
 
 const (
 	// LoadingDefault is what PyTorch does when CUDA_MODULE_LOADING is not
-	// set: lazy from CUDA 11.7 on (PyTorch 1.13 and later set LAZY when
-	// the variable is unset, pytorch/pytorch#85692; CUDA itself defaults
-	// to lazy from 12.2 on Linux), eager before, where lazy loading does
-	// not exist.
+	// set: lazy from CUDA 11.7 on, eager before, where lazy loading does
+	// not exist. PyTorch 1.13 and later set LAZY when the variable is
+	// unset, before the first CUDA call (CUDAHooks::initCUDA calls
+	// maybe_set_cuda_module_loading("LAZY"),
+	// aten/src/ATen/cuda/detail/CUDAHooks.cpp; pytorch/pytorch#85692),
+	// and CUDA itself defaults to lazy from 12.2 on Linux.
 	LoadingDefault ModuleLoading = iota
 	// LoadingLazy is CUDA_MODULE_LOADING=LAZY. It needs CUDA 11.7 or
 	// later (and driver 515 or later).
