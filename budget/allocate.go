@@ -1236,12 +1236,20 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)
 	}
 	b.WriteString("\n")
-	if what, unit, first, ok := p.maximum(); ok {
-		without := group3(int64(first)) + " without them"
-		if first == 0 {
-			without = "nothing fits without them"
+	if what, unit, first, ok := p.maximum(); ok && len(p.Ladder) > 1 {
+		changed := false
+		for _, r := range p.Ladder[1:] {
+			changed = changed || r.Applied
 		}
-		fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s)\n", what, group3(int64(p.objectiveValue())), unit, without)
+		v := group3(int64(p.objectiveValue()))
+		switch {
+		case !changed:
+			fmt.Fprintf(&b, "objective: the %s, %s %s; no change tried lengthens it\n", what, v, unit)
+		case first == 0:
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (nothing fits without them)\n", what, v, unit)
+		default:
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, group3(int64(first)))
+		}
 	}
 	writeLadder(&b, p.Ladder)
 	return b.String()
