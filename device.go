@@ -1,6 +1,7 @@
 package gpumem
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/gpumem/gpumem/internal/checked"
@@ -24,6 +25,77 @@ type Device struct {
 	Capacity Bytes  // total memory the driver reports to a process
 	Reserved Bytes  // memory withheld from jobs by the caller's policy
 	Used     Bytes  // memory in use by other processes
+	// Compute is the CUDA compute capability (8.0 for an A100); the
+	// catalog fills it for NVIDIA parts, zero means unknown. The size of
+	// the CUDA context depends on it (budget.DefaultContext).
+	Compute ComputeCapability
+}
+
+// ComputeCapability is an NVIDIA GPU's CUDA compute capability, the
+// version of its architecture: 7.0 for a V100 (sm_70), 7.5 for a T4, 8.0
+// for an A100, 8.6 for an A10 or RTX 3090, 8.9 for Ada parts, 9.0 for
+// Hopper, 10.0 for a B200, 12.0 for an RTX 5090, as
+// torch.cuda.get_device_capability and deviceQuery report it. The zero
+// value means unknown: an AMD part, or a device the caller did not
+// describe. Values are small and comparable.
+type ComputeCapability struct {
+	Major, Minor int
+}
+
+// String returns "8.0", or "" for the zero value.
+func (c ComputeCapability) String() string {
+	if c == (ComputeCapability{}) {
+		return ""
+	}
+	return strconv.Itoa(c.Major) + "." + strconv.Itoa(c.Minor)
+}
+
+// IsZero reports whether c is unknown.
+func (c ComputeCapability) IsZero() bool { return c == (ComputeCapability{}) }
+
+// Less reports whether c is an earlier architecture than d (7.5 before
+// 8.0 before 8.6).
+func (c ComputeCapability) Less(d ComputeCapability) bool {
+	return c.Major < d.Major || c.Major == d.Major && c.Minor < d.Minor
+}
+
+// ParseComputeCapability reads a compute capability as "8.0", "9.0a",
+// "sm_80", "sm80", "80" or "120" (the last two as the sm_ number, whose
+// last digit is the minor version). An architecture-specific suffix ("a",
+// "f") is accepted and dropped. Errors wrap ErrSyntax.
+func ParseComputeCapability(s string) (ComputeCapability, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "sm_"), "sm")
+	t = strings.TrimRight(t, "af")
+	bad := func() (ComputeCapability, error) {
+		return ComputeCapability{}, Errorf("compute capability", s, ErrSyntax, "want major.minor (8.0) or an sm_ number (sm_80)")
+	}
+	digits := func(x string) (int, bool) {
+		if x == "" || len(x) > 3 {
+			return 0, false
+		}
+		n := 0
+		for i := 0; i < len(x); i++ {
+			if x[i] < '0' || x[i] > '9' {
+				return 0, false
+			}
+			n = 10*n + int(x[i]-'0')
+		}
+		return n, true
+	}
+	if maj, min, ok := strings.Cut(t, "."); ok {
+		a, okA := digits(maj)
+		b, okB := digits(min)
+		if !okA || !okB || a == 0 || b > 9 {
+			return bad()
+		}
+		return ComputeCapability{a, b}, nil
+	}
+	n, ok := digits(t)
+	if !ok || n < 10 {
+		return bad()
+	}
+	return ComputeCapability{n / 10, n % 10}, nil
 }
 
 // Free returns Capacity − Reserved − Used, the memory a new job may take.
@@ -47,7 +119,8 @@ func (d Device) Free() Bytes {
 // sure.
 //
 // The returned Device has Reserved and Used zero; its Name is the
-// canonical name. LookupDevice does not allocate for names of up to 64
+// canonical name and Compute the part's compute capability (zero for AMD
+// parts). LookupDevice does not allocate for names of up to 64
 // bytes.
 func LookupDevice(name string) (Device, bool) {
 	var buf [64]byte
@@ -59,7 +132,7 @@ func LookupDevice(name string) (Device, bool) {
 		e := &deviceCatalog[i]
 		for _, a := range e.keys {
 			if a == string(key) {
-				return Device{Name: e.name, Capacity: e.capacity}, true
+				return Device{Name: e.name, Capacity: e.capacity, Compute: e.cc}, true
 			}
 		}
 	}
@@ -70,7 +143,7 @@ func LookupDevice(name string) (Device, bool) {
 func Devices() []Device {
 	out := make([]Device, len(deviceCatalog))
 	for i, e := range deviceCatalog {
-		out[i] = Device{Name: e.name, Capacity: e.capacity}
+		out[i] = Device{Name: e.name, Capacity: e.capacity, Compute: e.cc}
 	}
 	return out
 }
@@ -120,9 +193,11 @@ func normalizeDevice(dst []byte, name string) ([]byte, bool) {
 }
 
 // catalogEntry is one accelerator: its canonical name, the capacity the
-// driver reports, and the normalized keys that find it.
+// driver reports, the normalized keys that find it, and its compute
+// capability (zero for AMD parts).
 type catalogEntry struct {
 	name     string
 	capacity Bytes
 	keys     []string
+	cc       ComputeCapability
 }

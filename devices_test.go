@@ -271,3 +271,78 @@ func TestDevicesReturnsCopy(t *testing.T) {
 		t.Error("Devices() shares memory with the catalog")
 	}
 }
+
+// TestDeviceCompute checks each catalog entry's compute capability
+// against NVIDIA's table (https://developer.nvidia.com/cuda-gpus) and the
+// torch logs the catalog quotes ("major=7, minor=0" for the V100s,
+// "major=8, minor=6" for the A10G and RTX A6000, "major=9, minor=0" for
+// the H100 PCIe and H200, "major=10, minor=0" for the B200); AMD parts
+// have none.
+func TestDeviceCompute(t *testing.T) {
+	t.Parallel()
+	want := map[string]ComputeCapability{
+		"Tesla V100-SXM2-16GB": {7, 0}, "Tesla V100-SXM2-32GB": {7, 0}, "Tesla V100-PCIE-16GB": {7, 0}, "Tesla V100-PCIE-32GB": {7, 0},
+		"Tesla T4":   {7, 5},
+		"NVIDIA A10": {8, 6}, "NVIDIA A10G": {8, 6}, "NVIDIA A30": {8, 0}, "NVIDIA A40": {8, 6},
+		"NVIDIA A100-SXM4-40GB": {8, 0}, "NVIDIA A100-PCIE-40GB": {8, 0}, "NVIDIA A100 80GB PCIe": {8, 0}, "NVIDIA A100-SXM4-80GB": {8, 0},
+		"NVIDIA A800-SXM4-80GB": {8, 0}, "NVIDIA RTX A6000": {8, 6}, "NVIDIA GeForce RTX 3090": {8, 6},
+		"NVIDIA L4": {8, 9}, "NVIDIA L40": {8, 9}, "NVIDIA L40S": {8, 9}, "NVIDIA RTX 6000 Ada Generation": {8, 9},
+		"NVIDIA RTX 4000 Ada Generation": {8, 9}, "NVIDIA RTX 2000 Ada Generation": {8, 9}, "NVIDIA GeForce RTX 4090": {8, 9},
+		"NVIDIA H100 PCIe": {9, 0}, "NVIDIA H100 80GB HBM3": {9, 0}, "NVIDIA H100 NVL": {9, 0}, "NVIDIA H200": {9, 0},
+		"NVIDIA GH200 480GB": {9, 0}, "NVIDIA B200": {10, 0}, "NVIDIA GeForce RTX 5090": {12, 0},
+		"AMD Instinct MI250X": {}, "AMD Instinct MI300X": {},
+	}
+	for _, d := range Devices() {
+		w, ok := want[d.Name]
+		if !ok {
+			t.Errorf("%s: no expected compute capability (add it to the test)", d.Name)
+			continue
+		}
+		if d.Compute != w {
+			t.Errorf("%s: Compute = %v, want %v", d.Name, d.Compute, w)
+		}
+		if got, _ := LookupDevice(d.Name); got.Compute != w {
+			t.Errorf("LookupDevice(%q).Compute = %v, want %v", d.Name, got.Compute, w)
+		}
+	}
+}
+
+func TestParseComputeCapability(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want ComputeCapability
+		ok   bool
+	}{
+		{"8.0", ComputeCapability{8, 0}, true},
+		{" 9.0a ", ComputeCapability{9, 0}, true},
+		{"sm_80", ComputeCapability{8, 0}, true},
+		{"sm86", ComputeCapability{8, 6}, true},
+		{"SM_90a", ComputeCapability{9, 0}, true},
+		{"100", ComputeCapability{10, 0}, true},
+		{"120", ComputeCapability{12, 0}, true},
+		{"10.0f", ComputeCapability{10, 0}, true},
+		{"", ComputeCapability{}, false},
+		{"8", ComputeCapability{}, false},
+		{"0.5", ComputeCapability{}, false},
+		{"8.10", ComputeCapability{}, false},
+		{"x.y", ComputeCapability{}, false},
+		{"8.0.1", ComputeCapability{}, false},
+		{"-80", ComputeCapability{}, false},
+		{"1000", ComputeCapability{}, false},
+	} {
+		got, err := ParseComputeCapability(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseComputeCapability(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+		if tc.ok && got.String() == "" {
+			t.Errorf("%v.String() is empty", got)
+		}
+	}
+	if s := (ComputeCapability{}).String(); s != "" {
+		t.Errorf("zero String() = %q, want \"\"", s)
+	}
+	if !(ComputeCapability{8, 9}).Less(ComputeCapability{9, 0}) || (ComputeCapability{9, 0}).Less(ComputeCapability{8, 9}) {
+		t.Error("Less does not order 8.9 before 9.0")
+	}
+}

@@ -50,3 +50,24 @@ func FuzzBytesJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseComputeCapability: a capability that parses prints as one
+// that parses back to itself.
+func FuzzParseComputeCapability(f *testing.F) {
+	for _, s := range []string{"8.0", "sm_90a", "120", "sm86", "", "9.", ".9", "8.0.0", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseComputeCapability(s)
+		if err != nil {
+			return
+		}
+		if c.IsZero() || c.Major < 1 || c.Minor < 0 || c.Minor > 9 {
+			t.Fatalf("ParseComputeCapability(%q) = %+v", s, c)
+		}
+		back, err := ParseComputeCapability(c.String())
+		if err != nil || back != c {
+			t.Fatalf("ParseComputeCapability(%q) = %v, whose String %q reads as %v, %v", s, c, c.String(), back, err)
+		}
+	})
+}

@@ -67,9 +67,14 @@ func FitsWithHeadroom(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, 
 // turn on full activation checkpointing for training, swap eager
 // attention for SDPA (in PyTorch since 2.0), and shrink elastic buffers
 // down to zero entries; it keeps the sequence length, optimizer,
-// precision and trainable set, offloads nothing, and leaves
-// DefaultHeadroomFraction of the free memory unused.
+// precision and trainable set, offloads nothing, leaves
+// DefaultHeadroomFraction of the free memory unused, and fits the job as
+// given with the fewest changes (see Objective).
 type Limits struct {
+	// Objective is what the allowed changes are for (zero,
+	// ObjectiveDefault: MaximizeSeqLen when the sequence may vary over a
+	// range, MaxSeqLen above MinSeqLen, else FitAsGiven).
+	Objective Objective
 	// MinBatch and MaxBatch bound the micro-batch (zero: 1, and
 	// TargetGlobalBatch or else DefaultMaxBatch).
 	MinBatch, MaxBatch int
@@ -77,7 +82,8 @@ type Limits struct {
 	// that can take shorter or longer sequences. Both zero: the job's
 	// SeqLen is kept. With MaxSeqLen set, Allocate takes the longest
 	// sequence up to MaxSeqLen (at least MinSeqLen, zero meaning 1)
-	// before growing the batch.
+	// before growing the batch, and by default (Objective) makes the
+	// allowed changes that lengthen it.
 	MinSeqLen, MaxSeqLen int
 	// TargetGlobalBatch is the number of sequences per optimizer step
 	// over every data-parallel rank: GradAccum becomes
@@ -122,6 +128,48 @@ type Limits struct {
 	Headroom         gpumem.Bytes
 	HeadroomFraction float64
 }
+
+// Objective is what Allocate uses the allowed changes (Limits.Attention,
+// Checkpointing, Optimizers, ...) for: to make the job as given fit, or
+// to push a maximum as far as they can.
+type Objective uint8
+
+const (
+	// ObjectiveDefault is MaximizeSeqLen when the limits let the sequence
+	// vary over a range (Limits.MaxSeqLen above Limits.MinSeqLen), and
+	// FitAsGiven otherwise.
+	ObjectiveDefault Objective = iota
+	// FitAsGiven takes the changes up to the first rung of the ladder at
+	// which the job as given (its Batch, SeqLen and buffers) fits, and
+	// then the largest workload on that configuration: the fewest
+	// changes that make the job run.
+	FitAsGiven
+	// MaximizeSeqLen takes the rung of the ladder at which the longest
+	// sequence that fits (at the smallest batch) is longest, the
+	// earliest, so the cheapest, of those that reach it; then the largest
+	// batch there. A change is in the plan when it lengthens the
+	// sequence: checkpointing on a job that already fits at a shorter
+	// length is taken if it fits a longer one. It needs
+	// Limits.MaxSeqLen.
+	MaximizeSeqLen
+	// MaximizeBatch is MaximizeSeqLen for the micro-batch: the rung at
+	// which the largest batch (at MinSeqLen when the sequence varies) is
+	// largest, the earliest of those; then the longest sequence there.
+	MaximizeBatch
+)
+
+var objectiveNames = [...]string{ObjectiveDefault: "default", FitAsGiven: "fit", MaximizeSeqLen: "max-seq", MaximizeBatch: "max-batch"}
+
+// String returns "default", "fit", "max-seq" or "max-batch".
+func (o Objective) String() string {
+	if int(o) < len(objectiveNames) {
+		return objectiveNames[o]
+	}
+	return "Objective(" + strconv.Itoa(int(o)) + ")"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (o Objective) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 // HeadroomFor returns the memory Allocate leaves unused out of free
 // bytes under l: Headroom (negative: none) plus HeadroomFraction of free
@@ -211,6 +259,12 @@ type Rung struct {
 	Fits bool `json:"fits"`
 	// Applied says the plan includes the change.
 	Applied bool `json:"applied"`
+	// MaxSeqLen (objective MaximizeSeqLen) is the longest sequence that
+	// fits after this change, at the smallest batch; MaxBatch
+	// (MaximizeBatch) the largest batch. Zero: not searched, or nothing
+	// fits.
+	MaxSeqLen int `json:"max_seq_len,omitempty"`
+	MaxBatch  int `json:"max_batch,omitempty"`
 }
 
 // Reason says what stopped the search.
@@ -272,6 +326,9 @@ type Plan struct {
 	// that the next increment would have overflowed with (ReasonMemory).
 	Reason   Reason
 	Limiting string
+	// Objective is what the plan was chosen for (never
+	// ObjectiveDefault): FitAsGiven, MaximizeSeqLen or MaximizeBatch.
+	Objective Objective
 	// Ladder is every change tried, in order, from the job as given.
 	Ladder []Rung
 }
@@ -325,6 +382,7 @@ type allocator struct {
 	maxBatch       int
 	minSeq, maxSeq int
 	varySeq        bool
+	objective      Objective // resolved: never ObjectiveDefault
 }
 
 // budget is the device bytes a plan may use.
@@ -363,14 +421,26 @@ func (a *allocator) fitsCandidate(j Job) (Breakdown, bool, error) {
 // allowed change is applied in order of cost — kernel swaps and head
 // chunking (free), checkpointing (recompute, cheapest first), optimizer
 // and precision substitutes (numerics), offload (transfers), alternative
-// models (what is trained) — and kept when it lowers the peak. The plan
-// takes the changes up to the first rung at which j fits as given (its
-// Batch, SeqLen and buffers); when none does, every change, and the
-// workload shrinks instead. On that configuration it maximizes the tokens
-// of a micro-step — the sequence first when Limits.MaxSeqLen lets it
-// vary, then the batch — and then the elastic buffers, in order, each by
-// an exact integer search (the peak is monotone in each). GradAccum
-// follows from Limits.TargetGlobalBatch.
+// models (what is trained) — and kept when it lowers the peak. Which
+// rung the plan takes depends on Limits.Objective:
+//
+//   - FitAsGiven (the default when the sequence does not vary): the
+//     changes up to the first rung at which j fits as given (its Batch,
+//     SeqLen and buffers); when none does, every change, and the
+//     workload shrinks instead;
+//   - MaximizeSeqLen (the default when Limits.MaxSeqLen lets the
+//     sequence vary over a range) and MaximizeBatch: on every rung, the
+//     longest sequence (or largest batch) that fits, recorded in the
+//     rung (Rung.MaxSeqLen, Rung.MaxBatch); the plan takes the earliest
+//     rung of the largest, so a change is made when it pushes the
+//     maximum, even if the job as given fits without it.
+//
+// On that configuration it maximizes the tokens of a micro-step — the
+// sequence first when Limits.MaxSeqLen lets it vary, then the batch (the
+// batch first under MaximizeBatch) — and then the elastic buffers, in
+// order, each by an exact integer search (the peak is monotone in each).
+// Costly changes the final workload does not need are dropped again.
+// GradAccum follows from Limits.TargetGlobalBatch.
 //
 // When even the smallest workload does not fit with every change, the
 // error is an *InsufficientMemoryError carrying the ladder. Invalid jobs
@@ -404,6 +474,17 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	if rung < 0 {
 		rung = len(jobs) - 1
 	}
+	// A maximizing objective searches every rung; the chosen rung's
+	// maximum, at the smallest workload, is the first search below.
+	var first struct {
+		v    int
+		stop string
+	}
+	if a.objective != FitAsGiven {
+		if rung, first.v, first.stop, err = a.maximizeRungs(ladder, jobs, given); err != nil {
+			return Plan{}, err
+		}
+	}
 	cfg := jobs[rung]
 
 	// The smallest workload on that rung.
@@ -421,37 +502,56 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	// Changes after the first rung: the plan's rung is the earliest
 	// that fits, but a costly change before it may have become
 	// unnecessary once a later one was made (offload before LoRA).
-	p := Plan{Free: free, Ladder: ladder}
+	p := Plan{Free: free, Ladder: ladder, Objective: a.objective}
 	best := small
-	// Sequence first, when it may vary.
-	if a.varySeq {
-		s, stop, err := a.maximize(a.minSeq, a.maxSeq, max(given.SeqLen, a.minSeq), func(v int) Job {
-			x := best
-			x.SeqLen = v
-			return x
-		})
-		if err != nil {
-			return Plan{}, err
+	// The sequence first, when it may vary, then the batch; the batch
+	// first when it is the objective.
+	growSeq := func() error {
+		if !a.varySeq {
+			return nil
+		}
+		s, stop := first.v, first.stop
+		if a.objective != MaximizeSeqLen || s == 0 {
+			var err error
+			if s, stop, err = a.maximizeSeq(best, max(given.SeqLen, a.minSeq)); err != nil {
+				return err
+			}
 		}
 		best.SeqLen = s
-		if s == a.maxSeq {
-			p.Reason = ReasonSeqLimit
-		} else {
+		switch {
+		case s < a.maxSeq:
 			p.Reason, p.Limiting = ReasonMemory, stop
+		case p.Reason != ReasonMemory:
+			p.Reason = ReasonSeqLimit
 		}
+		return nil
 	}
-	b, stop, err := a.maximizeBatch(best, given.Batch)
-	if err != nil {
-		return Plan{}, err
-	}
-	best.Batch = b
-	a.setAccum(&best)
-	if b == a.maxBatch {
-		if !a.varySeq || p.Reason == ReasonSeqLimit {
+	growBatch := func() error {
+		b, stop := first.v, first.stop
+		if a.objective != MaximizeBatch || b == 0 {
+			var err error
+			if b, stop, err = a.maximizeBatch(best, given.Batch); err != nil {
+				return err
+			}
+		}
+		best.Batch = b
+		a.setAccum(&best)
+		switch {
+		case b < a.maxBatch:
+			p.Reason, p.Limiting = ReasonMemory, stop
+		case p.Reason != ReasonMemory:
 			p.Reason = ReasonBatchLimit
 		}
-	} else {
-		p.Reason, p.Limiting = ReasonMemory, stop
+		return nil
+	}
+	order := []func() error{growSeq, growBatch}
+	if a.objective == MaximizeBatch {
+		order[0], order[1] = growBatch, growSeq
+	}
+	for _, grow := range order {
+		if err := grow(); err != nil {
+			return Plan{}, err
+		}
 	}
 	// Elastic buffers, in order, up to the job's sizes.
 	grown := true
@@ -479,7 +579,7 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 			}
 		}
 	}
-	if grown && p.Reason == ReasonBatchLimit && hasElastic(best.Buffers) {
+	if grown && (p.Reason == ReasonBatchLimit || p.Reason == ReasonSeqLimit) && hasElastic(best.Buffers) {
 		p.Reason = ReasonBufferLimit
 	}
 
@@ -533,6 +633,56 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	}
 	p.Headroom, p.MinHeadroom = free-p.Need.Device(), a.headroom
 	return p, nil
+}
+
+// maximizeRungs is the rung search of the maximizing objectives: for
+// each rung of the ladder, the longest sequence (MaximizeSeqLen) or the
+// largest batch (MaximizeBatch) that fits there with the rest of the
+// workload at its smallest, recorded in the rung. It returns the
+// earliest rung of the largest maximum, that maximum and the component
+// one more would overflow with; or the last rung and a zero maximum when
+// nothing fits anywhere (Allocate then reports the shortfall).
+func (a *allocator) maximizeRungs(ladder []Rung, jobs []Job, given Job) (rung, maximum int, stop string, err error) {
+	rung, hint := -1, 0
+	for i := range jobs {
+		small := a.shrink(jobs[i])
+		if _, ok, err := a.fitsCandidate(small); err != nil {
+			return 0, 0, "", err
+		} else if !ok {
+			continue
+		}
+		var m int
+		var s string
+		if a.objective == MaximizeBatch {
+			m, s, err = a.maximizeBatch(small, max(hint, given.Batch))
+			ladder[i].MaxBatch = m
+		} else {
+			m, s, err = a.maximizeSeq(small, max(hint, given.SeqLen, a.minSeq))
+			ladder[i].MaxSeqLen = m
+		}
+		if err != nil {
+			return 0, 0, "", err
+		}
+		hint = m
+		if m > maximum {
+			rung, maximum, stop = i, m, s
+		}
+	}
+	if rung < 0 {
+		return len(jobs) - 1, 0, "", nil
+	}
+	return rung, maximum, stop, nil
+}
+
+// maximizeSeq returns the longest sequence in [minSeq, maxSeq] at which j
+// fits (j fits at minSeq), searching from hint, and the component the
+// next token would overflow with.
+func (a *allocator) maximizeSeq(j Job, hint int) (int, string, error) {
+	return a.maximize(a.minSeq, a.maxSeq, min(hint, a.maxSeq), func(v int) Job {
+		x := j
+		x.SeqLen = v
+		return x
+	})
 }
 
 // withWorkload returns cfg with w's batch, sequence, accumulation and
@@ -600,6 +750,16 @@ func newAllocator(free gpumem.Bytes, j Job, lim *Limits) (*allocator, error) {
 		if a.minSeq > a.maxSeq {
 			return nil, gpumem.Errorf("Limits.MinSeqLen", l.MinSeqLen, gpumem.ErrInvalid, "above MaxSeqLen %d", a.maxSeq)
 		}
+	}
+	switch a.objective = l.Objective; {
+	case l.Objective > MaximizeBatch:
+		return nil, gpumem.Errorf("Limits.Objective", l.Objective, gpumem.ErrInvalid, "want FitAsGiven, MaximizeSeqLen or MaximizeBatch")
+	case l.Objective == MaximizeSeqLen && !a.varySeq:
+		return nil, gpumem.Errorf("Limits.Objective", l.Objective, gpumem.ErrInvalid, "MaximizeSeqLen needs Limits.MaxSeqLen (the longest sequence to try)")
+	case l.Objective == ObjectiveDefault && a.varySeq && a.maxSeq > a.minSeq:
+		a.objective = MaximizeSeqLen
+	case l.Objective == ObjectiveDefault:
+		a.objective = FitAsGiven
 	}
 	for i, hc := range l.HeadChunks {
 		if hc < 1 || hc > 1<<20 {
@@ -1116,8 +1276,47 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)
 	}
 	b.WriteString("\n")
+	if what, unit, first, ok := p.maximum(); ok && len(p.Ladder) > 1 {
+		changed := false
+		for _, r := range p.Ladder[1:] {
+			changed = changed || r.Applied
+		}
+		v := group3(int64(p.objectiveValue()))
+		switch {
+		case !changed:
+			fmt.Fprintf(&b, "objective: the %s, %s %s; no change tried lengthens it\n", what, v, unit)
+		case first == 0:
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (nothing fits without them)\n", what, v, unit)
+		default:
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, group3(int64(first)))
+		}
+	}
 	writeLadder(&b, p.Ladder)
 	return b.String()
+}
+
+// maximum names the quantity a maximizing plan maximized and its unit,
+// and gives its maximum on the ladder's first rung (the job as given,
+// without changes); ok is false for FitAsGiven.
+func (p Plan) maximum() (what, unit string, first int, ok bool) {
+	if len(p.Ladder) == 0 {
+		return "", "", 0, false
+	}
+	switch p.Objective {
+	case MaximizeSeqLen:
+		return "longest sequence", "tokens", p.Ladder[0].MaxSeqLen, true
+	case MaximizeBatch:
+		return "largest batch", "sequences", p.Ladder[0].MaxBatch, true
+	}
+	return "", "", 0, false
+}
+
+// objectiveValue is the plan's value of the quantity it maximized.
+func (p Plan) objectiveValue() int {
+	if p.Objective == MaximizeBatch {
+		return p.Batch
+	}
+	return p.SeqLen
 }
 
 // LadderString prints the ladder as the table Plan.String ends with;
@@ -1128,9 +1327,34 @@ func (p Plan) LadderString() string {
 	return b.String()
 }
 
-// writeLadder prints the ladder table.
+// writeLadder prints the ladder table, with a column for the maximum a
+// maximizing objective searched on each rung.
 func writeLadder(b *strings.Builder, ladder []Rung) {
-	fmt.Fprintf(b, "  %-44s %12s %12s  %-4s  %s\n", "change", "device peak", "saving", "fits", "cost")
+	column := ""
+	for _, s := range ladder {
+		switch {
+		case s.MaxSeqLen > 0:
+			column = "longest seq"
+		case s.MaxBatch > 0:
+			column = "largest batch"
+		}
+	}
+	maxCell := func(s Rung) string {
+		switch {
+		case column == "":
+			return ""
+		case s.MaxSeqLen > 0:
+			return fmt.Sprintf("%13s  ", group3(int64(s.MaxSeqLen)))
+		case s.MaxBatch > 0:
+			return fmt.Sprintf("%13s  ", group3(int64(s.MaxBatch)))
+		}
+		return fmt.Sprintf("%13s  ", "—")
+	}
+	head := ""
+	if column != "" {
+		head = fmt.Sprintf("%13s  ", column)
+	}
+	fmt.Fprintf(b, "  %-44s %12s %12s  %-4s  %s%s\n", "change", "device peak", "saving", "fits", head, "cost")
 	for _, s := range ladder {
 		mark := " "
 		if s.Applied {
@@ -1144,6 +1368,6 @@ func writeLadder(b *strings.Builder, ladder []Rung) {
 		if s.Saving > 0 {
 			saving = "−" + s.Saving.Human()
 		}
-		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s\n", mark, s.Change, s.Device.Human(), saving, fits, s.Cost.Text)
+		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s%s\n", mark, s.Change, s.Device.Human(), saving, fits, maxCell(s), s.Cost.Text)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -202,6 +203,8 @@ func TestAllocateBadLimits(t *testing.T) {
 		{"Limits.Models[0].Model", 1 << 34, Limits{Models: []Alternative{{Name: "zero"}}}},
 		{"Limits.BufferMin[x]", 1 << 34, Limits{BufferMin: map[string]int64{"x": -1}}},
 		{"Limits.Offload", 1 << 34, Limits{Offload: 64}},
+		{"Limits.Objective", 1 << 34, Limits{Objective: 9}},
+		{"Limits.Objective", 1 << 34, Limits{Objective: MaximizeSeqLen}},
 	}
 	for _, tt := range tests {
 		_, err := Allocate(tt.free, j, &tt.lim)
@@ -416,5 +419,161 @@ func TestFitsWithHeadroomIsAllocates(t *testing.T) {
 	}
 	if DefaultMaxSeqLen != 1<<20 {
 		t.Errorf("DefaultMaxSeqLen = %d", DefaultMaxSeqLen)
+	}
+}
+
+// qloraJob is Llama-3.1-8B QLoRA (r=16, NF4 with double quantization)
+// with AdamW under bf16 autocast, SDPA, batch 1 × 2048: it fits a 40 GB
+// A100 as given, without checkpointing.
+func qloraJob(t testing.TB) (Job, gpumem.Bytes) {
+	m := lookupModel(t, "llama-3.1-8b", func(f *model.Finetune) {
+		f.LoRA = model.LoRA{Rank: 16}
+		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
+	})
+	d, ok := gpumem.LookupDevice("a100-40gb")
+	if !ok {
+		t.Fatal("a100-40gb not in the catalog")
+	}
+	return Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
+		Batch: 1, SeqLen: 2048, Device: d}, d.Free()
+}
+
+// Asked for the longest sequence (issue 18, item 10), the planner takes
+// checkpointing because it lengthens the sequence, although the job as
+// given fits without it; the ladder says what each rung reaches.
+func TestAllocateMaximizeSeqLen(t *testing.T) {
+	t.Parallel()
+	j, free := qloraJob(t)
+	lim := Limits{MaxSeqLen: 32768}
+	p, err := Allocate(free, j, &lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit := lim
+	fit.Objective = FitAsGiven
+	q, err := Allocate(free, j, &fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Objective != MaximizeSeqLen || q.Objective != FitAsGiven {
+		t.Fatalf("objectives %v and %v, want max-seq (inferred from MaxSeqLen) and fit", p.Objective, q.Objective)
+	}
+	if q.Checkpointing != model.NoCheckpointing {
+		t.Errorf("FitAsGiven: checkpointing %v, want none (the job as given fits)", q.Checkpointing)
+	}
+	if p.Checkpointing != model.FullCheckpointing || p.SeqLen < 3*q.SeqLen {
+		t.Errorf("MaximizeSeqLen: %d tokens with checkpointing %v; want full checkpointing and at least 3 × the %d tokens without",
+			p.SeqLen, p.Checkpointing, q.SeqLen)
+	}
+	// The ladder: the job as given reaches FitAsGiven's answer, the
+	// checkpointing rung the plan's.
+	if len(p.Ladder) != 2 || p.Ladder[0].MaxSeqLen != q.SeqLen || p.Ladder[1].MaxSeqLen != p.SeqLen || !p.Ladder[1].Applied {
+		t.Errorf("ladder %+v, want as given at %d and checkpointing at %d, applied", p.Ladder, q.SeqLen, p.SeqLen)
+	}
+	if q.Ladder[0].MaxSeqLen != 0 || q.Ladder[1].Applied {
+		t.Errorf("FitAsGiven ladder %+v: no maximum searched, checkpointing not applied", q.Ladder)
+	}
+	// The answer is the edge: one more token does not fit.
+	b := budgetOf(t, free, j, lim)
+	x := p.Job
+	x.SeqLen++
+	if n, err := Estimate(x); err != nil || n.Device() <= b || p.Need.Device() > b {
+		t.Errorf("seq %d needs %v, %d needs %v, budget %v", p.SeqLen, p.Need.Device(), x.SeqLen, n.Device(), b)
+	}
+	if !strings.Contains(p.String(), "longest seq") || !strings.Contains(p.String(), "objective: the longest sequence") {
+		t.Errorf("Plan.String() does not show the maximum:\n%s", p)
+	}
+}
+
+// A maximum that the job reaches without a change takes no change.
+func TestAllocateMaximizeAtLimit(t *testing.T) {
+	t.Parallel()
+	j, free := qloraJob(t)
+	p, err := Allocate(free, j, &Limits{MaxSeqLen: 2560})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SeqLen != 2560 || p.Checkpointing != model.NoCheckpointing || p.Ladder[0].MaxSeqLen != 2560 || p.Ladder[1].Applied {
+		t.Errorf("plan %d tokens, checkpointing %v, ladder %+v; want 2560 as given, without checkpointing", p.SeqLen, p.Checkpointing, p.Ladder)
+	}
+}
+
+// MaximizeBatch takes the rung with the largest batch.
+func TestAllocateMaximizeBatch(t *testing.T) {
+	t.Parallel()
+	j, free := qloraJob(t)
+	p, err := Allocate(free, j, &Limits{Objective: MaximizeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Allocate(free, j, &Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Objective != FitAsGiven || q.Checkpointing != model.NoCheckpointing {
+		t.Errorf("default limits: objective %v, checkpointing %v; want fit without checkpointing", q.Objective, q.Checkpointing)
+	}
+	if p.Checkpointing != model.FullCheckpointing || p.Batch <= q.Batch {
+		t.Errorf("MaximizeBatch: batch %d with checkpointing %v; want full checkpointing and more than %d", p.Batch, p.Checkpointing, q.Batch)
+	}
+	if last := p.Ladder[len(p.Ladder)-1]; last.MaxBatch != p.Batch || p.Ladder[0].MaxBatch != q.Batch {
+		t.Errorf("ladder %+v: want the batch without changes %d and with them %d", p.Ladder, q.Batch, p.Batch)
+	}
+}
+
+// A job that does not ask for a maximum plans as FitAsGiven does, with
+// no maximum in its ladder.
+func TestAllocateObjectiveDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range allocCases(t) {
+		if c.lim.MaxSeqLen > c.lim.MinSeqLen {
+			continue // asks for the longest sequence
+		}
+		for _, gib := range []float64{8, 24, 80} {
+			free := gpumem.Bytes(gib * (1 << 30))
+			fit := c.lim
+			fit.Objective = FitAsGiven
+			p, err1 := Allocate(free, c.job, &c.lim)
+			q, err2 := Allocate(free, c.job, &fit)
+			if (err1 == nil) != (err2 == nil) {
+				t.Fatalf("%s in %v: %v vs %v", c.name, free, err1, err2)
+			}
+			if err1 != nil {
+				continue
+			}
+			if p.Objective != FitAsGiven || p.Batch != q.Batch || p.SeqLen != q.SeqLen || p.Need != q.Need || len(p.Ladder) != len(q.Ladder) {
+				t.Errorf("%s in %v: default plan %d×%d (%v) differs from FitAsGiven %d×%d", c.name, free, p.Batch, p.SeqLen, p.Objective, q.Batch, q.SeqLen)
+			}
+			for i := range p.Ladder {
+				if p.Ladder[i] != q.Ladder[i] || p.Ladder[i].MaxSeqLen != 0 || p.Ladder[i].MaxBatch != 0 {
+					t.Errorf("%s in %v: rung %d %+v vs %+v", c.name, free, i, p.Ladder[i], q.Ladder[i])
+				}
+			}
+		}
+	}
+}
+
+// AllocateFleet keeps the objective: the layout's rung carries the
+// longest sequence under it, and the plan's is the last rung's.
+func TestAllocateFleetMaximizeSeqLen(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3-8b", nil)
+	d, _ := gpumem.LookupDevice("a100-40gb")
+	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048, Device: d}
+	p, err := AllocateFleet(Fleet{Nodes: 1, GPUsPerNode: 8, Free: d.Free()}, j, &Limits{MaxSeqLen: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layout, last Rung
+	for _, r := range p.Ladder {
+		if r.Applied && strings.HasPrefix(r.Change, "layout ") {
+			layout = r
+		}
+		if r.Applied {
+			last = r
+		}
+	}
+	if p.Objective != MaximizeSeqLen || layout.MaxSeqLen == 0 || last.MaxSeqLen != p.SeqLen || p.Checkpointing != model.FullCheckpointing || p.SeqLen <= layout.MaxSeqLen {
+		t.Errorf("plan %d tokens (%v, checkpointing %v); layout rung %+v, last rung %+v", p.SeqLen, p.Objective, p.Checkpointing, layout, last)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // for an allocated peak a, as Estimate composes them:
 // reserved = a·(1+f), device = reserved + Context.
 func levels(a float64, ov Overhead) (reserved, device float64) {
-	ov = ov.resolve(false)
+	ov = ov.resolve(false, gpumem.Device{})
 	reserved = a * (1 + ov.Fragmentation)
 	return reserved, reserved + float64(ov.Context)
 }

@@ -40,7 +40,13 @@
 // buffer sizes — and the ladder of changes it tried, each with the peak
 // after it, the saving and its cost. When nothing fits it returns an
 // [*InsufficientMemoryError] with the ladder and what else to allow.
-// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions.
+// Its [Objective] says what the allowed changes are for: the fewest that
+// fit the job as given ([FitAsGiven]), or the ones that push the longest
+// sequence ([MaximizeSeqLen], the default when [Limits.MaxSeqLen] lets
+// the sequence vary) or the largest batch ([MaximizeBatch]) furthest,
+// with each rung's maximum in the ladder.
+// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions
+// (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
 // (BenchmarkAllocate).
 //
@@ -53,6 +59,11 @@
 // attention packages. The CUDA context, the cuBLAS workspaces and the
 // allocator's fragmentation are the [Overhead] model's defaults, each
 // with its source, which callers override with their own measurements.
+// The context is a table of published measurements by GPU generation
+// (gpumem.Device.Compute), CUDA version and module loading
+// ([DefaultContext]): 426 MiB for a current GPU under CUDA 12 with lazy
+// loading, up to 1685 MiB when every kernel is loaded eagerly (CUDA 11.6
+// and before).
 //
 // CPU offload of the optimizer state (ZeRO-Offload) and of frozen models
 // (diffusers' model offload) moves their bytes to [Breakdown.Host], and
@@ -72,10 +83,12 @@
 //     gpumem models, saves its intermediates);
 //   - reserved peaks, 6 figures: within 4.6% (median 3.7% under) with
 //     [DefaultFragmentation];
-//   - device level, 9 BERT-large runs on a 2022 V100: 9–33% under, mostly
-//     the CUDA context (1343 MiB there, 426 MiB by default), which
-//     [Calibrate] fits from a fleet's own measurements; the same model
-//     only loaded ([Load]) with that context, 0.4% under;
+//   - device level, 9 BERT-large sequence-classification runs on a 2022
+//     V100 under CUDA 11.2 and the same model only loaded ([Load]):
+//     median error 2.9% (29% under to 3% over; the batch-1 runs within
+//     3%, the batch-4 ones 16–29% under), with the CUDA context of that
+//     setup, 1341 MiB of eagerly loaded kernels ([DefaultContext]);
+//     [Calibrate] fits the context from a fleet's own measurements;
 //   - quantized weights (allocated): OctoCoder generating with LLM.int8,
 //     2.7% under, and with 2023's bitsandbytes 4-bit defaults (fp4, fp32
 //     compute, dequantized in the prompt's forward), 0.8% under.

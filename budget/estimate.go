@@ -82,11 +82,7 @@ const (
 // model).
 func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	train := j.Mode == Training
-	ov := j.Overhead
-	if j.Device.Name != "" && ov.Workspace == 0 {
-		ov.Workspace = DefaultOverhead(j.Device).Workspace
-	}
-	ov = ov.resolve(train)
+	ov := j.Overhead.resolve(train, j.Device)
 	wDT, gDT, sDT, cDT := j.Precision.dtypes()
 	m := &j.Model
 

@@ -303,8 +303,10 @@ type Job struct {
 	// DefaultOverhead of the device given to Fits, or of an unnamed
 	// device when Estimate is called alone.
 	Overhead Overhead
-	// Device, when its Name is set, chooses device-specific defaults
-	// (the Hopper cuBLAS workspace).
+	// Device chooses device-specific defaults: the CUDA context by its
+	// compute capability (Device.Compute, or the catalog's for its Name;
+	// DefaultContext) and the Hopper cuBLAS workspace. The zero Device is
+	// a GPU of unknown generation.
 	Device gpumem.Device
 }
 

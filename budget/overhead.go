@@ -16,20 +16,33 @@ import (
 // issue) fits them.
 //
 // As Job.Overhead, the sizes must not be negative, Workspace ×
-// Workspaces must fit in int64, and Fragmentation must be a finite
-// number at most 10 (NaN and ±Inf are rejected); Estimate and Allocate
-// report the field otherwise.
+// Workspaces must fit in int64, Fragmentation must be a finite number at
+// most 10 (NaN and ±Inf are rejected), and CUDA and Loading must be
+// possible for Job.Device; Estimate and Allocate report the field
+// otherwise.
 type Overhead struct {
 	// Context is the device memory of the CUDA context and the kernels
 	// loaded into it, per process; nvidia-smi counts it, PyTorch's
-	// allocator does not. Zero means the default, 426 MiB: measured with
-	// torch.cuda.mem_get_info on an RTX 6000 Ada, PyTorch 2.10.0+cu130,
-	// lazy module loading (unslothai/unsloth-zoo PR #1053, "426 MiB").
-	// Without lazy loading (CUDA < 11.7, or CUDA_MODULE_LOADING=EAGER)
-	// it is 636 MiB or more (pytorch PR #86509: 666,632,192 bytes eager
-	// vs 287,047,680 lazy, each including a 6.4 MB tensor in its
-	// allocator segment).
+	// allocator does not. Zero means [DefaultContext] for the job's
+	// device, CUDA and Loading: 426 MiB for a current GPU under CUDA 12
+	// with lazy module loading (measured on an RTX 6000 Ada, PyTorch
+	// 2.10.0+cu130, unslothai/unsloth-zoo PR #1053, and on an A100,
+	// CUDA 12.2, meta-pytorch/torchrec PR #3580), 256 MiB on an RTX 3090,
+	// and 616 to 1685 MiB with eager loading (CUDA before 11.7, or
+	// CUDA_MODULE_LOADING=EAGER), by GPU generation and CUDA version.
 	Context gpumem.Bytes
+
+	// CUDA is the CUDA version of the PyTorch build (torch.version.cuda,
+	// the cu121 of the wheel's name), which chooses the default Context
+	// with Loading and the device's compute capability. Zero means a
+	// current release (CUDA 12). A version older than the device's
+	// architecture (an H100 before CUDA 11.8) is an error.
+	CUDA CUDAVersion
+
+	// Loading is how CUDA loads kernels (CUDA_MODULE_LOADING). Zero
+	// (LoadingDefault) means PyTorch's default: lazy from CUDA 11.7 on,
+	// eager before. LoadingLazy with a CUDA before 11.7 is an error.
+	Loading ModuleLoading
 
 	// Workspace is the size of one cuBLAS workspace, which PyTorch
 	// allocates through its caching allocator (so it counts as
@@ -70,23 +83,38 @@ type Overhead struct {
 // with a measured fit.
 const DefaultFragmentation = 0.05
 
-// Context defaults (see [Overhead.Context]).
+// Workspace defaults (see [Overhead.Workspace]).
 const (
-	defaultContext   = 426 * gpumem.MiB
 	defaultWorkspace = 4096*gpumem.KiB*2 + 16*gpumem.KiB*8 // :4096:2:16:8
 	hopperWorkspace  = 4096 * gpumem.KiB * 8               // :4096:8, sm90
 )
 
-// DefaultOverhead returns the overhead defaults for a device: the cuBLAS
-// workspace is 32 MiB on Hopper parts (H100, H200, GH200, H800, H20) and
-// 8,519,680 bytes on the others; the context and fragmentation defaults
-// do not depend on the device.
+// DefaultOverhead returns the overhead defaults for a device under a
+// current CUDA (12) with lazy module loading: the context is
+// DefaultContext(d, CUDAVersion{}, LoadingDefault) (426 MiB, or 256 MiB on
+// an sm_86 part); the cuBLAS workspace is 32 MiB on Hopper parts (H100,
+// H200, GH200, H800, H20: compute capability 9.0, or those names) and
+// 8,519,680 bytes on the others; fragmentation does not depend on the
+// device.
 func DefaultOverhead(d gpumem.Device) Overhead {
-	o := Overhead{Context: defaultContext, Workspace: defaultWorkspace, Fragmentation: DefaultFragmentation}
-	if isHopper(d.Name) {
-		o.Workspace = hopperWorkspace
+	return Overhead{Context: DefaultContext(d, CUDAVersion{}, LoadingDefault), Workspace: workspaceFor(d), Fragmentation: DefaultFragmentation}
+}
+
+// workspaceFor returns the default cuBLAS workspace on d: Hopper's when
+// its compute capability (d.Compute, or the catalog's for d.Name) is 9.0,
+// or, when that is unknown, when its name is a Hopper part's. It does not
+// allocate for a device of known capability.
+func workspaceFor(d gpumem.Device) gpumem.Bytes {
+	if cc := deviceCompute(d); !cc.IsZero() {
+		if cc == (gpumem.ComputeCapability{Major: 9}) {
+			return hopperWorkspace
+		}
+		return defaultWorkspace
 	}
-	return o
+	if isHopper(d.Name) {
+		return hopperWorkspace
+	}
+	return defaultWorkspace
 }
 
 // isHopper reports whether a device name is a compute-capability 9.0 part.
@@ -108,9 +136,9 @@ func isHopper(name string) bool {
 // ten times what is allocated is far beyond anything measured.
 const maxFragmentation = 10
 
-// validate checks o as the Overhead of a job (training or not); each
-// error names the field.
-func (o Overhead) validate(train bool) error {
+// validate checks o as the Overhead of a job (training or not) on d;
+// each error names the field.
+func (o Overhead) validate(train bool, d gpumem.Device) error {
 	switch {
 	case o.Context < 0:
 		return gpumem.Errorf("Job.Overhead.Context", o.Context, gpumem.ErrInvalid, "must not be negative")
@@ -121,10 +149,15 @@ func (o Overhead) validate(train bool) error {
 	case math.IsNaN(o.Fragmentation) || math.IsInf(o.Fragmentation, 0) || o.Fragmentation > maxFragmentation:
 		return gpumem.Errorf("Job.Overhead.Fragmentation", o.Fragmentation, gpumem.ErrInvalid,
 			"must be a finite number at most %d (negative: none)", maxFragmentation)
+	case o.Loading > LoadingEager:
+		return gpumem.Errorf("Job.Overhead.Loading", o.Loading, gpumem.ErrInvalid, "want LoadingDefault, LoadingLazy or LoadingEager")
+	}
+	if err := checkCUDA(deviceCompute(d), o.CUDA, o.Loading); err != nil {
+		return err
 	}
 	// The workspaces' bytes, with the largest default workspace (Hopper's)
 	// standing for a zero Workspace.
-	r := o.resolve(train)
+	r := o.resolve(train, gpumem.Device{})
 	ws := r.Workspace
 	if o.Workspace == 0 {
 		ws = hopperWorkspace
@@ -140,13 +173,14 @@ func (o Overhead) validate(train bool) error {
 	return nil
 }
 
-// resolve fills the zero fields of o with the defaults for a job.
-func (o Overhead) resolve(train bool) Overhead {
+// resolve fills the zero fields of o with the defaults for a job on d.
+func (o Overhead) resolve(train bool, d gpumem.Device) Overhead {
+	d.Compute = deviceCompute(d) // once, for the context and the workspace
 	if o.Context == 0 {
-		o.Context = defaultContext
+		o.Context = DefaultContext(d, o.CUDA, o.Loading)
 	}
 	if o.Workspace == 0 {
-		o.Workspace = defaultWorkspace
+		o.Workspace = workspaceFor(d)
 	}
 	if o.Workspaces == 0 {
 		o.Workspaces = 1
@@ -161,4 +195,15 @@ func (o Overhead) resolve(train bool) Overhead {
 		o.Fragmentation = 0
 	}
 	return o
+}
+
+// deviceCompute returns d's compute capability: d.Compute, or the
+// catalog's for d.Name when that is zero.
+func deviceCompute(d gpumem.Device) gpumem.ComputeCapability {
+	if d.Compute.IsZero() && d.Name != "" {
+		if c, ok := gpumem.LookupDevice(d.Name); ok {
+			return c.Compute
+		}
+	}
+	return d.Compute
 }

@@ -180,7 +180,7 @@ func (j *Job) validate() error {
 			return gpumem.Errorf(f+".EntryBytes", b.EntryBytes, gpumem.ErrInvalid, "must not be negative")
 		}
 	}
-	return j.Overhead.validate(j.Mode == Training)
+	return j.Overhead.validate(j.Mode == Training, j.Device)
 }
 
 // validateLoss checks Job.Loss and Job.LogitsToKeep (nothing to check,

@@ -42,6 +42,15 @@ func TestExitCodes(t *testing.T) {
 		{"estimate --json does not fit", "", []string{"estimate", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--json"}, exitDoesNotFit, "does not fit"},
 		{"estimate bad value", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "0"}, exitBadInput, "--seq 0"},
 		{"estimate unknown model", "", []string{"estimate", "--model", "gpt-9", "--train"}, exitBadInput, `--model "gpt-9"`},
+		{"estimate cuda", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "1024", "--gpu", "v100", "--cuda", "11.2"}, exitOK, ""},
+		{"estimate cuda wheel tag", "", []string{"estimate", "--model", "gpt2", "--train", "--seq", "1024", "--cuda", "cu121", "--lazy-loading=false"}, exitOK, ""},
+		{"estimate bad cuda", "", []string{"estimate", "--model", "gpt2", "--train", "--cuda", "twelve"}, exitBadInput, `--cuda "twelve"`},
+		{"estimate cuda before the gpu", "", []string{"estimate", "--model", "gpt2", "--train", "--gpu", "h100", "--cuda", "11.2"}, exitBadInput, "--cuda 11.2"},
+		{"estimate lazy before 11.7", "", []string{"estimate", "--model", "gpt2", "--train", "--cuda", "11.2", "--lazy-loading"}, exitBadInput, "--lazy-loading"},
+		{"estimate lazy not a bool", "", []string{"estimate", "--model", "gpt2", "--train", "--lazy-loading=maybe"}, exitBadInput, "--lazy-loading"},
+		{"plan maximize", "", []string{"plan", "--model", "gpt2", "--infer", "--seq", "1024", "--memory", "8GiB", "--maximize", "batch"}, exitOK, ""},
+		{"plan bad maximize", "", []string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--maximize", "tokens"}, exitBadInput, `--maximize "tokens"`},
+		{"plan maximize seq without max-seq", "", []string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--maximize", "seq"}, exitBadInput, "--max-seq"},
 		{"plan fits", "", []string{"plan", "--model", "gpt2", "--infer", "--seq", "1024", "--memory", "8GiB"}, exitOK, ""},
 		{"plan does not fit", "", []string{"plan", "--model", "llama-3-8b", "--train", "--gpu", "rtx4090", "--allow", "none"}, exitDoesNotFit, "does not fit"},
 		{"plan without a device", "", []string{"plan", "--model", "gpt2", "--infer"}, exitBadInput, "--gpu NAME or --memory SIZE"},
@@ -383,4 +392,66 @@ func TestPlotOnlyInCommand(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// TestPlanMaximize: plan --max-seq makes the changes that lengthen the
+// sequence (issue 18: Llama-3.1-8B QLoRA on a 40 GB A100 reached 3,217
+// tokens without checkpointing, 13,307 with it), and --maximize none
+// keeps the fewest changes.
+func TestPlanMaximize(t *testing.T) {
+	t.Parallel()
+	args := []string{"plan", "--model", "llama-3.1-8b", "--train", "--qlora", "--lora-rank", "16", "--gpu", "a100-40gb", "--max-seq", "32768", "--json"}
+	var p, q struct {
+		SeqLen        int    `json:"seq_len"`
+		Checkpointing string `json:"checkpointing"`
+		Objective     string `json:"objective"`
+		Ladder        []struct {
+			Change    string `json:"change"`
+			MaxSeqLen int    `json:"max_seq_len"`
+			Applied   bool   `json:"applied"`
+		} `json:"ladder"`
+	}
+	code, out, stderr := runCLI(t, "", args...)
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	code, out, stderr = runCLI(t, "", append(args, "--maximize", "none")...)
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &q))
+	assert.Equal(t, "max-seq", p.Objective)
+	assert.Equal(t, "fit", q.Objective)
+	assert.Equal(t, "full", p.Checkpointing)
+	assert.Equal(t, "none", q.Checkpointing)
+	assert.Greater(t, p.SeqLen, 3*q.SeqLen)
+	require.Len(t, p.Ladder, 2)
+	assert.Equal(t, q.SeqLen, p.Ladder[0].MaxSeqLen, "the job as given reaches what --maximize none answers")
+	assert.Equal(t, p.SeqLen, p.Ladder[1].MaxSeqLen)
+	assert.True(t, p.Ladder[1].Applied)
+	assert.Zero(t, q.Ladder[1].MaxSeqLen)
+	code, text, _ := runCLI(t, "", args[:len(args)-1]...)
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, text, "longest seq")
+	assert.Contains(t, text, "objective: the longest sequence")
+}
+
+// TestEstimateCUDAContext: --cuda and --lazy-loading size the context
+// (a V100 under CUDA 11.2 loads every kernel: 1341 MiB), and the text
+// says what it was sized for.
+func TestEstimateCUDAContext(t *testing.T) {
+	t.Parallel()
+	context := func(args ...string) int64 {
+		t.Helper()
+		code, out, stderr := runCLI(t, "", append(append([]string{"estimate", "--model", "bert-large", "--train", "--seq", "512"}, args...), "--json")...)
+		require.Equal(t, exitOK, code, stderr)
+		var e struct {
+			Components map[string]int64 `json:"components"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &e))
+		return e.Components["context"]
+	}
+	assert.Equal(t, int64(426*gpumem.MiB), context())
+	assert.Equal(t, int64(1341*gpumem.MiB), context("--gpu", "v100", "--cuda", "11.2"))
+	assert.Equal(t, int64(616*gpumem.MiB), context("--gpu", "h100", "--lazy-loading=false"))
+	assert.Equal(t, int64(256*gpumem.MiB), context("--gpu", "rtx3090"))
+	_, text, _ := runCLI(t, "", "estimate", "--model", "bert-large", "--train", "--gpu", "v100", "--cuda", "11.2")
+	assert.Contains(t, text, "CUDA context for compute capability 7.0, CUDA 11.2, eager module loading")
 }

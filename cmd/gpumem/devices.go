@@ -9,7 +9,7 @@ import (
 
 func runDevices(args []string, _ io.Reader, out, _ io.Writer) error {
 	fs := newFlags("devices", out)
-	asJSON := fs.Bool("json", false, "print JSON: {\"devices\": [{\"name\", \"capacity\" (bytes), \"capacity_human\"}]}, as GET /v1/devices")
+	asJSON := fs.Bool("json", false, "print JSON: {\"devices\": [{\"name\", \"capacity\" (bytes), \"capacity_human\", \"compute_capability\"}]}, as GET /v1/devices")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -22,9 +22,13 @@ func runDevices(args []string, _ io.Reader, out, _ io.Writer) error {
 	for _, d := range devs {
 		width = max(width, len(d.Name))
 	}
-	fmt.Fprintf(out, "%-*s  %10s  %12s\n", width, "device", "capacity", "exact")
+	fmt.Fprintf(out, "%-*s  %10s  %12s  %s\n", width, "device", "capacity", "exact", "compute")
 	for _, d := range devs {
-		fmt.Fprintf(out, "%-*s  %10s  %12s\n", width, d.Name, d.Capacity.Human(), d.Capacity)
+		cc := d.Compute.String()
+		if cc == "" {
+			cc = "—"
+		}
+		fmt.Fprintf(out, "%-*s  %10s  %12s  %s\n", width, d.Name, d.Capacity.Human(), d.Capacity, cc)
 	}
 	return nil
 }

@@ -51,7 +51,31 @@ type jobFlags struct {
 	logitsToKeep      int    // --logits-to-keep
 	gpus, zero        int
 	layout            layoutFlags
+	cuda              string
+	lazy              optBool
 }
+
+// optBool is a boolean flag that remembers whether it was given:
+// --lazy-loading, --lazy-loading=false, or neither (the default).
+type optBool struct{ set, v bool }
+
+func (b *optBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.v = true, v
+	return nil
+}
+
+func (b *optBool) IsBoolFlag() bool { return true }
 
 func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.modelFlags.register(fs)
@@ -90,6 +114,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.layout.register(fs)
 	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
+	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
+	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
 }
 
 // job builds the budget.Job the flags describe, and the device to check
@@ -233,6 +259,17 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		return j, dev, err
 	}
 	j.Parallel, j.Offload = par, j.Offload|off
+	if f.cuda != "" {
+		if j.Overhead.CUDA, err = budget.ParseCUDAVersion(f.cuda); err != nil {
+			return j, dev, fmt.Errorf("%w: --cuda %q: want a CUDA version such as 12.1 (or a wheel tag such as cu121)", errUsage, f.cuda)
+		}
+	}
+	if f.lazy.set {
+		j.Overhead.Loading = budget.LoadingEager
+		if f.lazy.v {
+			j.Overhead.Loading = budget.LoadingLazy
+		}
+	}
 	switch {
 	case f.gpu != "" && f.memory != "":
 		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
@@ -671,6 +708,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	row("reserved peak (max_memory_reserved)", need.Reserved())
 	row("device peak (nvidia-smi)", need.Device())
 	fmt.Fprintf(out, "peak phase: %s\n", need.Phase)
+	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
 	if dev.Capacity > 0 {
 		if fits {
 			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
@@ -682,6 +720,25 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		}
 	}
 	return e.verdict()
+}
+
+// contextNote says what the CUDA context was sized for: the GPU's
+// compute capability, the CUDA version (assumed 12 without --cuda) and
+// the module loading.
+func contextNote(j budget.Job) string {
+	gpu := "a GPU of unknown generation"
+	if c := j.Device.Compute; !c.IsZero() {
+		gpu = "compute capability " + c.String()
+	}
+	cuda := "CUDA 12 (assumed; --cuda)"
+	if v := j.Overhead.CUDA; !v.IsZero() {
+		cuda = "CUDA " + v.String()
+	}
+	loading := "eager"
+	if j.Overhead.Loading.Lazy(j.Overhead.CUDA) {
+		loading = "lazy"
+	}
+	return fmt.Sprintf("%s, %s, %s module loading", gpu, cuda, loading)
 }
 
 // verdict is nil when the job fits (or no device was named), else an

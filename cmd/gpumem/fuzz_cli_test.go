@@ -29,6 +29,10 @@ func FuzzCLI(f *testing.F) {
 		"estimate\x00--model\x00llama-2-7b\x00--infer\x00--quant\x00gptq\x00--group-size\x00-1\x00--generate\x009\x00--kv-dtype\x00fp8\x00--kv-block\x0016",
 		"estimate\x00--model\x00mixtral-8x7b\x00--load\x00--quant\x00awq\x00--group-size\x0064",
 		"estimate\x00--model\x00gpt2\x00--train\x00--quant\x00int8\x00--lora-rank\x004",
+		"estimate\x00--model\x00bert-large\x00--train\x00--gpu\x00v100\x00--cuda\x0011.2\x00--lazy-loading=false",
+		"estimate\x00--model\x00gpt2\x00--infer\x00--gpu\x00h100\x00--cuda\x00cu118\x00--lazy-loading",
+		"plan\x00--model\x00llama-3.1-8b\x00--train\x00--qlora\x00--gpu\x00a100-40gb\x00--max-seq\x0032768\x00--maximize\x00seq",
+		"plan\x00--model\x00llama-3-8b\x00--train\x00--gpu\x00h100\x00--maximize\x00batch\x00--allow\x00full,flash",
 	} {
 		f.Add(s)
 	}

@@ -32,6 +32,11 @@ or the sequence length. Over several GPUs (--gpus per node, --nodes) with
 --zero or --fsdp, --tp/--sp, --pp/--vpp, --cp, --ep and --offload optimizer,
 the figures are one GPU's, of the most loaded pipeline stage.
 
+The CUDA context is sized for the GPU's generation (--gpu), the CUDA version
+of the PyTorch build (--cuda, default a current CUDA 12) and module loading
+(--lazy-loading, default lazy from CUDA 11.7, eager before): 426 MiB for a
+current GPU, 1341 MiB for a V100 under CUDA 11.2, which loads every kernel.
+
 A job fits when its device peak leaves 5% of the free memory unused (the
 headroom plan and the chart use too; --headroom changes it, --headroom 0
 for none). --quant stores the base linear weights quantized (int8, nf4, fp4,
@@ -65,6 +70,7 @@ reported).`,
 			"gpumem estimate --model llama-3-8b --train --gpu h100 --headroom 0   # fit in the whole free memory",
 			"gpumem estimate --model llama-3-8b --train --batch 8 --seq 8192 --attention flash --loss liger --gpu h100",
 			"gpumem estimate --model llama-3-8b --infer --batch 16 --seq 8192 --logits-to-keep 1 --gpu h100",
+			"gpumem estimate --model bert-large --train --seq 512 --gpu v100 --cuda 11.2   # an eager CUDA 11 context",
 		},
 		exit: "0 fits with the headroom (or no GPU named), 1 does not fit, 2 bad flags or input.",
 	}
@@ -77,12 +83,17 @@ func planHelp() help {
 sequence length with --max-seq), then, cheapest first, the changes --allow
 permits (attention kernel, checkpointing, optimizer, precision, offload,
 LoRA/QLoRA). Print the plan and the ladder of what each change buys; when
-nothing fits, the ladder and what else to allow. With --gpus above 1 (or
---nodes) and no layout flag, choose the layout too, least communication
-first: data parallel, ZeRO-1, 2, 3 (or FSDP with --fsdp), tensor parallel
-within a node, pipeline stages across nodes; the --allow changes come only
-after no layout fits without them. --deepspeed, --accelerate, --megatron and
---hf-args print the plan as each engine takes it.
+nothing fits, the ladder and what else to allow. With --max-seq the changes
+are made for the longest sequence (--maximize seq): checkpointing is taken if
+it lengthens the sequence even when the job fits without it, and the ladder
+gives each rung's longest sequence; --maximize batch does the same for the
+micro-batch, --maximize none makes only the changes the job as given needs.
+
+With --gpus above 1 (or --nodes) and no layout flag, choose the layout too,
+least communication first: data parallel, ZeRO-1, 2, 3 (or FSDP with --fsdp),
+tensor parallel within a node, pipeline stages across nodes; the --allow
+changes come only after no layout fits without them. --deepspeed,
+--accelerate, --megatron and --hf-args print the plan as each engine takes it.
 
 The plan leaves 5% of the free memory unused (--headroom), the headroom
 estimate's verdict and the chart use, and says so. Training-only flags and
@@ -94,6 +105,7 @@ naming the --max-seq that stays within it.`,
 			"gpumem plan --model llava-1.5-7b --train --batch 4 --images 1 --attention flash --gpu \"rtx 3090\" \\",
 			"    --target-batch 32 --allow adamw8bit,bf16,offload,lora",
 			"gpumem plan --model qwen2.5-0.5b --infer --memory 24GiB --max-seq 131072 --json",
+			"gpumem plan --model llama-3.1-8b --train --qlora --lora-rank 16 --gpu a100-40gb --max-seq 32768",
 			"gpumem plan --model llama-3-8b --train --gpus 8 --zero 3 --gpu h100 --target-batch 256 \\",
 			"    --deepspeed ds.json --hf-args",
 			"gpumem plan --model llama-3-8b --train --gpu h100 --allow full,adamw8bit,bf16 --chart plan.png",

@@ -187,6 +187,10 @@ func flagFor(field string) (string, bool) {
 		return "--checkpointing", true
 	case "Job.Device":
 		return "--gpu", true
+	case "Job.Overhead.CUDA":
+		return "--cuda", true
+	case "Job.Overhead.Loading":
+		return "--lazy-loading", true
 	case "Job.Parallel.DataParallel":
 		return "--gpus", true
 	case "Job.Parallel.Stage":
@@ -231,6 +235,8 @@ func flagFor(field string) (string, bool) {
 		return "--max-seq", true
 	case "Limits.HeadroomFraction":
 		return "--headroom", true
+	case "Limits.Objective":
+		return "--maximize", true
 	case "Options.Capacity":
 		return "--capacity", true
 	}

@@ -42,6 +42,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	minSeq := fs.Int("min-seq", 0, "with --max-seq: shortest sequence (default 1)")
 	maxSeq := fs.Int("max-seq", 0, "let the sequence length vary up to this many tokens (longest first)")
 	allow := fs.String("allow", "", allowHelp)
+	maximize := fs.String("maximize", "", "what the --allow changes are for: seq (the longest sequence, with --max-seq), batch (the largest micro-batch) or none (the fewest changes that fit the job as given); default seq with --max-seq, else none")
 	headroom := fs.String("headroom", "", "memory to leave unused: a fraction of the free memory (0.05) or a size (2GiB); default 5%")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	dsFile := fs.String("deepspeed", "", "also write the plan's DeepSpeed config JSON to this file (training)")
@@ -78,6 +79,9 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	lim := budget.Limits{TargetGlobalBatch: *target, MinBatch: *minBatch, MaxBatch: *maxBatch, MinSeqLen: *minSeq, MaxSeqLen: *maxSeq}
 	if err := parseAllow(*allow, &jf, &lim); err != nil {
+		return err
+	}
+	if lim.Objective, err = parseObjective(*maximize, &lim); err != nil {
 		return err
 	}
 	if err := parseHeadroom(*headroom, &lim); err != nil {
@@ -318,6 +322,26 @@ func allowLoss(item string) *model.Loss {
 	return nil
 }
 
+// parseObjective reads --maximize for the limits lim: seq (which needs
+// --max-seq or --min-seq), batch, none, or "" for the default (seq with
+// --max-seq).
+func parseObjective(s string, lim *budget.Limits) (budget.Objective, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return budget.ObjectiveDefault, nil
+	case "seq", "seq-len", "max-seq":
+		if lim.MaxSeqLen == 0 && lim.MinSeqLen == 0 {
+			return 0, fmt.Errorf("%w: --maximize %s: give --max-seq, the longest sequence to try", errUsage, s)
+		}
+		return budget.MaximizeSeqLen, nil
+	case "batch", "max-batch":
+		return budget.MaximizeBatch, nil
+	case "none", "fit":
+		return budget.FitAsGiven, nil
+	}
+	return 0, fmt.Errorf("%w: --maximize %q: want seq, batch or none", errUsage, s)
+}
+
 // nonNil returns s, or an empty non-nil slice for nil: a listed change
 // replaces the Limits' defaults, which a nil list means.
 func nonNil[T any](s []T) []T {
@@ -396,12 +420,14 @@ type rungJSON struct {
 	Cost          budget.Cost `json:"cost"`
 	Fits          bool        `json:"fits"`
 	Applied       bool        `json:"applied"`
+	MaxSeqLen     int         `json:"max_seq_len,omitempty"`
+	MaxBatch      int         `json:"max_batch,omitempty"`
 }
 
 func ladderJSON(rs []budget.Rung) []rungJSON {
 	out := make([]rungJSON, len(rs))
 	for i, r := range rs {
-		out[i] = rungJSON{r.Change, int64(r.Allocated), int64(r.Device), int64(r.Saving), r.Cost, r.Fits, r.Applied}
+		out[i] = rungJSON{r.Change, int64(r.Allocated), int64(r.Device), int64(r.Saving), r.Cost, r.Fits, r.Applied, r.MaxSeqLen, r.MaxBatch}
 	}
 	return out
 }
@@ -428,6 +454,7 @@ func planJSON(p budget.Plan, dev gpumem.Device) map[string]any {
 		"need": components(p.Need), "allocated_peak": int64(p.Need.Allocated()), "reserved_peak": int64(p.Need.Reserved()),
 		"device_peak": int64(p.Need.Device()), "host": int64(p.Need.Host), "phase": p.Need.Phase.String(),
 		"headroom": int64(p.Headroom), "min_headroom": int64(p.MinHeadroom), "reason": p.Reason.String(), "limiting": p.Limiting, "ladder": ladderJSON(p.Ladder),
+		"objective": p.Objective.String(),
 	}
 	var bufs []map[string]any
 	for _, b := range p.Buffers {

@@ -569,6 +569,10 @@ type estimateRequest struct {
 	GroupSize int64  `json:"group_size"`
 	KVDType   string `json:"kv_dtype"`
 	KVBlock   int    `json:"kv_block"`
+
+	// CUDA and LazyLoading are --cuda and --lazy-loading.
+	CUDA        string `json:"cuda"`
+	LazyLoading *bool  `json:"lazy_loading"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -733,6 +737,15 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if _, err := parseCheckpointing(jf.ckpt); err != nil {
 		return jf, spec, badField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.ckpt)
 	}
+	jf.cuda = req.CUDA
+	if jf.cuda != "" {
+		if _, err := budget.ParseCUDAVersion(jf.cuda); err != nil {
+			return jf, spec, badField("cuda", "cuda %q: want a CUDA version such as 12.1 (or a wheel tag such as cu121)", jf.cuda)
+		}
+	}
+	if req.LazyLoading != nil {
+		jf.lazy = optBool{set: true, v: *req.LazyLoading}
+	}
 	if l, err := model.ParseLoss(jf.loss); err != nil {
 		var fe *gpumem.FieldError
 		msg := err.Error()
@@ -834,6 +847,7 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Loss":               "loss", "Job.Loss.Chunks": "loss", "Job.LogitsToKeep": "logits_to_keep",
 		"Job.KVDType": "kv_dtype", "Job.KVBlock": "kv_block", "Finetune.GroupSize": "group_size",
 		"Finetune.Quant": "quant", "Finetune.Method": "quant",
+		"Job.Overhead.CUDA": "cuda", "Job.Overhead.Loading": "lazy_loading",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
@@ -913,6 +927,7 @@ var libraryFields = map[string]string{
 	"Rank": "lora_rank", "Targets": "lora_targets", "Quant": "qlora", "MinBatch": "min_batch", "MaxBatch": "max_batch",
 	"TargetGlobalBatch": "target_batch", "MinSeqLen": "min_seq", "MaxSeqLen": "max_seq", "HeadroomFraction": "headroom",
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
+	"Objective": "maximize", "CUDA": "cuda", "Loading": "lazy_loading",
 	"Capacity": "capacity", "Device": "gpu",
 	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
 }
@@ -1121,6 +1136,8 @@ type deviceEntry struct {
 	Name          string `json:"name"`
 	Capacity      int64  `json:"capacity"`
 	CapacityHuman string `json:"capacity_human"`
+	// ComputeCapability is "8.0" for an A100; absent for AMD parts.
+	ComputeCapability string `json:"compute_capability,omitempty"`
 }
 
 // renderDevices renders GET /v1/devices: {"devices": [...]} in catalog order.
@@ -1130,7 +1147,8 @@ func renderDevices() []byte {
 		Devices []deviceEntry `json:"devices"`
 	}{make([]deviceEntry, 0, len(devs))}
 	for _, d := range devs {
-		v.Devices = append(v.Devices, deviceEntry{Name: d.Name, Capacity: int64(d.Capacity), CapacityHuman: d.Capacity.Human()})
+		v.Devices = append(v.Devices, deviceEntry{Name: d.Name, Capacity: int64(d.Capacity), CapacityHuman: d.Capacity.Human(),
+			ComputeCapability: d.Compute.String()})
 	}
 	var b bytes.Buffer
 	writeJSON(&b, v)
@@ -1148,6 +1166,7 @@ type planRequest struct {
 	MaxSeq      int    `json:"max_seq"`
 	Allow       string `json:"allow"`
 	Headroom    string `json:"headroom"`
+	Maximize    string `json:"maximize"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1182,6 +1201,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err := parseHeadroom(req.Headroom, &lim); err != nil {
 		return badField("headroom", "%s", forRequest(err.Error()))
 	}
+	if lim.Objective, err = parseObjective(req.Maximize, &lim); err != nil {
+		return badField("maximize", "%s", forRequest(err.Error()))
+	}
 	s.computed.Add(1)
 	p, err := budget.Allocate(dev.Free(), j, &lim)
 	if err := alive(r.Context()); err != nil {
@@ -1195,7 +1217,7 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		fields := jobFields(jf)
 		for k, v := range map[string]string{"Limits.MinBatch": "min_batch", "Limits.MaxBatch": "max_batch",
 			"Limits.TargetGlobalBatch": "target_batch", "Limits.MinSeqLen": "min_seq", "Limits.MaxSeqLen": "max_seq",
-			"Limits.HeadroomFraction": "headroom", "Limits": "allow"} {
+			"Limits.HeadroomFraction": "headroom", "Limits.Objective": "maximize", "Limits": "allow"} {
 			fields[k] = v
 		}
 		return libraryError(err, fields)

@@ -209,6 +209,8 @@ func FuzzServePlan(f *testing.F) {
 		`{"model":"gpt2","train":true,"gpu":"h100"}`,
 		`{"model":"llama-3-8b","mode":"train","gpu":"rtx4090","allow":"adamw8bit,lora","target_batch":32}`,
 		`{"model":"llama-3-8b","mode":"train","gpu":"h100","max_seq":10000000}`,
+		`{"model":"llama-3.1-8b","mode":"train","qlora":true,"gpu":"a100-40gb","max_seq":32768,"maximize":"seq"}`,
+		`{"model":"gpt2","mode":"infer","gpu":"v100","cuda":"11.2","lazy_loading":false,"maximize":"batch"}`,
 		`{"model":"llama-3-8b","mode":"train","memory":"24GiB","min_batch":5,"max_batch":2}`,
 		`{"config":` + deepLlama + `,"mode":"train","gpu":"h100"}`,
 		`{"config":` + wideMoE + `,"mode":"train","gpu":"h100"}`,

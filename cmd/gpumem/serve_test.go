@@ -88,6 +88,8 @@ func TestServeEstimateMatchesCLI(t *testing.T) {
 			`{"model":"llama-3.2-3b","train":true,"precision":"bf16","batch":2,"seq":4096,"checkpointing":"full","offload_activations":true,"attention":"flash"}`},
 		{"frozen", []string{"--model", "whisper-small", "--train", "--frozen", "--seq", "1", "--batch", "8"},
 			`{"model":"whisper-small","train":true,"frozen":true,"seq":1,"batch":8}`},
+		{"cuda and loading", []string{"--model", "bert-large", "--train", "--seq", "512", "--gpu", "v100", "--cuda", "11.2", "--lazy-loading=false"},
+			`{"model":"bert-large","train":true,"seq":512,"gpu":"v100","cuda":"11.2","lazy_loading":false}`},
 		{"lora targets and dropout", []string{"--model", "llava-1.5-7b", "--train", "--qlora", "--lora-targets", "q_proj,v_proj",
 			"--images", "1", "--seq", "512", "--dropout"},
 			`{"model":"llava-1.5-7b","train":true,"qlora":true,"lora_targets":["q_proj","v_proj"],"images":1,"seq":512,"dropout":true}`},
@@ -415,6 +417,9 @@ var estimateSeeds = []string{
 	`{"model":"gpt2","train":true,"unknown":1}`,
 	`{"model":"llama-2-7b","mode":"infer","quant":"gptq","group_size":9223372036854775807,"generate":3,"kv_dtype":"Q4_0","kv_block":1048577}`,
 	`{"config":{"model_type":"gpt2","n_layer":1,"n_embd":40,"n_head":4,"vocab_size":100},"mode":"load","quant":"awq","group_size":-1}`,
+	`{"model":"bert-large","train":true,"seq":512,"gpu":"v100","cuda":"11.2","lazy_loading":false}`,
+	`{"model":"gpt2","train":true,"gpu":"h100","cuda":"11.0"}`,
+	`{"model":"gpt2","train":true,"cuda":"cu99","lazy_loading":true}`,
 	`{"config":[],"infer":true}`,
 	`{"config":{"model_type":"llama","num_hidden_layers":65536,"hidden_size":1099511627776},"infer":true}`,
 	`{"model":"\u0000","train":true}`,
@@ -572,16 +577,28 @@ func TestServePlan(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli), &c); err != nil || !reflect.DeepEqual(c, m) {
 		t.Errorf("service and CLI differ: %v", err)
 	}
+	// The longest sequence, as plan --max-seq.
+	code, m = post(`{"model":"llama-3.1-8b","mode":"train","qlora":true,"lora_rank":16,"gpu":"a100-40gb","max_seq":32768}`)
+	_, cli, _ = runCLI(t, "", "plan", "--model", "llama-3.1-8b", "--train", "--qlora", "--lora-rank", "16", "--gpu", "a100-40gb",
+		"--max-seq", "32768", "--json")
+	if err := json.Unmarshal([]byte(cli), &c); err != nil || !reflect.DeepEqual(c, m) || code != 200 || m["objective"] != "max-seq" {
+		t.Errorf("max_seq: %d %v; service and CLI differ: %v", code, m["objective"], err)
+	}
 	code, m = post(`{"model":"llava-1.5-7b","mode":"train","gpu":"rtx 3090"}`)
 	if code != 200 || m["fits"] != false || m["ladder"] == nil {
 		t.Errorf("does not fit: %d %v", code, m)
 	}
 	for body, field := range map[string]string{
-		`{"model":"gpt2","mode":"infer"}`:                                    "gpu",
-		`{"model":"gpt2","mode":"infer","memory":"8GiB","allow":"warp"}`:     "allow",
-		`{"model":"gpt2","mode":"infer","memory":"8GiB","max_batch":-1}`:     "max_batch",
-		`{"model":"gpt2","mode":"infer","memory":"8GiB","headroom":"lots"}`:  "headroom",
-		`{"model":"gpt2","mode":"infer","memory":"8GiB","target_batches":1}`: "target_batches",
+		`{"model":"gpt2","mode":"infer"}`:                                                   "gpu",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","allow":"warp"}`:                    "allow",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","max_batch":-1}`:                    "max_batch",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","headroom":"lots"}`:                 "headroom",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","target_batches":1}`:                "target_batches",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","maximize":"more"}`:                 "maximize",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","maximize":"seq"}`:                  "maximize",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","cuda":"x"}`:                        "cuda",
+		`{"model":"gpt2","mode":"infer","gpu":"h100","cuda":"11.0"}`:                        "cuda",
+		`{"model":"gpt2","mode":"infer","memory":"8GiB","cuda":"11.0","lazy_loading":true}`: "lazy_loading",
 	} {
 		code, m := post(body)
 		if code != http.StatusBadRequest || m["field"] != field {

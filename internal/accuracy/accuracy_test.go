@@ -309,6 +309,8 @@ func TestReadErrors(t *testing.T) {
 		"twice":   {`{"id":"a","label":"allocated","job":{}}` + "\n" + `{"id":"a","label":"allocated","job":{}}`, "twice"},
 		"label":   {`{"id":"a","label":"reserved","job":{}}`, "does not match"},
 		"other":   {`{"id":"b","label":"peak","job":{}}`, "does not match"},
+		"env gpu": {`{"id":"a","label":"allocated","job":{},"env":{"gpu":"h1000"}}`, `env.gpu "h1000"`},
+		"env key": {`{"id":"a","label":"allocated","job":{},"env":{"gpu":"h100","driver":"535"}}`, `unknown field "driver"`},
 	} {
 		fsys := fstest.MapFS{"p/peaks.jsonl": {Data: []byte(peaks)}, "p/jobs.jsonl": {Data: []byte(tc.jobs + "\n")}}
 		_, err := ReadPublished(fsys, "p")
@@ -319,4 +321,36 @@ func TestReadErrors(t *testing.T) {
 	s, err := ReadPublished(fsys, "p")
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprint([]int64{100}), fmt.Sprint([]int64{s[0].Value}))
+}
+
+// TestEnvironment: an environment sets the device, the CUDA version and
+// the module loading that size the CUDA context.
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		gpu, cc, cuda, loading string
+		want                   budget.Overhead
+		compute                gpumem.ComputeCapability
+		err                    string
+	}{
+		{"Tesla V100-SXM2-16GB", "", "11.2", "", budget.Overhead{CUDA: budget.CUDAVersion{Major: 11, Minor: 2}}, gpumem.ComputeCapability{Major: 7}, ""},
+		{"NVIDIA H100 80GB HBM3", "9.0", "12.4", "LAZY", budget.Overhead{CUDA: budget.CUDAVersion{Major: 12, Minor: 4}, Loading: budget.LoadingLazy}, gpumem.ComputeCapability{Major: 9}, ""},
+		{"NVIDIA H100 80GB HBM3", "", "12.1", "DEFAULT", budget.Overhead{CUDA: budget.CUDAVersion{Major: 12, Minor: 1}, Loading: budget.LoadingEager}, gpumem.ComputeCapability{Major: 9}, ""},
+		{"NVIDIA H100 80GB HBM3", "", "12.4", "DEFAULT", budget.Overhead{CUDA: budget.CUDAVersion{Major: 12, Minor: 4}, Loading: budget.LoadingLazy}, gpumem.ComputeCapability{Major: 9}, ""},
+		{"NVIDIA Future GPU", "10.3", "", "eager", budget.Overhead{Loading: budget.LoadingEager}, gpumem.ComputeCapability{Major: 10, Minor: 3}, ""},
+		{"NVIDIA Future GPU", "", "", "", budget.Overhead{}, gpumem.ComputeCapability{}, ""},
+		{"", "", "twelve", "", budget.Overhead{}, gpumem.ComputeCapability{}, "env.cuda"},
+		{"", "x", "", "", budget.Overhead{}, gpumem.ComputeCapability{}, "env.compute_capability"},
+		{"", "", "", "SOMETIMES", budget.Overhead{}, gpumem.ComputeCapability{}, "module loading"},
+	} {
+		var j budget.Job
+		err := environment(&j, tc.gpu, tc.cc, tc.cuda, tc.loading)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, "%+v", tc)
+			continue
+		}
+		require.NoError(t, err, "%+v", tc)
+		require.Equal(t, tc.want, j.Overhead, "%+v", tc)
+		require.Equal(t, tc.compute, j.Device.Compute, "%+v", tc)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
@@ -95,9 +96,7 @@ func Compare(rows []Row, stated []Stated) Set {
 		}
 		j, err := r.Job.Budget()
 		if err == nil {
-			if d, ok := gpumem.LookupDevice(r.Env.GPU); ok {
-				j.Device = d
-			}
+			err = environment(&j, r.Env.GPU, r.Env.ComputeCapability, r.Env.CUDA, r.Env.ModuleLoading)
 		}
 		var b budget.Breakdown
 		if err == nil {
@@ -132,6 +131,9 @@ func Compare(rows []Row, stated []Stated) Set {
 	for i := range stated {
 		s := &stated[i]
 		j, err := s.Job.Budget()
+		if err == nil && s.Env != nil {
+			err = environment(&j, s.Env.GPU, "", s.Env.CUDA, s.Env.ModuleLoading)
+		}
 		var b budget.Breakdown
 		if err == nil {
 			b, err = budget.Estimate(j)
@@ -145,6 +147,47 @@ func Compare(rows []Row, stated []Stated) Set {
 			Exempt: s.Unmodelled})
 	}
 	return set
+}
+
+// environment sets j's device, CUDA version and module loading from a
+// measurement's environment: the GPU by its catalog name (or, outside the
+// catalog, its compute capability; neither: no device), the CUDA
+// version, and
+// CUDA_MODULE_LOADING (LAZY, EAGER; DEFAULT is eager before CUDA 12.2 and
+// lazy from it, NVIDIA CUDA Programming Guide, "Lazy Loading"; unset is
+// PyTorch's default). Empty fields leave the defaults.
+func environment(j *budget.Job, gpu, cc, cuda, loading string) error {
+	if d, ok := gpumem.LookupDevice(gpu); ok {
+		j.Device = d
+	} else if cc != "" {
+		c, err := gpumem.ParseComputeCapability(cc)
+		if err != nil {
+			return fmt.Errorf("env.compute_capability: %w", err)
+		}
+		j.Device = gpumem.Device{Compute: c}
+	}
+	if cuda != "" {
+		v, err := budget.ParseCUDAVersion(cuda)
+		if err != nil {
+			return fmt.Errorf("env.cuda: %w", err)
+		}
+		j.Overhead.CUDA = v
+	}
+	switch strings.ToUpper(loading) {
+	case "":
+	case "LAZY":
+		j.Overhead.Loading = budget.LoadingLazy
+	case "EAGER":
+		j.Overhead.Loading = budget.LoadingEager
+	case "DEFAULT":
+		j.Overhead.Loading = budget.LoadingLazy
+		if j.Overhead.CUDA.Less(budget.CUDAVersion{Major: 12, Minor: 2}) && !j.Overhead.CUDA.IsZero() {
+			j.Overhead.Loading = budget.LoadingEager
+		}
+	default:
+		return fmt.Errorf("env: module loading %q: want lazy, eager or default", loading)
+	}
+	return nil
 }
 
 func (p *Peak) level(l string) *int64 {

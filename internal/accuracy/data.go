@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
+
+	"github.com/gpumem/gpumem"
 )
 
 // Row is one line of testdata/measured/<gpu>-<date>.jsonl, as
@@ -30,12 +33,41 @@ type Row struct {
 
 // Env is the environment a row was measured in.
 type Env struct {
-	GPU            string `json:"gpu"`
-	GPUTotalMemory int64  `json:"gpu_total_memory"`
-	Torch          string `json:"torch"`
-	Transformers   string `json:"transformers"`
-	Driver         string `json:"driver"`
-	CUDA           string `json:"cuda"`
+	GPU               string `json:"gpu"`
+	GPUTotalMemory    int64  `json:"gpu_total_memory"`
+	ComputeCapability string `json:"compute_capability"`
+	Torch             string `json:"torch"`
+	Transformers      string `json:"transformers"`
+	Driver            string `json:"driver"`
+	CUDA              string `json:"cuda"`
+	// ModuleLoading is CUDA_MODULE_LOADING as the process saw it (null:
+	// unset).
+	ModuleLoading string `json:"CUDA_MODULE_LOADING"`
+}
+
+// StatedEnv is the environment a published figure was measured in, as
+// far as the source states it: what sets the CUDA context the device
+// level counts.
+type StatedEnv struct {
+	// GPU is a name gpumem.LookupDevice knows.
+	GPU string `json:"gpu"`
+	// CUDA is the CUDA version (budget.ParseCUDAVersion).
+	CUDA string `json:"cuda"`
+	// ModuleLoading is lazy, eager, or empty for PyTorch's default under
+	// that CUDA.
+	ModuleLoading string `json:"module_loading"`
+}
+
+// UnmarshalJSON decodes an environment, refusing fields it does not
+// have.
+func (e *StatedEnv) UnmarshalJSON(b []byte) error {
+	type plain StatedEnv
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode((*plain)(e)); err != nil {
+		return fmt.Errorf("env: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }
 
 // Peak is a row's maximum over its phases at the three levels; nil
@@ -56,6 +88,11 @@ type Stated struct {
 	// device. It must agree with the figure's metric.
 	Label string `json:"label"`
 	Job   Job    `json:"job"`
+	// Env, when given, is the environment the figure was measured in:
+	// the GPU, CUDA and module loading that choose the CUDA context of
+	// the device level (budget.DefaultContext). Without it the estimate
+	// takes the defaults of an unnamed device under a current CUDA.
+	Env *StatedEnv `json:"env"`
 	// Unmodelled, when set, says what memory the measured window holds
 	// that the estimate does not model; such a case is reported but not
 	// held to the 5% margin.
@@ -158,6 +195,11 @@ func ReadPublished(fsys fs.FS, dir string) ([]Stated, error) {
 			return fmt.Errorf("id %q is stated twice", s.ID)
 		}
 		seen[s.ID] = true
+		if s.Env != nil && s.Env.GPU != "" {
+			if _, ok := gpumem.LookupDevice(s.Env.GPU); !ok {
+				return fmt.Errorf("%s: env.gpu %q is not in gpumem's catalog", s.ID, s.Env.GPU)
+			}
+		}
 		if want := labelOf(p.Metric); want != "" && want != s.Label || want == "" && !isLabel(s.Label) {
 			return fmt.Errorf("%s: label %q does not match the figure's metric %q", s.ID, s.Label, p.Metric)
 		}
