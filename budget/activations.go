@@ -42,7 +42,7 @@ type actFigures struct {
 // dt. A Generation job runs its prompt pass without gradients and keeps
 // the logits of the last position only (generate() passes
 // logits_to_keep=1, transformers ≥ 4.45).
-func activations(j Job, dt gpumem.DType) (actFigures, error) {
+func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	w := workload(j, dt)
 	// Few kinds of block: a stack buffer keeps Estimate allocation-free
 	// (AppendActivations grows it on the heap only beyond eight kinds).
@@ -171,7 +171,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 }
 
 // workload is the activation model's view of j in the compute dtype dt.
-func workload(j Job, dt gpumem.DType) model.Workload {
+func workload(j *Job, dt gpumem.DType) model.Workload {
 	return model.Workload{
 		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
@@ -185,7 +185,7 @@ func workload(j Job, dt gpumem.DType) model.Workload {
 // offloadPolicy is the activation model's policy for j: torchtune's
 // offloading without checkpointing moves every saved tensor of the
 // blocks, which model.OffloadActivations models.
-func offloadPolicy(j Job) model.Checkpointing {
+func offloadPolicy(j *Job) model.Checkpointing {
 	if j.OffloadActivations && j.Checkpointing == model.NoCheckpointing {
 		return model.OffloadActivations
 	}
@@ -197,7 +197,7 @@ func offloadPolicy(j Job) model.Checkpointing {
 // weights' dtype (zeros_like the weight) when the head is trained,
 // Invalid when it is frozen (LoRA, Job.Gradients InputGradients) or
 // under the full loss.
-func (j Job) headGrad() gpumem.DType {
+func (j *Job) headGrad() gpumem.DType {
 	if j.Mode != Training || j.Loss.Kind == model.FullLoss || !j.Model.headTrained || j.Gradients == InputGradients {
 		return gpumem.Invalid
 	}

@@ -979,7 +979,7 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 func recompute(j Job) (float64, string) {
 	_, _, _, cDT := j.Precision.dtypes()
 	var buf [8]model.LayerActivations
-	act, err := j.Model.spec.AppendActivations(buf[:0], workload(j, cDT))
+	act, err := j.Model.spec.AppendActivations(buf[:0], workload(&j, cDT))
 	if err != nil {
 		return 0, "recomputes part of the forward pass"
 	}

@@ -220,7 +220,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		return Breakdown{}, acc.err
 	}
 
-	act, err := activations(*j, cDT)
+	act, err := activations(j, cDT)
 	if err != nil {
 		return Breakdown{}, err
 	}

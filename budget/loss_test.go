@@ -48,11 +48,11 @@ func TestEstimateLoss(t *testing.T) {
 	// Liger keeps the head's bf16 weight gradient (V·h·2) from forward:
 	// a LoRA job, whose head is frozen, does not.
 	j.Loss = model.Loss{Kind: model.FusedLinearLoss}
-	a, err := activations(j, gpumem.BF16)
+	a, err := activations(&j, gpumem.BF16)
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(2*128256*4096), a.headGrad)
 	j.Model = lookupModel(t, "llama-3-8b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 16} })
-	a, err = activations(j, gpumem.BF16)
+	a, err = activations(&j, gpumem.BF16)
 	require.NoError(t, err)
 	assert.Zero(t, a.headGrad)
 }
@@ -123,7 +123,7 @@ func TestEstimateLogitsToKeep(t *testing.T) {
 	// The peak moves to the blocks' transient once the logits are small.
 	assert.Less(t, one.Allocated(), all.Allocated())
 	assert.Zero(t, one.Logits)
-	a, err := activations(j, gpumem.BF16)
+	a, err := activations(&j, gpumem.BF16)
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(2*8*128256), a.logits)
 }

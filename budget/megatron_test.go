@@ -98,7 +98,7 @@ func TestKorthikantiPipelineFirstStage(t *testing.T) {
 		j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.Adam{}, Batch: b, SeqLen: s,
 			GradAccum: 64, Dropout: true, Checkpointing: c.policy,
 			Parallel: Parallel{TensorParallel: tp, SequenceParallel: true, PipelineParallel: pp, VirtualStages: vm}}
-		f, err := activations(j, gpumem.BF16)
+		f, err := activations(&j, gpumem.BF16)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestOffloadActivationsSaveOnCPU(t *testing.T) {
 	j.Checkpointing = model.OffloadActivations
 	policy, err := Estimate(j)
 	require.NoError(t, err)
-	w := workload(j, gpumem.BF16)
+	w := workload(&j, gpumem.BF16)
 	acts, err := m.Spec().Activations(w)
 	require.NoError(t, err)
 	require.Positive(t, acts.Offloaded)

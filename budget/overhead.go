@@ -119,6 +119,9 @@ func workspaceFor(d gpumem.Device) gpumem.Bytes {
 
 // isHopper reports whether a device name is a compute-capability 9.0 part.
 func isHopper(name string) bool {
+	if name == "" {
+		return false
+	}
 	n := strings.ToLower(name)
 	for _, h := range [...]string{"h100", "h200", "gh200", "h800", "h20"} {
 		if i := strings.Index(n, h); i >= 0 {
@@ -175,6 +178,17 @@ func (o Overhead) validate(train bool, d gpumem.Device) error {
 
 // resolve fills the zero fields of o with the defaults for a job on d.
 func (o Overhead) resolve(train bool, d gpumem.Device) Overhead {
+	if d.Name == "" && d.Compute.IsZero() && o.CUDA.IsZero() && o.Loading == LoadingDefault {
+		// An unnamed device with the default environment, as most
+		// Estimate calls of a scheduler are: the lookups' answer is
+		// known (unnamedContext).
+		if o.Context == 0 {
+			o.Context = unnamedContext
+		}
+		if o.Workspace == 0 {
+			o.Workspace = defaultWorkspace
+		}
+	}
 	d.Compute = deviceCompute(d) // once, for the context and the workspace
 	if o.Context == 0 {
 		o.Context = DefaultContext(d, o.CUDA, o.Loading)
@@ -196,6 +210,10 @@ func (o Overhead) resolve(train bool, d gpumem.Device) Overhead {
 	}
 	return o
 }
+
+// unnamedContext is DefaultContext of a device without a name or compute
+// capability under the default CUDA and module loading.
+var unnamedContext = DefaultContext(gpumem.Device{}, CUDAVersion{}, LoadingDefault)
 
 // deviceCompute returns d's compute capability: d.Compute, or the
 // catalog's for d.Name when that is zero.
