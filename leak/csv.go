@@ -201,8 +201,11 @@ func parseHeader(t string) (csvSpec, bool) {
 			spec.capacity, spec.capUnit = i+1, unit
 		}
 	}
-	if spec.mem[0].idx == 0 && spec.mem[1].idx == 0 && spec.mem[2].idx == 0 {
-		return spec, false
+	if !spec.hasMemory() {
+		// A table without a memory column: its rows are recognised (and
+		// give nothing) when it is comma-, tab- or semicolon-separated
+		// with at least two columns; blank-separated words are prose.
+		return spec, spec.delim != ' ' && spec.n >= 2
 	}
 	if spec.delim == ' ' && spec.n < 2 && !strings.ContainsAny(t, "_.[(") {
 		return spec, false // one plain word ("Memory") is not a table
@@ -444,4 +447,22 @@ func (p *sampleParser) bareRow(t string, n int) (Sample, bool, error) {
 	s.Used = v
 	s.Has |= ColUsed
 	return s, true, nil
+}
+
+// hasMemory reports whether the table has a memory column.
+func (s *csvSpec) hasMemory() bool {
+	return s.mem[0].idx != 0 || s.mem[1].idx != 0 || s.mem[2].idx != 0
+}
+
+// allNumbers reports whether every field is a number or empty.
+func allNumbers(fields []string) bool {
+	for _, f := range fields {
+		if f == "" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(f, 64); err != nil {
+			return false
+		}
+	}
+	return true
 }

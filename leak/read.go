@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gpumem/gpumem"
@@ -70,7 +71,7 @@ const (
 type ReadReport struct {
 	Lines    int                 // lines in the input, blank ones included
 	Read     int                 // lines that gave a sample or belong to a format read (a table's header, a memory_stats dump)
-	Skipped  int                 // non-blank lines that gave nothing
+	Skipped  int                 // lines that gave nothing, other than blank lines and '#' comments
 	ByReason [numSkipReasons]int // Skipped by SkipReason
 	Examples []SkippedLine       // the first MaxExamples skipped lines of each reason, in input order
 	Samples  int                 // samples returned, OOM reports included
@@ -197,7 +198,8 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 				skip(SkipMalformed, line, detail)
 			} else if p.used {
 				rep.Read++
-			} else if strings.TrimSpace(line) != "" {
+			} else if t := strings.TrimSpace(line); t != "" && t[0] != '#' {
+				// Blank lines and '#' comments are neither read nor skipped.
 				skip(SkipNoMemory, line, "")
 			}
 		}
@@ -259,5 +261,15 @@ func exampleText(s string) string {
 		}
 		s = s[:cut] + "…"
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	// No control characters reach a terminal or a JSON reader (C1 ones
+	// pass encoding/json unescaped).
+	return strings.Map(func(r rune) rune {
+		if r == '\t' {
+			return ' '
+		}
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 }

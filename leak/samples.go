@@ -141,8 +141,16 @@ func (p *sampleParser) line(line string, n int) error {
 	// A CSV header: nvidia-smi's, or a logger's own.
 	if spec, ok := parseHeader(t); ok {
 		p.csv, p.spec = true, spec
-		p.used = true
+		p.used = spec.hasMemory() // a header without a memory column is skipped, and shown
 		return nil
+	}
+	if p.csv && !p.spec.hasMemory() {
+		// A row of a table without a memory column ("step,loss" then
+		// "1,2.0") gives nothing, and is not a bare "step value" row.
+		if fields := splitFields(t, p.spec.delim); len(fields) == p.spec.n && allNumbers(fields) {
+			return nil
+		}
+		p.csv = false
 	}
 	if p.csv || looksLikeSMIRow(t) {
 		if s, ok, err := p.csvRow(t, n); err != nil || ok {

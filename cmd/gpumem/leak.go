@@ -147,7 +147,13 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		_, err = out.Write(b.Bytes())
 		return err
 	}
-	fmt.Fprintf(out, "read          %d lines: %d samples, %d lines skipped", rr.Lines, rr.Samples, rr.Skipped)
+	plural := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.Itoa(n) + " " + one + "s"
+	}
+	fmt.Fprintf(out, "read          %s: %s, %s skipped", plural(rr.Lines, "line"), plural(rr.Samples, "sample"), plural(rr.Skipped, "line"))
 	if rr.Skipped > 0 {
 		sep := " ("
 		for i, c := range rr.ByReason {
