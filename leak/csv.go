@@ -147,6 +147,9 @@ func headerChar(c byte) bool {
 // commas, tabs, semicolons or blanks.
 func parseHeader(t string) (csvSpec, bool) {
 	var spec csvSpec
+	if h := strings.TrimLeft(t, `"' `); h == "" || !isLetter(h[0]) || strings.ContainsAny(t, "=:|") {
+		return spec, false // most log lines: no allocation
+	}
 	switch {
 	case strings.IndexByte(t, ',') >= 0:
 		spec.delim = ','
@@ -405,6 +408,9 @@ func (p *sampleParser) tableSize(f string, unit gpumem.Bytes) (gpumem.Bytes, err
 // bareRow reads a line of one number ("18.2", "1234 MiB") or two ("100
 // 18.2GB", "100,18.2"): a memory value, or a step and a memory value.
 func (p *sampleParser) bareRow(t string, n int) (Sample, bool, error) {
+	if !isDigit(t[0]) {
+		return Sample{}, false, nil
+	}
 	fields := strings.FieldsFunc(t, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' || r == ';' })
 	if len(fields) >= 2 && len(fields) <= 3 && isUnit(fields[len(fields)-1]) {
 		// "100 2.5 GiB": the unit as its own word.
