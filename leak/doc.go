@@ -127,8 +127,10 @@
 // what Analyze says): PyTorch #115255's allocated series grows 0.6 MiB over
 // 13 iterations, under the 32 MiB flat tolerance, and reads flat;
 // nvdiffrast #23 (torch.cuda.* calls one per line) and TensorFlow #14171
-// (mbiu) are formats not read and give ErrNoSamples, not a verdict. No
-// real CSV with its own memory header was found in the issue corpus; the
-// CSV reader is tested on constructed tables. FuzzParseOOM,
+// (mbiu) are formats not read and give ErrNoSamples, not a verdict;
+// Triton #2300's kubectl top tables (header MEMORY(bytes), cells "4544Mi",
+// between shell prompts) read as 5 samples, flat over that window. No real
+// comma-separated CSV with its own memory header was found in the issue
+// corpus; those headers are tested on constructed tables. FuzzParseOOM,
 // FuzzParseSamples and FuzzReadSamples are seeded from the corpus.
 package leak
