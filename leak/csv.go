@@ -408,8 +408,8 @@ func (p *sampleParser) tableSize(f string, unit gpumem.Bytes) (gpumem.Bytes, err
 // bareRow reads a line of one number ("18.2", "1234 MiB") or two ("100
 // 18.2GB", "100,18.2"): a memory value, or a step and a memory value.
 func (p *sampleParser) bareRow(t string, n int) (Sample, bool, error) {
-	if !isDigit(t[0]) {
-		return Sample{}, false, nil
+	if !isDigit(t[0]) || strings.ContainsAny(t, ":=-/|[](){}") {
+		return Sample{}, false, nil // a log line (a timestamp, key=value): no allocation
 	}
 	fields := strings.FieldsFunc(t, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' || r == ';' })
 	if len(fields) >= 2 && len(fields) <= 3 && isUnit(fields[len(fields)-1]) {
