@@ -85,6 +85,10 @@ type Options struct {
 	// Device selects one GPU when the samples name several (nvidia-smi
 	// rows with an index column). Default 0: GPU 0.
 	Device int
+	// StepUnit names what Sample.Step counts, for Report.Unit, the reason
+	// and the forecast: "step" (default, also for ""), "iteration",
+	// "epoch" or "sample" (ReadReport.StepUnit).
+	StepUnit string
 }
 
 func (o *Options) withDefaults() Options {
@@ -108,7 +112,10 @@ type Report struct {
 	WarmUp  int    // leading samples dropped
 	Column  Column // the memory column analyzed
 	Axis    Axis
-	Peak    bool // the column is a running peak: growth is not read as a leak
+	// StepUnit is what a step counts when Axis is AxisStep
+	// (Options.StepUnit, default "step"); see [Report.Unit].
+	StepUnit string
+	Peak     bool // the column is a running peak: growth is not read as a leak
 
 	Shape        Shape
 	Leak         bool    // significant growth (linear or accelerating), not a running peak
@@ -153,7 +160,7 @@ type fitState struct {
 // Forecast is when memory is expected to reach a capacity.
 type Forecast struct {
 	OK        bool    // the trend reaches the capacity
-	Step      float64 // Axis value (step, seconds since the first sample, or sample number) where it does
+	Step      float64 // Axis value (step, seconds since the first sample, or sample number; see Report.Unit) where it does
 	Low, High float64 // range of that value: the quadratic and the linear extrapolations, and the OLS slope ± 2 standard errors
 	Time      time.Time
 	TimeLow   time.Time
@@ -198,6 +205,14 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	if o.WarmUp < -1 {
 		return r, gpumem.Errorf("Options.WarmUp", o.WarmUp, gpumem.ErrRange, "want −1, 0 (automatic) or a count")
 	}
+	switch o.StepUnit {
+	case "":
+		o.StepUnit = "step"
+	case "step", "iteration", "epoch", "sample":
+	default:
+		return r, gpumem.Errorf("Options.StepUnit", o.StepUnit, gpumem.ErrInvalid, `want "step", "iteration", "epoch" or "sample"`)
+	}
+	r.StepUnit = o.StepUnit
 	r.Capacity = o.Capacity
 	for _, s := range samples {
 		if s.OOM && !r.ObservedOOM {
@@ -701,7 +716,7 @@ func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
 	f.Low = r.fit.x0 + slices.Min(cands)
 	f.High = r.fit.x0 + slices.Max(cands)
 	r.fillTime(&f)
-	f.Reason = fmt.Sprintf("%s reaches %s at %.0f (range %.0f–%.0f)", r.Shape, capacity.Human(), f.Step, f.Low, f.High)
+	f.Reason = fmt.Sprintf("%s reaches %s at %s (range %.0f–%.0f)", r.Shape, capacity.Human(), r.At(f.Step), f.Low, f.High)
 	return f
 }
 
@@ -755,7 +770,7 @@ func describe(r *Report) string {
 	if r.Shape == ShapeInsufficient {
 		return r.Reason
 	}
-	unit := map[Axis]string{AxisStep: "step", AxisTime: "second", AxisIndex: "sample"}[r.Axis]
+	unit := r.Unit()
 	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen), R² %.2f, confidence %.3f",
 		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), gpumem.Bytes(math.Round(r.BytesPerStep)).Human(), unit, r.RSquared, r.Confidence)
 	if r.Accelerating {
@@ -765,9 +780,35 @@ func describe(r *Report) string {
 		s += "; running-peak column: growth means a new largest batch, not a leak"
 	}
 	if r.OOM.OK {
-		s += fmt.Sprintf("; OOM at %s %.0f (%.0f–%.0f)", unit, r.OOM.Step, r.OOM.Low, r.OOM.High)
+		s += fmt.Sprintf("; OOM at %s (%.0f–%.0f)", r.At(r.OOM.Step), r.OOM.Low, r.OOM.High)
 	}
 	return s
+}
+
+// Unit returns what the axis counts, the unit of BytesPerStep, of the
+// slopes and of Forecast.Step: Report.StepUnit ("step", "iteration",
+// "epoch", "sample") when Axis is AxisStep, "second" (since the first
+// sample) for AxisTime, "sample" for AxisIndex.
+func (r Report) Unit() string {
+	switch r.Axis {
+	case AxisStep:
+		if r.StepUnit == "" {
+			return "step"
+		}
+		return r.StepUnit
+	case AxisTime:
+		return "second"
+	}
+	return "sample"
+}
+
+// At writes a value of the axis with its unit: "epoch 34", "iteration
+// 1200", "5230 s after the first sample".
+func (r Report) At(x float64) string {
+	if r.Axis == AxisTime {
+		return fmt.Sprintf("%.0f s after the first sample", x)
+	}
+	return fmt.Sprintf("%s %.0f", r.Unit(), x)
 }
 
 // LogValue implements [slog.LogValuer].

@@ -73,9 +73,21 @@
 //
 // [ParseSamples] reads free-form training logs ("Step 100: Loss=2.34,
 // Memory=18.2GB"), nvidia-smi --format=csv output with or without header
-// and units, torch.cuda.memory_stats() dumps (JSON or dict repr),
-// memory_summary() tables, DeepSpeed see_memory_usage lines, and the
-// mmdetection and detectron2 running peaks (marked [Sample].Peak).
+// and units, CSV files with their own headers (the memory column found by
+// name — memory_used, mem_used_mb, gpu_mem, memory_allocated … — with
+// its unit from the header, the cells or [ReadOptions].Unit; a step,
+// iteration, epoch or time column), bare columns of numbers,
+// torch.cuda.memory_stats() dumps (JSON or dict repr), memory_summary()
+// tables, DeepSpeed see_memory_usage lines, and the mmdetection and
+// detectron2 running peaks (marked [Sample].Peak). It fails on the first
+// line it cannot read; [ReadSamples] skips such lines and counts them in a
+// [ReadReport] (how many lines were read and skipped, why, the first
+// examples with their line numbers, what the steps count, and the unit it
+// assumed for unit-less values, if it did), and returns [ErrNoSamples]
+// when no line gives a memory figure, so that a log that was not read is
+// never reported as "no leak". [Options].StepUnit carries what the steps
+// count into the [Report] ([Report.Unit]: step, iteration, epoch, second
+// or sample), so slopes and forecasts are in the log's own unit.
 // [Analyze] removes warm-up samples, fits a Theil–Sen slope and a
 // least-squares line and quadratic (gonum), tests the slope and the
 // curvature, classifies the [Shape] (flat, saturating warm-up, step change,
@@ -110,5 +122,15 @@
 // to reach a 24 GB card's 23.69 GiB at step 994 (24 GiB: step 1017); the
 // log's OOM is at step 1000. Analyze of 1,000,000 samples takes 0.08–0.13
 // s (BenchmarkAnalyzeMillion). Real mmdetection logs (testdata/logs) read
-// as flat running peaks, not leaks. FuzzParseOOM and FuzzParseSamples are seeded from the corpus.
+// as flat running peaks, not leaks. testdata/logs/real holds logs from
+// public issues labelled in read_test.go's realLogs (what the thread says,
+// what Analyze says): PyTorch #115255's allocated series grows 0.6 MiB over
+// 13 iterations, under the 32 MiB flat tolerance, and reads flat;
+// nvdiffrast #23 (torch.cuda.* calls one per line) and TensorFlow #14171
+// (mbiu) are formats not read and give ErrNoSamples, not a verdict;
+// Triton #2300's kubectl top tables (header MEMORY(bytes), cells "4544Mi",
+// between shell prompts) read as 5 samples, flat over that window. No real
+// comma-separated CSV with its own memory header was found in the issue
+// corpus; those headers are tested on constructed tables. FuzzParseOOM,
+// FuzzParseSamples and FuzzReadSamples are seeded from the corpus.
 package leak

@@ -198,7 +198,9 @@ func finite(f float64) *float64 {
 	return &f
 }
 
-// MarshalJSON writes "samples", "warm_up", "axis", "shape", "leak",
+// MarshalJSON writes "samples", "warm_up", "axis", "axis_unit" (what
+// bytes_per_step and oom_step count: "step", "iteration", "epoch",
+// "second" or "sample"; see [Report.Unit]), "shape", "leak",
 // "accelerating", "peak", "confidence", "bytes_per_step",
 // "bytes_per_hour" (null without times), "r_squared", "curvature",
 // "capacity" (null when unknown), "oom_step", "oom_low", "oom_high" and
@@ -233,6 +235,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		Samples         int        `json:"samples"`
 		WarmUp          int        `json:"warm_up"`
 		Axis            string     `json:"axis"`
+		AxisUnit        string     `json:"axis_unit"`
 		Shape           string     `json:"shape"`
 		Leak            bool       `json:"leak"`
 		Accelerating    bool       `json:"accelerating"`
@@ -249,6 +252,45 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		OOMTime         *time.Time `json:"oom_time"`
 		ObservedOOMStep *int64     `json:"observed_oom_step"`
 		Reason          string     `json:"reason"`
-	}{r.Samples, r.WarmUp, axis, r.Shape.String(), r.Leak, r.Accelerating, r.Peak, finite(r.Confidence),
+	}{r.Samples, r.WarmUp, axis, r.Unit(), r.Shape.String(), r.Leak, r.Accelerating, r.Peak, finite(r.Confidence),
 		finite(r.BytesPerStep), perHour, finite(r.RSquared), finite(r.Curvature), capa, step, lo, hi, when, observed, r.Reason})
+}
+
+type jsonSkipped struct {
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+	Text   string `json:"text"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes "lines", "read", "skipped", "skipped_by_reason"
+// ({"no_memory_figure", "malformed", "too_long"}), "examples"
+// ([{"line", "reason", "text", "detail"}]), "samples", "step_unit" (null
+// when no sample has a step) and "assumed_unit" (null when no unit was
+// assumed).
+func (r ReadReport) MarshalJSON() ([]byte, error) {
+	by := make(map[string]int, numSkipReasons)
+	for i, c := range r.ByReason {
+		by[SkipReason(i).String()] = c
+	}
+	ex := make([]jsonSkipped, 0, len(r.Examples))
+	for _, e := range r.Examples {
+		ex = append(ex, jsonSkipped{e.Line, e.Reason.String(), e.Text, e.Detail})
+	}
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return json.Marshal(struct {
+		Lines    int            `json:"lines"`
+		Read     int            `json:"read"`
+		Skipped  int            `json:"skipped"`
+		ByReason map[string]int `json:"skipped_by_reason"`
+		Examples []jsonSkipped  `json:"examples"`
+		Samples  int            `json:"samples"`
+		StepUnit *string        `json:"step_unit"`
+		Assumed  *string        `json:"assumed_unit"`
+	}{r.Lines, r.Read, r.Skipped, by, ex, r.Samples, str(r.StepUnit), str(r.Assumed)})
 }

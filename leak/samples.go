@@ -1,8 +1,6 @@
 package leak
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -81,30 +79,8 @@ const (
 // skipped. Errors are *[gpumem.FieldError] values naming the line; a
 // nil r is an error of field "reader".
 func ParseSamples(r io.Reader) ([]Sample, error) {
-	if r == nil {
-		return nil, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), MaxLineBytes)
-	p := sampleParser{}
-	n := 0
-	for sc.Scan() {
-		n++
-		if err := p.line(sc.Text(), n); err != nil {
-			return nil, err
-		}
-		if len(p.out) > MaxSamples {
-			return nil, gpumem.Errorf(lineField(n), len(p.out), gpumem.ErrRange, "more than %d samples", MaxSamples)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, gpumem.Errorf(lineField(n+1), "", gpumem.ErrRange, "line longer than %d bytes", MaxLineBytes)
-		}
-		return nil, err
-	}
-	p.flushStats()
-	return p.out, nil
+	out, _, err := readSamples(r, true, ReadOptions{})
+	return out, err
 }
 
 func lineField(n int) string { return "line " + strconv.Itoa(n) }
@@ -112,28 +88,44 @@ func lineField(n int) string { return "line " + strconv.Itoa(n) }
 // sampleParser keeps the state of multi-line formats.
 type sampleParser struct {
 	out []Sample
-	// nvidia-smi CSV columns (index+1; 0 = absent), set by a header.
-	csv                                  bool
-	csvTime, csvUsed, csvTotal, csvIndex int
-	csvCols                              int
-	csvUnit                              gpumem.Bytes // unit of unit-less values (MiB)
-	stats                                Sample       // pending memory_stats / memory_summary sample
-	statsOpen                            bool
-	lastStep                             int64
+	// CSV columns, set by a header (nvidia-smi's or a logger's own).
+	csv       bool
+	spec      csvSpec
+	stats     Sample // pending memory_stats / memory_summary sample
+	statsOpen bool
+	statsUnit string // step unit of the pending sample
+	lastStep  int64
+
+	unit     gpumem.Bytes // ReadOptions.Unit: unit of unit-less CSV and bare values, 0 = assume
+	assumed  bool         // a unit-less value was read by the assumption
+	used     bool         // the current line was read (a sample, a header, part of a dump)
+	stepUnit string       // unit of the step of the sample being emitted
+	units    map[string]int
 }
 
 func (p *sampleParser) emit(s Sample) {
 	p.out = append(p.out, s)
+	p.used = true
 	if s.Has&ColStep != 0 {
 		p.lastStep = s.Step
+		if p.units == nil {
+			p.units = map[string]int{}
+		}
+		u := p.stepUnit
+		if u == "" {
+			u = "step"
+		}
+		p.units[u]++
 	}
 }
 
 func (p *sampleParser) flushStats() {
 	if p.statsOpen && p.stats.Has&ColMemory != 0 {
+		p.stepUnit = "step"
 		if p.stats.Has&ColStep == 0 {
 			p.stats.Step = int64(len(p.out))
 			p.stats.Has |= ColStep
+			p.stepUnit = "sample"
 		}
 		p.emit(p.stats)
 	}
@@ -146,134 +138,51 @@ func (p *sampleParser) line(line string, n int) error {
 	if t == "" {
 		return nil
 	}
-	// nvidia-smi header.
-	if strings.Contains(t, "memory.used") && !strings.ContainsAny(t, "=:") {
-		p.csvHeader(t)
+	// A CSV header: nvidia-smi's, or a logger's own.
+	if spec, ok := parseHeader(t); ok {
+		p.csv, p.spec = true, spec
+		p.used = spec.hasMemory() // a header without a memory column is skipped, and shown
 		return nil
+	}
+	if p.csv && !p.spec.hasMemory() {
+		// A row of a table without a memory column ("step,loss" then
+		// "1,2.0") gives nothing, and is not a bare "step value" row.
+		if fields := splitFields(t, p.spec.delim); len(fields) == p.spec.n && allNumbers(fields) {
+			return nil
+		}
+		p.csv = false
 	}
 	if p.csv || looksLikeSMIRow(t) {
 		if s, ok, err := p.csvRow(t, n); err != nil || ok {
 			if ok {
+				p.stepUnit = p.spec.stepUnit
 				p.emit(s)
 			}
 			return err
 		}
+		if p.csv {
+			// A row of the table without a memory figure: read, no sample.
+			return nil
+		}
 	}
 	// torch.cuda.memory_stats() keys, possibly one per line.
 	if strings.Contains(t, "allocated_bytes.all.current") || strings.Contains(t, "reserved_bytes.all.current") {
+		p.used = true
 		return p.statsLine(t, n)
 	}
 	// torch.cuda.memory_summary() rows.
 	if strings.HasPrefix(t, "|") {
 		return p.summaryRow(t, n)
 	}
+	// Bare columns of numbers: "value" or "step value".
+	if s, ok, err := p.bareRow(t, n); err != nil || ok {
+		if ok {
+			p.stepUnit = "step"
+			p.emit(s)
+		}
+		return err
+	}
 	return p.freeForm(line, n)
-}
-
-func (p *sampleParser) csvHeader(t string) {
-	p.csv = true
-	p.csvTime, p.csvUsed, p.csvTotal, p.csvIndex = 0, 0, 0, 0
-	p.csvUnit = gpumem.MiB
-	cols := strings.Split(t, ",")
-	p.csvCols = len(cols)
-	for i, c := range cols {
-		c = strings.TrimSpace(c)
-		name, _, _ := strings.Cut(c, " ")
-		switch name {
-		case "timestamp":
-			p.csvTime = i + 1
-		case "memory.used":
-			p.csvUsed = i + 1
-		case "memory.total":
-			p.csvTotal = i + 1
-		case "index":
-			p.csvIndex = i + 1
-		}
-	}
-}
-
-// smiTime is nvidia-smi's timestamp layout.
-const smiTime = "2006/01/02 15:04:05.000"
-
-// looksLikeSMIRow reports a header-less nvidia-smi row: a timestamp then
-// comma-separated fields.
-func looksLikeSMIRow(t string) bool {
-	first, rest, ok := strings.Cut(t, ",")
-	if !ok || !strings.Contains(rest, ",") && !strings.Contains(rest, "MiB") {
-		return false
-	}
-	_, err := time.Parse(smiTime, strings.TrimSpace(first))
-	return err == nil
-}
-
-func (p *sampleParser) csvRow(t string, n int) (Sample, bool, error) {
-	fields := strings.Split(t, ",")
-	if !p.csv {
-		// Header-less rows follow the documented query order
-		// timestamp, memory.used, memory.total.
-		p.csv = true
-		p.csvTime, p.csvUsed, p.csvTotal, p.csvIndex = 1, 2, 3, 0
-		p.csvCols = len(fields)
-		p.csvUnit = gpumem.MiB
-		if len(fields) < 3 {
-			p.csvTotal = 0
-		}
-	}
-	if p.csvCols > 0 && len(fields) != p.csvCols {
-		// Not a CSV row (a log line between CSV blocks); leave CSV mode.
-		p.csv = false
-		return Sample{}, false, nil
-	}
-	s := Sample{Line: n}
-	get := func(col int) string { return strings.TrimSpace(fields[col-1]) }
-	if p.csvTime > 0 {
-		tm, err := time.Parse(smiTime, get(p.csvTime))
-		if err != nil {
-			return s, false, gpumem.Errorf(lineField(n), get(p.csvTime), gpumem.ErrSyntax, "nvidia-smi timestamp: want %s", smiTime)
-		}
-		s.Time = tm
-		s.Has |= ColTime
-	}
-	if p.csvIndex > 0 {
-		d, err := strconv.Atoi(get(p.csvIndex))
-		if err != nil {
-			return s, false, gpumem.Errorf(lineField(n), get(p.csvIndex), gpumem.ErrSyntax, "nvidia-smi index")
-		}
-		s.Device = d
-	}
-	if p.csvUsed > 0 {
-		v, err := p.smiSize(get(p.csvUsed))
-		if err != nil {
-			return s, false, gpumem.Errorf(lineField(n), get(p.csvUsed), gpumem.ErrSyntax, "nvidia-smi memory.used: %v", err)
-		}
-		s.Used = v
-		s.Has |= ColUsed
-	}
-	if p.csvTotal > 0 {
-		v, err := p.smiSize(get(p.csvTotal))
-		if err != nil {
-			return s, false, gpumem.Errorf(lineField(n), get(p.csvTotal), gpumem.ErrSyntax, "nvidia-smi memory.total: %v", err)
-		}
-		s.Capacity = v
-		s.Has |= ColCapacity
-	}
-	if s.Has&ColUsed == 0 {
-		return s, false, nil
-	}
-	return s, true, nil
-}
-
-func (p *sampleParser) smiSize(f string) (gpumem.Bytes, error) {
-	if f == "[N/A]" || f == "N/A" {
-		return 0, errors.New("not available")
-	}
-	if v, err := strconv.ParseInt(f, 10, 64); err == nil {
-		if v < 0 || v > 1<<40 {
-			return 0, gpumem.ErrRange
-		}
-		return gpumem.Bytes(v) * p.csvUnit, nil
-	}
-	return gpumem.ParseBytes(f)
 }
 
 // statsLine reads "allocated_bytes.all.current" and
@@ -350,6 +259,7 @@ func (p *sampleParser) summaryRow(t string, n int) error {
 		p.stats.Reserved = v
 	}
 	p.stats.Has |= col
+	p.used = true
 	if col == ColReserved {
 		p.flushStats()
 	}
@@ -475,9 +385,10 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	ps := pairs(line)
 	s := Sample{Line: n}
 	stepRank := 0
-	setStep := func(v int64, rank int) {
+	stepUnit := ""
+	setStep := func(v int64, rank int, unit string) {
 		if rank > stepRank {
-			s.Step, stepRank = v, rank
+			s.Step, stepRank, stepUnit = v, rank, unit
 			s.Has |= ColStep
 		}
 	}
@@ -489,7 +400,7 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		}
 	}
 	if e, it, per, ok := mmdetEpoch(line); ok {
-		setStep((e-1)*per+it, 4)
+		setStep((e-1)*per+it, 4, "iteration")
 		mmdet = true
 	}
 	for _, q := range ps {
@@ -498,17 +409,22 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		switch q.key {
 		case "global_step":
 			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 5)
+				setStep(v, 5, "step")
 			}
 			continue
-		case "step", "steps", "iter", "iteration", "iters", "it", "batch":
+		case "step", "steps", "batch":
 			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 3)
+				setStep(v, 3, "step")
+			}
+			continue
+		case "iter", "iteration", "iters", "it":
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				setStep(v, 3, "iteration")
 			}
 			continue
 		case "epoch":
 			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 1)
+				setStep(v, 1, "epoch")
 			}
 			continue
 		case "memory", "mem", "gpu_mem", "gpu_memory", "vram", "cuda_mem", "cuda_memory", "memory_used", "used", "gpu":
@@ -560,6 +476,7 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if s.Has&ColMemory == 0 {
 		if reportsOOM(line) && s.Has&(ColStep|ColTime) != 0 {
 			s.OOM = true
+			p.stepUnit = stepUnit
 			p.emit(s)
 		}
 		return nil
@@ -567,7 +484,9 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if deepspeed && s.Has&ColStep == 0 {
 		s.Step = int64(len(p.out))
 		s.Has |= ColStep
+		stepUnit = "sample"
 	}
+	p.stepUnit = stepUnit
 	p.emit(s)
 	return nil
 }

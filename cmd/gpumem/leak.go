@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/leak"
@@ -30,10 +33,63 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	return nil, fmt.Errorf("%w: at most one FILE", errUsage)
 }
 
+// noSamplesError is input without a memory figure: exit status 1, as for
+// gpumem oom's input without an OOM message — nothing was checked, so
+// there is no verdict to print.
+type noSamplesError struct{ err error }
+
+func (e noSamplesError) Error() string        { return e.err.Error() }
+func (e noSamplesError) Unwrap() error        { return e.err }
+func (e noSamplesError) Is(target error) bool { return target == errNoOOM }
+
+// parseUnit reads --unit (request field "unit"): a size unit such as MiB,
+// GB or B, or a size such as 1MiB.
+func parseUnit(v string) (gpumem.Bytes, error) {
+	t := v
+	if t != "" && (t[0] < '0' || t[0] > '9') {
+		t = "1" + t
+	}
+	b, err := gpumem.ParseBytes(t)
+	if err != nil || b <= 0 {
+		return 0, fmt.Errorf("want a size unit such as MiB, GiB, MB, GB or B, got %q", v)
+	}
+	return b, nil
+}
+
+// leakJSON is the JSON reply of gpumem leak --json and POST /v1/leak: the
+// report's fields and "input", what was read ([leak.ReadReport]).
+func leakJSON(r leak.Report, rr leak.ReadReport) (json.RawMessage, error) {
+	rep, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(rr)
+	if err != nil {
+		return nil, err
+	}
+	out := append(rep[:len(rep)-1:len(rep)-1], `,"input":`...)
+	out = append(out, in...)
+	return append(out, '}'), nil
+}
+
+// readLog reads the samples for gpumem leak and POST /v1/leak, and gives
+// the analysis the steps' unit.
+func readLog(text []byte, unit gpumem.Bytes, opts *leak.Options) ([]leak.Sample, leak.ReadReport, error) {
+	samples, rr, err := leak.ReadSamples(bytes.NewReader(text), &leak.ReadOptions{Unit: unit})
+	if err != nil {
+		return nil, rr, err
+	}
+	if rr.StepUnit != "" {
+		opts.StepUnit = rr.StepUnit
+	}
+	return samples, rr, nil
+}
+
 func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	fs := newFlags("leak", out)
 	capacity := fs.String("capacity", "", "device memory to forecast the OOM against (e.g. 24GiB); default: from the log, if it says")
 	gpu := fs.String("gpu", "", "take the capacity from the GPU catalog (e.g. rtx4090)")
+	unitFlag := fs.String("unit", "", "unit of memory values that carry none in bare columns of numbers and CSV columns (e.g. MiB, GB, B); default: MiB (integers of at least 2^20: bytes), and the output says it was assumed")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -55,11 +111,22 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		}
 		opts.Capacity = d.Capacity
 	}
+	var unit gpumem.Bytes
+	if *unitFlag != "" {
+		u, err := parseUnit(*unitFlag)
+		if err != nil {
+			return fmt.Errorf("%w: --unit: %v", errUsage, err)
+		}
+		unit = u
+	}
 	text, err := readInput(fs.Args(), in)
 	if err != nil {
 		return err
 	}
-	samples, err := leak.ParseSamples(bytes.NewReader(text))
+	samples, rr, err := readLog(text, unit, &opts)
+	if errors.Is(err, leak.ErrNoSamples) {
+		return noSamplesError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -68,28 +135,84 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		j, err := leakJSON(r, rr)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := json.Indent(&b, j, "", "  "); err != nil {
+			return err
+		}
+		b.WriteByte('\n')
+		_, err = out.Write(b.Bytes())
+		return err
+	}
+	plural := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.Itoa(n) + " " + one + "s"
+	}
+	fmt.Fprintf(out, "read          %s: %s, %s skipped", plural(rr.Lines, "line"), plural(rr.Samples, "sample"), plural(rr.Skipped, "line"))
+	if rr.Skipped > 0 {
+		sep := " ("
+		for i, c := range rr.ByReason {
+			if c > 0 {
+				fmt.Fprintf(out, "%s%d %s", sep, c, strings.ReplaceAll(leak.SkipReason(i).String(), "_", " "))
+				sep = ", "
+			}
+		}
+		fmt.Fprint(out, ")")
+	}
+	fmt.Fprintln(out)
+	for _, e := range rr.Examples {
+		if e.Reason == leak.SkipNoMemory && rr.ByReason[leak.SkipMalformed]+rr.ByReason[leak.SkipTooLong] > 0 {
+			continue // the malformed lines are the ones to look at
+		}
+		fmt.Fprintf(out, "  line %-7d %s: %s", e.Line, strings.ReplaceAll(e.Reason.String(), "_", " "), strconv.QuoteToASCII(e.Text))
+		if e.Detail != "" {
+			fmt.Fprintf(out, " (%s)", strconv.QuoteToASCII(e.Detail))
+		}
+		fmt.Fprintln(out)
+	}
+	if rr.Assumed != "" {
+		fmt.Fprintf(out, "unit          %s (--unit)\n", rr.Assumed)
 	}
 	fmt.Fprintf(out, "samples       %d (%d warm-up dropped)\n", r.Samples, r.WarmUp)
+	axis := r.Unit()
+	if r.Axis == leak.AxisTime {
+		axis = "seconds since the first sample"
+	}
+	fmt.Fprintf(out, "axis          %s\n", axis)
 	fmt.Fprintf(out, "shape         %s\n", r.Shape)
 	fmt.Fprintf(out, "leak          %v", r.Leak)
 	if r.Accelerating {
 		fmt.Fprint(out, " (accelerating)")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "growth        %s per step (median of pairwise slopes)\n", gpumem.Bytes(r.BytesPerStep).Human())
+	fmt.Fprintf(out, "growth        %s per %s (median of pairwise slopes)", gpumem.Bytes(r.BytesPerStep).Human(), r.Unit())
+	if r.Axis != leak.AxisTime && r.BytesPerHour != 0 {
+		fmt.Fprintf(out, ", %s per hour", gpumem.Bytes(r.BytesPerHour).Human())
+	}
+	fmt.Fprintln(out)
 	if r.Capacity > 0 {
 		fmt.Fprintf(out, "capacity      %s\n", r.Capacity.Human())
 		if r.OOM.OK {
-			fmt.Fprintf(out, "forecast OOM  at step %.0f (between %.0f and %.0f)\n", r.OOM.Step, r.OOM.Low, r.OOM.High)
+			fmt.Fprintf(out, "forecast OOM  at %s (between %.0f and %.0f)", r.At(r.OOM.Step), r.OOM.Low, r.OOM.High)
+			if r.OOM.HasTime && !r.OOM.Time.IsZero() && r.Axis != leak.AxisTime {
+				fmt.Fprintf(out, ", about %s", r.OOM.Time.Format("2006-01-02 15:04"))
+			}
+			fmt.Fprintln(out)
 		} else {
 			fmt.Fprintf(out, "forecast OOM  none: %s\n", r.OOM.Reason)
 		}
 	}
 	if r.ObservedOOM {
-		fmt.Fprintf(out, "observed OOM  at step %d\n", r.ObservedOOMStep)
+		u := r.Unit()
+		if r.Axis != leak.AxisStep {
+			u = "step"
+		}
+		fmt.Fprintf(out, "observed OOM  at %s %d\n", u, r.ObservedOOMStep)
 	}
 	fmt.Fprintf(out, "\n%s\n", r.Reason)
 	return nil

@@ -188,7 +188,7 @@ func (s *server) table() []route {
 		{http.MethodPost, "/v1/estimate", nil, s.estimate},
 		{http.MethodPost, "/v1/plan", nil, s.plan},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
-		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu"}, s.leak},
+		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit"}, s.leak},
 		{http.MethodGet, "/v1/models", nil, static(s.models)},
 		{http.MethodGet, "/v1/devices", nil, static(s.devices)},
 	}
@@ -1037,14 +1037,18 @@ type leakRequest struct {
 	Log      string          `json:"log"`
 	Capacity json.RawMessage `json:"capacity"`
 	GPU      string          `json:"gpu"`
+	// Unit is the unit of unit-less values in bare columns and CSV
+	// columns ("MiB", "GB", "B"), as gpumem leak --unit.
+	Unit string `json:"unit"`
 }
 
-// leak answers POST /v1/leak: the body is the log as text with capacity
-// or gpu in the query string, or {"log": ..., "capacity": ..., "gpu": ...}
-// with Content-Type application/json.
+// leak answers POST /v1/leak: the body is the log as text with capacity,
+// gpu or unit in the query string, or {"log": ..., "capacity": ...,
+// "gpu": ..., "unit": ...} with Content-Type application/json. A log
+// without a memory figure is 422 naming field "log".
 func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	q := r.URL.Query() // checkQuery has parsed it already
-	capacity, gpu := q.Get("capacity"), q.Get("gpu")
+	capacity, gpu, unitText := q.Get("capacity"), q.Get("gpu"), q.Get("unit")
 	text := body
 	if isJSON(r) {
 		var req leakRequest
@@ -1061,7 +1065,18 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if req.GPU != "" && gpu != "" {
 			return badField("gpu", "give gpu in the JSON body or the query string, not both")
 		}
-		capacity, gpu, text = capacity+c, gpu+req.GPU, []byte(req.Log)
+		if req.Unit != "" && unitText != "" {
+			return badField("unit", "give unit in the JSON body or the query string, not both")
+		}
+		capacity, gpu, unitText, text = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log)
+	}
+	var unit gpumem.Bytes
+	if unitText != "" {
+		u, err := parseUnit(unitText)
+		if err != nil {
+			return badField("unit", "%s", forRequest(err.Error()))
+		}
+		unit = u
 	}
 	var opts leak.Options
 	switch {
@@ -1080,7 +1095,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		}
 		opts.Capacity = d.Capacity
 	}
-	samples, err := leak.ParseSamples(bytes.NewReader(text))
+	samples, rr, err := readLog(text, unit, &opts)
+	if errors.Is(err, leak.ErrNoSamples) {
+		return &apiError{status: http.StatusUnprocessableEntity, field: "log", msg: forRequest(err.Error())}
+	}
 	if err != nil {
 		ae := libraryError(err, nil)
 		var fe *gpumem.FieldError
@@ -1097,7 +1115,11 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	if err != nil {
 		return libraryError(err, map[string]string{"Options.Capacity": "capacity"})
 	}
-	return writeJSON(out, rep)
+	j, err := leakJSON(rep, rr)
+	if err != nil {
+		return err
+	}
+	return writeJSON(out, j)
 }
 
 // static returns a handler that writes a reply rendered beforehand.

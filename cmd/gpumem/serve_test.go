@@ -263,7 +263,7 @@ func TestServeErrors(t *testing.T) {
 		{"leak bad query", "POST", "/v1/leak?capacity=%zz", "", "", 400, "", "query string", ""},
 		{"leak unknown field", "POST", "/v1/leak", "application/json", `{"logs":""}`, 400, "logs", `unknown field "logs"`, ""},
 		{"leak capacity type", "POST", "/v1/leak", "application/json", `{"log":"","capacity":true}`, 400, "capacity", "want a size", ""},
-		{"leak bad line", "POST", "/v1/leak", "", "Step 1: Memory=1GB\nStep 2: Memory=5Gb\n", 400, "log", "line 2", ""},
+		{"leak bad line", "POST", "/v1/leak", "", "Step 1: Loss=2\nStep 2: Memory=5Gb\n", 422, "log", "line 2 malformed", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

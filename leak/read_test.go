@@ -1,0 +1,334 @@
+package leak
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumem/gpumem"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadSamplesSkips: a malformed figure, an unknown line and an
+// over-long line are skipped and counted with their line numbers, where
+// ParseSamples rejects the whole log.
+func TestReadSamplesSkips(t *testing.T) {
+	t.Parallel()
+	log := "starting run\n" +
+		"Step 1: Memory=1.0GB\n" +
+		"Step 2: Memory=5Gb\n" + // bits: malformed
+		"\n# a comment\n" +
+		"Step 3: Memory=1.2GB\n" +
+		strings.Repeat("x", MaxLineBytes+5) + "\n" +
+		"Step 4: Memory=1.3GB\n"
+	_, err := ParseSamples(strings.NewReader(log))
+	require.Error(t, err, "ParseSamples stays strict")
+
+	got, rep, err := ReadSamples(strings.NewReader(log), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []int64{1, 3, 4}, []int64{got[0].Step, got[1].Step, got[2].Step})
+	assert.Equal(t, gpumem.Bytes(1_300_000_000), got[2].Used)
+	assert.Equal(t, 8, rep.Lines)
+	assert.Equal(t, 3, rep.Read)
+	assert.Equal(t, 3, rep.Skipped) // "starting run", 5Gb, the long line; not the blank line nor the comment
+	assert.Equal(t, [numSkipReasons]int{1, 1, 1}, rep.ByReason)
+	require.Len(t, rep.Examples, 3)
+	assert.Equal(t, SkippedLine{Line: 1, Reason: SkipNoMemory, Text: "starting run"}, rep.Examples[0])
+	assert.Equal(t, 3, rep.Examples[1].Line)
+	assert.Equal(t, SkipMalformed, rep.Examples[1].Reason)
+	assert.Contains(t, rep.Examples[1].Detail, "bits")
+	assert.Equal(t, 7, rep.Examples[2].Line)
+	assert.Equal(t, SkipTooLong, rep.Examples[2].Reason)
+	assert.LessOrEqual(t, len(rep.Examples[2].Text), MaxExampleBytes+len("…"))
+	assert.Equal(t, "step", rep.StepUnit)
+	assert.Empty(t, rep.Assumed)
+
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"skipped_by_reason":{"malformed":1,"no_memory_figure":1,"too_long":1}`)
+	assert.Contains(t, string(b), `"line":3,"reason":"malformed"`)
+}
+
+// TestReadSamplesExamplesPerReason keeps MaxExamples lines of each reason.
+func TestReadSamplesExamplesPerReason(t *testing.T) {
+	t.Parallel()
+	log := strings.Repeat("loss 2.3\n", 10) + "step 1 mem 1GiB\n" + strings.Repeat("step 2 mem 3Gb\n", 5)
+	_, rep, err := ReadSamples(strings.NewReader(log), nil)
+	require.NoError(t, err)
+	assert.Equal(t, [numSkipReasons]int{10, 5, 0}, rep.ByReason)
+	require.Len(t, rep.Examples, 2*MaxExamples)
+	assert.Equal(t, 12, rep.Examples[MaxExamples].Line) // the first malformed line
+}
+
+// TestReadSamplesNoSamples: input without a memory figure is an error
+// wrapping ErrNoSamples that names the lines, never an empty series.
+func TestReadSamplesNoSamples(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"", "\n\n", "epoch 1 step 1 loss 6.2\nmbiu 461.85 MB\n", "Step 1000: CUDA OOM\n", "step,loss\n1,2.0\n"} {
+		got, rep, err := ReadSamples(strings.NewReader(in), nil)
+		require.ErrorIs(t, err, ErrNoSamples, "%q", in)
+		assert.Contains(t, err.Error(), "no memory samples found")
+		if rep.Skipped > 0 {
+			assert.Contains(t, err.Error(), "line 1 no_memory_figure", "%q", in)
+		}
+		for _, s := range got {
+			assert.Zero(t, s.Has&ColMemory, "%q: %v", in, s)
+		}
+	}
+	_, _, err := ReadSamples(nil, nil)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	_, _, err = ReadSamples(strings.NewReader("1\n"), &ReadOptions{Unit: -1})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "ReadOptions.Unit", fe.Field)
+}
+
+// TestReadSamplesCSVHeaders: CSV files with their own headers. Expected
+// bytes by hand: 1500.5 MB = 1500.5·10⁶ = 1,500,500,000; 3.35 GB =
+// 3,350,000,000; 3.5G (binary, as tools print it) = 3.5·2³⁰ =
+// 3,758,096,384; 1024 without unit, assumed MiB = 1,073,741,824; 2.5 GiB =
+// 2,684,354,560.
+func TestReadSamplesCSVHeaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		in       string
+		opts     *ReadOptions
+		n        int
+		step     int64 // of the last sample, -1 when none
+		col      Column
+		last     gpumem.Bytes
+		stepUnit string
+		assumed  bool
+		time     bool
+		skipped  int
+	}{
+		{"memory_used, no unit", "step,loss,memory_used\n1,2.3,1000\n2,2.2,1024\n", nil, 2, 2, ColUsed, 1_073_741_824, "step", true, false, 0},
+		{"memory_used with --unit", "step,loss,memory_used\n1,2.3,1000\n2,2.2,1024\n", &ReadOptions{Unit: gpumem.MB}, 2, 2, ColUsed, 1_024_000_000, "step", false, false, 0},
+		{"quoted, mem_used_mb", `"iteration","mem_used_mb","lr"` + "\n" + `"10","1400.25","0.1"` + "\n" + `"20","1500.5","0.1"` + "\n", nil, 2, 20, ColUsed, 1_500_500_000, "iteration", false, false, 0},
+		{"semicolons, (GB)", "epoch;gpu_mem (GB);loss\n1;3.30;0.5\n2;3.35;0.4\n", nil, 2, 2, ColUsed, 3_350_000_000, "epoch", false, false, 0},
+		{"tabs, value units", "Epoch\tGPU_mem\tbox_loss\n1/100\t3.4G\t0.1\n2/100\t3.5G\t0.1\n", nil, 2, 2, ColUsed, 3_758_096_384, "epoch", false, false, 0},
+		{"quoted field with a comma", `"step","note","vram"` + "\n" + `1,"warm, up",2 GiB` + "\n" + `2,"a ""b""",2.5 GiB` + "\n", nil, 2, 2, ColUsed, 2_684_354_560, "step", false, false, 0},
+		{"allocated and reserved, bytes", "timestamp,memory_allocated,memory_reserved,max_memory_allocated\n2024-01-15 10:00:00,1073741824,2147483648,1073741824\n2024-01-15 10:00:10,1073741825,2147483648,1073741825\n", nil, 2, -1, ColAllocated, 1_073_741_825, "", true, true, 0},
+		{"time in seconds, [MiB]", "time,memory.used [MiB]\n0,100\n10,200\n", nil, 2, -1, ColUsed, 200 * gpumem.MiB, "", false, true, 0},
+		{"global_step wins over epoch", "epoch,global_step,gpu_memory_MiB\n0,100,10\n0,200,11\n", nil, 2, 200, ColUsed, 11 * gpumem.MiB, "step", false, false, 0},
+		{"empty cells are skipped", "step,val_loss,memory_used_mb\n1,,10\n2,0.5,\n3,,12\n", nil, 2, 3, ColUsed, 12_000_000, "step", false, false, 1},
+		{"bare numbers", "100\n200\n", &ReadOptions{Unit: gpumem.GiB}, 2, -1, ColUsed, 200 * gpumem.GiB, "", false, false, 0},
+		{"bare numbers assumed", "100\n200\n", nil, 2, -1, ColUsed, 200 * gpumem.MiB, "", true, false, 0},
+		{"step value", "1 100 MiB\n2 110 MiB\n", nil, 2, 2, ColUsed, 110 * gpumem.MiB, "step", false, false, 0},
+		{"step,value", "1,2.5GiB\n2,2.5GiB\n", nil, 2, 2, ColUsed, 2_684_354_560, "step", false, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, rep, err := ReadSamples(strings.NewReader(tc.in), tc.opts)
+			require.NoError(t, err)
+			require.Len(t, got, tc.n, "%v", got)
+			last := got[len(got)-1]
+			require.NotZero(t, last.Has&tc.col, "%v", last)
+			assert.Equal(t, tc.last, value(last, tc.col), "%v", last)
+			if tc.step >= 0 {
+				assert.Equal(t, tc.step, last.Step)
+			} else {
+				assert.Zero(t, last.Has&ColStep, "%v", last)
+			}
+			assert.Equal(t, tc.time, last.Has&ColTime != 0, "%v", last)
+			assert.Equal(t, tc.stepUnit, rep.StepUnit)
+			assert.Equal(t, tc.assumed, rep.Assumed != "", rep.Assumed)
+			assert.Equal(t, tc.skipped, rep.Skipped, "%+v", rep.Examples)
+		})
+	}
+}
+
+// TestReadSamplesCSVPeakOnly: a table with only a running peak is marked
+// Peak, so its growth is not a leak.
+func TestReadSamplesCSVPeakOnly(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("iter,max_memory_allocated_mb\n")
+	for i := 1; i <= 30; i++ {
+		b.WriteString(strconv.Itoa(i) + "," + strconv.Itoa(1000+10*i) + "\n")
+	}
+	got, _, err := ReadSamples(strings.NewReader(b.String()), nil)
+	require.NoError(t, err)
+	require.True(t, got[0].Peak)
+	r, err := Analyze(got, nil)
+	require.NoError(t, err)
+	assert.False(t, r.Leak)
+	assert.True(t, r.Peak)
+}
+
+// TestReadSamplesCSVBadRow: a malformed cell skips its row, not the table.
+func TestReadSamplesCSVBadRow(t *testing.T) {
+	t.Parallel()
+	in := "timestamp, memory.used [MiB], memory.total [MiB]\n" +
+		"2024/01/15 10:00:00.123, 1234 MiB, 24564 MiB\n" +
+		"2024/01/15 10:00:01.123, [N/A], 24564 MiB\n" +
+		"2024/01/15 10:00:02.123, 1240 MiB, 24564 MiB\n"
+	got, rep, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, 4, got[1].Line)
+	assert.Equal(t, [numSkipReasons]int{0, 1, 0}, rep.ByReason)
+	assert.Equal(t, 3, rep.Examples[0].Line)
+}
+
+// TestAnalyzeStepUnit: the axis unit reaches the reason, the forecast and
+// the JSON; an nvidia-smi CSV with timestamps is in seconds.
+func TestAnalyzeStepUnit(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("epoch,gpu_mem_gb\n")
+	for e := 1; e <= 12; e++ {
+		b.WriteString(strconv.Itoa(e) + "," + strconv.Itoa(10+e) + "\n") // 1 GB per epoch
+	}
+	got, rep, err := ReadSamples(strings.NewReader(b.String()), nil)
+	require.NoError(t, err)
+	require.Equal(t, "epoch", rep.StepUnit)
+	r, err := Analyze(got, &Options{Capacity: 40 * gpumem.GB, StepUnit: rep.StepUnit, WarmUp: -1})
+	require.NoError(t, err)
+	assert.Equal(t, "epoch", r.Unit())
+	assert.True(t, r.Leak)
+	// 11 GB at epoch 1, +1 GB per epoch: 40 GB at epoch 30.
+	require.True(t, r.OOM.OK)
+	assert.InDelta(t, 30, r.OOM.Step, 0.01)
+	assert.Contains(t, r.Reason, "953.67 MiB per epoch") // 1 GB
+	assert.Contains(t, r.Reason, "OOM at epoch 30")
+	j, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(j), `"axis_unit":"epoch"`)
+
+	_, err = Analyze(got, &Options{StepUnit: "fortnight"})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Options.StepUnit", fe.Field)
+
+	b.Reset()
+	b.WriteString("timestamp, memory.used [MiB], memory.total [MiB]\n")
+	t0 := time.Date(2024, 1, 15, 10, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		b.WriteString(t0.Add(time.Duration(i)*time.Minute).Format(smiTime) + ", " + strconv.Itoa(1000+100*i) + " MiB, 24564 MiB\n")
+	}
+	got, rep, err = ReadSamples(strings.NewReader(b.String()), nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.StepUnit)
+	r, err = Analyze(got, &Options{StepUnit: rep.StepUnit})
+	require.NoError(t, err)
+	assert.Equal(t, AxisTime, r.Axis)
+	assert.Equal(t, "second", r.Unit())
+	require.True(t, r.OOM.OK)
+	// 100 MiB a minute from 1000 MiB: 24564 MiB after 235.64 minutes.
+	assert.InDelta(t, 235.64*60, r.OOM.Step, 1)
+	assert.Contains(t, r.Reason, "s after the first sample")
+	assert.NotContains(t, r.Reason, "step")
+}
+
+// realLogs labels the logs copied from public issues in
+// testdata/logs/real (source in each file's first line).
+var realLogs = []struct {
+	file       string
+	samples    int    // 0: ErrNoSamples
+	column     Column // the series the thread is about
+	threadLeak bool   // what the thread reports
+	leak       bool   // Analyze's verdict on that series
+	stepUnit   string
+	why        string
+}{
+	{"pytorch115255.log", 13, ColAllocated, true, false, "", "the thread's allocated grows 20.4 → 21.0 MB over 13 iterations: 0.6 MiB, under Analyze's 32 MiB flat tolerance, so a short repro of a small model reads flat (a known limit); reserved steps 26 → 28 MB"},
+	{"nvdiffrast23.log", 0, 0, true, false, "", "torch.cuda.*(i) calls one per line and \"memory (MB) N\": not a format read; reported as no samples, not judged"},
+	{"tf14171.log", 0, 0, true, false, "", "TensorFlow's mbiu (MaxBytesInUse) is not a name read; reported as no samples, not judged"},
+	{"triton2300.log", 5, ColUsed, true, false, "", "kubectl top's own table (MEMORY(bytes), cells 4544Mi) read between shell prompts; host RAM 4544 → 4595 MiB over 5 readings is under the 2% flat tolerance (the thread's leak shows over days)"},
+}
+
+// TestReadSamplesRealLogs reads every labelled real log: the labelled
+// series' verdict, or ErrNoSamples, never a silent "no leak".
+func TestReadSamplesRealLogs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/logs/real/*.log")
+	require.NoError(t, err)
+	labelled := map[string]bool{}
+	for _, tc := range realLogs {
+		labelled[tc.file] = true
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile("testdata/logs/real/" + tc.file)
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(string(data), "# source: https://github.com/"), "first line names the source")
+			got, rep, err := ReadSamples(strings.NewReader(string(data)), nil)
+			if tc.samples == 0 {
+				require.ErrorIs(t, err, ErrNoSamples, tc.why)
+				return
+			}
+			require.NoError(t, err)
+			assert.Len(t, got, tc.samples)
+			assert.Equal(t, tc.stepUnit, rep.StepUnit)
+			r, err := Analyze(got, &Options{Column: tc.column, StepUnit: rep.StepUnit})
+			require.NoError(t, err)
+			assert.Equal(t, tc.leak, r.Leak, "%s: %s (%s)", tc.file, r.Reason, tc.why)
+		})
+	}
+	for _, f := range files {
+		assert.True(t, labelled[filepath.Base(f)], "%s has no label in realLogs", f)
+	}
+}
+
+// FuzzReadSamples: ReadSamples never panics, returns either samples with
+// a memory figure or an error wrapping ErrNoSamples, and its counts add
+// up.
+func FuzzReadSamples(f *testing.F) {
+	f.Add("step,loss,memory_used\n1,2.3,1000\n2,2.2,1024\n")
+	f.Add(`"iteration","mem_used_mb","lr"` + "\n" + `"10","1400.25","0.1"` + "\n")
+	f.Add("epoch;gpu_mem (GB);loss\n1;3.30;0.5\n")
+	f.Add("Epoch\tGPU_mem\n1/100\t3.4G\n")
+	f.Add("100\n200 MiB\n1 2GiB\n1,2.5\n")
+	f.Add("time,memory.used [MiB]\n0,100\n1e400,200\n-5,1\n")
+	f.Add("step,mem\n99999999999999999999,1\n1,99999999999999999999\n1.5,1\n")
+	f.Add("Step 1: Memory=1GB\nStep 2: Memory=5Gb\n")
+	logs, _ := filepath.Glob("testdata/logs/*/*.log")
+	for _, name := range logs {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(string(data))
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, rep, err := ReadSamples(strings.NewReader(s), nil)
+		if err != nil && !errors.Is(err, ErrNoSamples) {
+			t.Fatalf("error %v is not ErrNoSamples", err)
+		}
+		if rep.Read+rep.Skipped > rep.Lines || rep.Samples != len(got) {
+			t.Fatalf("counts do not add up: %+v, %d samples", rep, len(got))
+		}
+		sum := 0
+		for _, c := range rep.ByReason {
+			sum += c
+		}
+		if sum != rep.Skipped || len(rep.Examples) > int(numSkipReasons)*MaxExamples {
+			t.Fatalf("skips do not add up: %+v", rep)
+		}
+		for _, x := range got {
+			if x.Allocated < 0 || x.Reserved < 0 || x.Used < 0 || x.Capacity < 0 {
+				t.Fatalf("negative size in %v", x)
+			}
+		}
+		if err != nil {
+			return
+		}
+		r, err := Analyze(got, &Options{Capacity: 24 * gpumem.GiB, StepUnit: rep.StepUnit})
+		if err != nil {
+			t.Fatalf("Analyze: %v", err)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("json.Marshal(Report): %v", err)
+		}
+		if _, err := json.Marshal(rep); err != nil {
+			t.Fatalf("json.Marshal(ReadReport): %v", err)
+		}
+	})
+}
