@@ -136,7 +136,7 @@ it: what was requested, what was free, allocated and reserved, the cause
 
 func leakHelp() help {
 	return help{
-		usage: "gpumem leak [--capacity SIZE | --gpu NAME] [--json] FILE | -",
+		usage: "gpumem leak [--capacity SIZE | --gpu NAME] [--unit UNIT] [--json] FILE | -",
 		about: `Read a memory log (training logs that print memory, nvidia-smi CSV, torch
 memory_stats dumps) and tell whether memory grows: its shape (flat, warm-up,
 step change, linear or accelerating leak, sawtooth), the growth per step, and
@@ -146,7 +146,7 @@ the step at which it will run out of memory.`,
 			"nvidia-smi --query-gpu=timestamp,memory.used --format=csv -l 10 > mem.csv; gpumem leak --capacity 24GiB mem.csv",
 			"gpumem leak --capacity 80GiB --json - < train.log",
 		},
-		exit: "0 analysed (a leak is a finding, not an error), 2 bad flags or a log it cannot read.",
+		exit: "0 analysed (a leak is a finding, not an error), 1 no memory figure in the input, 2 bad flags or a log it cannot read.",
 		args: true,
 	}
 }

@@ -40,7 +40,7 @@ type noSamplesError struct{ err error }
 
 func (e noSamplesError) Error() string        { return e.err.Error() }
 func (e noSamplesError) Unwrap() error        { return e.err }
-func (e noSamplesError) Is(target error) bool { return target == errNoOOM }
+func (e noSamplesError) Is(target error) bool { return target == errNoSamples }
 
 // parseUnit reads --unit (request field "unit"): a size unit such as MiB,
 // GB or B, or a size such as 1MiB.

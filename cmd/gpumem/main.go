@@ -54,7 +54,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 // Exit statuses, the same for every subcommand.
 const (
 	exitOK         = 0 // the job fits, or the command did what was asked
-	exitDoesNotFit = 1 // the answer is no: the job does not fit (estimate, plan), no OOM message in the input (oom), the gate is missed (accuracy)
+	exitDoesNotFit = 1 // the answer is no: the job does not fit (estimate, plan), no OOM message in the input (oom), no memory figure in the log (leak), the gate is missed (accuracy)
 	exitBadInput   = 2 // bad flags, arguments or input files; the message names the flag or field
 )
 
@@ -92,6 +92,10 @@ var errUsage = errors.New("usage")
 
 // errNoOOM reports input without an out-of-memory message (exit 1).
 var errNoOOM = errors.New("no out-of-memory message found in the input")
+
+// errNoSamples reports a memory log without a memory figure (exit 1):
+// nothing was checked, so there is no verdict to print.
+var errNoSamples = errors.New("no memory samples found in the input")
 
 func runCommand(args []string, in io.Reader, out, errOut io.Writer) int {
 	cmds := commands()
@@ -132,7 +136,7 @@ func exit(out, errOut io.Writer, name string, err error) int {
 		return exitOK
 	}
 	fmt.Fprintf(errOut, "gpumem %s: %s\n", name, message(err))
-	if errors.Is(err, gpumem.ErrDoesNotFit) || errors.Is(err, errNoOOM) || errors.Is(err, errGate) {
+	if errors.Is(err, gpumem.ErrDoesNotFit) || errors.Is(err, errNoOOM) || errors.Is(err, errNoSamples) || errors.Is(err, errGate) {
 		return exitDoesNotFit
 	}
 	return exitBadInput
@@ -266,8 +270,9 @@ Every command takes --json (sizes as integers of bytes; the schemas are in
 cmd/gpumem/README.md) and -h (its flags and examples); "gpumem help COMMAND"
 is "gpumem COMMAND -h". Sizes print in binary units (GiB = 2^30 bytes).
 
-exit status: 0 fits or done, 1 does not fit (estimate, plan) or no OOM
-message in the input (oom), 2 bad flags or input (the message names the flag).
+exit status: 0 fits or done, 1 does not fit (estimate, plan), no OOM
+message in the input (oom) or no memory figure in the log (leak), 2 bad
+flags or input (the message names the flag).
 `)
 }
 
