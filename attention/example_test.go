@@ -10,7 +10,7 @@ import (
 // roundAlloc rounds a request up as PyTorch's CUDA caching allocator
 // reports it in "Tried to allocate" for requests above 10 MiB: to a
 // multiple of 2 MiB (c10/cuda/CUDACachingAllocator.cpp,
-// get_allocation_size; REFERENCE.md §3).
+// get_allocation_size; docs/reference.md#caching-allocator-rounding).
 func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
 	const unit = 2 * gpumem.MiB
 	return (b + unit - 1) / unit * unit

@@ -110,7 +110,7 @@ type Diagnosis struct {
 
 // contextAllowance is memory outside PyTorch's allocator that every CUDA
 // process holds: the CUDA context plus cuBLAS/cuDNN workspaces, 300–500
-// MiB on current GPUs (ARCHITECTURE.md, "Device" level). Memory outside
+// MiB on current GPUs (docs/architecture.md#three-levels-of-memory). Memory outside
 // the allocator beyond this is attributed to other holders.
 const contextAllowance = 512 * gpumem.MiB
 

@@ -16,7 +16,7 @@
 // "1024.00 KiB", "0 bytes" and "3206250496B" are exact to the message's
 // rounding.
 //
-// The formats read, with their sources (REFERENCE.md §3 and the
+// The formats read, with their sources (docs/reference.md#oom-formats and the
 // allocators' code):
 //
 //   - PyTorch ≤ 0.4 "cuda runtime error (2) : out of memory" (THC) and the

@@ -6,7 +6,7 @@ q, k, v that require grad (or under torch.no_grad), whole or in chunks of
 heads or query rows, and records, per configuration:
 
   saved    bytes of the storages autograd saves (saved_tensors_hooks, by
-           storage, as REFERENCE.md §2 recipe 4);
+           storage, as docs/reference.md#saved-tensors-by-storage says);
   forward  peak of live CPU-allocator bytes during the forward above the
            bytes live at entry (torch.profiler memory events);
   backward peak during out.backward(dO) above the bytes live at entry,

@@ -194,7 +194,7 @@ func TestOOMJSON(t *testing.T) {
 	assert.Equal(t, float64(20<<20), r["requested"])
 }
 
-// writeSafetensors writes a safetensors file (REFERENCE.md §1b: u64
+// writeSafetensors writes a safetensors file (docs/reference.md#safetensors-header: u64
 // little-endian header length, JSON header padded with spaces to a
 // multiple of 8, then the data) with zeroed tensors.
 func writeSafetensors(t *testing.T, path string, header string, dataBytes int) {

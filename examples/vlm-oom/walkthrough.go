@@ -246,7 +246,7 @@ func fit() (Fit, error) {
 
 // formatSize prints a size as PyTorch's CUDA allocator does in its
 // messages (c10/cuda/CUDACachingAllocator.cpp, format_size: bytes up to
-// 1 KiB, then KiB, MiB and GiB with two decimals; REFERENCE.md §3).
+// 1 KiB, then KiB, MiB and GiB with two decimals; docs/reference.md#oom-formats).
 func formatSize(b gpumem.Bytes) string {
 	switch {
 	case b <= gpumem.KiB:
@@ -267,7 +267,7 @@ func roundRequest(b gpumem.Bytes) gpumem.Bytes {
 	return (b + unit - 1) / unit * unit
 }
 
-// oom22 builds the message PyTorch 2.2+ prints (REFERENCE.md §3, PR
+// oom22 builds the message PyTorch 2.2+ prints (docs/reference.md#oom-formats, PR
 // #113481) when this process alone holds the GPU.
 func oom22(request, capacity, allocated, reserved, context gpumem.Bytes) string {
 	inUse := reserved + context
