@@ -196,7 +196,7 @@ func run(w io.Writer) error {
 		r.Need.Allocated().Human(), r.Need.Device().Human())
 
 	fmt.Fprintln(w, "1. cached_Z: entries of one fp32 vector each")
-	fmt.Fprintf(w, "  %11s %12s %12s %12s %12s %12s\n", "feature_dim", "50,000 take", "write-up's rule", "1 GiB holds", "GPU holds", "stopped by")
+	fmt.Fprintf(w, "  %11s %12s %12s %12s %12s %12s\n", "feature_dim", "50,000 take", "proposed cap", "1 GiB holds", "GPU holds", "stopped by")
 	for _, row := range r.Rows {
 		left := fmt.Sprint(row.Left.Buffers[0].Entries)
 		fmt.Fprintf(w, "  %11d %12s %12d %12d %12s  %s\n", row.FeatureDim, row.Full.HumanSI(), row.Seed, row.OneGiB, left, row.Left.Reason)
