@@ -33,14 +33,23 @@ func installCheck(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+const installCheckWant = "installcheck: llama-3-8b generating 512 tokens after 4096 fits an H100: true\n"
+
 // TestInstallCheck checks the README's install recipe: a module outside the
 // repository imports budget, model and the root package through a replace
 // directive and builds with GOPROXY=off.
 func TestInstallCheck(t *testing.T) {
-	got := installCheck(t)
-	const want = "installcheck: llama-3-8b generating 512 tokens after 4096 fits an H100: true\n"
-	if got != want {
-		t.Errorf("installcheck printed %q, want %q", got, want)
+	if got := installCheck(t); got != installCheckWant {
+		t.Errorf("installcheck printed %q, want %q", got, installCheckWant)
+	}
+}
+
+// TestInstallCheckWorkspace checks the README's other recipe: the module
+// outside the repository does not mention gpumem in its go.mod, and a
+// go.work uses both.
+func TestInstallCheckWorkspace(t *testing.T) {
+	if got := installCheck(t, "-work"); got != installCheckWant {
+		t.Errorf("installcheck -work printed %q, want %q", got, installCheckWant)
 	}
 }
 
