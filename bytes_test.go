@@ -103,7 +103,7 @@ func TestParseBytesFractionsExact(t *testing.T) {
 		unit    int64
 	}{
 		{"79.15 GiB", "79.15", int64(GiB)}, // H100 "total capacity" in an OOM message
-		{"23.69 GiB", "23.69", int64(GiB)}, // RTX 3090 "total capacity" (seed 001)
+		{"23.69 GiB", "23.69", int64(GiB)}, // RTX 3090 "total capacity" (LLaVA on a 24 GB card)
 		{"2.50 GiB", "2.50", int64(GiB)},
 		{"14.60 GiB", "14.60", int64(GiB)},
 		{"103.00 MiB", "103.00", int64(MiB)},

@@ -21,7 +21,7 @@ type DType uint8
 // (huggingface/safetensors tensor.rs, bit sizes) for the FP8/FP6/FP4
 // variants; the OCP Microscaling spec v1.0 for MXFP4 (32 FP4 values + one
 // E8M0 scale); and ggml's src/ggml-common.h (static_assert'ed block
-// structs, REFERENCE.md §1c) for every GGUF block format.
+// structs, docs/reference.md#gguf-header) for every GGUF block format.
 const (
 	Invalid DType = iota
 

@@ -9,7 +9,7 @@ import (
 )
 
 // TestDTypeBlocks checks every block format against the table measured by
-// compiling against ggml's src/ggml-common.h (REFERENCE.md §1c) and the
+// compiling against ggml's src/ggml-common.h (docs/reference.md#gguf-header) and the
 // plain types against their element sizes.
 func TestDTypeBlocks(t *testing.T) {
 	t.Parallel()

@@ -8,13 +8,13 @@ import (
 
 // HeadChunked runs Inner on groups of Heads query heads, one after the
 // other, on slices q[:, i:j] (and the matching K/V heads), and
-// concatenates the outputs, as seed 003's
-// _compute_block_attention_chunked_gpu does: the quadratic intermediates
+// concatenates the outputs, as the 32k-token block attention's
+// _compute_block_attention_chunked_gpu does (docs/scenarios.md): the quadratic intermediates
 // of one group are live at a time, so the forward peak falls from
 // O(heads·s²) to O(Heads·s²).
 //
 // Under Shape.NoGrad that is the whole story: the 32-head, 32k-token layer
-// of seed 003 needs 128 GiB for its fp32 probabilities, chunks of 8 heads
+// of the 32k-token block attention needs 128 GiB for its fp32 probabilities, chunks of 8 heads
 // need 32 GiB. In training every group's saved tensors stay for backward,
 // so Saved is Inner's (less where a group needs no K/V copy) and only the
 // transient above it shrinks. The backward runs the groups in reverse;

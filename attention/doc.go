@@ -26,7 +26,8 @@
 //     allocations (out, fp32 log-sum-exp, dq_accum, softmax_d, GQA buffers).
 //   - [MemEfficient]: SDPA's memory-efficient (xformers/CUTLASS) kernel.
 //   - [HeadChunked], [QueryChunked]: any kernel run on groups of heads or
-//     blocks of query rows (seed 003's remedy).
+//     blocks of query rows (the remedy of the 32k-token block attention,
+//     docs/scenarios.md).
 //   - [SlidingWindow]: blocked local attention, linear in the sequence.
 //
 // Cross-attention is a Shape with QueryLen ≠ KeyLen; inference is
@@ -66,11 +67,11 @@
 //     csrc/flash_attn/flash_api.cpp and hopper/flash_api.cpp), with
 //     hand-derived figures in the tests. They have not been measured on a
 //     GPU; the memory-efficient backward workspace is an approximation.
-//   - The seeds' numbers as examples: Whisper-small's fp32 score matrix of
-//     108,000,000 bytes (the "104MB" allocation of seed 000 once rounded to
+//   - The scenarios' numbers (docs/scenarios.md) as examples: Whisper-small's fp32 score matrix of
+//     108,000,000 bytes (the "104MB" allocation of the Whisper language attack once rounded to
 //     2 MiB), 0.5 GiB of fp32 scores per layer at 2048 tokens × 32 heads
-//     (seed 001), 128 GiB for 32 heads at 32k tokens and a 4× smaller peak
-//     with chunks of 8 heads (seed 003).
+//     (LLaVA-1.5-7B's language model), 128 GiB for 32 heads at 32k tokens and a 4× smaller peak
+//     with chunks of 8 heads (the 32k-token block attention).
 //   - The KV cache against published per-token sizes: OPT-13B 800 KB
 //     (PagedAttention paper), Llama-2-7B 512 KiB, Llama-3-8B 128 KiB,
 //     GPT-OSS-120B 9.66 GB at 131k tokens (vLLM Neuron docs), DeepSeek-V3's

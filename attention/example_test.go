@@ -10,16 +10,16 @@ import (
 // roundAlloc rounds a request up as PyTorch's CUDA caching allocator
 // reports it in "Tried to allocate" for requests above 10 MiB: to a
 // multiple of 2 MiB (c10/cuda/CUDACachingAllocator.cpp,
-// get_allocation_size; REFERENCE.md §3).
+// get_allocation_size; docs/reference.md#caching-allocator-rounding).
 func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
 	const unit = 2 * gpumem.MiB
 	return (b + unit - 1) / unit * unit
 }
 
-// Seed 000: Whisper-small's encoder (12 heads of 64, 1500 frames for a 30 s
+// The Whisper language attack (docs/scenarios.md): Whisper-small's encoder (12 heads of 64, 1500 frames for a 30 s
 // clip) under openai/whisper's qkv_attention, which upcasts q·k to fp32
 // before the softmax. One layer's fp32 score matrix is 1500·1500·12·4 B ≈
-// 103 MiB: the seed's failed "104MB" allocation once the allocator rounds
+// 103 MiB: the attack's failed "104MB" allocation once the allocator rounds
 // it to 2 MiB. Every per-sample graph of the batch stays until backward.
 func Example_seed000Whisper() {
 	s := attention.Shape{Batch: 1, Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
@@ -43,7 +43,7 @@ func Example_seed000Whisper() {
 	// 1 clips kept for backward, 12 layers: 1.89 GiB
 }
 
-// Seed 001: LLaVA-1.5-7B's language model, 2048 tokens and 32 heads: the
+// LLaVA-1.5-7B on a 24 GB card (docs/scenarios.md): its language model, 2048 tokens and 32 heads: the
 // attention matrix in fp32 is 2048² × 32 × 4 B = 0.5 GiB per layer.
 func Example_seed001LLaVA() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 2048, KeyLen: 2048, HeadDim: 128, DType: gpumem.FP16}
@@ -59,9 +59,10 @@ func Example_seed001LLaVA() {
 	// attention.Flash saved per layer: 48.25 MiB
 }
 
-// Seed 003: a 32-head layer over a 32k input. Its fp32 attention weights
+// Block attention over 32k tokens (docs/scenarios.md): a 32-head layer
+// over a 32k input. Its fp32 attention weights
 // take 32 × 32k × 32k × 4 B = 128 GiB; processing 8 heads at a time (the
-// seed's _compute_block_attention_chunked_gpu, under torch.no_grad) divides
+// analyzer's _compute_block_attention_chunked_gpu, under torch.no_grad) divides
 // that peak by 4. The ladder below is the forward peak of eager attention
 // with an fp32 softmax for decreasing chunk sizes.
 func Example_seed003HeadChunks() {
@@ -93,11 +94,11 @@ func ExampleMaxSeqLen() {
 	c, err := attention.MaxHeadChunk(attention.Eager{SoftmaxFP32: true}, attention.Shape{
 		Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true,
 	}, 40*gpumem.GiB)
-	fmt.Printf("seed 003 in 40 GiB: %d heads at a time (%v)\n", c, err)
+	fmt.Printf("32k-token block attention in 40 GiB: %d heads at a time (%v)\n", c, err)
 	// Output:
 	// attention.Eager: 4687 tokens in 8 GiB (<nil>)
 	// attention.Flash: 130560 tokens in 8 GiB (<nil>)
-	// seed 003 in 40 GiB: 6 heads at a time (<nil>)
+	// 32k-token block attention in 40 GiB: 6 heads at a time (<nil>)
 }
 
 // KV cache of published models, per token.

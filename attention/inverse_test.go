@@ -78,9 +78,9 @@ func TestMaxHeadChunk(t *testing.T) {
 		s     attention.Shape
 		limit gpumem.Bytes
 	}{
-		{"seed 003, 40 GiB", attention.Eager{SoftmaxFP32: true},
+		{"32k-token block attention, 40 GiB", attention.Eager{SoftmaxFP32: true},
 			attention.Shape{Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true}, 40 * gpumem.GiB},
-		{"seed 003, 80 GiB", attention.Eager{SoftmaxFP32: true},
+		{"32k-token block attention, 80 GiB", attention.Eager{SoftmaxFP32: true},
 			attention.Shape{Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true}, 80 * gpumem.GiB},
 		{"gqa groups of 4, training", attention.Eager{ExpandKV: true},
 			attention.Shape{Batch: 1, Heads: 32, KVHeads: 8, QueryLen: 8192, KeyLen: 8192, HeadDim: 128, DType: gpumem.BF16}, 40 * gpumem.GiB},

@@ -67,7 +67,7 @@ func (l Layout) String() string {
 // Sliding-window layers keep at most their window of tokens (Windows), and
 // a paged cache allocates whole blocks of BlockTokens tokens per sequence
 // (PagedAttention, Kwon et al. 2023; vLLM's engine argument --block-size,
-// 8, 16 or 32, defaults to 16 on CUDA, REFERENCE.md §4).
+// 8, 16 or 32, defaults to 16 on CUDA, docs/reference.md#kv-cache).
 // Not counted: an engine's preallocation of its whole pool
 // (gpu_memory_utilization), per-request metadata, block tables, and the
 // scales of per-token quantization schemes.

@@ -54,7 +54,7 @@ func TestKVCachePublished(t *testing.T) {
 	b, err := oss.Bytes(1, 131072)
 	require.NoError(t, err)
 	assert.InDelta(t, 9.66, b.GB(), 0.005)
-	// HF's decompressed DeepSeek-V3 cache is about 71× the latent (REFERENCE.md §1a).
+	// HF's decompressed DeepSeek-V3 cache is about 71× the latent (docs/reference.md#config-files).
 	lat, _ := attention.KVCache{Layers: 1, Layout: attention.Latent, LatentDim: 576, DType: gpumem.BF16}.PerToken()
 	hf, _ := attention.KVCache{Layers: 1, KVHeads: 128, HeadDim: 192, ValueHeadDim: 128, DType: gpumem.BF16}.PerToken()
 	assert.InDelta(t, 71.1, float64(hf)/float64(lat), 0.05)

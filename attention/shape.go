@@ -177,7 +177,8 @@ func Output(s Shape) (gpumem.Bytes, error) {
 // Scores returns the bytes of one score (or probability) matrix of s in
 // dtype dt: b·h·s_q·s_k elements. It is the unit of the quadratic terms:
 // Scores(s, FP32) of Whisper-small's encoder (12 heads, 1500 frames) is
-// 108,000,000 bytes, the "104 MB" allocation of seed 000 once the CUDA
+// 108,000,000 bytes, the "104 MB" allocation of the Whisper language attack
+// (docs/scenarios.md) once the CUDA
 // caching allocator rounds it up to a multiple of 2 MiB.
 func Scores(s Shape, dt gpumem.DType) (gpumem.Bytes, error) {
 	d, err := dimsOf(s)

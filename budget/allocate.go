@@ -1183,7 +1183,8 @@ func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
 
 // CacheEntries returns how many entries of entryBytes each an elastic
 // cache may hold in budget bytes: ⌊budget / entryBytes⌋, at most max
-// (zero: no maximum). Seed 002 caps its cache of fp32 feature vectors at
+// (zero: no maximum). The distribution compensator (docs/scenarios.md)
+// caps its cache of fp32 feature vectors at
 // min(2000, ⌊1 GiB / (4·feature_dim)⌋); CacheEntries derives the
 // count from the memory actually left instead of a fixed cap. When the
 // budget holds fewer than min entries it returns an

@@ -10,7 +10,7 @@ import (
 // component, and the phase that sets the peak.
 //
 // The peak is persistent state plus the largest transient of the phases
-// (ARCHITECTURE.md, "The peak, by phase"):
+// (docs/architecture.md#the-peak-by-phase):
 //
 //   - persistent: weights (with autocast's 16-bit copies under AMP),
 //     master weights, optimizer state, KV cache, buffers, frozen copies,

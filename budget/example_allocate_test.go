@@ -27,8 +27,9 @@ func mustModel(name string, adapt func(*model.Finetune)) budget.Model {
 	return m
 }
 
-// Seed 001, exercise 9.7: a budget allocator for a 7B vision-language
-// model on a 24 GB card (an RTX 3090), full fine-tuning with Adam, a
+// LLaVA-1.5-7B on a 24 GB RTX 3090 with a global batch of 32
+// (docs/scenarios.md): a budget allocator for a 7B vision-language
+// model on a 24 GB card, full fine-tuning with Adam, a
 // target batch of 32. With the default limits full training cannot fit:
 // Allocate returns the typed error with the ladder it tried and what to
 // allow. Allowing 8-bit AdamW, bf16 weights, optimizer offload and LoRA
@@ -75,11 +76,11 @@ func ExampleAllocate_seed001() {
 	// * model → LoRA r=16                               22.23 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
 }
 
-// Seed 003: 32k tokens through a Llama-style model with 32 heads in fp16
+// Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16
 // and eager attention (output_attentions needs it) on an 80 GB A100. One
 // layer's fp32 attention probabilities are 32 × 32k × 32k × 4 B =
 // 128 GiB; chunking the heads by 8 divides that by 4, and 4-bit weights
-// save most of the rest. The seed's gradient checkpointing saves nothing
+// save most of the rest. The write-up's gradient checkpointing saves nothing
 // in a forward pass without gradients, so the ladder does not list it.
 func ExampleAllocate_seed003() {
 	fp16 := mustModel("llama-3.1-8b", nil)
@@ -113,7 +114,8 @@ func ExampleAllocate_seed003() {
 	//   model → 4-bit NF4 weights                       14.22 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
 }
 
-// Seed 000: a PGD attack on Whisper-small's language identification
+// The Whisper language attack (docs/scenarios.md): a PGD attack on
+// Whisper-small's language identification
 // backpropagates to the input through a frozen model, holding every
 // sample's graph of a 30 s clip (1500 encoder frames, fp32, eager
 // attention with its fp32 softmax) until backward. Each clip's graph
@@ -145,17 +147,18 @@ func ExampleMaxBatch_seed000() {
 	// micro-batch in 6GiB: 1 <nil>
 }
 
-// Seed 002: the compensator's cache of fp32 feature vectors
+// The distribution compensator cache (docs/scenarios.md): the
+// compensator's cache of fp32 feature vectors
 // (cached_Z, 50000 × feature_dim) sized from memory instead of a fixed
 // cap: CacheEntries gives the count a budget holds, and Allocate grows an
 // elastic buffer as far as the rest of the job leaves room.
 func ExampleCacheEntries_seed002() {
 	for _, featureDim := range []gpumem.Bytes{4096, 1 << 20} {
 		entry := 4 * featureDim
-		// The seed's rule: min(2000, ⌊1 GiB / (4·feature_dim)⌋).
+		// The write-up's rule: min(2000, ⌊1 GiB / (4·feature_dim)⌋).
 		n, _ := budget.CacheEntries(entry, 1<<30, 0, 2000)
 		m, _ := budget.CacheEntries(entry, 1<<30, 0, 0)
-		fmt.Printf("feature_dim %7d: seed's 1 GiB rule %4d entries, 1 GiB holds %5d\n", featureDim, n, m)
+		fmt.Printf("feature_dim %7d: write-up's 1 GiB rule %4d entries, 1 GiB holds %5d\n", featureDim, n, m)
 	}
 	const featureDim = 32768
 	entry := gpumem.Bytes(4 * featureDim)
@@ -173,15 +176,15 @@ func ExampleCacheEntries_seed002() {
 	}
 	fmt.Println("cached_Z entries on a 24 GB card:", p.Buffers[0].Entries, "stopped by", p.Reason)
 	// Output:
-	// feature_dim    4096: seed's 1 GiB rule 2000 entries, 1 GiB holds 65536
-	// feature_dim 1048576: seed's 1 GiB rule  256 entries, 1 GiB holds   256
+	// feature_dim    4096: write-up's 1 GiB rule 2000 entries, 1 GiB holds 65536
+	// feature_dim 1048576: write-up's 1 GiB rule  256 entries, 1 GiB holds   256
 	// cached_Z entries on a 24 GB card: 41399 stopped by memory
 }
 
-// Seed 004: unlearning CogVideoX-5b needs 65 GB of model state, more
-// than the 46.07 GiB the seed's card had free. Allowing CPU offload, the
+// Unlearning in CogVideoX-5b (docs/scenarios.md) needs 65 GB of model
+// state, more than the 46.07 GiB the write-up's card had free. Allowing CPU offload, the
 // plan moves the frozen models to the host (each loaded when it runs) and
-// then the AdamW state, as the seed's tool falls back to --use_cpu_offload.
+// then the AdamW state, as the write-up's tool falls back to --use_cpu_offload.
 func ExampleAllocate_seed004() {
 	frozen := func(name string) budget.Model {
 		return mustModel(name, func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
@@ -194,7 +197,7 @@ func ExampleAllocate_seed004() {
 			{Name: "T5-XXL text encoder", Model: frozen("cogvideox-5b-text-encoder")},
 		},
 	}
-	free, _ := gpumem.ParseBytes("46.07GiB") // the seed's tool divides by 1024³
+	free, _ := gpumem.ParseBytes("46.07GiB") // the write-up's tool divides by 1024³
 	p, err := budget.Allocate(free, j, &budget.Limits{Offload: budget.OffloadCopies | budget.OffloadOptimizer, MaxBatch: 1})
 	if err != nil {
 		fmt.Println(err)

@@ -9,11 +9,12 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-// Seed 001 (§9.1): the parameters of LLaVA-1.5-7B in fp16, "about
-// 14.6 GB" by the seed's arithmetic (304M vision + "7B" language + 20M
+// LLaVA on a 24 GB card (docs/scenarios.md), the footprint: the
+// parameters of LLaVA-1.5-7B in fp16, "about 14.6 GB" by the guide's
+// arithmetic (304M vision + "7B" language + 20M
 // projector, × 2 bytes). The real inventory has 6.74B language-model
 // parameters (Vicuna-7B is Llama-2-7B's shape), so the weights are
-// 14.13 GB; the seed's round "7B" adds 0.5 GB.
+// 14.13 GB; the guide's round "7B" adds 0.5 GB.
 func ExampleNewModel_llavaWeights() {
 	s, _ := model.Lookup("llava-1.5-7b")
 	m, err := budget.NewModel(model.Finetune{Model: s})
@@ -43,7 +44,7 @@ func ExampleNewModel_llavaWeights() {
 	// total      7063M params   14.13 GB in fp16 (seed: about 14.6 GB)
 }
 
-// modelState is the seed's "model state": weights, gradients and optimizer
+// modelState is the guide's "model state": weights, gradients and optimizer
 // state, read at the end of backward of a one-token step, where every
 // gradient is present and activations are negligible.
 func modelState(m budget.Model, p budget.Precision, o optimizer.Optimizer) (w, g, opt gpumem.Bytes, err error) {
@@ -51,7 +52,7 @@ func modelState(m budget.Model, p budget.Precision, o optimizer.Optimizer) (w, g
 	return b.Weights, b.Gradients, b.Optimizer, err
 }
 
-// Seed 001 (§9.1.3): "7B with Adam: 14.6 (parameters) + 14.6 (gradients)
+// LLaVA on a 24 GB card, the guide's optimizer arithmetic: "7B with Adam: 14.6 (parameters) + 14.6 (gradients)
 // + 28 (optimizer) GB + activations". In pure fp16 (no master copy)
 // PyTorch's Adam keeps both moments in the parameters' dtype, so the
 // library's model state is 14.13 + 14.13 + 28.25 GB. On top of it come
@@ -91,15 +92,15 @@ func ExampleEstimate_llava7bAdam() {
 	// allocated   59.88 GB
 }
 
-// Seed 001, exercise 9.1: LLaVA-1.5-13B, AdamW, batch 1, 2048 tokens,
-// fp16. The seed's answer is 173.62 GB: 26.71 GB of fp16 weights, as much
+// LLaVA on a 24 GB card, the 13B footprint exercise: LLaVA-1.5-13B,
+// AdamW, batch 1, 2048 tokens, fp16. The guide's answer is 173.62 GB: 26.71 GB of fp16 weights, as much
 // in gradients, 53.42 GB of AdamW states, and activations "about 2.5× the
 // parameters" (66.78 GB), all summed as if they peaked together. The
 // library's model state agrees within 0.03 GB. It replaces the rule of
 // thumb with its per-op activation model (2048 text tokens plus the 576
 // tokens of one 336-px image) and the sum with the phase peak. With eager
 // attention, as LLaVA's Llama layers run it, the saved activations are
-// larger than the seed's guess and the peak is at the start of backward,
+// larger than the guide's guess and the peak is at the start of backward,
 // before the gradients exist; with FlashAttention the activations are
 // about the size of the weights, and the peak is the end of backward,
 // when every gradient is present and most activations are released. The 2.5× rule is thus right for neither kernel:

@@ -9,14 +9,14 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-// Seed 004: unlearning CogVideoX-5b keeps a frozen original model beside
-// the trained one. The seed's table gives 52.2 GB of model state in fp16
+// Unlearning in CogVideoX-5b (docs/scenarios.md) keeps a frozen original
+// model beside the trained one. The write-up's table gives 52.2 GB of model state in fp16
 // (10.44 GB original + 10.44 weights + 10.44 gradients + 20.88 AdamW
 // states, from "5B" transformer parameters and a "220M" T5 encoder); its
 // tool printed 63.78 GB because it counted the trained copy twice.
 // Estimate counts each copy once, from the real inventories: the
 // transformer has 5.57B parameters and the text encoder is T5-XXL's
-// encoder (4.76B), which the seed's table undercounts by 9 GB.
+// encoder (4.76B), which the write-up's table undercounts by 9 GB.
 func ExampleEstimate_unlearning() {
 	transformer, _ := model.Lookup("cogvideox-5b-transformer")
 	encoder, _ := model.Lookup("cogvideox-5b-text-encoder")
@@ -31,7 +31,7 @@ func ExampleEstimate_unlearning() {
 	}
 	// One token per sequence makes activations negligible, so the peak is
 	// the end of backward, where every gradient is present: the model
-	// state the seed's table adds up.
+	// state the write-up's table adds up.
 	j := budget.Job{
 		Model: trained, Mode: budget.Training, Precision: budget.FP16, Batch: 1, SeqLen: 1,
 		Optimizer: optimizer.AdamW{Impl: optimizer.Fused},

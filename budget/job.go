@@ -151,7 +151,7 @@ func (p Precision) autocast() bool { return p == AMPFP16 || p == AMPBF16 }
 
 // Copy is a frozen model held beside the trained one: a reference model
 // (DPO, RLHF), a teacher (distillation), or the original model kept for
-// comparison (seed 004's unlearning). It holds weights only, in DType,
+// comparison (unlearning in CogVideoX-5b, docs/scenarios.md). It holds weights only, in DType,
 // and runs forward without gradients.
 type Copy struct {
 	Name  string
@@ -162,8 +162,8 @@ type Copy struct {
 }
 
 // Buffer is memory the job's own code keeps on the GPU: a fixed tensor,
-// or an elastic cache of Entries entries of EntryBytes each (seed 002's
-// cached_Z of feature vectors). Its size is Bytes + Entries×EntryBytes.
+// or an elastic cache of Entries entries of EntryBytes each (the
+// distribution compensator's cached_Z of feature vectors). Its size is Bytes + Entries×EntryBytes.
 type Buffer struct {
 	Name       string
 	Bytes      gpumem.Bytes
@@ -328,7 +328,8 @@ const (
 	NoStep
 	// InputGradients freezes every parameter (requires_grad_(False)) and
 	// differentiates with respect to the input only, as an adversarial
-	// attack does (seed 000's PGD on Whisper's input perturbation):
+	// attack does (the Whisper language attack's PGD on the input
+	// perturbation):
 	// forward saves activations because the input requires grad, and
 	// backward reaches the input; no parameter gradient, no optimizer
 	// state, no step. The Model's trainable set is ignored (a LoRA

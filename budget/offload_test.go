@@ -79,7 +79,7 @@ func TestEstimateOffloadCopies(t *testing.T) {
 }
 
 // HeadChunk divides eager attention's score transient in inference:
-// seed 003's 32 heads in chunks of 8 hold a quarter of the scores.
+// the 32k-token block attention's 32 heads in chunks of 8 hold a quarter of the scores.
 func TestEstimateHeadChunk(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-2-7b", nil)

@@ -150,7 +150,7 @@ func (j *Job) validate() error {
 	}
 	if j.Mode == Training && j.Gradients == ParamGradients {
 		// A frozen model without an optimizer is a backward pass to the
-		// inputs only (an adversarial attack, seed 000): activations are
+		// inputs only (an adversarial attack, as the Whisper language attack): activations are
 		// saved, no parameter gradient or state exists.
 		_, t := j.Model.Params()
 		if j.Optimizer == nil && t > 0 {

@@ -21,10 +21,11 @@ func seed98(t testing.TB) []Sample {
 	return s
 }
 
-// TestAnalyzeSeed98 checks seed 001 exercise 9.8: the seed's answer finds
+// TestAnalyzeSeed98 checks the leaking log of LLaVA on a 24 GB card
+// (docs/scenarios.md): the guide's answer finds
 // the per-100-step growth rising from 0.3 to 1.3 GB ("growth is
 // accelerating") and the job dies at step 1000. On a 24 GB card (the
-// seed's 9.2 message: 23.69 GiB total capacity; and 24 GiB) the forecast
+// guide's OOM message: 23.69 GiB total capacity; and 24 GiB) the forecast
 // must fall between steps 950 and 1100.
 func TestAnalyzeSeed98(t *testing.T) {
 	t.Parallel()

@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDetectorSeed98 replays seed 001's 9.8 log into a Detector on a
-// 24 GiB card: it must warn before the OOM at step 1000 (seed 9.3.4/9.4:
-// warn before the crash).
+// TestDetectorSeed98 replays the leaking log of LLaVA on a 24 GB card
+// (docs/scenarios.md) into a Detector on a 24 GiB card: it must warn
+// before the OOM at step 1000 (the guide's memory monitor: warn before
+// the crash).
 func TestDetectorSeed98(t *testing.T) {
 	t.Parallel()
 	d := NewDetector(&DetectorOptions{Capacity: 24 * gpumem.GiB, Window: 8})

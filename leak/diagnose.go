@@ -81,7 +81,8 @@ type Advice struct {
 //
 // Sizes are those of the message (stated or derived); a zero size may mean
 // "not stated": check the OOM's fields. Fragmentation is (Reserved −
-// Allocated) / Reserved, as seed 001 exercise 9.2 computes it, or −1 when
+// Allocated) / Reserved, as the guide of LLaVA on a 24 GB card computes it
+// (docs/scenarios.md), or −1 when
 // the message does not give both.
 type Diagnosis struct {
 	Cause Cause
@@ -110,7 +111,7 @@ type Diagnosis struct {
 
 // contextAllowance is memory outside PyTorch's allocator that every CUDA
 // process holds: the CUDA context plus cuBLAS/cuDNN workspaces, 300–500
-// MiB on current GPUs (ARCHITECTURE.md, "Device" level). Memory outside
+// MiB on current GPUs (docs/architecture.md#three-levels-of-memory). Memory outside
 // the allocator beyond this is attributed to other holders.
 const contextAllowance = 512 * gpumem.MiB
 
@@ -118,7 +119,8 @@ const contextAllowance = 512 * gpumem.MiB
 // unallocated before an OOM is called fragmentation rather than
 // exhaustion: below 5%, compacting the cache would give back less than 5%
 // of what the process holds, and the job would fail again at its next
-// peak (the seed's 9.2 answer calls 0.23% "very low").
+// peak (the guide's answer for its RTX 3090 message calls 0.23% "very
+// low", docs/scenarios.md).
 const minFragmentation = 0.05
 
 // Diagnose decides why the allocation failed. It tests, in order:

@@ -26,7 +26,7 @@ func TestDiagnoseCorpus(t *testing.T) {
 		cause Cause
 		first Action // the top advice
 	}{
-		// Seed 001 exercise 9.2: the seed's answer says memory is used
+		// LLaVA on a 24 GB card, the RTX 3090 message: the guide's answer says memory is used
 		// up (1.89 GiB free < 2.50 GiB requested), fragmentation 0.23%.
 		{"seed001_ex92", CauseExhausted, ActionLowerBatch},
 		// 40.69 GiB reserved but unallocated ≥ 35.60 GiB requested.
@@ -80,7 +80,7 @@ func TestDiagnoseSeed92(t *testing.T) {
 	o, ok := ParseOOM(corpusText(t, "seed001_ex92"))
 	require.True(t, ok)
 	d := o.Diagnose()
-	// Seed 001 exercise 9.2 answer: (21.50 − 21.45) / 21.50 = 0.23%.
+	// The guide's answer for the RTX 3090 message: (21.50 − 21.45) / 21.50 = 0.23%.
 	assert.InDelta(t, 0.0023, d.Fragmentation, 0.00005)
 	assert.Equal(t, CauseExhausted, d.Cause)
 	// 2.50 − 1.89 GiB short.

@@ -16,7 +16,7 @@
 // "1024.00 KiB", "0 bytes" and "3206250496B" are exact to the message's
 // rounding.
 //
-// The formats read, with their sources (REFERENCE.md §3 and the
+// The formats read, with their sources (docs/reference.md#oom-formats and the
 // allocators' code):
 //
 //   - PyTorch ≤ 0.4 "cuda runtime error (2) : out of memory" (THC) and the
@@ -114,10 +114,11 @@
 // PYTORCH_ALLOC_CONF hint or the 1.8–1.9 parenthesized "allowed;" was
 // found; both are read by the same code as their neighbours.
 //
-// Seed 001 exercise 9.2 ("Tried to allocate 2.50 GiB (GPU 0; 23.69 GiB
+// The RTX 3090 message of LLaVA on a 24 GB card (docs/scenarios.md)
+// ("Tried to allocate 2.50 GiB (GPU 0; 23.69 GiB
 // total capacity; 21.45 GiB already allocated; 1.89 GiB free; 21.50 GiB
 // reserved in total by PyTorch)") is diagnosed as exhaustion with 0.23%
-// fragmentation, as the seed's answer says. Exercise 9.8's log is an
+// fragmentation, as the guide's answer says. Its leaking log is an
 // accelerating leak (slope rising from 4.5 to 9.7 MiB per step) forecast
 // to reach a 24 GB card's 23.69 GiB at step 994 (24 GiB: step 1017); the
 // log's OOM is at step 1000. Analyze of 1,000,000 samples takes 0.08–0.13

@@ -8,7 +8,7 @@ import (
 	"github.com/gpumem/gpumem/leak"
 )
 
-// Seed 001, exercise 9.2: fragmentation or exhaustion?
+// LLaVA on a 24 GB RTX 3090 (docs/scenarios.md): fragmentation or exhaustion?
 func ExampleOOM_Diagnose() {
 	msg := `RuntimeError: CUDA out of memory. Tried to allocate 2.50 GiB 
 (GPU 0; 23.69 GiB total capacity; 21.45 GiB already allocated; 
@@ -29,7 +29,8 @@ func ExampleOOM_Diagnose() {
 	// true
 }
 
-// Seed 001, exercise 9.8: an accelerating leak; when does it OOM?
+// LLaVA on a 24 GB card, the leaking log (docs/scenarios.md): an
+// accelerating leak; when does it OOM?
 func ExampleAnalyze() {
 	log := `Step 100: Loss=2.34, Memory=18.2GB
 Step 200: Loss=2.11, Memory=18.5GB
@@ -46,7 +47,7 @@ Step 1000: CUDA OOM`
 		fmt.Println(err)
 		return
 	}
-	// A 24 GB card (RTX 3090/4090) reports 23.69 GiB, as in exercise 9.2.
+	// A 24 GB card (RTX 3090/4090) reports 23.69 GiB, as in the RTX 3090 message.
 	r, err := leak.Analyze(samples, &leak.Options{Capacity: gpumem.MustParseBytes("23.69 GiB")})
 	if err != nil {
 		fmt.Println(err)
@@ -71,7 +72,7 @@ func ExampleParseOOM() {
 }
 
 // A sidecar feeds samples as the job logs them and warns before the crash
-// (seed 001, 9.3.4 and 9.4).
+// (the memory monitor of LLaVA on a 24 GB card, docs/scenarios.md).
 func ExampleDetector() {
 	d := leak.NewDetector(&leak.DetectorOptions{Capacity: gpumem.MustParseBytes("23.69 GiB"), Window: 8})
 	for step, gb := range []float64{18.2, 18.5, 18.9, 19.4, 20.1, 20.9, 21.8, 22.9, 24.2} {

@@ -69,7 +69,7 @@ func (b Backend) String() string {
 }
 
 // Era identifies the format of a message, which for PyTorch dates the
-// release that printed it (REFERENCE.md §3, from CUDACachingAllocator.cpp
+// release that printed it (docs/reference.md#oom-formats, from CUDACachingAllocator.cpp
 // and the PRs that changed it; boundaries ±1 minor release).
 type Era uint8
 
@@ -289,7 +289,7 @@ func (o *OOM) score() int { return bits.OnesCount16(uint16(o.Stated)) }
 // traceback or log, and reads its numbers. It reports false when text
 // holds no message it recognizes.
 //
-// Every PyTorch era of REFERENCE.md §3 is read (see [Era]), with the CUDA,
+// Every PyTorch era of docs/reference.md#oom-formats is read (see [Era]), with the CUDA,
 // HIP, XPU and MPS allocators and the cudaMallocAsync backend, plus
 // TensorFlow, JAX/XLA, CuPy, bitsandbytes and llama.cpp. Words may be
 // separated by any white space, so wrapped or re-flowed messages parse.

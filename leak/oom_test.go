@@ -272,7 +272,7 @@ func FuzzParseOOM(f *testing.F) {
 
 // TestParseOOMConstructed covers formats for which no real message was
 // found in public threads; each input is built from the allocator's format
-// string quoted in REFERENCE.md §3, not copied from a report.
+// string (docs/reference.md#oom-formats), not copied from a report.
 func TestParseOOMConstructed(t *testing.T) {
 	t.Parallel()
 	g := gpumem.MustParseBytes

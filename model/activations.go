@@ -184,7 +184,7 @@ type Workload struct {
 	Softmax Softmax
 	// HeadChunk, with Eager attention, computes the score and softmax
 	// matrices HeadChunk heads at a time (a loop over head slices, as
-	// seed 003's chunked block attention does), so the forward and
+	// the 32k-token block attention's chunked loop does), so the forward and
 	// no-grad transients hold batch·HeadChunk·s² elements instead of
 	// batch·heads·s². Zero (or at least the head count) means all heads
 	// at once. What training saves for backward is unchanged: every

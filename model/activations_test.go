@@ -418,10 +418,10 @@ func TestActivationsKorthikanti(t *testing.T) {
 	require.Equal(t, want, int64(act.Layers[0].Saved))
 }
 
-// TestActivationsSeeds reproduces the seed documents' numbers.
+// TestActivationsSeeds reproduces the scenarios' numbers (docs/scenarios.md).
 func TestActivationsSeeds(t *testing.T) {
 	t.Parallel()
-	// seed 000: Whisper-small encoder, one 30 s clip: 1500 frames, 12
+	// The Whisper language attack: Whisper-small encoder, one 30 s clip: 1500 frames, 12
 	// heads, fp32 eager: 1500·1500·12·4 bytes of probabilities per layer.
 	s := mustLookup(t, "whisper-small")
 	a := total(t, s, model.Workload{Batch: 1, SeqLen: 448, DType: gpumem.FP32, Train: true})
@@ -436,7 +436,7 @@ func TestActivationsSeeds(t *testing.T) {
 	up := total(t, s, w)
 	require.Equal(t, gpumem.Bytes(1500*1500*12*2), native.Layers[0].Attention)
 	require.Equal(t, gpumem.Bytes(1500*1500*12*6), up.Layers[0].Attention)
-	// seed 001: LLaVA-1.5 at 336 px: 576 image tokens.
+	// LLaVA on a 24 GB card: LLaVA-1.5 at 336 px: 576 image tokens.
 	l := total(t, mustLookup(t, "llava-1.5-7b"), model.Workload{Batch: 1, SeqLen: 1472, Images: 1, Train: true})
 	require.Equal(t, int64(576), l.ImageTokens)
 	require.Equal(t, int64(2048), l.Tokens)

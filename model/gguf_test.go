@@ -193,7 +193,7 @@ func TestFromGGUFVersion2(t *testing.T) {
 	assert.Len(t, s.Inventory, 13)
 }
 
-// TestFromGGUFReferenceCase is REFERENCE.md §1c's checked file: F16
+// TestFromGGUFReferenceCase is docs/reference.md#gguf-header's worked file: F16
 // [8,4] (ggml order) → 64 bytes, Q4_0 [64,2] → 72 bytes.
 func TestFromGGUFReferenceCase(t *testing.T) {
 	t.Parallel()

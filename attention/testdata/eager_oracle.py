@@ -6,7 +6,7 @@ q, k, v that require grad (or under torch.no_grad), whole or in chunks of
 heads or query rows, and records, per configuration:
 
   saved    bytes of the storages autograd saves (saved_tensors_hooks, by
-           storage, as REFERENCE.md §2 recipe 4);
+           storage, as docs/reference.md#saved-tensors-by-storage says);
   forward  peak of live CPU-allocator bytes during the forward above the
            bytes live at entry (torch.profiler memory events);
   backward peak during out.backward(dO) above the bytes live at entry,
@@ -54,7 +54,7 @@ def eager(q, k, v, mask, n_rep, softmax_fp32, dropout, expand):
 
 
 def chunked(q, k, v, mask, n_rep, softmax_fp32, dropout, expand, head_chunk, query_rows):
-    """Seed 003's head loop, or a loop over blocks of query rows, each
+    """The 32k-token block attention's head loop, or a loop over blocks of query rows, each
     block through eager(); the outputs are concatenated."""
     outs = []
     if head_chunk:
@@ -74,7 +74,7 @@ def chunked(q, k, v, mask, n_rep, softmax_fp32, dropout, expand, head_chunk, que
 
 
 def run_no_grad(b, h, hk, sq, sk, d, dtype, softmax_fp32, mask4d, expand, head_chunk=0):
-    """Forward only under torch.no_grad (seed 003's analysis pass)."""
+    """Forward only under torch.no_grad (the 32k-token block attention's analysis pass)."""
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     q = torch.randn(b, h, sq, d, dtype=dt)
     k = torch.randn(b, hk, sk, d, dtype=dt)

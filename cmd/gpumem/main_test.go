@@ -172,7 +172,8 @@ func TestLeak(t *testing.T) {
 	assert.True(t, r.Leak)
 	assert.True(t, r.Accelerating)
 	require.NotNil(t, r.OOMStep)
-	// Seed 001 exercise 9.8: the job died near step 1000 on a 24 GB card.
+	// LLaVA on a 24 GB card's leaking log (docs/scenarios.md): the job died
+	// near step 1000 on a 24 GB card.
 	assert.InDelta(t, 1000, *r.OOMStep, 100)
 	code, _, stderr = runCLI(t, "", "leak", "--capacity", "24Gb", "-")
 	assert.Equal(t, 2, code)
@@ -194,7 +195,7 @@ func TestOOMJSON(t *testing.T) {
 	assert.Equal(t, float64(20<<20), r["requested"])
 }
 
-// writeSafetensors writes a safetensors file (REFERENCE.md §1b: u64
+// writeSafetensors writes a safetensors file (docs/reference.md#safetensors-header: u64
 // little-endian header length, JSON header padded with spaces to a
 // multiple of 8, then the data) with zeroed tensors.
 func writeSafetensors(t *testing.T, path string, header string, dataBytes int) {

@@ -11,7 +11,7 @@ import (
 	"github.com/gpumem/gpumem/model"
 )
 
-// The seed's job.
+// The write-up's job.
 const (
 	tokens    = 32768 // "32k输入"
 	gpuName   = "a100-80gb"
@@ -38,7 +38,7 @@ type Case struct {
 	Weights gpumem.Bytes // fp16 weights on the busiest GPU
 	Total   gpumem.Bytes // fp16 weights in all
 
-	// The seed's table, per GPU: head chunks of seedChunk, then with
+	// The write-up's table, per GPU: head chunks of seedChunk, then with
 	// checkpointing (no effect without backward), then with 4-bit
 	// weights; and with one head at a time and 4-bit weights.
 	Chunked, Checkpointed, FourBit, OneHead4Bit budget.Breakdown
@@ -125,8 +125,8 @@ func analyze() (*Report, error) {
 		name, title string
 		stages      int
 	}{
-		{"llama-3.1-8b", "Llama-3.1-8B (32 heads, the seed's arithmetic) on one A100", 1},
-		{"llama-3.1-70b", fmt.Sprintf("Llama-3.1-70B (the seed's \"70B\") over %d A100s, device_map=\"auto\"", seedGPUs), seedGPUs},
+		{"llama-3.1-8b", "Llama-3.1-8B (32 heads, the write-up's arithmetic) on one A100", 1},
+		{"llama-3.1-70b", fmt.Sprintf("Llama-3.1-70B (the write-up's \"70B\") over %d A100s, device_map=\"auto\"", seedGPUs), seedGPUs},
 	} {
 		cs, err := newCase(c.name, c.title, c.stages, gpu)
 		if err != nil {
@@ -143,17 +143,17 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Seed 003: block attention over a %d-token input on %s (%s each)\n\n", tokens, r.GPU.Name, r.GPU.Free().Human())
+	fmt.Fprintf(w, "Block attention over a %d-token input on %s (%s each)\n\n", tokens, r.GPU.Name, r.GPU.Free().Human())
 
 	fmt.Fprintln(w, "One layer's attention weights in fp32 (eager attention, which output_attentions needs)")
 	for _, c := range r.Cases {
 		fmt.Fprintf(w, "  %2d heads x %d x %d x 4 B = %s  (%s)\n", c.Heads, tokens, tokens, c.Scores.Human(), c.Name)
 	}
-	fmt.Fprintln(w, "  seed: 32 x 32k x 32k x 4 / 1024^3 = 128GB")
+	fmt.Fprintln(w, "  write-up: 32 x 32k x 32k x 4 / 1024^3 = 128GB")
 	small, big := r.Cases[0], r.Cases[1]
 	fmt.Fprintf(w, "fp16 weights: %s for %s; %s for %s, %s on the busiest of %d GPUs\n",
 		small.Weights.Human(), small.Name, big.Total.Human(), big.Name, big.Weights.Human(), big.Stages)
-	fmt.Fprintln(w, "  (seed: ~40GB for a 70B model in fp16; 70B parameters take 2 bytes each)")
+	fmt.Fprintln(w, "  (write-up: ~40GB for a 70B model in fp16; 70B parameters take 2 bytes each)")
 	fmt.Fprintln(w)
 
 	for _, c := range r.Cases {
@@ -164,8 +164,8 @@ func run(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 
-	fmt.Fprintln(w, "The seed's table beside the library's device peak per GPU")
-	fmt.Fprintf(w, "  %-34s %12s %14s %14s\n", "configuration", "seed", small.Name, big.Name+"/GPU")
+	fmt.Fprintln(w, "The write-up's table beside the library's device peak per GPU")
+	fmt.Fprintf(w, "  %-34s %12s %14s %14s\n", "configuration", "write-up", small.Name, big.Name+"/GPU")
 	rows := []struct {
 		name, seed string
 		get        func(Case) gpumem.Bytes
@@ -179,12 +179,12 @@ func run(w io.Writer) error {
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-34s %12s %14s %14s\n", row.name, row.seed, row.get(small).Human(), row.get(big).Human())
 	}
-	fmt.Fprintf(w, "  at %d heads a chunk's attention transient is %s (seed: ~8GB)\n\n",
+	fmt.Fprintf(w, "  at %d heads a chunk's attention transient is %s (write-up: ~8GB)\n\n",
 		seedChunk, small.Chunked.Attention.Human())
 
 	fmt.Fprintln(w, "What to change")
 	fmt.Fprintf(w, "  - chunk the heads inside the attention forward (a custom attention that loops over\n")
-	fmt.Fprintf(w, "    head slices): %d heads at a time fit here. The seed's _compute_block_attention_chunked_gpu\n", small.Plan.HeadChunk)
+	fmt.Fprintf(w, "    head slices): %d heads at a time fit here. The write-up's _compute_block_attention_chunked_gpu\n", small.Plan.HeadChunk)
 	fmt.Fprintln(w, "    receives attn_weights for all heads from the hook, after the forward has made them,")
 	fmt.Fprintln(w, "    so chunking there does not lower this peak.")
 	fmt.Fprintln(w, "  - drop --use-gradient-checkpointing: under torch.no_grad nothing is saved for backward,")

@@ -23,7 +23,7 @@ func deviceNeed(t *testing.T, j budget.Job) gpumem.Bytes {
 	return b.Device()
 }
 
-// TestRun runs the program and checks its figures: the seed's 128 GiB,
+// TestRun runs the program and checks its figures: the write-up's 128 GiB,
 // that each plan's head chunk fits and the next larger does not, that
 // checkpointing changes nothing without backward, and that the table
 // prints the library's figures.

@@ -9,11 +9,11 @@ import (
 	"github.com/gpumem/gpumem/model"
 )
 
-// The seed's figures.
+// The write-up's figures.
 const (
 	cacheEntries  = 50_000 // torch.randn(50000, feature_dim)
 	seedMaxCache  = 2000   // max_cache_size
-	seedHardCap   = 5000   // the third term of the seed's min()
+	seedHardCap   = 5000   // the third term of the write-up's min()
 	seedCacheGiB  = 1      // "目标占用不超过1GB", computed with 1024**3
 	seedAccumGB   = 4      // memory_limit_gb, compared with memory_allocated()/1024**3
 	seedChunkOld  = 128    // compensate's chunk_size before the change
@@ -22,10 +22,10 @@ const (
 	bytesPerFloat = 4      // the features are fp32
 )
 
-// Assumptions the seed does not state.
+// Assumptions the write-up does not state.
 const (
 	backbone  = "vit-base-patch16-224" // SubspaceLoRA-style ViT-B/16; feature_dim = its hidden size
-	gpuName   = "rtx 3090"             // a 24 GB card (the seed's peak is 16.08 GB)
+	gpuName   = "rtx 3090"             // a 24 GB card (the write-up's peak is 16.08 GB)
 	loaderB   = 128                    // the data loader's batch size
 	taskFeats = 5000                   // features_before rows: one task of split CIFAR-100
 )
@@ -39,7 +39,7 @@ type CacheRow struct {
 	FeatureDim int64
 	Entry      gpumem.Bytes // one fp32 vector
 	Full       gpumem.Bytes // 50,000 of them
-	Seed       int64        // the seed's rule: min(2000, ⌊1 GiB / entry⌋, 5000)
+	Seed       int64        // the write-up's rule: min(2000, ⌊1 GiB / entry⌋, 5000)
 	OneGiB     int64        // CacheEntries in 1 GiB, no cap
 	Left       budget.Plan  // Allocate beside the extraction job, cache elastic up to 50,000
 }
@@ -55,7 +55,7 @@ type Report struct {
 	// The feature-accumulation limit.
 	PerBatch     gpumem.Bytes // features of one batch (before and after), on the host
 	LimitBatches int64        // batches whose features 4 GB would hold
-	LimitBytes   gpumem.Bytes // the limit as the seed computes it (4 GiB)
+	LimitBytes   gpumem.Bytes // the limit as the write-up computes it (4 GiB)
 	TriggerBatch int          // smallest loader batch whose memory_allocated passes the limit; 0: none up to budget.DefaultMaxBatch
 	TriggerNeed  gpumem.Bytes // its allocated peak
 	AllocatedJob gpumem.Bytes // memory_allocated at loaderB
@@ -189,14 +189,14 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "Seed 002: sizing a distribution compensator's caches from the memory left")
+	fmt.Fprintln(w, "Sizing a distribution compensator's caches from the memory left")
 	fmt.Fprintf(w, "assumed: %s features (feature_dim %d), batches of %d, an %s (%s)\n",
 		backbone, r.FeatureDim, loaderB, r.GPU.Name, r.GPU.Free().Human())
 	fmt.Fprintf(w, "feature extraction, both models on the GPU: %s allocated, %s on the device\n\n",
 		r.Need.Allocated().Human(), r.Need.Device().Human())
 
 	fmt.Fprintln(w, "1. cached_Z: entries of one fp32 vector each")
-	fmt.Fprintf(w, "  %11s %12s %12s %12s %12s %12s\n", "feature_dim", "50,000 take", "seed's rule", "1 GiB holds", "GPU holds", "stopped by")
+	fmt.Fprintf(w, "  %11s %12s %12s %12s %12s %12s\n", "feature_dim", "50,000 take", "proposed cap", "1 GiB holds", "GPU holds", "stopped by")
 	for _, row := range r.Rows {
 		left := fmt.Sprint(row.Left.Buffers[0].Entries)
 		fmt.Fprintf(w, "  %11d %12s %12d %12d %12s  %s\n", row.FeatureDim, row.Full.HumanSI(), row.Seed, row.OneGiB, left, row.Left.Reason)
@@ -204,7 +204,7 @@ func run(w io.Writer) error {
 	first := r.Rows[0]
 	fmt.Fprintf(w, "  At feature_dim %d all 50,000 entries take %s, beside a %s job: the cache is\n",
 		first.FeatureDim, first.Full.HumanSI(), r.Need.Device().Human())
-	fmt.Fprintf(w, "  not what fills the GPU, and the seed's 2000 cap saves %s. The rule's 5000 term\n",
+	fmt.Fprintf(w, "  not what fills the GPU, and the write-up's 2000 cap saves %s. The rule's 5000 term\n",
 		(first.Full - gpumem.Bytes(first.Seed)*first.Entry).HumanSI())
 	fmt.Fprintln(w, "  never binds (2000 is smaller), and its 1 GiB ignores the memory actually left.")
 	fmt.Fprintln(w, "  (torch.randn without device= allocates on the host; these sizes matter once it is on the GPU.)")
@@ -228,7 +228,7 @@ func run(w io.Writer) error {
 	fmt.Fprintf(w, "3. compensate's chunk: weights.unsqueeze(2) * drift.unsqueeze(0) is chunk x %d x %d fp32\n",
 		taskFeats, r.FeatureDim)
 	fmt.Fprintf(w, "  (%d features_before, one task of split CIFAR-100): %s per sample in the chunk\n", taskFeats, r.ChunkRow.Human())
-	fmt.Fprintf(w, "  chunk %d: %s; chunk %d (the seed's change): %s\n", seedChunkOld, r.ChunkOld.Human(), seedChunkNew, r.ChunkNew.Human())
+	fmt.Fprintf(w, "  chunk %d: %s; chunk %d (the write-up's change): %s\n", seedChunkOld, r.ChunkOld.Human(), seedChunkNew, r.ChunkNew.Human())
 	fmt.Fprintf(w, "  %s left beside the extraction job holds a chunk of %d", r.Left.Human(), r.ChunkMax)
 	if r.ChunkMax >= seedNSamples {
 		fmt.Fprintf(w, " (all %d samples)", seedNSamples)
@@ -239,7 +239,7 @@ func run(w io.Writer) error {
 
 	fmt.Fprintf(w, "Together, extraction job + full cache + chunk of %d: %s on the device. With a ViT-B/16\n",
 		seedChunkOld, (r.Need.Device() + first.Full + r.ChunkOld).Human())
-	fmt.Fprintln(w, "backbone, none of the three explains the seed's 16.08 GB peak: look for memory still")
+	fmt.Fprintln(w, "backbone, none of the three explains the write-up's 16.08 GB peak: look for memory still")
 	fmt.Fprintln(w, "held from training (optimizer state, gradients, cached activations) before shrinking these.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "What to change")

@@ -11,7 +11,7 @@ import (
 	"github.com/gpumem/gpumem/budget"
 )
 
-// TestRun runs the program and checks its figures: the seed's rule
+// TestRun runs the program and checks its figures: the write-up's rule
 // recomputed by hand, every cache size and chunk the program allows
 // fits and one more does not, and the accumulation limit's trigger.
 func TestRun(t *testing.T) {
@@ -23,11 +23,11 @@ func TestRun(t *testing.T) {
 	room := usable(r.GPU.Free())
 
 	for _, row := range r.Rows {
-		// The seed's _get_adaptive_cache_size, in integers:
+		// The write-up's _get_adaptive_cache_size, in integers:
 		// min(max_cache_size, int(1.0 / (d·4 / 1024**3)), 5000).
 		want := min(int64(seedMaxCache), (1<<30)/(4*row.FeatureDim), seedHardCap)
 		if row.Seed != want {
-			t.Errorf("feature_dim %d: seed's rule = %d, want %d", row.FeatureDim, row.Seed, want)
+			t.Errorf("feature_dim %d: write-up's rule = %d, want %d", row.FeatureDim, row.Seed, want)
 		}
 		if want := (int64(1) << 30) / (4 * row.FeatureDim); row.OneGiB != want {
 			t.Errorf("feature_dim %d: 1 GiB holds %d, want %d", row.FeatureDim, row.OneGiB, want)

@@ -1,16 +1,16 @@
 // Command video-unlearning checks whether unlearning a concept from
 // CogVideoX-5b fits a 48 GB-class card, and falls back to CPU offload
-// when it does not (seed 004).
+// when it does not (docs/scenarios.md, "Unlearning in CogVideoX-5b").
 //
-// The seed's training script keeps three models on the GPU: the
+// The write-up's training script keeps three models on the GPU: the
 // transformer being trained (with gradients and AdamW state), a frozen
 // copy of the original transformer, and the frozen T5 text encoder. Its
 // memory tool estimated 63.78 GB against the 46.07 GB it saw on the card
 // and switched to --use_cpu_offload. The program models the same job
 // with package budget, from the catalog's exact inventories:
 //
-//   - the seed's table beside the library's figures, component by
-//     component (the seed counts the trained copy twice and takes T5-XXL's
+//   - the write-up's table beside the library's figures, component by
+//     component (the write-up counts the trained copy twice and takes T5-XXL's
 //     encoder for a 220M model);
 //
 //   - the fit check on an L40S and an A40 (budget.Fits);

@@ -34,7 +34,7 @@ func TestRun(t *testing.T) {
 	require.NoError(t, err)
 
 	// The workload: (17−1)/4+1 = 5 latent frames of 16×16 patches, and
-	// 226 text tokens; the seed's latent tensor is 4·16·32·32·17 fp16.
+	// 226 text tokens; the write-up's latent tensor is 4·16·32·32·17 fp16.
 	require.EqualValues(t, 5*16*16+226, r.Tokens)
 	require.Equal(t, gpumem.Bytes(4*16*32*32*17*2), r.Latents)
 
@@ -70,7 +70,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s plan needs %v, more than the %v usable", name, need.Human(), room.Human())
 		}
 		if p.Batch*max(p.GradAccum, 1) < batch {
-			t.Errorf("%s plan: %d × %d sequences per step, below the seed's %d", name, p.Batch, p.GradAccum, batch)
+			t.Errorf("%s plan: %d × %d sequences per step, below the write-up's %d", name, p.Batch, p.GradAccum, batch)
 		}
 		if p.Batch < batch {
 			next := p.Job
@@ -91,5 +91,5 @@ func TestRun(t *testing.T) {
 		require.Contains(t, text, p.Need.Device().Human())
 	}
 	require.Less(t, r.Offload.Batch, batch, "offload alone should have to lower the micro-batch")
-	require.Equal(t, batch, r.Both.Batch, "offload with checkpointing keeps the seed's micro-batch")
+	require.Equal(t, batch, r.Both.Batch, "offload with checkpointing keeps the write-up's micro-batch")
 }

@@ -12,19 +12,19 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-// The seed's job: its tool's defaults and printout.
+// The write-up's job: its tool's defaults and printout.
 const (
 	transformerName = "cogvideox-5b-transformer"
 	encoderName     = "cogvideox-5b-text-encoder"
 	batch           = 4  // --batch_size
 	frames          = 17 // --num_frames
-	latentSide      = 32 // the seed's latent height and width
+	latentSide      = 32 // the write-up's latent height and width
 )
 
 // gpus are the 48 GB-class cards checked; the first is planned for.
 var gpus = []string{"l40s", "a40"}
 
-// seedRow is one line of the seed's tool's summary, in its GB.
+// seedRow is one line of the write-up's tool's summary, in its GB.
 type seedRow struct{ name, seed string }
 
 // Report is what the program computes; run prints it.
@@ -37,12 +37,12 @@ type Report struct {
 	TextWidth    int64 // the text encoder's width
 	Channels     int64 // latent channels
 	LatentFrames int64
-	Latents      gpumem.Bytes // batch × channels × 32 × 32 × frames in fp16, as the seed writes it
+	Latents      gpumem.Bytes // batch × channels × 32 × 32 × frames in fp16, as the write-up writes it
 	TextOutputs  gpumem.Bytes // batch × text tokens × text width in fp16
-	Saved        gpumem.Bytes // activations saved for backward at the seed's batch
+	Saved        gpumem.Bytes // activations saved for backward at the write-up's batch
 
 	State   budget.Breakdown // model state: one token, every gradient present
-	Job     budget.Job       // the seed's workload
+	Job     budget.Job       // the write-up's workload
 	Need    budget.Breakdown // its estimate
 	GPUs    []gpumem.Device
 	Short   []gpumem.Bytes // Fits shortfall per GPU (0: fits)
@@ -134,7 +134,7 @@ func analyze() (*Report, error) {
 	offload := budget.OffloadCopies | budget.OffloadOptimizer
 	if r.Offload, err = budget.Allocate(free, r.Job, &budget.Limits{
 		TargetGlobalBatch: batch, Offload: offload,
-		Checkpointing: []model.Checkpointing{}, // the seed's fallback changes nothing else
+		Checkpointing: []model.Checkpointing{}, // the write-up's fallback changes nothing else
 	}); err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "Seed 004: unlearning a concept from CogVideoX-5b in fp16 with AdamW: the trained")
+	fmt.Fprintln(w, "Unlearning a concept from CogVideoX-5b in fp16 with AdamW: the trained")
 	fmt.Fprintln(w, "transformer, a frozen original and the frozen T5 text encoder on one GPU")
 	fmt.Fprintf(w, "workload: batch %d, %d frames -> %d latent frames x %dx%d patches + %d text tokens = %d tokens\n\n",
 		batch, frames, r.LatentFrames, latentSide/2, latentSide/2, r.Tokens-r.LatentFrames*(latentSide/2)*(latentSide/2), r.Tokens)
@@ -164,21 +164,21 @@ func run(w io.Writer) error {
 		{"gradients", "10.44", gb(s.Gradients), ""},
 		{"optimizer_states", "20.88", gb(s.Optimizer), "AdamW's two moments in fp16"},
 		{"original_model", "10.44", gb(s.ExtraModels), fmt.Sprintf("transformer %s + encoder %s", gb(r.TransformerFP16), gb(r.EncoderFP16))},
-		{"unlearned_model", "10.44", "-", "= model_parameters: the seed counts it twice"},
+		{"unlearned_model", "10.44", "-", "= model_parameters: the write-up counts it twice"},
 		{"batch_latents", "0.14", gb(r.Latents), fmt.Sprintf("%dx%dx%dx%dx%d fp16 = %s", batch, r.Channels, latentSide, latentSide, frames, r.Latents.HumanSI())},
 		{"text_encoder_outputs", "0.00", gb(r.TextOutputs), fmt.Sprintf("%dx%dx%d fp16 = %s", batch, r.TextTokens, r.TextWidth, r.TextOutputs.HumanSI())},
 		{"activations", "1.50", gb(r.Saved), "saved for backward, the library's per-block model"},
 		{"total", "63.78", gb(r.Need.Device()), fmt.Sprintf("device peak at %s, %s", r.Need.Phase, r.Need.Device().Human())},
 	}
-	fmt.Fprintln(w, "The seed's tool beside the library (GB = 10^9 bytes)")
-	fmt.Fprintf(w, "  %-24s %8s %8s\n", "", "seed", "ours")
+	fmt.Fprintln(w, "The write-up's tool beside the library (GB = 10^9 bytes)")
+	fmt.Fprintf(w, "  %-24s %8s %8s\n", "", "write-up", "ours")
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-24s %8s %8s  %s\n", row.name, row.seed, row.ours, row.note)
 	}
-	fmt.Fprintf(w, "  model state alone (the seed's 52.2 GB table): %s GB\n\n",
+	fmt.Fprintf(w, "  model state alone (the write-up's 52.2 GB table): %s GB\n\n",
 		gb(s.Weights+s.Gradients+s.Optimizer+s.ExtraModels))
 
-	fmt.Fprintln(w, "Fit check (the seed's tool saw 46.07 GB, which matches nvidia-smi's 46068 MiB on these cards)")
+	fmt.Fprintln(w, "Fit check (the write-up's tool saw 46.07 GB, which matches nvidia-smi's 46068 MiB on these cards)")
 	for i, d := range r.GPUs {
 		verdict := "fits"
 		if r.Short[i] > 0 {
@@ -196,14 +196,14 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w)
 
 	fmt.Fprintln(w, "What to change")
-	fmt.Fprintf(w, "  - count each model once and from its inventory: %s GB of model state. The seed's\n",
+	fmt.Fprintf(w, "  - count each model once and from its inventory: %s GB of model state. The write-up's\n",
 		gb(s.Weights+s.Gradients+s.Optimizer+s.ExtraModels))
 	fmt.Fprintf(w, "    table takes the T5-XXL encoder (%s GB) for 0.44 GB, and its printout adds the trained\n", gb(r.EncoderFP16))
 	fmt.Fprintf(w, "    copy twice; the activations of batch %d (%s GB) are what its 1.50 GB guess misses;\n", batch, gb(r.Saved))
 	fmt.Fprintf(w, "  - with --use_cpu_offload, run micro-batch %d with %d accumulation steps (%s on the GPU),\n",
 		r.Offload.Batch, r.Offload.GradAccum, r.Offload.Need.Device().Human())
 	fmt.Fprintf(w, "    or turn on gradient checkpointing to keep micro-batch %d (%s);\n", r.Both.Batch, r.Both.Need.Device().Human())
-	fmt.Fprintf(w, "  - the seed's 15-20 GB with offload needs the trained transformer's weights and gradients\n")
+	fmt.Fprintf(w, "  - the write-up's 15-20 GB with offload needs the trained transformer's weights and gradients\n")
 	fmt.Fprintf(w, "    (%s GB) off the GPU too: parameter offload, which this estimate does not model.\n", gb(s.Weights+s.Gradients))
 	return nil
 }

@@ -92,7 +92,7 @@ func TestRun(t *testing.T) {
 	t.Run("oom", func(t *testing.T) {
 		d := w.Ex92.Diag
 		if d.Cause != leak.CauseExhausted || math.Abs(100*d.Fragmentation-0.23) > 0.005 {
-			t.Errorf("exercise 9.2: %v, fragmentation %.4f; want exhaustion and the chapter's 0.23%%", d.Cause, d.Fragmentation)
+			t.Errorf("RTX 3090 message: %v, fragmentation %.4f; want exhaustion and the chapter's 0.23%%", d.Cause, d.Fragmentation)
 		}
 		v := w.Overrun
 		require.Equal(t, w.Fit.Plan.Batch+1, v.Batch)
@@ -128,10 +128,10 @@ func TestRun(t *testing.T) {
 	t.Run("leak", func(t *testing.T) {
 		r := w.Leak.Report
 		if r.Shape != leak.ShapeAccelerating || !r.Leak {
-			t.Errorf("exercise 9.8: %v (leak %v), want an accelerating leak", r.Shape, r.Leak)
+			t.Errorf("leaking log: %v (leak %v), want an accelerating leak", r.Shape, r.Leak)
 		}
 		if !r.OOM.OK || r.OOM.Step <= 900 || r.OOM.Step > 1000 || r.ObservedOOMStep != 1000 {
-			t.Errorf("exercise 9.8: forecast %v at step %.0f, observed %d; want between the last sample (900) and the OOM (1000)",
+			t.Errorf("leaking log: forecast %v at step %.0f, observed %d; want between the last sample (900) and the OOM (1000)",
 				r.OOM.OK, r.OOM.Step, r.ObservedOOMStep)
 		}
 		if len(w.Leak.SeedRates) != 8 || !near(w.Leak.SeedRates[0], 3e6, 0.01) || !near(w.Leak.SeedRates[7], 13e6, 0.01) {

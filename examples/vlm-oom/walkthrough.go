@@ -16,11 +16,11 @@ import (
 
 // The chapter's set-up.
 const (
-	seqLen       = 2048 // text tokens per sequence (§9.1.3, exercises 9.1 and 9.7)
-	targetBatch  = 32   // exercise 9.7's target batch
-	startBatch   = 4    // exercise 9.7's micro-batch as first tried
+	seqLen       = 2048 // text tokens per sequence (the chapter's activation section, its 13B and budget-allocator exercises)
+	targetBatch  = 32   // the budget-allocator exercise's target batch
+	startBatch   = 4    // the budget-allocator exercise's micro-batch as first tried
 	gpuName      = "rtx 3090"
-	hiResImage   = 1024 // §9.4.1's high-resolution input, pixels
+	hiResImage   = 1024 // the chapter's high-resolution input, pixels
 	loraRank     = 16
 	loraName     = "LoRA r=16"
 	ex92         = "RuntimeError: CUDA out of memory. Tried to allocate 2.50 GiB \n(GPU 0; 23.69 GiB total capacity; 21.45 GiB already allocated; \n1.89 GiB free; 21.50 GiB reserved in total by PyTorch)"
@@ -37,7 +37,7 @@ Step 1000: CUDA OOM
 `
 )
 
-// Footprint is §9.1 and exercise 9.1: where LLaVA-1.5's memory goes.
+// Footprint is the chapter's footprint section and its 13B exercise: where LLaVA-1.5's memory goes.
 type Footprint struct {
 	Parts       []string // vision, projector, language
 	Params      []int64
@@ -52,7 +52,7 @@ type Footprint struct {
 	Image                   model.Image  // the vision tower's input geometry
 	ImageTokens, HiResToken int64        // tokens of an Image.Size-px and a 1024-px image
 
-	// Exercise 9.1: LLaVA-1.5-13B, AdamW, batch 1, fp16.
+	// The 13B exercise: LLaVA-1.5-13B, AdamW, batch 1, fp16.
 	State13     gpumem.Bytes
 	Kernels     []model.AttentionKernel
 	Saved13     []gpumem.Bytes // saved activations per kernel
@@ -61,7 +61,8 @@ type Footprint struct {
 	PeakPhase13 []budget.Phase
 }
 
-// Fit is exercise 9.7: a 7B full fine-tune on an RTX 3090.
+// Fit is the budget-allocator exercise (LLaVA-1.5-7B on a 24 GB RTX 3090
+// with a global batch of 32): a 7B full fine-tune on an RTX 3090.
 type Fit struct {
 	GPU     gpumem.Device
 	Default *budget.InsufficientMemoryError // with the default limits
@@ -85,7 +86,7 @@ type Overrun struct {
 	Message Message
 }
 
-// Leak is exercise 9.8: the log's analysis.
+// Leak is the leaking-log exercise: the log's analysis.
 type Leak struct {
 	Capacity gpumem.Bytes
 	Report   leak.Report
@@ -116,7 +117,7 @@ func lookup(name string, adapt func(*model.Finetune)) (model.Spec, budget.Model,
 	return s, m, err
 }
 
-// footprint computes §9.1 and exercise 9.1.
+// footprint computes the footprint section and the 13B exercise.
 func footprint() (Footprint, error) {
 	var f Footprint
 	s, m7, err := lookup("llava-1.5-7b", nil)
@@ -202,7 +203,7 @@ func footprint() (Footprint, error) {
 	return f, nil
 }
 
-// job797 is exercise 9.7's job as first written: full fine-tuning with
+// job797 is the budget-allocator exercise's job as first written: full fine-tuning with
 // AdamW under bf16 autocast, FlashAttention, 4 sequences of 2048 tokens
 // and one 336-px image each.
 func job797(m budget.Model) budget.Job {
@@ -212,7 +213,7 @@ func job797(m budget.Model) budget.Job {
 	}
 }
 
-// fit computes exercise 9.7.
+// fit computes the budget-allocator exercise.
 func fit() (Fit, error) {
 	var f Fit
 	_, full, err := lookup("llava-1.5-7b", nil)
@@ -232,7 +233,7 @@ func fit() (Fit, error) {
 	j := job797(full)
 	_, err = budget.Allocate(f.GPU.Free(), j, &budget.Limits{TargetGlobalBatch: targetBatch})
 	if !errors.As(err, &f.Default) {
-		return f, fmt.Errorf("exercise 9.7 with the default limits: want a does-not-fit error, got %v", err)
+		return f, fmt.Errorf("the budget-allocator exercise with the default limits: want a does-not-fit error, got %v", err)
 	}
 	f.Plan, err = budget.Allocate(f.GPU.Free(), j, &budget.Limits{
 		TargetGlobalBatch: targetBatch,
@@ -246,7 +247,7 @@ func fit() (Fit, error) {
 
 // formatSize prints a size as PyTorch's CUDA allocator does in its
 // messages (c10/cuda/CUDACachingAllocator.cpp, format_size: bytes up to
-// 1 KiB, then KiB, MiB and GiB with two decimals; REFERENCE.md §3).
+// 1 KiB, then KiB, MiB and GiB with two decimals; docs/reference.md#oom-formats).
 func formatSize(b gpumem.Bytes) string {
 	switch {
 	case b <= gpumem.KiB:
@@ -267,7 +268,7 @@ func roundRequest(b gpumem.Bytes) gpumem.Bytes {
 	return (b + unit - 1) / unit * unit
 }
 
-// oom22 builds the message PyTorch 2.2+ prints (REFERENCE.md §3, PR
+// oom22 builds the message PyTorch 2.2+ prints (docs/reference.md#oom-formats, PR
 // #113481) when this process alone holds the GPU.
 func oom22(request, capacity, allocated, reserved, context gpumem.Bytes) string {
 	inUse := reserved + context
@@ -319,7 +320,7 @@ func overrun(plan budget.Plan, gpu gpumem.Device, imageTokens int64) (Overrun, e
 	return v, err
 }
 
-// leakLog computes exercise 9.8.
+// leakLog computes the leaking-log exercise.
 func leakLog(capacity gpumem.Bytes) (Leak, error) {
 	l := Leak{Capacity: capacity}
 	samples, err := leak.ParseSamples(strings.NewReader(ex98StepsLog))
@@ -346,7 +347,7 @@ func walkthrough() (*Walkthrough, error) {
 	if w.Fit, err = fit(); err != nil {
 		return nil, err
 	}
-	if w.Ex92, err = read("exercise 9.2", ex92); err != nil {
+	if w.Ex92, err = read("the RTX 3090 message", ex92); err != nil {
 		return nil, err
 	}
 	if w.Overrun, err = overrun(w.Fit.Plan, w.Fit.GPU, w.Footprint.ImageTokens); err != nil {
@@ -365,9 +366,9 @@ func run(out io.Writer) error {
 		return err
 	}
 	f := w.Footprint
-	fmt.Fprintln(out, "Seed 001: a CUDA OOM walk-through for LLaVA-1.5 (ours, then the chapter's figure)")
+	fmt.Fprintln(out, "LLaVA on a 24 GB card: a CUDA OOM walk-through for LLaVA-1.5 (ours, then the chapter's figure)")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "1. Where the memory goes (§9.1)")
+	fmt.Fprintln(out, "1. Where the memory goes")
 	for i, p := range f.Parts {
 		fmt.Fprintf(out, "   %-9s %6.0fM params  %9s in fp16\n", p, float64(f.Params[i])/1e6, f.Weights[i].HumanSI())
 	}
@@ -380,7 +381,7 @@ func run(out io.Writer) error {
 	fmt.Fprintf(out, "   image tokens: %d at %d px (chapter: 576); %d at %d px, %d patches a side\n",
 		f.ImageTokens, f.Image.Size, f.HiResToken, hiResImage, hiResImage/f.Image.Patch)
 	fmt.Fprintln(out, "     (chapter: about 5184, which is 72 a side)")
-	fmt.Fprintf(out, "   exercise 9.1, 13B + AdamW, batch 1: model state %s (chapter: 106.84 GB)\n", f.State13.HumanSI())
+	fmt.Fprintf(out, "   13B exercise, AdamW, batch 1: model state %s (chapter: 106.84 GB)\n", f.State13.HumanSI())
 	for i, k := range f.Kernels {
 		fmt.Fprintf(out, "     %-5s activations %9s (%.2fx the weights), peak %s at %s\n",
 			k, f.Saved13[i].HumanSI(), float64(f.Saved13[i])/float64(f.Weights13), f.Peak13[i].HumanSI(), f.PeakPhase13[i])
@@ -390,7 +391,7 @@ func run(out io.Writer) error {
 	fmt.Fprintln(out)
 
 	ft := w.Fit
-	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (exercise 9.7)\n", ft.GPU.Name, ft.GPU.Free().Human(), targetBatch)
+	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (the budget-allocator exercise)\n", ft.GPU.Name, ft.GPU.Free().Human(), targetBatch)
 	fmt.Fprintln(out, "   with the default limits:")
 	for _, l := range wrap(ft.Default.Error(), 88) {
 		fmt.Fprintln(out, "     "+l)
@@ -413,7 +414,7 @@ func run(out io.Writer) error {
 
 	l := w.Leak
 	r := l.Report
-	fmt.Fprintf(out, "4. Reading the memory log (exercise 9.8), against the %s's %s\n", ft.GPU.Name, l.Capacity.Human())
+	fmt.Fprintf(out, "4. Reading the leaking memory log, against the %s's %s\n", ft.GPU.Name, l.Capacity.Human())
 	fmt.Fprintf(out, "   %s (leak: %v); growth %.1f MB/step in the first half, %.1f MB/step in the second\n",
 		r.Shape, r.Leak, r.FirstSlope/1e6, r.SecondSlope/1e6)
 	fmt.Fprintf(out, "   chapter: %s MB/step between samples, \"accelerating\", 6-13 MB/step leaked\n", rates(l.SeedRates))

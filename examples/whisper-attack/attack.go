@@ -11,7 +11,7 @@ import (
 	"github.com/gpumem/gpumem/model"
 )
 
-// The seed's job.
+// The write-up's job.
 const (
 	modelName  = "whisper-small"
 	pgdBatch   = 8      // batch_size: clips per PGD step
@@ -143,12 +143,12 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Seed 000: PGD language-ID attack on %s, %d clips of %d s per step\n\n", modelName, pgdBatch, clipSecs)
+	fmt.Fprintf(w, "Whisper language attack: PGD against the language ID of %s, %d clips of %d s per step\n\n", modelName, pgdBatch, clipSecs)
 
-	fmt.Fprintln(w, "The failed allocation (seed: 104MB at qkv_attention's softmax)")
+	fmt.Fprintln(w, "The failed allocation (write-up: 104MB at qkv_attention's softmax)")
 	fmt.Fprintf(w, "  encoder scores, one layer: %d heads x %d x %d frames in fp32 = %s (%d B)\n",
 		r.Heads, r.Frames, r.Frames, r.Scores.Human(), int64(r.Scores))
-	fmt.Fprintf(w, "  the caching allocator requests %s: the seed's \"104MB\"\n\n", r.Request.Human())
+	fmt.Fprintf(w, "  the caching allocator requests %s: the write-up's \"104MB\"\n\n", r.Request.Human())
 
 	fmt.Fprintf(w, "Why the whole batch fails: %s's %.1fM parameters are frozen, but every clip's\n", modelName, float64(r.Params)/1e6)
 	fmt.Fprintln(w, "encoder graph stays on the GPU until backward reaches the perturbation")
@@ -173,7 +173,7 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, " %14s", d.Name)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  (%s is torch.autocast, the seed's lang_autocast)\n", budget.AMPFP16)
+	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.AMPFP16)
 	fmt.Fprintf(w, "  PGD's delta_batch and r_batch take %s, and language_probs would take %s\n",
 		r.PGDBuffers.Human(), r.LangProbs.Human())
 	fmt.Fprintln(w, "  on the GPU: neither is what fills it. nb_iter does not enter the estimate: each")
@@ -197,7 +197,7 @@ func run(w io.Writer) error {
 	fmt.Fprintf(w, "  * below the PGD batch of %d: without lang_microbatch_size this GPU runs out of memory.\n", pgdBatch)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "What to change")
-	fmt.Fprintln(w, "  set lang_microbatch_size to at most the figure for your GPU; the seed's 1 or 2")
+	fmt.Fprintln(w, "  set lang_microbatch_size to at most the figure for your GPU; the write-up's 1 or 2")
 	fmt.Fprintln(w, "  fits every GPU listed, at the price of more, smaller passes than needed;")
 	fmt.Fprintf(w, "  keep lang_autocast on: it halves the graph (%s instead of %s per clip).\n",
 		r.PerClip[1].Human(), r.PerClip[0].Human())

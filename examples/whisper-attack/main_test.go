@@ -27,7 +27,7 @@ func deviceNeed(t *testing.T, j budget.Job, n int) gpumem.Bytes {
 	return b.Device()
 }
 
-// TestRun runs the program and checks its figures: the seed's 104 MB
+// TestRun runs the program and checks its figures: the write-up's 104 MB
 // request, and for every GPU and precision that the printed micro-batch
 // fits, the next one does not, and the asterisk marks exactly the GPUs
 // where the whole PGD batch does not fit.
@@ -42,7 +42,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("Scores = %d B, want 12·1500·1500·4 = 108000000", int64(r.Scores))
 	}
 	if r.Request != 104*gpumem.MiB {
-		t.Errorf("Request = %v, want the seed's 104 MiB", r.Request)
+		t.Errorf("Request = %v, want the write-up's 104 MiB", r.Request)
 	}
 	require.Contains(t, text, "requests 104.00 MiB")
 
@@ -65,7 +65,7 @@ func TestRun(t *testing.T) {
 			if wholeFits != (n >= pgdBatch) {
 				t.Errorf("%s %s: micro-batch %d, but %d clips fit: %v", d.Name, precisions[p], n, pgdBatch, wholeFits)
 			}
-			// The advice says the seed's 1 or 2 fits every GPU listed.
+			// The advice says the write-up's 1 or 2 fits every GPU listed.
 			if n < 2 {
 				t.Errorf("%s %s: micro-batch %d, but the report says 2 fits every GPU", d.Name, precisions[p], n)
 			}
@@ -75,9 +75,9 @@ func TestRun(t *testing.T) {
 		}
 	}
 
-	// At least one listed GPU needs micro-batching, as the seed's did.
+	// At least one listed GPU needs micro-batching, as the write-up's did.
 	if r.Micro[0][0] >= pgdBatch {
-		t.Errorf("fp32 micro-batch on %s = %d: the seed's batch of %d fits, no OOM to explain", r.GPUs[0].Name, r.Micro[0][0], pgdBatch)
+		t.Errorf("fp32 micro-batch on %s = %d: the write-up's batch of %d fits, no OOM to explain", r.GPUs[0].Name, r.Micro[0][0], pgdBatch)
 	}
 	// "keep lang_autocast on: it halves the graph".
 	if ratio := float64(r.PerClip[1]) / float64(r.PerClip[0]); ratio < 0.4 || ratio > 0.6 {

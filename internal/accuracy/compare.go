@@ -11,8 +11,8 @@ import (
 	"github.com/gpumem/gpumem/budget"
 )
 
-// The three levels of memory a figure can measure (ARCHITECTURE.md, "The
-// three meanings of memory").
+// The three levels of memory a figure can measure
+// (docs/architecture.md#three-levels-of-memory).
 const (
 	Allocated = "allocated" // torch.cuda.max_memory_allocated
 	Reserved  = "reserved"  // torch.cuda.max_memory_reserved

@@ -6,7 +6,7 @@ What it measures
 For small plain-torch re-implementations of three Hugging Face eager models it
 records, per transformer block, the bytes of every tensor that autograd saves
 for backward during the forward pass, counted by *storage* (a view and its base
-count once; REFERENCE.md §2, recipe 4). Parameters are excluded (matmul saves
+count once; docs/reference.md#saved-tensors-by-storage). Parameters are excluded (matmul saves
 the weight, which is not an activation). Each storage is attributed to the
 first part of the model that packs it:
 
@@ -32,7 +32,7 @@ order, not copied. Dropout: most cases use p = 0 (the identity on both
 devices); the cases with "dropout" > 0 call torch.native_dropout, the op
 CUDA's F.dropout dispatches to, which saves a 1-byte bool mask on CPU too
 (plain CPU F.dropout would save a noise tensor in the input dtype instead,
-REFERENCE.md §2).
+docs/reference.md#saved-tensors-by-storage).
 
 Known CPU/CUDA difference that remains: LayerNorm on a 16-bit input saves its
 mean and rstd (b·s elements each) in the input dtype on CPU but in fp32 on
@@ -56,7 +56,7 @@ stays resident is the block input kept alive by the recomputation closure,
 which the script records as `resident_inputs`).
 
 Also recorded: the CPU profiler's peak of live bytes during forward+backward
-and during the forward alone (REFERENCE.md §2 item 5), relative to the bytes
+and during the forward alone (docs/reference.md#peak-of-live-bytes), relative to the bytes
 live before the forward (profiler_peak_bytes, profiler_forward_peak_bytes).
 
 How to regenerate testdata/oracle/activations.json
@@ -914,7 +914,7 @@ def measure(c):
 
 
 def profile_peak(c, backward=True):
-    """The CPU profiler's peak of live bytes (REFERENCE.md §2 item 5) during
+    """The CPU profiler's peak of live bytes (docs/reference.md#peak-of-live-bytes) during
     forward (and backward), relative to the bytes live before the forward."""
     from torch.profiler import profile, ProfilerActivity
     m = build(c)
