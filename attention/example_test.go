@@ -21,7 +21,7 @@ func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
 // before the softmax. One layer's fp32 score matrix is 1500·1500·12·4 B ≈
 // 103 MiB: the attack's failed "104MB" allocation once the allocator rounds
 // it to 2 MiB. Every per-sample graph of the batch stays until backward.
-func Example_seed000Whisper() {
+func Example_whisperAttack() {
 	s := attention.Shape{Batch: 1, Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
 	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), roundAlloc(scores))
@@ -45,7 +45,7 @@ func Example_seed000Whisper() {
 
 // LLaVA-1.5-7B on a 24 GB card (docs/scenarios.md): its language model, 2048 tokens and 32 heads: the
 // attention matrix in fp32 is 2048² × 32 × 4 B = 0.5 GiB per layer.
-func Example_seed001LLaVA() {
+func Example_llavaOn3090() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 2048, KeyLen: 2048, HeadDim: 128, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
 	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores, scores.GiB())
@@ -65,7 +65,7 @@ func Example_seed001LLaVA() {
 // analyzer's _compute_block_attention_chunked_gpu, under torch.no_grad) divides
 // that peak by 4. The ladder below is the forward peak of eager attention
 // with an fp32 softmax for decreasing chunk sizes.
-func Example_seed003HeadChunks() {
+func Example_blockAttentionHeadChunks() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true}
 	w, _ := attention.Scores(s, gpumem.FP32)
 	fmt.Printf("fp32 attention weights, all heads: %v\n", w)

@@ -34,7 +34,7 @@ func mustModel(name string, adapt func(*model.Finetune)) budget.Model {
 // Allocate returns the typed error with the ladder it tried and what to
 // allow. Allowing 8-bit AdamW, bf16 weights, optimizer offload and LoRA
 // reaches a plan, and the ladder shows what each change buys.
-func ExampleAllocate_seed001() {
+func ExampleAllocate_llavaOn3090() {
 	full := mustModel("llava-1.5-7b", nil)
 	lora := mustModel("llava-1.5-7b", func(f *model.Finetune) {
 		f.LoRA = model.LoRA{Rank: 16, Targets: []string{"all-linear"}}
@@ -82,7 +82,7 @@ func ExampleAllocate_seed001() {
 // 128 GiB; chunking the heads by 8 divides that by 4, and 4-bit weights
 // save most of the rest. The write-up's gradient checkpointing saves nothing
 // in a forward pass without gradients, so the ladder does not list it.
-func ExampleAllocate_seed003() {
+func ExampleAllocate_blockAttention() {
 	fp16 := mustModel("llama-3.1-8b", nil)
 	nf4 := mustModel("llama-3.1-8b", func(f *model.Finetune) {
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
@@ -122,7 +122,7 @@ func ExampleAllocate_seed003() {
 // costs the same, so the language micro-batch (lang_microbatch_size) is
 // what the memory left beside the rest of the attack holds: MaxBatch of
 // that job in that memory.
-func ExampleMaxBatch_seed000() {
+func ExampleMaxBatch_whisperAttack() {
 	frozen := mustModel("whisper-small", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	j := budget.Job{Model: frozen, Mode: budget.Training, Precision: budget.FP32, Attention: model.Eager, Batch: 1, SeqLen: 1}
 	one, _ := budget.Estimate(j)
@@ -152,7 +152,7 @@ func ExampleMaxBatch_seed000() {
 // (cached_Z, 50000 × feature_dim) sized from memory instead of a fixed
 // cap: CacheEntries gives the count a budget holds, and Allocate grows an
 // elastic buffer as far as the rest of the job leaves room.
-func ExampleCacheEntries_seed002() {
+func ExampleCacheEntries_compensatorCache() {
 	for _, featureDim := range []gpumem.Bytes{4096, 1 << 20} {
 		entry := 4 * featureDim
 		// The write-up's rule: min(2000, ⌊1 GiB / (4·feature_dim)⌋).
@@ -185,7 +185,7 @@ func ExampleCacheEntries_seed002() {
 // state, more than the 46.07 GiB the write-up's card had free. Allowing CPU offload, the
 // plan moves the frozen models to the host (each loaded when it runs) and
 // then the AdamW state, as the write-up's tool falls back to --use_cpu_offload.
-func ExampleAllocate_seed004() {
+func ExampleAllocate_videoUnlearning() {
 	frozen := func(name string) budget.Model {
 		return mustModel(name, func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	}
