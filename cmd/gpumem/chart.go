@@ -308,6 +308,8 @@ var componentColors = map[string]color.RGBA{
 	"workspace":      {0xa0, 0xcb, 0xe8, 0xff},
 	"fragmentation":  {0xd4, 0xa6, 0xc8, 0xff},
 	"context":        {0xba, 0xb0, 0xac, 0xff},
+	// Paged optimizer state, a lighter shade of the optimizer's.
+	"paged_optimizer": {0xb5, 0xd9, 0xa9, 0xff},
 }
 
 // fallbackColors colour components the map above does not name.
