@@ -187,7 +187,7 @@ func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, e
 		usable := dev.Free() - hr.bytes
 		ok := func(x int) bool {
 			n, err := budget.Estimate(at(j, axis, x))
-			return err == nil && n.Device() <= usable
+			return err == nil && n.Required() <= usable
 		}
 		if ok(1) {
 			a, b := 1, 2
