@@ -48,3 +48,22 @@ func TestEstimatePagedOptimizer(t *testing.T) {
 	assert.Contains(t, out, "paged_optimizer")
 	assert.True(t, strings.Contains(out, "required (paged state can page out)"), out)
 }
+
+// TestServeEstimatePagedOptimizer: /v1/estimate returns the bytes of
+// gpumem estimate --json for a paged optimizer, required_peak included,
+// and fits against it.
+func TestServeEstimatePagedOptimizer(t *testing.T) {
+	t.Parallel()
+	body := `{"model":"llama-2-7b","train":true,"batch":2,"seq":512,"precision":"bf16","optimizer":"paged_adamw_32bit",
+	  "optimizer_in_backward":true,"checkpointing":"full","gpu":"rtx4090"}`
+	w := do(t, newServer(serverOptions{}), "POST", "/v1/estimate", "application/json", strings.NewReader(body))
+	require.Equal(t, 200, w.Code, w.Body.String())
+	code, out, stderr := runCLI(t, "", "estimate", "--train", "--model", "llama-2-7b", "--batch", "2", "--seq", "512", "--precision", "bf16",
+		"--optimizer", "paged_adamw_32bit", "--optimizer-in-backward", "--checkpointing", "full", "--gpu", "rtx4090", "--json")
+	require.Zero(t, code, stderr)
+	assert.JSONEq(t, out, w.Body.String())
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &r))
+	assert.Contains(t, r, "required_peak")
+	assert.Equal(t, true, r["fits"])
+}
