@@ -221,11 +221,14 @@ func (b Breakdown) Components() [14]Component {
 	}
 }
 
-// Dominant returns the largest component.
+// Dominant returns the largest component that counts toward Required:
+// all but the paged optimizer state, which the driver pages out rather
+// than fail (see [Breakdown.Paged]), so that a job that does not fit is
+// told what it must shrink.
 func (b Breakdown) Dominant() Component {
 	var best Component
 	for _, c := range b.Components() {
-		if c.Bytes > best.Bytes {
+		if c.Bytes > best.Bytes && c.Name != "paged_optimizer" {
 			best = c
 		}
 	}

@@ -139,3 +139,11 @@ func TestPagedJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(out), "required_peak")
 }
+
+// TestPagedDominant: the paged state, which can page out, is never the
+// component a job that does not fit is told to shrink.
+func TestPagedDominant(t *testing.T) {
+	t.Parallel()
+	b := Breakdown{Weights: 100, Optimizer: 30, Paged: 400, PagedResident: 50}
+	assert.Equal(t, Component{"weights", 100}, b.Dominant())
+}
