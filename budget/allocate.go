@@ -45,7 +45,7 @@ func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 }
 
 // FitsWithHeadroom reports whether a job that needs need fits on d with
-// DefaultHeadroom(d.Free()) left unused: need.Device() + headroom against
+// DefaultHeadroom(d.Free()) left unused: need.Required() + headroom against
 // d.Free(). It is the test Allocate, MaxBatch and MaxSeqLen apply with
 // default Limits, so that a job at the batch or sequence length they
 // return fits here and one more does not. When it does not fit,
@@ -55,7 +55,7 @@ func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 func FitsWithHeadroom(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
 	free := d.Free()
 	usable := checked.SatSub(int64(free), int64(DefaultHeadroom(free)))
-	s := gpumem.Bytes(checked.SatSub(int64(need.device()), usable))
+	s := gpumem.Bytes(checked.SatSub(int64(need.required()), usable))
 	if s > 0 {
 		return s, false
 	}
@@ -318,7 +318,7 @@ type Plan struct {
 	// Need is the Estimate of Job.
 	Need Breakdown
 	// Free is the memory Allocate was given; Headroom what the plan
-	// leaves of it (Free − Need.Device()), at least MinHeadroom, the
+	// leaves of it (Free − Need.Required()), at least MinHeadroom, the
 	// headroom the Limits asked for (Limits.HeadroomFor(Free):
 	// DefaultHeadroom(Free) by default).
 	Free, Headroom, MinHeadroom gpumem.Bytes
@@ -355,7 +355,7 @@ type InsufficientMemoryError struct {
 func (e *InsufficientMemoryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "does not fit: needs %s more than the %s free (at least %s on the device; the largest part is %s, %s)",
-		e.Shortfall.Human(), e.Free.Human(), e.Need.Device().Human(), e.Dominant.Name, e.Dominant.Bytes.Human())
+		e.Shortfall.Human(), e.Free.Human(), e.Need.Required().Human(), e.Dominant.Name, e.Dominant.Bytes.Human())
 	if len(e.Hints) > 0 {
 		b.WriteString("; ")
 		b.WriteString(strings.Join(e.Hints, "; "))
@@ -396,7 +396,7 @@ func (a *allocator) fits(j Job) (Breakdown, bool, error) {
 	if err != nil {
 		return b, false, err
 	}
-	return b, b.Device() <= a.budget(), nil
+	return b, b.Required() <= a.budget(), nil
 }
 
 // fitsCandidate is fits for a candidate of a search: a candidate whose
@@ -631,7 +631,7 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 			break
 		}
 	}
-	p.Headroom, p.MinHeadroom = free-p.Need.Device(), a.headroom
+	p.Headroom, p.MinHeadroom = free-p.Need.Required(), a.headroom
 	return p, nil
 }
 
@@ -1116,7 +1116,7 @@ func growth(x, y Breakdown) string {
 // insufficient builds the error for a job that does not fit at its
 // smallest workload with every allowed change.
 func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
-	e := &InsufficientMemoryError{Need: need, Free: a.free, Shortfall: need.Device() - a.budget(),
+	e := &InsufficientMemoryError{Need: need, Free: a.free, Shortfall: need.Required() - a.budget(),
 		Dominant: need.Dominant(), Ladder: ladder}
 	l := &a.lim
 	// A hint is worth giving when its saving covers a tenth of the
@@ -1138,7 +1138,7 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 		}
 		// Sharding optimizer state and gradients (ZeRO-2) over n ranks.
 		state += need.Gradients
-		rest := need.Device() - state
+		rest := need.Required() - state
 		if state > 0 && rest < a.budget() {
 			n := int64(math.Ceil(float64(state) / float64(a.budget()-rest)))
 			if n > 1 && n <= 1024 {
@@ -1271,7 +1271,7 @@ func (p Plan) String() string {
 			fmt.Fprintf(&b, ", %s %d entries", buf.Name, buf.Entries)
 		}
 	}
-	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Device().Human(), p.Free.Human(),
+	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Required().Human(), p.Free.Human(),
 		p.Headroom.Human(), p.Reason)
 	if p.Limiting != "" {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)

@@ -56,7 +56,13 @@ func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 //     Buffers, ExtraModels and Workspace;
 //   - reserved (torch.cuda.max_memory_reserved): allocated plus
 //     Fragmentation;
-//   - device (nvidia-smi): reserved plus Context.
+//   - device (nvidia-smi): reserved plus Context and Paged.
+//
+// Paged, the optimizer state bitsandbytes' paged optimizers keep in
+// CUDA unified memory, is at the device level only: PyTorch's caching
+// allocator never sees it, and the driver can move it to the host. What
+// a job cannot do without on the device is [Breakdown.Required], which
+// [Fits] checks.
 //
 // The sums (Allocated, Reserved, Device, Total) are exact when they fit
 // in int64 and saturate at [math.MaxInt64] (or [math.MinInt64], for
@@ -101,6 +107,28 @@ type Breakdown struct {
 	Fragmentation gpumem.Bytes
 	// Context is the CUDA context and loaded kernels.
 	Context gpumem.Bytes
+	// Paged is the optimizer state in CUDA unified memory
+	// (cudaMallocManaged): state1 and state2 of bitsandbytes' paged
+	// optimizers (PagedAdamW, PagedAdamW8bit, PagedLion8bit, ...) for
+	// tensors of at least 100,000 elements (get_state_buffer,
+	// bitsandbytes/optim/optimizer.py at 95f9af3). bitsandbytes wraps the
+	// managed pointer in a CPU tensor (get_paged,
+	// bitsandbytes/functional.py), so it is in neither
+	// max_memory_allocated nor max_memory_reserved; each step prefetches
+	// a tensor's state to the GPU before its update (prefetch_state), and
+	// nothing moves it back, so once stepped it is resident and
+	// nvidia-smi counts it: it is part of Device. Under memory pressure
+	// the driver evicts its pages to the host instead of failing an
+	// allocation (cudaMallocManaged memory can oversubscribe the GPU),
+	// so it is not part of Required beyond PagedResident. The rest of
+	// the optimizer state (absmax, quantization maps, tensors under
+	// 100,000 elements) is in Optimizer.
+	Paged gpumem.Bytes
+	// PagedResident is the part of Paged that must be on the GPU at
+	// once: the state of the largest paged tensor, which the step
+	// prefetches before its update kernel and synchronizes after it,
+	// one tensor at a time (Optimizer8bit.step).
+	PagedResident gpumem.Bytes
 
 	// Host is what the job keeps in host (CPU) memory because of
 	// Job.Offload; it is not part of the GPU peak, Total or Device.
@@ -137,17 +165,38 @@ func (b Breakdown) Reserved() gpumem.Bytes {
 		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation)))
 }
 
-// Device returns the process's memory as nvidia-smi shows it: what a
-// scheduler must compare with a GPU's free memory. It is Reserved plus
-// Context, summed exactly and saturating at math.MaxInt64.
+// Device returns the process's memory as nvidia-smi shows it once every
+// paged optimizer state is resident: Reserved plus Context and Paged,
+// summed exactly and saturating at math.MaxInt64. Without a paged
+// optimizer it equals [Breakdown.Required], what a scheduler compares
+// with a GPU's free memory.
 func (b Breakdown) Device() gpumem.Bytes { return b.device() }
 
-// device is Device without copying b: Fits and Utilization run per node
-// in a scheduler's loop.
+// device is Device without copying b.
 func (b *Breakdown) device() gpumem.Bytes {
 	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
 		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
-		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context)))
+		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context), int64(b.Paged)))
+}
+
+// Required returns the device memory the job cannot do without: Device
+// less the paged optimizer state the driver may evict to the host, but
+// with the largest paged tensor's state (PagedResident), which its update
+// needs on the GPU. It is what [Fits], [FitsWithHeadroom] and
+// [Utilization] compare with a GPU's free memory: a job whose Required
+// fits runs, paging its optimizer state in and out (slower: torchtune
+// PR #990 measured > 6 s/it when large states page), where counting all
+// of Paged would refuse it. Without a paged optimizer it equals Device.
+// Saturates at math.MaxInt64.
+func (b Breakdown) Required() gpumem.Bytes { return b.required() }
+
+// required is Required without copying b: Fits and Utilization run per
+// node in a scheduler's loop.
+func (b *Breakdown) required() gpumem.Bytes {
+	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
+		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context),
+		int64(min(b.PagedResident, b.Paged))))
 }
 
 // Total returns the sum of every component, saturating at
@@ -161,21 +210,25 @@ type Component struct {
 }
 
 // Components returns the parts in a fixed order, with their JSON names.
-func (b Breakdown) Components() [13]Component {
-	return [13]Component{
+func (b Breakdown) Components() [14]Component {
+	return [14]Component{
 		{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer", b.Optimizer},
 		{"master_weights", b.Master}, {"activations", b.Activations}, {"attention", b.Attention},
 		{"logits", b.Logits}, {"kv_cache", b.KVCache}, {"buffers", b.Buffers},
 		{"extra_models", b.ExtraModels}, {"workspace", b.Workspace},
 		{"fragmentation", b.Fragmentation}, {"context", b.Context},
+		{"paged_optimizer", b.Paged},
 	}
 }
 
-// Dominant returns the largest component.
+// Dominant returns the largest component that counts toward Required:
+// all but the paged optimizer state, which the driver pages out rather
+// than fail (see [Breakdown.Paged]), so that a job that does not fit is
+// told what it must shrink.
 func (b Breakdown) Dominant() Component {
 	var best Component
 	for _, c := range b.Components() {
-		if c.Bytes > best.Bytes {
+		if c.Bytes > best.Bytes && c.Name != "paged_optimizer" {
 			best = c
 		}
 	}
@@ -207,6 +260,7 @@ type breakdownJSON struct {
 	AllocatedPeak int64            `json:"allocated_peak"`
 	ReservedPeak  int64            `json:"reserved_peak"`
 	DevicePeak    int64            `json:"device_peak"`
+	RequiredPeak  int64            `json:"required_peak,omitempty"`
 	Phase         string           `json:"phase"`
 	Components    map[string]int64 `json:"components"`
 	Host          int64            `json:"host,omitempty"`
@@ -219,33 +273,39 @@ type breakdownJSON struct {
 //
 //	{"allocated_peak":..., "reserved_peak":..., "device_peak":...,
 //	 "phase":"backward", "components":{"weights":..., ...}}
+//
+// and, with a paged optimizer, "required_peak": Required.
 func (b Breakdown) MarshalJSON() ([]byte, error) {
 	w := breakdownJSON{
 		AllocatedPeak: int64(b.Allocated()), ReservedPeak: int64(b.Reserved()), DevicePeak: int64(b.Device()),
-		Phase: b.Phase.String(), Components: make(map[string]int64, 13), Host: int64(b.Host),
+		Phase: b.Phase.String(), Components: make(map[string]int64, 14), Host: int64(b.Host),
 		HostNode: int64(b.HostNode), Stage: b.Stage,
 	}
 	for _, c := range b.Components() {
 		w.Components[c.Name] = int64(c.Bytes)
 	}
+	if b.Paged != 0 {
+		// Only with a paged optimizer, when it differs from device_peak.
+		w.RequiredPeak = int64(b.Required())
+	}
 	return json.Marshal(w)
 }
 
-// Fits reports whether a job that needs need fits on d: need.Device()
-// against d.Free(). When it does not, shortfall is the missing amount
+// Fits reports whether a job that needs need fits on d: need.Required()
+// (need.Device() without a paged optimizer) against d.Free(). When it does not, shortfall is the missing amount
 // (positive, saturating at math.MaxInt64); when it does, shortfall is
 // zero. A saturated need (math.MaxInt64 bytes) fits only a device with
 // that much free. Fits is cheap and allocation-free, for a scheduler's
 // Filter over thousands of nodes.
 func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
-	s := gpumem.Bytes(checked.SatSub(int64(need.device()), int64(d.Free())))
+	s := gpumem.Bytes(checked.SatSub(int64(need.required()), int64(d.Free())))
 	if s > 0 {
 		return s, false
 	}
 	return 0, true
 }
 
-// Utilization returns need.Device() / d.Free(): the fraction of the
+// Utilization returns need.Required() / d.Free(): the fraction of the
 // device's free memory the job would take, in [0, 1] when it fits and
 // above 1 when it does not. It is always finite and never negative: 0
 // for a job that needs nothing (a negative need, which Estimate never
@@ -255,7 +315,7 @@ func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
 // utilization higher; one that spreads them scores it lower.
 // Allocation-free.
 func Utilization(need Breakdown, d gpumem.Device) float64 {
-	n := need.device()
+	n := need.required()
 	if n <= 0 {
 		return 0
 	}

@@ -10,7 +10,12 @@
 //   - Reserved ([Breakdown.Reserved]): what the caching allocator holds,
 //     max_memory_reserved;
 //   - Device ([Breakdown.Device]): what nvidia-smi shows for the
-//     process, with the CUDA context.
+//     process, with the CUDA context, and the optimizer state
+//     bitsandbytes' paged optimizers keep in CUDA unified memory
+//     ([Breakdown.Paged]), outside PyTorch's allocator. The driver pages
+//     that state out to the host under pressure, so what [Fits] checks
+//     is [Breakdown.Required]: Device with only the largest paged
+//     tensor's state.
 //
 // # How a scheduler uses it
 //

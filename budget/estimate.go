@@ -103,6 +103,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
 	}
 	var grads, optState, optStep gpumem.Bytes
+	// paged: the part of optState in CUDA unified memory (bitsandbytes'
+	// paged optimizers), and pagedOne its largest single tensor's.
+	var paged pagedFigures
 	// paramGrads: backward computes the trainable parameters' gradients
 	// (not with InputGradients, which freezes every parameter).
 	paramGrads := train && j.Gradients != InputGradients
@@ -114,9 +117,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v, 0))
 		}
 		if j.Optimizer != nil && j.OptimizerInBackward {
-			optState, inBwd = acc.optimizerInBackward(j, gDT, sDT)
+			optState, inBwd, paged = acc.optimizerInBackward(j, gDT, sDT)
 		} else if j.Optimizer != nil {
-			optState, optStep = acc.optimizer(j, v, sDT)
+			optState, optStep, paged = acc.optimizer(j, v, sDT)
 		}
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
@@ -125,6 +128,8 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	paramsOff := j.Offload&OffloadParams != 0
 	if train && shards > 1 && par.Stage >= 1 {
 		optState, b.Master, optStep = partition(optState, shards), partition(b.Master, shards), partition(optStep, shards)
+		paged.all = partition(paged.all, shards)
+		paged.one = min(paged.one, paged.all)
 	}
 	// Gradients in flight during backward once they are sharded: a
 	// DeepSpeed reduce bucket (reduce_bucket_size, 5e8 elements) or FSDP's
@@ -170,11 +175,13 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			casts = partition(casts, shards)
 		}
 	}
-	b.Optimizer = optState
+	// The paged state is out of PyTorch's allocator: a component of its
+	// own, at the device level only (Breakdown.Paged).
+	b.Optimizer, b.Paged, b.PagedResident = optState-paged.all, paged.all, paged.one
 	if j.Offload&OffloadOptimizer != 0 {
 		// State and master copy live on the host; the step runs there.
-		b.Host = acc.sum(b.Optimizer, b.Master)
-		b.Optimizer, b.Master, optStep = 0, 0, 0
+		b.Host = acc.sum(acc.sum(b.Optimizer, b.Paged), b.Master)
+		b.Optimizer, b.Master, optStep, b.Paged, b.PagedResident = 0, 0, 0, 0, 0
 	}
 	b.Host = acc.sum(b.Host, hostParams)
 	var largestCopy gpumem.Bytes
@@ -369,6 +376,20 @@ func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
 	return gpumem.Bytes(s)
 }
 
+// pagedFigures is the optimizer state in CUDA unified memory
+// ([optimizer.PagedState]): all of it, and the largest one tensor's.
+type pagedFigures struct{ all, one gpumem.Bytes }
+
+// addPaged counts n tensors of b bytes each of paged state in p.
+func (a *accumulator) addPaged(p *pagedFigures, b gpumem.Bytes, n int64) {
+	t, ok := checked.Mul(int64(b), n)
+	if !ok {
+		a.add(0, errOverflow("paged optimizer state"))
+		return
+	}
+	p.all, p.one = a.sum(p.all, gpumem.Bytes(t)), max(p.one, b)
+}
+
 // inBwdFigures is what a step inside backward holds at a time, by
 // where in backward it happens: each is the largest trainable tensor's
 // gradient of its kind (in the gradient dtype, rounded to the
@@ -395,9 +416,10 @@ type inBwdFigures struct {
 // — state shared per optimizer (bitsandbytes' quantization maps) is kept
 // once per parameter, since each has its own optimizer — and what one
 // step holds at a time, with gradients in gdt.
-func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state gpumem.Bytes, f inBwdFigures) {
+func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state gpumem.Bytes, f inBwdFigures, paged pagedFigures) {
 	m := &j.Model
 	sh, shared := j.Optimizer.(optimizer.SharedState)
+	ps, isPaged := j.Optimizer.(optimizer.PagedState)
 	// The prepared inventory has one tensor per trainable group, in the
 	// groups' order: one-tensor lists are slices of it, without
 	// allocating.
@@ -418,26 +440,29 @@ func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state g
 		s, err := j.Optimizer.State(one[0])
 		if err != nil {
 			a.add(0, err)
-			return 0, inBwdFigures{}
+			return 0, inBwdFigures{}, pagedFigures{}
+		}
+		if isPaged {
+			a.addPaged(&paged, a.add(ps.ManagedState(one[0])), g.count)
 		}
 		if shared {
 			x, err := sh.SharedBytes(one)
 			if err != nil {
 				a.add(0, err)
-				return 0, inBwdFigures{}
+				return 0, inBwdFigures{}, pagedFigures{}
 			}
 			s = a.sum(s, x)
 		}
 		p, ok := checked.Mul(int64(s), g.count)
 		if !ok {
 			a.add(0, errOverflow("optimizer state"))
-			return 0, inBwdFigures{}
+			return 0, inBwdFigures{}, pagedFigures{}
 		}
 		state = a.sum(state, gpumem.Bytes(p))
 		gb, err := gdt.Size(g.elems)
 		if err != nil {
 			a.add(0, err)
-			return 0, inBwdFigures{}
+			return 0, inBwdFigures{}, pagedFigures{}
 		}
 		grad := gpumem.Bytes(roundAlloc(int64(gb)))
 		step := a.add(j.Optimizer.Transient(one))
@@ -453,15 +478,16 @@ func (a *accumulator) optimizerInBackward(j *Job, gdt, dt gpumem.DType) (state g
 	if m.tied {
 		f.held = f.embedGrad
 	}
-	return state, f
+	return state, f, paged
 }
 
 // optimizer returns the optimizer's persistent state for the trainable
 // groups as the rank v holds them (nil: the whole model), stepped in dt,
-// and its step transient. The whole model's step uses the inventory
+// its step transient, and the part of the state in unified memory. The whole model's step uses the inventory
 // NewModel prepared; a rank's is built per call (it allocates).
-func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, step gpumem.Bytes) {
+func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, step gpumem.Bytes, paged pagedFigures) {
 	m := &j.Model
+	ps, isPaged := j.Optimizer.(optimizer.PagedState)
 	runs, reps := m.stepped(dt)
 	if v != nil {
 		runs, reps = nil, nil
@@ -483,14 +509,17 @@ func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, st
 		s, err := j.Optimizer.State(t)
 		if err != nil {
 			a.add(0, err)
-			return 0, 0
+			return 0, 0, pagedFigures{}
 		}
 		p, ok := checked.Mul(int64(s), n)
 		if !ok {
 			a.add(0, errOverflow("optimizer state"))
-			return 0, 0
+			return 0, 0, pagedFigures{}
 		}
 		state = a.sum(state, gpumem.Bytes(p))
+		if isPaged {
+			a.addPaged(&paged, a.add(ps.ManagedState(t)), n)
+		}
 	}
 	if sh, ok := j.Optimizer.(optimizer.SharedState); ok {
 		// State kept once per optimizer (bitsandbytes' quantization
@@ -499,5 +528,5 @@ func (a *accumulator) optimizer(j *Job, v *rankView, dt gpumem.DType) (state, st
 		state = a.sum(state, a.add(sh.SharedBytes(reps)))
 	}
 	step = a.add(optimizer.TransientRuns(j.Optimizer, runs))
-	return state, step
+	return state, step, paged
 }

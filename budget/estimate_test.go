@@ -259,7 +259,7 @@ func TestEstimateMuonByName(t *testing.T) {
 	}
 	want, err := optimizer.Total(optimizer.Muon{}, ts)
 	require.NoError(t, err)
-	got, _ := (&accumulator{}).optimizer(&j, nil, gpumem.FP32)
+	got, _, _ := (&accumulator{}).optimizer(&j, nil, gpumem.FP32)
 	assert.Equal(t, want, got)
 	assert.GreaterOrEqual(t, b.Optimizer, want)
 }
@@ -283,7 +283,7 @@ func TestEstimateOptimizerMatchesInventory(t *testing.T) {
 	require.NoError(t, err)
 	wantStep, err := j.Optimizer.Transient(ts)
 	require.NoError(t, err)
-	state, step := (&accumulator{}).optimizer(&j, nil, gpumem.BF16)
+	state, step, _ := (&accumulator{}).optimizer(&j, nil, gpumem.BF16)
 	assert.Equal(t, wantState, state)
 	assert.Equal(t, wantStep, step)
 }

@@ -142,7 +142,7 @@ func TestOptimizerInBackwardSharedState(t *testing.T) {
 	b, err := Estimate(j)
 	require.NoError(t, err)
 	require.Equal(t, gpumem.Bytes(2*l27Head), b.Gradients, "the peak is lm_head's step")
-	var want gpumem.Bytes
+	var want, paged gpumem.Bytes
 	runs, _ := j.Model.stepped(gpumem.BF16)
 	for _, r := range runs {
 		s, err := opt.State(r.Tensor)
@@ -151,10 +151,16 @@ func TestOptimizerInBackwardSharedState(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, sh)
 		want += (s + sh) * gpumem.Bytes(r.Count)
+		m, err := opt.ManagedState(r.Tensor)
+		require.NoError(t, err)
+		paged += m * gpumem.Bytes(r.Count)
 	}
 	step, err := opt.Transient([]gpumem.Tensor{{Name: "lm_head.weight", Shape: []int64{32000, 4096}, DType: gpumem.BF16}})
 	require.NoError(t, err)
-	assert.Equal(t, want+step, b.Optimizer)
+	// The paged state1 and state2 are out of the allocator's levels.
+	require.Positive(t, paged)
+	assert.Equal(t, paged, b.Paged)
+	assert.Equal(t, want+step-paged, b.Optimizer)
 }
 
 // TestGradientsKnob: NoStep keeps the gradients without state or step;

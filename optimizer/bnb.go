@@ -182,6 +182,55 @@ func (o Adam8bit) transient(tn string, ts seq) (gpumem.Bytes, error) {
 	return loopTransient(ts, func(param) (temps, error) { return temps{}, nil })
 }
 
+// managed returns the bytes of the state of t in unified memory: state1
+// (and state2 when states is 2) of a paged optimizer for a tensor of at
+// least 100,000 elements (get_state_buffer in
+// bitsandbytes/optim/optimizer.py, which allocates state1 and state2
+// through it; absmax and the quantization maps stay device tensors).
+func (o Adam8bit) managed(tn string, states int, t gpumem.Tensor) (gpumem.Bytes, error) {
+	_, min8, err := o.settings(tn)
+	if err != nil || !o.Paged {
+		return 0, err
+	}
+	p, err := inspect(t)
+	if err != nil || p.n < bnbPagedMin {
+		return 0, err
+	}
+	dt := gpumem.UINT8
+	if !o.quantized(p.n, min8) {
+		dt = gpumem.FP32
+	}
+	one, err := dt.Size(p.n)
+	if err != nil {
+		return 0, err
+	}
+	if states == 1 {
+		return one, nil
+	}
+	two, ok := checked.Add(int64(one), int64(one))
+	if !ok {
+		return 0, gpumem.Errorf(tn+".State", t.Name, gpumem.ErrRange, "state bytes overflow int64")
+	}
+	return gpumem.Bytes(two), nil
+}
+
+// ManagedState implements [PagedState]: with Paged, state1 and state2
+// of a tensor of at least 100,000 elements.
+func (o Adam8bit) ManagedState(t gpumem.Tensor) (gpumem.Bytes, error) {
+	return o.managed("Adam8bit", 2, t)
+}
+
+// ManagedState implements [PagedState], as [Adam8bit.ManagedState].
+func (o AdamW8bit) ManagedState(t gpumem.Tensor) (gpumem.Bytes, error) {
+	return Adam8bit(o).managed("AdamW8bit", 2, t)
+}
+
+// ManagedState implements [PagedState]: with Paged, state1 of a tensor
+// of at least 100,000 elements.
+func (o Lion8bit) ManagedState(t gpumem.Tensor) (gpumem.Bytes, error) {
+	return Adam8bit(o).managed("Lion8bit", 1, t)
+}
+
 // AppendSlots implements [Layout].
 func (o Adam8bit) AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error) {
 	return o.appendSlots("Adam8bit", dst, t)

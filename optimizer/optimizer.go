@@ -90,6 +90,24 @@ type Layout interface {
 	AppendSlots(dst []Slot, t gpumem.Tensor) ([]Slot, error)
 }
 
+// PagedState is implemented by optimizers that can keep part of their
+// state in CUDA unified memory ([Managed]): bitsandbytes' paged
+// optimizers. ManagedState returns the part of [Optimizer.State] of t
+// that lives there (0 when the optimizer is not paged or t is too small
+// to be paged). It is the sum of the [Managed] slots of [Layout], without
+// building them, so that a budget can split the state without
+// allocating.
+//
+// Such state is not allocated through PyTorch's caching allocator:
+// bitsandbytes' get_paged (bitsandbytes/functional.py) wraps the pointer
+// cget_managed_ptr returns (cudaMallocManaged with cudaMemAttachHost,
+// csrc/pythonInterface.cpp) in torch.frombuffer, a CPU tensor to
+// PyTorch, so torch.cuda.memory_allocated and memory_reserved never
+// count it; nvidia-smi does, once the step has migrated it to the GPU.
+type PagedState interface {
+	ManagedState(t gpumem.Tensor) (gpumem.Bytes, error)
+}
+
 // SharedState is implemented by optimizers that keep state once per
 // optimizer rather than per tensor, as bitsandbytes keeps one 256-entry
 // quantization map per state and device. Given the whole trainable set,

@@ -571,3 +571,41 @@ func BenchmarkTotal(b *testing.B) {
 		})
 	}
 }
+
+// TestManagedState checks PagedState against the Managed slots of
+// Describe, and by hand: bitsandbytes pages state1 and state2 from
+// 100,000 elements (get_state_buffer: "p.numel() < 1e5" is a device
+// tensor).
+func TestManagedState(t *testing.T) {
+	t.Parallel()
+	at := gpumem.Tensor{Name: "w", Shape: []int64{1000, 100}, DType: gpumem.BF16} // 100,000 elements
+	under := gpumem.Tensor{Name: "v", Shape: []int64{99_999}, DType: gpumem.BF16} // one fewer
+	for _, tc := range []struct {
+		opt       Optimizer
+		at, under gpumem.Bytes
+	}{
+		{AdamW8bit{Paged: true}, 200_000, 0},               // 2 × 100,000 uint8
+		{Adam8bit{Paged: true}, 200_000, 0},                // the same
+		{AdamW8bit{Paged: true, Bits32: true}, 800_000, 0}, // 2 × 100,000 fp32
+		{Lion8bit{Paged: true}, 100_000, 0},                // state1 only
+		{Lion8bit{Paged: true, Bits32: true}, 400_000, 0},
+		{AdamW8bit{}, 0, 0}, // not paged
+		{Lion8bit{Bits32: true}, 0, 0},
+	} {
+		ps, ok := tc.opt.(PagedState)
+		require.True(t, ok, tc.opt.String())
+		got, err := ps.ManagedState(at)
+		require.NoError(t, err)
+		assert.Equal(t, tc.at, got, tc.opt.String())
+		got, err = ps.ManagedState(under)
+		require.NoError(t, err)
+		assert.Equal(t, tc.under, got, tc.opt.String())
+		bd, err := Describe(tc.opt, []gpumem.Tensor{at, under})
+		require.NoError(t, err)
+		assert.Equal(t, tc.at+tc.under, bd.Managed, tc.opt.String())
+	}
+	_, err := AdamW8bit{Paged: true, Block: -1}.ManagedState(at)
+	assert.ErrorIs(t, err, gpumem.ErrInvalid)
+	_, err = AdamW8bit{Paged: true}.ManagedState(gpumem.Tensor{Name: "q", Shape: []int64{1 << 20}, DType: gpumem.NF4})
+	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
+}

@@ -187,7 +187,7 @@ func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, e
 		usable := dev.Free() - hr.bytes
 		ok := func(x int) bool {
 			n, err := budget.Estimate(at(j, axis, x))
-			return err == nil && n.Device() <= usable
+			return err == nil && n.Required() <= usable
 		}
 		if ok(1) {
 			a, b := 1, 2
@@ -308,6 +308,8 @@ var componentColors = map[string]color.RGBA{
 	"workspace":      {0xa0, 0xcb, 0xe8, 0xff},
 	"fragmentation":  {0xd4, 0xa6, 0xc8, 0xff},
 	"context":        {0xba, 0xb0, 0xac, 0xff},
+	// Paged optimizer state, a lighter shade of the optimizer's.
+	"paged_optimizer": {0xb5, 0xd9, 0xa9, 0xff},
 }
 
 // fallbackColors colour components the map above does not name.

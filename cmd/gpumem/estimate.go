@@ -707,12 +707,17 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	row("allocated peak (max_memory_allocated)", need.Allocated())
 	row("reserved peak (max_memory_reserved)", need.Reserved())
 	row("device peak (nvidia-smi)", need.Device())
+	if need.Paged != 0 {
+		// bitsandbytes' paged optimizer state: on the device once stepped,
+		// but the driver pages it to the host under pressure.
+		row("required (paged state can page out)", need.Required())
+	}
 	fmt.Fprintf(out, "peak phase: %s\n", need.Phase)
 	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
 	if dev.Capacity > 0 {
 		if fits {
 			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
-				(dev.Free() - need.Device()).Human(), 100*budget.Utilization(need, dev))
+				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
@@ -777,7 +782,7 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 	e := estimation{need: need, dev: dev, headroom: hr, fits: true}
 	if dev.Capacity > 0 {
 		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
-		if short := gpumem.Bytes(checked.SatSub(int64(need.Device()), usable)); short > 0 {
+		if short := gpumem.Bytes(checked.SatSub(int64(need.Required()), usable)); short > 0 {
 			e.shortfall, e.fits = short, false
 		}
 	}
@@ -790,6 +795,10 @@ func (e estimation) writeJSON(out io.Writer) error {
 	r := map[string]any{
 		"allocated_peak": int64(e.need.Allocated()), "reserved_peak": int64(e.need.Reserved()),
 		"device_peak": int64(e.need.Device()), "phase": e.need.Phase.String(), "components": components(e.need),
+	}
+	if e.need.Paged != 0 {
+		// A paged optimizer: what the fit is checked against.
+		r["required_peak"] = int64(e.need.Required())
 	}
 	if e.need.Host > 0 {
 		// Offloaded state and activations, in host memory.

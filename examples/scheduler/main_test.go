@@ -116,7 +116,7 @@ func TestPlace(t *testing.T) {
 					break
 				}
 			}
-			devs[d.GPU].Used += need.Device()
+			devs[d.GPU].Used += need.Required()
 			placedOn[devs[d.GPU].Name]++
 			placedModes[p.Job.Mode]++
 			continue

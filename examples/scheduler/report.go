@@ -85,7 +85,7 @@ func report(w io.Writer, s *Scheduler, queue []Pending, decisions []Decision) {
 		}
 		shown++
 		g := s.GPU(d.GPU)
-		free := g.Device.Free() + d.Need.Device() // before Reserve
+		free := g.Device.Free() + d.Need.Required() // before Reserve
 		fmt.Fprintf(w, "  %s %-40s -> %s/gpu%d %-21s needs %s of %s free (%.1f%%), peak in %s\n",
 			queue[k].Name, queue[k].Desc, g.Node, g.Index, g.Device.Name, d.Need.Device().Human(), free.Human(),
 			100*d.Score, d.Need.Phase)

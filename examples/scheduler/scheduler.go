@@ -129,9 +129,11 @@ func (s *Scheduler) Score(need *budget.Breakdown, i int) float64 {
 	return budget.Utilization(*need, s.devs[i])
 }
 
-// Reserve books need on GPU i.
+// Reserve books need on GPU i: what Filter checked, need.Required()
+// (a paged optimizer's state beyond its largest tensor pages out to the
+// host rather than take a booked GPU's memory).
 func (s *Scheduler) Reserve(need *budget.Breakdown, i int) {
-	s.devs[i].Used += need.Device()
+	s.devs[i].Used += need.Required()
 }
 
 // Schedule runs the extension points for one job and, when a GPU has
