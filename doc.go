@@ -71,14 +71,14 @@
 //     Whisper blocks (model);
 //   - eager attention: within 32 bytes of the oracle in 132 configurations
 //     (attention);
-//   - whole-job peaks: against 38 published measurements whose job is
+//   - whole-job peaks: against 40 published measurements whose job is
 //     stated (litgpt, torchtune, Hugging Face, torchao), allocated peaks
-//     within a median 2.3% (18 figures, quantized inference among them,
-//     none more than 2.7% under), reserved peaks within 4.6% (6), device
-//     peaks on a 2022 V100 with the CUDA context of its CUDA 11.2 setup
-//     within a median 2.9% (10; the four batch-4 runs 16–29% under); four
-//     more are listed apart with the reason from their source (budget;
-//     `gpumem accuracy` prints the table).
+//     within a median 2.3% (19 figures, quantized inference and a paged
+//     optimizer among them, none more than 2.7% under), reserved peaks
+//     within 4.6% (6), device peaks on a 2022 V100 with the CUDA context
+//     of its CUDA 11.2 setup within a median 2.9% (10; the four batch-4
+//     runs 16–29% under); five more are listed apart with the reason from
+//     their source (budget; `gpumem accuracy` prints the table).
 //
 // No GPU measurement of our own is recorded yet; the calibration data set
 // (tools/calibrate) will add them.

@@ -80,7 +80,7 @@
 // published with the job that produced it (testdata/published/jobs.jsonl;
 // `gpumem accuracy` prints the table, internal/accuracy holds the gate):
 //
-//   - allocated peaks (torch.cuda.max_memory_allocated), 18 figures from
+//   - allocated peaks (torch.cuda.max_memory_allocated), 19 figures from
 //     litgpt, torchtune and Hugging Face on A10G and A100 GPUs: median
 //     error 2.3%, none more than 2.7% under; the 12 Llama, Mistral and
 //     GPT-BigCode figures within 6.9%, litgpt's phi-1.5 LoRA runs over by
