@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -221,6 +222,50 @@ func TestFromGGUFLlama3(t *testing.T) {
 	})
 	t.Logf("%.0f allocations", allocs)
 	assert.Less(t, allocs, 3000.0)
+	// One allocation per tensor (its name); the rest (buffer, maps,
+	// shape slabs, inventory, Spec) does not grow with the metadata.
+	// Before the reader had its own buffer and built field names only
+	// for errors: 1,993.
+	assert.LessOrEqual(t, allocs, float64(len(s.Inventory)+64))
+}
+
+// TestFromGGUFBufferBoundaries: values that straddle or exceed the
+// reader's 64 KiB buffer are read right, and a key still names its pair
+// in an error after reading its value has refilled the buffer.
+func TestFromGGUFBufferBoundaries(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 100<<10)
+	var strs []string
+	for i := range 20000 { // 20,000 strings of 1 to 7 bytes: ~160 KB
+		strs = append(strs, strings.Repeat("y", 1+i%7))
+	}
+	data := writeGGUF(t, []ggufKV{
+		{"general.architecture", "llama"},
+		{"tokenizer.ggml.tokens", append([]string{"ab", big, "c"}, strs...)},
+		{"tokenizer.chat_template", big},
+		{"general.name", "after the arrays"},
+		{"llama.block_count", uint32(1)},
+	}, []ggufTensor{{"blk.0.attn_norm.weight", []uint64{8}, ggmlF32, 32}}, 32)
+	s, err := FromGGUF(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	assert.Equal(t, "after the arrays", s.Name)
+	assert.Equal(t, int64(1), s.Layers)
+	assert.Equal(t, []gpumem.Tensor{{Name: "blk.0.attn_norm.weight", Shape: []int64{8}, DType: gpumem.FP32}}, s.Inventory)
+
+	// A pair "a" with a string of l bytes, then a pair whose key ends 2
+	// bytes before the end of the first 64 KiB buffer and whose type, 99,
+	// is unknown: reading the type refills the buffer over the key.
+	const key = "tokenizer.ggml.unknown_type"
+	l := ggufBufSize - 2 - (24 + 8 + 1 + 4 + 8) - 8 - len(key)
+	file := cat(ggufHead(0, 2), le64(1), []byte("a"), le32(ggufString), le64(uint64(l)), make([]byte, l),
+		le64(uint64(len(key))), []byte(key), le32(99), make([]byte, ggufBufSize))
+	require.Equal(t, ggufBufSize-2, bytes.Index(file, []byte(key))+len(key))
+	_, err = FromGGUF(bytes.NewReader(file), int64(len(file)))
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, `gguf.metadata["`+key+`"]`, fe.Field, "%v", err)
+	assert.Equal(t, uint32(99), fe.Value)
 }
 
 // BenchmarkFromGGUFLlama3 reads the Llama-3-8B Q4_K_M header of
