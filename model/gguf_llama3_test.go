@@ -43,7 +43,10 @@ const (
 // Q6_K in the layers where use_more_bits(i, 32) holds (i < 4, i >= 28,
 // or (i-4)%3 == 2: 16 of the 32) and Q4_K elsewhere; the 1-D norms stay
 // F32. That is 193 Q4_K, 33 Q6_K and 65 F32 tensors, the counts
-// llama.cpp's loader prints for these files.
+// llama.cpp's loader prints for such a file (for Llama-3.1-8B-Instruct
+// Q4_K_M, which adds one F32 rope_freqs: "f32: 66, q4_K: 193, q6_K: 33",
+// with tokenizer.ggml.merges arr[str,280147]; mozilla-ai/llamafile
+// issue 516).
 //
 // The strings are synthetic, of realistic lengths: tokens of 2 to 16
 // bytes (mean 9), merges that split a token with a space (mean 10), so
