@@ -15,7 +15,8 @@ import (
 )
 
 // ggufKV is one metadata pair for the test writer: val is uint32, uint64,
-// int32, float32, bool, string, []string, []float32 or [][]uint32.
+// int32, float32, bool, string, []string, []int32, []float32 or
+// [][]uint32.
 type ggufKV struct {
 	key string
 	val any
@@ -31,6 +32,14 @@ type ggufTensor struct {
 // writeGGUF writes a GGUF v3 file as gguf.md lays it out, with the data
 // section zero-filled.
 func writeGGUF(t testing.TB, kvs []ggufKV, tensors []ggufTensor, alignment int64) []byte {
+	t.Helper()
+	b, data := writeGGUFHeader(t, kvs, tensors, alignment)
+	return append(b, make([]byte, data)...)
+}
+
+// writeGGUFHeader writes a GGUF v3 header padded to the alignment, and
+// returns it with the size of the tensor data that should follow it.
+func writeGGUFHeader(t testing.TB, kvs []ggufKV, tensors []ggufTensor, alignment int64) ([]byte, int64) {
 	t.Helper()
 	var b []byte
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
@@ -72,6 +81,13 @@ func writeGGUF(t testing.TB, kvs []ggufKV, tensors []ggufTensor, alignment int64
 			for _, s := range v {
 				str(s)
 			}
+		case []int32:
+			u32(ggufArray)
+			u32(ggufI32)
+			u64(uint64(len(v)))
+			for _, x := range v {
+				u32(uint32(x))
+			}
 		case []float32:
 			u32(ggufArray)
 			u32(ggufF32)
@@ -108,7 +124,7 @@ func writeGGUF(t testing.TB, kvs []ggufKV, tensors []ggufTensor, alignment int64
 	for int64(len(b))%alignment != 0 {
 		b = append(b, 0)
 	}
-	return append(b, make([]byte, off)...)
+	return b, off
 }
 
 func tinyGGUF(t testing.TB) []byte {
