@@ -178,6 +178,7 @@ type server struct {
 	routes   map[string]route
 	allow    map[string]string // path → Allow header
 	prepared modelCache        // models prepared by budget.NewModel, by what they depend on
+	specs    specCache         // catalog models looked up and checked, by name
 }
 
 // route is one endpoint.
@@ -212,7 +213,7 @@ func newServer(opts serverOptions) http.Handler {
 	}
 	s.slots = make(chan struct{}, n)
 	s.timeout, s.queue = opts.Timeout, opts.QueueWait
-	s.prepared.max = modelCacheSize
+	s.prepared.max, s.specs.max = modelCacheSize, modelCacheSize
 	if s.timeout <= 0 {
 		s.timeout = requestTimeout
 	}
@@ -661,10 +662,19 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		return jf, spec, badField("config", "give one of model and config")
 	case req.Model != "":
 		var ok bool
+		if spec, ok = s.specs.get(req.Model); ok {
+			jf.name = req.Model
+			break // checkModelSize passed it
+		}
+		s.specs.looked.Add(1)
 		if spec, ok = model.Lookup(req.Model); !ok {
 			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
 		}
 		jf.name = req.Model
+		if err := checkModelSize(spec, config); err != nil {
+			return jf, spec, err
+		}
+		s.specs.put(req.Model, spec)
 	case hasConfig:
 		if config[0] != '{' {
 			return jf, spec, badField("config", "config: want a config.json object, got %s", truncate(config, 40))
@@ -674,11 +684,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, libraryError(err, nil)
 		}
 		jf.config = "(inline)"
+		if err := checkModelSize(spec, config); err != nil {
+			return jf, spec, err
+		}
 	default:
 		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
-	}
-	if err := checkModelSize(spec, config); err != nil {
-		return jf, spec, err
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
@@ -1395,17 +1405,8 @@ type modelKey struct {
 // concurrent use; two requests that miss on the same key at once both
 // build the model, and the first one stored is kept.
 type modelCache struct {
-	mu      sync.Mutex
-	max     int // at most this many entries (at least 1)
-	entries map[modelKey]*list.Element
-	lru     list.List // of *preparedModel, the most recently used first
-
+	lru[modelKey, budget.Model]
 	built atomic.Int64 // budget.NewModel calls, for tests
-}
-
-type preparedModel struct {
-	key modelKey
-	m   budget.Model
 }
 
 // prepare returns the function jobWith calls to turn the Finetune that
@@ -1429,41 +1430,67 @@ func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (b
 	}
 }
 
-func (c *modelCache) get(k modelKey) (budget.Model, bool) {
+// specCache keeps the catalog models the service has looked up, by the
+// name the request gave, once checkModelSize has passed them:
+// model.Lookup parses the catalog's config.json on every call, and
+// checkModelSize builds the model's tensor runs. A model.Spec is a value
+// that jobFor only copies (withHead, withLabels), so requests may share
+// one.
+type specCache struct {
+	lru[string, model.Spec]
+	looked atomic.Int64 // model.Lookup calls, for tests
+}
+
+// lru is a map of at most max entries (at least 1) that drops the least
+// recently used one to make room. It is safe for concurrent use.
+type lru[K comparable, V any] struct {
+	mu      sync.Mutex
+	max     int
+	entries map[K]*list.Element
+	order   list.List // of *lruEntry[K, V], the most recently used first
+}
+
+type lruEntry[K comparable, V any] struct {
+	key K
+	v   V
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
 	if !ok {
-		return budget.Model{}, false
+		var zero V
+		return zero, false
 	}
-	c.lru.MoveToFront(e)
-	return e.Value.(*preparedModel).m, true
+	c.order.MoveToFront(e)
+	return e.Value.(*lruEntry[K, V]).v, true
 }
 
-// put stores m under k unless an entry is there already, and returns the
-// stored model.
-func (c *modelCache) put(k modelKey, m budget.Model) budget.Model {
+// put stores v under k unless an entry is there already, and returns the
+// stored value.
+func (c *lru[K, V]) put(k K, v V) V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[k]; ok {
-		c.lru.MoveToFront(e)
-		return e.Value.(*preparedModel).m
+		c.order.MoveToFront(e)
+		return e.Value.(*lruEntry[K, V]).v
 	}
 	if c.entries == nil {
-		c.entries = map[modelKey]*list.Element{}
+		c.entries = map[K]*list.Element{}
 	}
-	for c.lru.Len() >= max(c.max, 1) {
-		old := c.lru.Back()
-		delete(c.entries, old.Value.(*preparedModel).key)
-		c.lru.Remove(old)
+	for c.order.Len() >= max(c.max, 1) {
+		old := c.order.Back()
+		delete(c.entries, old.Value.(*lruEntry[K, V]).key)
+		c.order.Remove(old)
 	}
-	c.entries[k] = c.lru.PushFront(&preparedModel{key: k, m: m})
-	return m
+	c.entries[k] = c.order.PushFront(&lruEntry[K, V]{key: k, v: v})
+	return v
 }
 
-// len returns the number of models kept.
-func (c *modelCache) len() int {
+// len returns the number of entries.
+func (c *lru[K, V]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Len()
+	return c.order.Len()
 }

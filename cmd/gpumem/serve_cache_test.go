@@ -170,3 +170,34 @@ func TestModelKeyCoversFinetune(t *testing.T) {
 		}
 	}
 }
+
+// TestServeSpecCache checks the cache of catalog models: a name looked
+// up and checked once is not looked up again, whatever else the request
+// changes; an unknown name is looked up every time and kept nowhere;
+// the cache never holds more than its bound.
+func TestServeSpecCache(t *testing.T) {
+	s := newServer(serverOptions{}).(*server)
+	require.Equal(t, modelCacheSize, s.specs.max)
+	post := func(body string, code int) {
+		t.Helper()
+		w := do(t, s, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(body))
+		require.Equal(t, code, w.Code, "%s: %s", body, w.Body)
+	}
+	post(`{"model":"gpt2","mode":"infer"}`, http.StatusOK)
+	post(`{"model":"gpt2","mode":"train","lora_rank":4}`, http.StatusOK)
+	post(`{"model":"gpt2","mode":"infer","head":"seq-cls","labels":3}`, http.StatusOK)
+	require.EqualValues(t, 1, s.specs.looked.Load(), "gpt2 looked up again")
+	post(`{"model":"no-such-model","mode":"infer"}`, http.StatusBadRequest)
+	post(`{"model":"no-such-model","mode":"infer"}`, http.StatusBadRequest)
+	require.EqualValues(t, 3, s.specs.looked.Load(), "an unknown name is looked up each time")
+	require.Equal(t, 1, s.specs.len(), "an unknown name is kept")
+
+	s.specs.max = 2
+	for _, name := range []string{"gpt2-medium", "opt-350m", "gpt2"} {
+		post(`{"model":"`+name+`","mode":"infer"}`, http.StatusOK)
+		if n := s.specs.len(); n > 2 {
+			t.Fatalf("after %s the cache holds %d models, above its bound of 2", name, n)
+		}
+	}
+	require.EqualValues(t, 6, s.specs.looked.Load(), "gpt2 was kept past two newer names")
+}
