@@ -211,9 +211,9 @@ func TestPreFilterField(t *testing.T) {
 
 // BenchmarkPlace10kOn1k places a queue of 10,000 jobs on a fleet of
 // 1,000 GPUs with Scheduler.Place, as the program does, on a fresh copy
-// of the fleet each time: PreFilter (budget.Estimate) once per job,
-// Filter and Score on every GPU, Reserve on the chosen one. ns/op is the
-// time for the whole queue.
+// of the fleet each time: PreFilter (budget.Estimate) once per job, the
+// index's best fit, Reserve on the chosen GPU. ns/op is the time for the
+// whole queue.
 func BenchmarkPlace10kOn1k(b *testing.B) {
 	fleet := NewFleet(Seed, 400)
 	if len(fleet) < 1000 {
@@ -239,8 +239,8 @@ func BenchmarkPlace10kOn1k(b *testing.B) {
 }
 
 // BenchmarkPreFilter estimates the 10,000 jobs of BenchmarkPlace10kOn1k
-// alone: PreFilter's share of it; the rest is Filter, Score and Reserve
-// over the fleet.
+// alone: PreFilter's share of it; the rest is the index's search and
+// Reserve.
 func BenchmarkPreFilter(b *testing.B) {
 	queue, err := NewQueue(Seed, 10_000)
 	if err != nil {
