@@ -164,24 +164,26 @@ func (s *Scheduler) Schedule(j budget.Job) Decision {
 }
 
 // place chooses the GPU for an estimated job, as Filter and Score on
-// every GPU would (see [Scheduler]), and reserves the job on it.
+// every GPU would (see [Scheduler]), and reserves the job on it. It sums
+// the job's need once (Breakdown.Device) to place it (a rejection sums it
+// twice more, for the shortfall and TooLarge); the scores it compares
+// are budget.Utilization's n / free for n > 0 and free ≥ n, written out.
 func (s *Scheduler) place(need *budget.Breakdown) Decision {
 	n := need.Device()
-	best := -1
+	best, score := -1, 0.0
 	if n > 0 {
 		var f gpumem.Bytes
-		best, f = s.free.atLeast(n)
-		if best >= 0 {
-			score := s.Score(need, best)
+		if best, f = s.free.atLeast(n); best >= 0 {
+			score = float64(n) / float64(f)
 			// Larger free memory that rounds to the same score: the
 			// full pass keeps the lowest index.
-			for i, fi := s.free.above(f); i >= 0 && s.Score(need, i) == score; i, fi = s.free.above(fi) {
+			for i, fi := s.free.above(f); i >= 0 && float64(n)/float64(fi) == score; i, fi = s.free.above(fi) {
 				best = min(best, i)
 			}
 		}
 	} else {
 		for i := range s.devs {
-			if _, ok := s.Filter(need, i); ok {
+			if s.devs[i].Free() >= n { // Fits; Utilization is 0
 				best = i
 				break
 			}
@@ -198,8 +200,8 @@ func (s *Scheduler) place(need *budget.Breakdown) Decision {
 		_, fitsIdle := budget.Fits(*need, s.largest)
 		return Decision{Need: *need, GPU: -1, Shortfall: short, Closest: closest, TooLarge: !fitsIdle}
 	}
-	score := s.Score(need, best)
-	s.Reserve(need, best)
+	s.devs[best].Used += n // Reserve, with the need summed above
+	s.free.update(best, s.devs[best].Free())
 	return Decision{Need: *need, GPU: best, Score: score, Closest: -1}
 }
 
