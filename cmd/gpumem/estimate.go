@@ -131,6 +131,13 @@ func (f *jobFlags) job() (budget.Job, gpumem.Device, error) {
 // jobFor builds the budget.Job the flags describe for the model s, which
 // the caller has loaded (gpumem serve reads an inline config.json).
 func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
+	return f.jobWith(s, budget.NewModel)
+}
+
+// jobWith is jobFor with the step that turns the model.Finetune the
+// flags describe into a budget.Model given: budget.NewModel for the CLI,
+// the cache of prepared models for gpumem serve (modelCache).
+func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Model, error)) (budget.Job, gpumem.Device, error) {
 	var j budget.Job
 	var dev gpumem.Device
 	var err error
@@ -229,7 +236,7 @@ func (f *jobFlags) jobFor(s model.Spec) (budget.Job, gpumem.Device, error) {
 		// in the compute dtype (Finetune.Unquantized).
 		_, _, _, ft.Unquantized = j.Precision.DTypes()
 	}
-	if j.Model, err = budget.NewModel(ft); err != nil {
+	if j.Model, err = prepare(ft); err != nil {
 		return j, dev, err
 	}
 	if f.kvDType != "" {

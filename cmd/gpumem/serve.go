@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"container/list"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -159,8 +162,10 @@ type serverOptions struct {
 }
 
 // server answers the service's endpoints. Requests share nothing but the
-// catalogs, rendered once and read-only, and the semaphore slots: every
-// request builds its own job, so requests may run concurrently.
+// catalogs, rendered once and read-only, the semaphore slots and the
+// cache of prepared models (budget.Model is immutable and safe for
+// concurrent use): every request builds its own job, so requests may run
+// concurrently.
 type server struct {
 	maxBody  int64
 	slots    chan struct{} // a semaphore of MaxInFlight slots
@@ -172,6 +177,8 @@ type server struct {
 	devices  []byte        // GET /v1/devices, rendered once
 	routes   map[string]route
 	allow    map[string]string // path → Allow header
+	prepared modelCache        // models prepared by budget.NewModel, by what they depend on
+	specs    specCache         // catalog models looked up and checked, by name
 }
 
 // route is one endpoint.
@@ -206,6 +213,7 @@ func newServer(opts serverOptions) http.Handler {
 	}
 	s.slots = make(chan struct{}, n)
 	s.timeout, s.queue = opts.Timeout, opts.QueueWait
+	s.prepared.max, s.specs.max = modelCacheSize, modelCacheSize
 	if s.timeout <= 0 {
 		s.timeout = requestTimeout
 	}
@@ -577,14 +585,14 @@ type estimateRequest struct {
 
 // estimate answers POST /v1/estimate.
 func (s *server) estimate(out io.Writer, r *http.Request, body []byte) error {
-	jf, spec, err := s.decodeEstimate(body)
+	jf, spec, source, err := s.decodeEstimate(body)
 	if err != nil {
 		return err
 	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
-	j, dev, err := jf.jobFor(spec)
+	j, dev, err := jf.jobWith(spec, s.prepared.prepare(source, &jf))
 	if err != nil {
 		return libraryError(err, jobFields(jf))
 	}
@@ -600,15 +608,20 @@ func (s *server) estimate(out io.Writer, r *http.Request, body []byte) error {
 }
 
 // decodeEstimate turns a request body into the jobFlags the CLI would
-// have parsed, and the model it names. It checks each field with the
-// functions the CLI's jobFlags.jobFor uses, so that an error names the
-// request field; what those functions accept, the service accepts.
-func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, error) {
+// have parsed, the model it names, and where the model comes from (see
+// modelSource). It checks each field with the functions the CLI's
+// jobFlags.jobFor uses, so that an error names the request field; what
+// those functions accept, the service accepts.
+func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, string, error) {
 	req := s.defaultRequest()
 	if err := decodeStrict(body, &req); err != nil {
-		return s.defaults, model.Spec{}, err
+		return s.defaults, model.Spec{}, "", err
 	}
-	return s.flagsFrom(req)
+	jf, spec, err := s.flagsFrom(req)
+	if err != nil {
+		return jf, spec, "", err
+	}
+	return jf, spec, modelSource(req), nil
 }
 
 // defaultRequest is an estimate request with the flags' defaults.
@@ -649,10 +662,19 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		return jf, spec, badField("config", "give one of model and config")
 	case req.Model != "":
 		var ok bool
+		if spec, ok = s.specs.get(req.Model); ok {
+			jf.name = req.Model
+			break // checkModelSize passed it
+		}
+		s.specs.looked.Add(1)
 		if spec, ok = model.Lookup(req.Model); !ok {
 			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
 		}
 		jf.name = req.Model
+		if err := checkModelSize(spec, config); err != nil {
+			return jf, spec, err
+		}
+		s.specs.put(req.Model, spec)
 	case hasConfig:
 		if config[0] != '{' {
 			return jf, spec, badField("config", "config: want a config.json object, got %s", truncate(config, 40))
@@ -662,11 +684,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, libraryError(err, nil)
 		}
 		jf.config = "(inline)"
+		if err := checkModelSize(spec, config); err != nil {
+			return jf, spec, err
+		}
 	default:
 		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
-	}
-	if err := checkModelSize(spec, config); err != nil {
-		return jf, spec, err
 	}
 	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
 	jf.dropout = req.Dropout
@@ -1205,7 +1227,7 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
-	j, dev, err := jf.jobFor(spec)
+	j, dev, err := jf.jobWith(spec, s.prepared.prepare(modelSource(req.estimateRequest), &jf))
 	if err != nil {
 		return libraryError(err, jobFields(jf))
 	}
@@ -1330,4 +1352,147 @@ func configKey(config json.RawMessage, n int64, keys []string) string {
 		}
 	}
 	return "config"
+}
+
+// modelCacheSize bounds the models the service keeps prepared, and the
+// catalog models it keeps looked up. A Model holds its tensor groups,
+// not its tensors: 4.2 KB on average over 48 catalog models with LoRA
+// (heap after GC), so about 1 MB when full.
+const modelCacheSize = 256
+
+// modelSource names where a checked request's model comes from: the
+// catalog name as given, or the SHA-256 of the inline config.json's
+// bytes (the exact bytes, spaces around them trimmed as flagsFrom trims
+// them: model.FromHFConfig reads nothing else, so the same bytes give
+// the same model.Spec).
+func modelSource(req estimateRequest) string {
+	if req.Model != "" {
+		return "model\x00" + req.Model
+	}
+	sum := sha256.Sum256(bytes.TrimSpace(req.Config))
+	return "config\x00" + string(sum[:])
+}
+
+// modelKey is everything a model prepared by jobFor depends on: the
+// model's source (modelSource), the head and labels that change its
+// Spec, and every field of the model.Finetune that jobFor fills
+// (TestModelKeyCoversFinetune fails when model.Finetune or model.LoRA
+// gains a field, so that the key follows).
+type modelKey struct {
+	source      string
+	head        string
+	labels      int
+	rank        int64
+	targets     string // LoRA.Targets joined by NUL
+	loraDType   gpumem.DType
+	quant       gpumem.DType
+	method      string
+	groupSize   int64
+	unquantized gpumem.DType
+	compute     gpumem.DType
+	unfused     bool
+	blockwise   gpumem.Blockwise
+	fp8Block    [2]int64
+	// trainNone: Finetune.Train is set, which jobFor does for one
+	// function only, training nothing (--frozen with --quant). No two
+	// valid requests differ in it alone today (without frozen, a
+	// quantized training job needs LoRA); it keeps the key exact.
+	trainNone bool
+}
+
+// modelCache keeps the models the service has prepared, the least
+// recently used dropped first once it holds max of them, so that a
+// second request for the same model and fine-tuning setup skips
+// budget.NewModel (most of an estimate request's time). It is safe for
+// concurrent use; two requests that miss on the same key at once both
+// build the model, and the first one stored is kept.
+type modelCache struct {
+	lru[modelKey, budget.Model]
+	built atomic.Int64 // budget.NewModel calls, for tests
+}
+
+// prepare returns the function jobWith calls to turn the Finetune that
+// f describes into a budget.Model for a model from source.
+func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (budget.Model, error) {
+	return func(ft model.Finetune) (budget.Model, error) {
+		k := modelKey{source: source, head: f.head, labels: f.labels,
+			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
+			quant: ft.Quant, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
+			compute: ft.ComputeDType, unfused: ft.Unfused, blockwise: ft.Blockwise, fp8Block: ft.FP8Block,
+			trainNone: ft.Train != nil}
+		if m, ok := c.get(k); ok {
+			return m, nil
+		}
+		c.built.Add(1)
+		m, err := budget.NewModel(ft)
+		if err != nil {
+			return m, err // not kept: the error is cheap to find again
+		}
+		return c.put(k, m), nil
+	}
+}
+
+// specCache keeps the catalog models the service has looked up, by the
+// name the request gave, once checkModelSize has passed them:
+// model.Lookup parses the catalog's config.json on every call, and
+// checkModelSize builds the model's tensor runs. A model.Spec is a value
+// that jobFor only copies (withHead, withLabels), so requests may share
+// one.
+type specCache struct {
+	lru[string, model.Spec]
+	looked atomic.Int64 // model.Lookup calls, for tests
+}
+
+// lru is a map of at most max entries (at least 1) that drops the least
+// recently used one to make room. It is safe for concurrent use.
+type lru[K comparable, V any] struct {
+	mu      sync.Mutex
+	max     int
+	entries map[K]*list.Element
+	order   list.List // of *lruEntry[K, V], the most recently used first
+}
+
+type lruEntry[K comparable, V any] struct {
+	key K
+	v   V
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*lruEntry[K, V]).v, true
+}
+
+// put stores v under k unless an entry is there already, and returns the
+// stored value.
+func (c *lru[K, V]) put(k K, v V) V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*lruEntry[K, V]).v
+	}
+	if c.entries == nil {
+		c.entries = map[K]*list.Element{}
+	}
+	for c.order.Len() >= max(c.max, 1) {
+		old := c.order.Back()
+		delete(c.entries, old.Value.(*lruEntry[K, V]).key)
+		c.order.Remove(old)
+	}
+	c.entries[k] = c.order.PushFront(&lruEntry[K, V]{key: k, v: v})
+	return v
+}
+
+// len returns the number of entries.
+func (c *lru[K, V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
 }

