@@ -75,7 +75,7 @@
 // the memory") are read. A message cut short returns what it states with
 // Truncated set. ParseOOM does not allocate for the caching allocators'
 // messages and takes 5–9 µs per corpus message on average, log excerpts
-// of up to 2 KB included (BenchmarkParseOOM on a shared 2-core AMD EPYC;
+// of up to 1.5 KB included (BenchmarkParseOOM on a shared 2-core AMD EPYC;
 // the formats added for issue 21 cost nothing measurable on the 97
 // messages before them: 4.8–7.3 µs before, 4.7–6.6 µs after).
 //
