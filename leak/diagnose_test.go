@@ -61,6 +61,9 @@ func TestDiagnoseCorpus(t *testing.T) {
 		{"jaxdriver_skyrl624_async", CauseTooLarge, ActionChunk},
 		// cudaMallocAsync: 5.00 GiB free for 12.50 MiB requested.
 		{"async_comfyui5886_bold", CauseLimit, ActionRaiseLimit},
+		// No CUDA context could be made: no request, and JAX's
+		// preallocation is the first thing to check.
+		{"jaxdriver_jax10830_context", CauseUnknown, ActionFrameworkSetting},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

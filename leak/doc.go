@@ -43,8 +43,11 @@
 //   - the stream executor's "failed to allocate 3.95G (4240965632 bytes)
 //     from device: CUDA_ERROR_OUT_OF_MEMORY", "failed to alloc N bytes
 //     unified memory" and XLA's "cuMemAllocAsync failed to allocate N
-//     bytes … Free memory/Total memory: F/T", TensorFlow's or JAX's by the
-//     log line's source path ([EraCUDADriver]);
+//     bytes … Free memory/Total memory: F/T", across one line break when
+//     the log was wrapped, and a context that could not be created
+//     ("cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY … total memory
+//     reported: N"), TensorFlow's or JAX's by the log line's source path
+//     ([EraCUDADriver]);
 //   - JAX/XLA "RESOURCE_EXHAUSTED: Out of memory while trying to allocate N
 //     bytes", "… Out of memory allocating N bytes" and "Failed to allocate
 //     request for X (NB) on device ordinal n", and XLA's BFC allocator
@@ -130,17 +133,19 @@
 //
 // # How it was checked
 //
-// testdata/oom holds 132 real messages copied from public issue threads,
+// testdata/oom holds 138 real messages copied from public issue threads,
 // each with its source URL and the numbers it states: 4 THC, 1 CUDA
 // error, 10 "cached", 25 "reserved in total" (IPEX included), 6 "total
 // capacty", 18 "total capacity of" (HIP and XPU included), 11
-// cudaMallocAsync (4 cut by the NUL-byte bug), 6 MPS, 12 TensorFlow
-// failures (7 from the stream executor's cuda_driver.cc), 9 TensorFlow
-// BFC warnings ("this is not a failure", labelled warning), 12 JAX (2
-// from the stream executor, 1 from XLA's BFC allocator), 10 CuPy (3
+// cudaMallocAsync (4 cut by the NUL-byte bug), 6 MPS, 15 TensorFlow
+// failures (10 from the stream executor's cuda_driver.cc, 1 amid BFC
+// warnings), 9 TensorFlow BFC warnings ("this is not a failure",
+// labelled warning), 15 JAX (4 from the stream executor, 1 of them a
+// context that could not be created, 2 wrapped mid-word, 1 from XLA's
+// BFC allocator), 10 CuPy (3
 // CUDARuntimeError, 4 in the "total" wording, 3 in the "allocated so far"
 // one, 1 of them with a pool limit), 1
-// retyped "CUDA out of the memory", 2 bitsandbytes and 5 llama.cpp; 117
+// retyped "CUDA out of the memory", 2 bitsandbytes and 5 llama.cpp; 123
 // CUDA, 6 HIP, 6 MPS and 3 XPU. Every stated number parses exactly (the
 // test also checks that no other field claims to be stated). No real
 // message with the 2025+ PYTORCH_ALLOC_CONF hint, the 1.8–1.9

@@ -1251,6 +1251,43 @@ func logFramework(s string, at int) Framework {
 	return FrameworkUnknown
 }
 
+// parseCUDAContext reads "failed call to cuDevicePrimaryCtxRetain:
+// CUDA_ERROR_OUT_OF_MEMORY" (see parseCUDADriver).
+func parseCUDAContext(s string, at, end int, o *OOM) bool {
+	ls := at - 400
+	if ls < 0 {
+		ls = 0
+	}
+	if nl := strings.LastIndexByte(s[ls:at], '\n'); nl >= 0 {
+		ls += nl + 1
+	}
+	st := strings.LastIndex(s[ls:at], "cuDevicePrimaryCtxRetain")
+	if st < 0 {
+		st = strings.LastIndex(s[ls:at], "cuCtxCreate")
+	}
+	if st < 0 {
+		return false
+	}
+	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraCUDADriver
+	if f := logFramework(s, ls+st); f != FrameworkUnknown {
+		o.Framework = f
+	}
+	o.Start, o.End = ls+st, end
+	if _, e := findWithin(s, ls, at, "CUDA device ordinal"); e >= 0 {
+		if d, _, ok := readInt(s, e); ok && d < 1<<16 {
+			o.Device = int(d)
+			o.Stated |= FieldDevice
+		}
+	}
+	if e := match(s, end, ": out of memory; total memory reported:"); e >= 0 {
+		if v, j, ok := readSize(s, e); ok {
+			o.set(FieldCapacity, &o.Capacity, v)
+			o.End = j
+		}
+	}
+	return true
+}
+
 // parseXLA reads "RESOURCE_EXHAUSTED: Out of memory while trying to
 // allocate N bytes." (and the older "Resource exhausted: Out of memory"),
 // and "RESOURCE_EXHAUSTED: Out of memory allocating N bytes." (from
@@ -1358,20 +1395,37 @@ func parseCuPy(s string, at, end int, o *OOM) bool {
 // bytes". Host (pinned) allocations, "failed to alloc N bytes on host",
 // are not device memory and are not read. XLA's cudaMallocAsync allocator
 // follows with "Free memory/Total memory: F/T" and "InUse: N", read as
-// Free, Capacity and Allocated.
+// Free, Capacity and Allocated. A log wrapped at a fixed width ("from
+// d\nevice: CUDA_ERROR_OUT_OF_MEMORY") is read across one line break.
+//
+// A context that cannot be created, "failed call to
+// cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY: out of memory; total
+// memory reported: N" (XLA's platform_util.cc, for "CUDA device ordinal
+// n"), is read with Device and Capacity and no request: the device was
+// full before the job began (another process, or XLA's preallocation).
 func parseCUDADriver(s string, at, end int, o *OOM) bool {
 	ls := at - 400
 	if ls < 0 {
 		ls = 0
 	}
-	if nl := strings.LastIndexByte(s[ls:at], '\n'); nl >= 0 {
-		ls += nl + 1
+	lines := 0
+	for k := at - 1; k >= ls; k-- {
+		if s[k] == '\n' {
+			lines++
+			if lines == 2 {
+				ls = k + 1
+				break
+			}
+		}
 	}
 	st := strings.LastIndex(s[ls:at], "failed to alloc")
-	if st < 0 {
-		return false
+	if st < 0 || strings.Contains(s[ls+st:at], "CUDA_ERROR") {
+		return parseCUDAContext(s, at, end, o)
 	}
 	st += ls
+	if ln := strings.LastIndexByte(s[:st], '\n'); ln+1 > ls {
+		ls = ln + 1
+	}
 	e := st + len("failed to alloc")
 	if e+3 <= at && s[e:e+3] == "ate" {
 		e += 3

@@ -536,6 +536,10 @@ func TestParseOOMIssue21Constructed(t *testing.T) {
 		assert.False(t, ok)
 		_, ok = ParseOOM("Accelerator Fatal Error: call to cuMemAlloc returned error 2 (CUDA_ERROR_OUT_OF_MEMORY): Out of memory")
 		assert.False(t, ok)
+		// Real: https://github.com/Zuricho/ParallelFold/issues/23 (pinned
+		// host memory refused by the OS, not a device OOM).
+		_, ok = ParseOOM("2022-08-17 11:26:20.226278: E external/org_tensorflow/tensorflow/stream_executor/cuda/cuda_driver.cc:796] failed to alloc 12524123136 bytes on host: CUDA_ERROR_OPERATING_SYSTEM: OS call failed or operation not supported on this OS\n2022-08-17 11:26:20.226316: W external/org_tensorflow/tensorflow/core/common_runtime/device/device_host_allocator.h:46] could not allocate pinned host memory of size: 12524123136\n")
+		assert.False(t, ok)
 	})
 	t.Run("TensorFlow 2.15+ vendored XLA is TensorFlow", func(t *testing.T) {
 		t.Parallel()
