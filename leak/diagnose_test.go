@@ -130,6 +130,6 @@ func TestDiagnoseWarning(t *testing.T) {
 			t.Errorf("Diagnose(%s) calls a failure a warning", c.name)
 		}
 	}
-	assert.GreaterOrEqual(t, n, 9)
+	assert.GreaterOrEqual(t, n, 12)
 	assert.Equal(t, "warning, not an out-of-memory error", CauseWarning.String())
 }

@@ -39,7 +39,8 @@
 //     table's "device ID n" are read;
 //   - TensorFlow "OOM when allocating tensor with shape[…] and type T"
 //     (request derived from shape × type size) with the BFC "Limit:" and
-//     "InUse:" statistics, and "Allocator (GPU_0_bfc) ran out of memory";
+//     "InUse:" statistics, and "Allocator (GPU_0_bfc) ran out of memory"
+//     (TensorFlow ≤ 1.0: "Ran out of memory trying to allocate");
 //   - the stream executor's "failed to allocate 3.95G (4240965632 bytes)
 //     from device: CUDA_ERROR_OUT_OF_MEMORY", "failed to alloc N bytes
 //     unified memory" and XLA's "cuMemAllocAsync failed to allocate N
@@ -133,20 +134,19 @@
 //
 // # How it was checked
 //
-// testdata/oom holds 138 real messages copied from public issue threads,
+// testdata/oom holds 148 real messages copied from public issue threads,
 // each with its source URL and the numbers it states: 4 THC, 1 CUDA
 // error, 10 "cached", 25 "reserved in total" (IPEX included), 6 "total
 // capacty", 18 "total capacity of" (HIP and XPU included), 11
-// cudaMallocAsync (4 cut by the NUL-byte bug), 6 MPS, 15 TensorFlow
-// failures (10 from the stream executor's cuda_driver.cc, 1 amid BFC
-// warnings), 9 TensorFlow BFC warnings ("this is not a failure",
-// labelled warning), 15 JAX (4 from the stream executor, 1 of them a
-// context that could not be created, 2 wrapped mid-word, 1 from XLA's
-// BFC allocator), 10 CuPy (3
+// cudaMallocAsync (4 cut by the NUL-byte bug), 6 MPS, 18 TensorFlow
+// failures (13 from the stream executor's cuda_driver.cc, 4 of them amid
+// BFC warnings), 19 JAX failures (4 from the stream executor, 1 of them a
+// context that could not be created, 2 wrapped by a terminal; 1 from
+// XLA's BFC allocator; 1 amid BFC warnings), 12 BFC warnings ("this is
+// not a failure", labelled warning: 11 TensorFlow, 1 JAX), 10 CuPy (3
 // CUDARuntimeError, 4 in the "total" wording, 3 in the "allocated so far"
-// one, 1 of them with a pool limit), 1
-// retyped "CUDA out of the memory", 2 bitsandbytes and 5 llama.cpp; 123
-// CUDA, 6 HIP, 6 MPS and 3 XPU. Every stated number parses exactly (the
+// one, 1 of them with a pool limit), 1 retyped "CUDA out of the memory",
+// 2 bitsandbytes and 5 llama.cpp; 133 CUDA, 6 HIP, 6 MPS and 3 XPU. Every stated number parses exactly (the
 // test also checks that no other field claims to be stated). No real
 // message with the 2025+ PYTORCH_ALLOC_CONF hint, the 1.8–1.9
 // parenthesized "allowed;", the typos "memmory" or "allocat", or a

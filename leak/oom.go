@@ -412,9 +412,10 @@ const (
 	anchorGGMLHIP
 	anchorCUDADriver
 	anchorCuPyRuntime
+	anchorTFAllocatorOld
 
 	anchorFirst = anchorTried
-	anchorLast  = anchorCuPyRuntime
+	anchorLast  = anchorTFAllocatorOld
 )
 
 func (k anchor) keyword() string {
@@ -459,6 +460,9 @@ func (k anchor) keyword() string {
 		return "CUDA_ERROR_OUT_OF_MEMORY"
 	case anchorCuPyRuntime:
 		return "CUDARuntimeError: cudaErrorMemoryAllocation"
+	case anchorTFAllocatorOld:
+		// TensorFlow ≤ 1.0, without the allocator's name.
+		return "Ran out of memory trying to allocate"
 	}
 	return "\x00never"
 }
@@ -479,7 +483,7 @@ func (k anchor) parse(s string, at, end int, o *OOM) bool {
 		o.Framework, o.Backend, o.Era = PyTorch, HIP, EraCUDAError
 	case anchorTFTensor, anchorTFTensorOld:
 		return parseTFTensor(s, at, end, o)
-	case anchorTFAllocator:
+	case anchorTFAllocator, anchorTFAllocatorOld:
 		return parseTFAllocator(s, at, end, o)
 	case anchorXLA:
 		return parseXLA(s, at, end, o)
