@@ -35,8 +35,9 @@
 //     device " that PyTorch's NUL-byte bug leaves (Truncated) and its
 //     "17179869184.00 GiB" no-limit figure (not a cap); after the cut, the
 //     byte itself when a log kept it (its value is the device), the
-//     "Currently allocated … Requested …" summary and a memory_summary
-//     table's "device ID n" are read;
+//     "Currently allocated … Requested …" summary, a memory_summary
+//     table's "device ID n" and a ComfyUI error report's Devices section
+//     ("Name: cuda:0 …", "VRAM Total: N") are read;
 //   - TensorFlow "OOM when allocating tensor with shape[…] and type T"
 //     (request derived from shape × type size) with the BFC "Limit:" and
 //     "InUse:" statistics, and "Allocator (GPU_0_bfc) ran out of memory"
@@ -134,11 +135,12 @@
 //
 // # How it was checked
 //
-// testdata/oom holds 148 real messages copied from public issue threads,
+// testdata/oom holds 154 real messages copied from public issue threads,
 // each with its source URL and the numbers it states: 4 THC, 1 CUDA
 // error, 10 "cached", 25 "reserved in total" (IPEX included), 6 "total
-// capacty", 18 "total capacity of" (HIP and XPU included), 11
-// cudaMallocAsync (4 cut by the NUL-byte bug), 6 MPS, 18 TensorFlow
+// capacty", 18 "total capacity of" (HIP and XPU included), 17
+// cudaMallocAsync (10 cut by the NUL-byte bug, 1 of them followed by a
+// ComfyUI report's Devices section), 6 MPS, 18 TensorFlow
 // failures (13 from the stream executor's cuda_driver.cc, 4 of them amid
 // BFC warnings), 19 JAX failures (4 from the stream executor, 1 of them a
 // context that could not be created, 2 wrapped by a terminal; 1 from
@@ -146,7 +148,7 @@
 // not a failure", labelled warning: 11 TensorFlow, 1 JAX), 10 CuPy (3
 // CUDARuntimeError, 4 in the "total" wording, 3 in the "allocated so far"
 // one, 1 of them with a pool limit), 1 retyped "CUDA out of the memory",
-// 2 bitsandbytes and 5 llama.cpp; 133 CUDA, 6 HIP, 6 MPS and 3 XPU. Every stated number parses exactly (the
+// 2 bitsandbytes and 5 llama.cpp; 139 CUDA, 6 HIP, 6 MPS and 3 XPU. Every stated number parses exactly (the
 // test also checks that no other field claims to be stated). No real
 // message with the 2025+ PYTORCH_ALLOC_CONF hint, the 1.8–1.9
 // parenthesized "allowed;", the typos "memmory" or "allocat", or a

@@ -994,10 +994,11 @@ func scaleDecimal(num string, unit gpumem.Bytes, fallback gpumem.Bytes) gpumem.B
 //
 // What follows the cut still counts: a log written from C++ keeps the byte
 // itself (its value is the device index, then the full message), and the
-// "Currently allocated … Requested …" summary or a torch.cuda.memory_summary
-// table ("PyTorch CUDA memory summary, device ID 0") printed after the
-// cut message gives the numbers and the device. The scan stops at the
-// next "Allocation on device", so one message never takes another's.
+// "Currently allocated … Requested …" summary, a torch.cuda.memory_summary
+// table ("PyTorch CUDA memory summary, device ID 0") or a ComfyUI error
+// report's Devices section (readComfyDevices) printed after the cut
+// message gives the numbers and the device. The scan stops at the next
+// "Allocation on device", so one message never takes another's.
 func parseAsync(s string, at, end int, o *OOM) bool {
 	o.Framework, o.Backend, o.Era = PyTorch, CUDA, EraAsync
 	o.Start = at
@@ -1026,7 +1027,7 @@ func parseAsync(s string, at, end int, o *OOM) bool {
 	if cut {
 		o.Truncated = true
 		o.End = end
-		sumLimit := min(end+4096, len(s))
+		sumLimit := min(end+32768, len(s))
 		if st, _ := findWithin(s, end, sumLimit, "Allocation on device"); st >= 0 {
 			sumLimit = st
 		}
@@ -1035,6 +1036,8 @@ func parseAsync(s string, at, end int, o *OOM) bool {
 				o.Device = int(d)
 				o.Stated |= FieldDevice
 			}
+		} else {
+			readComfyDevices(s, end, sumLimit, o)
 		}
 	} else {
 		o.Device = int(dev)
@@ -1083,6 +1086,40 @@ func parseAsync(s string, at, end int, o *OOM) bool {
 	o.Truncated = !complete
 	o.End = i
 	return true
+}
+
+// readComfyDevices reads the "## Devices" section of a ComfyUI error
+// report, which follows the cut "Exception Message: Allocation on device "
+// after the stack trace: "- **Name:** cuda:0 NVIDIA GeForce RTX 2060 :
+// cudaMallocAsync" and "- **VRAM Total:** 12884443136" give Device and
+// Capacity. Its "VRAM Free" and "Torch VRAM" figures are taken when the
+// report is made, after ComfyUI unloaded its models, and are not read.
+func readComfyDevices(s string, from, limit int, o *OOM) {
+	for st, e := findWithin(s, from, limit, "Name:"); st >= 0; st, e = findWithin(s, st+1, limit, "Name:") {
+		k := e
+		for k < limit && (s[k] == '*' || s[k] == ' ') {
+			k++
+		}
+		m := match(s, k, "cuda:")
+		if m < 0 {
+			continue
+		}
+		d, j, ok := readInt(s, m)
+		if !ok || d >= 1<<16 {
+			return
+		}
+		o.Device = int(d)
+		o.Stated |= FieldDevice
+		if _, e := findWithin(s, j, min(j+300, limit), "VRAM Total:"); e >= 0 {
+			for e < limit && (s[e] == '*' || s[e] == ' ') {
+				e++
+			}
+			if v, _, ok := readSize(s, e); ok {
+				o.set(FieldCapacity, &o.Capacity, v)
+			}
+		}
+		return
+	}
 }
 
 // dtypeSize returns the bytes per element of a TensorFlow type name as it
