@@ -1256,12 +1256,20 @@ func parseTFAllocator(s string, at, end int, o *OOM) bool {
 	}
 	o.End = j
 	// "… 2.20GiB with freed_by_count=0. The caller indicates that this is
-	// not a failure, but may mean …" (before 1.14: no freed_by_count).
-	if _, e := findWithin(s, j, j+96, "this is not a failure"); e >= 0 {
-		if nl := strings.IndexByte(s[j:e], '\n'); nl < 0 {
-			o.Warning = true
-			o.End = e
+	// not a failure, but may mean …" (before 1.14: no freed_by_count),
+	// wrapped anywhere.
+	k := j
+	if e := match(s, k, " with freed_by_count="); e >= 0 {
+		if _, k2, ok := readInt(s, e); ok {
+			k = k2
 		}
+	}
+	if k < len(s) && s[k] == '.' {
+		k++
+	}
+	if e := match(s, skipSpace(s, k), "The caller indicates that this is not a failure"); e >= 0 {
+		o.Warning = true
+		o.End = e
 	}
 	readBFCStats(s, at, o)
 	return true

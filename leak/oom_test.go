@@ -528,6 +528,11 @@ func TestParseOOMIssue21Constructed(t *testing.T) {
 		assert.False(t, ok)
 		assert.True(t, o.Warning)
 		assert.Equal(t, g("1.02GiB"), o.Requested)
+		// TensorFlow 1.0's form, the sentence wrapped onto the next line.
+		o, ok = ParseOOM("W tensorflow/core/common_runtime/bfc_allocator.cc:217] Ran out of memory trying to allocate 1.18GiB. \nThe caller indicates that this is not a failure, but may mean that there could be performance gains if more memory is available.")
+		assert.False(t, ok)
+		assert.True(t, o.Warning)
+		assert.Equal(t, g("1.18GiB"), o.Requested)
 		// The same line without the sentence is a failure (TF 1.x printed
 		// it before raising ResourceExhaustedError).
 		o, ok = ParseOOM("Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.02GiB.  Current allocation summary follows.")
