@@ -34,6 +34,11 @@ const (
 	// CauseExhausted: this process's allocator holds the device; the job
 	// needs less memory.
 	CauseExhausted
+	// CauseWarning: the message is an allocator warning (OOM.Warning),
+	// not a failed allocation: TensorFlow's BFC allocator could not get a
+	// block the caller asked for opportunistically, and the caller went on
+	// without it ("this is not a failure"). Nothing failed there.
+	CauseWarning
 )
 
 // String returns the cause's name ("fragmentation").
@@ -49,6 +54,8 @@ func (c Cause) String() string {
 		return "other processes"
 	case CauseExhausted:
 		return "exhausted by this process"
+	case CauseWarning:
+		return "warning, not an out-of-memory error"
 	}
 	return "unknown"
 }
@@ -125,6 +132,8 @@ const minFragmentation = 0.05
 
 // Diagnose decides why the allocation failed. It tests, in order:
 //
+//  0. an allocator warning (OOM.Warning) is CauseWarning, whatever its
+//     numbers;
 //  1. a request larger than the device, or than an "allowed" cap;
 //  2. a cap: held + requested above "allowed";
 //  3. a limit: the driver reports at least 512 MiB more free than requested;
@@ -216,6 +225,10 @@ func (o OOM) Diagnose() Diagnosis {
 	capped := o.Has(FieldAllowed) && (!k(FieldCapacity) || o.Allowed < o.Capacity)
 
 	switch {
+	case o.Warning:
+		d.Cause = CauseWarning
+		d.Reason = fmt.Sprintf("a warning, not an out-of-memory error: the allocator could not get %s at once and the caller went on without it (\"this is not a failure\"); the job did not fail here",
+			o.Requested.Human())
 	case !k(FieldRequested):
 		d.Cause = CauseUnknown
 		d.Reason = "the message states no request size"
@@ -328,6 +341,9 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 		add(ActionOptimizer8bit, "use an 8-bit optimizer (bitsandbytes AdamW8bit): Adam's two fp32 states shrink from 8 to about 2 bytes per parameter")
 	}
 	switch d.Cause {
+	case CauseWarning:
+		add(ActionFrameworkSetting, "nothing to change for this line: if the job fails later, read that failure (\"OOM when allocating tensor\", \"RESOURCE_EXHAUSTED\"); the warning only says more memory might have made an operation faster")
+		return a
 	case CauseFragmentation:
 		if o.Era == EraAsync {
 			add(ActionExpandableSegments, "switch %s from backend:cudaMallocAsync to the native allocator with expandable_segments:True; the async pool keeps %s it cannot reuse for this request",

@@ -56,6 +56,14 @@ func TestDiagnoseCorpus(t *testing.T) {
 		{"jax_alphafold1023", CauseUnknown, ActionFrameworkSetting},
 		{"thc_detnet10", CauseUnknown, ActionLowerBatch},
 		{"async_nul_comfyui4936", CauseUnknown, ActionLowerBatch},
+		// XLA's cudaMallocAsync allocator asked for 1225195446464 bytes
+		// (1.11 TiB) of an 85095874560-byte (79.25 GiB) device.
+		{"jaxdriver_skyrl624_async", CauseTooLarge, ActionChunk},
+		// cudaMallocAsync: 5.00 GiB free for 12.50 MiB requested.
+		{"async_comfyui5886_bold", CauseLimit, ActionRaiseLimit},
+		// No CUDA context could be made: no request, and JAX's
+		// preallocation is the first thing to check.
+		{"jaxdriver_jax10830_context", CauseUnknown, ActionFrameworkSetting},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -100,4 +108,28 @@ func TestDiagnoseEveryCorpusMessage(t *testing.T) {
 			t.Errorf("Diagnose(%s).Fragmentation = %v > 1", c.name, d.Fragmentation)
 		}
 	}
+}
+
+// TestDiagnoseWarning: every allocator warning of the corpus is
+// CauseWarning with one piece of advice, and no failure is.
+func TestDiagnoseWarning(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, c := range loadCorpus(t) {
+		o, _ := ParseOOM(c.text)
+		d := o.Diagnose()
+		warning := len(c.want["warning"]) > 0 && c.want["warning"][0] == "true"
+		if warning {
+			n++
+			if d.Cause != CauseWarning || len(d.Advice) != 1 || !strings.Contains(d.Reason, "not an out-of-memory error") {
+				t.Errorf("Diagnose(%s) = %v, %q, %d advice; want a warning", c.name, d.Cause, d.Reason, len(d.Advice))
+			}
+			continue
+		}
+		if d.Cause == CauseWarning {
+			t.Errorf("Diagnose(%s) calls a failure a warning", c.name)
+		}
+	}
+	assert.GreaterOrEqual(t, n, 12)
+	assert.Equal(t, "warning, not an out-of-memory error", CauseWarning.String())
 }

@@ -16,8 +16,8 @@ const (
 	FrameworkUnknown Framework = iota
 	PyTorch                    // torch: the caching allocator, cudaMallocAsync, MPS, XPU, THC
 	TensorFlow                 // TensorFlow's BFC allocator ("OOM when allocating tensor")
-	JAX                        // JAX/XLA ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
-	CuPy                       // CuPy's memory pool (also under Chainer)
+	JAX                        // JAX/XLA ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate", XLA's allocators)
+	CuPy                       // CuPy's memory pool (also under Chainer) and its CUDARuntimeError
 	BitsAndBytes               // bitsandbytes' CUDA_CHECK_RETURN ("Error out of memory at line")
 	LlamaCpp                   // llama.cpp / ggml ("cudaMalloc failed: out of memory")
 )
@@ -118,6 +118,16 @@ const (
 	// EraGGML: ggml "allocating X MiB on device n: cudaMalloc failed: out
 	// of memory" and "failed to allocate CUDA0 buffer of size N".
 	EraGGML
+	// EraCUDADriver: the stream executor's driver wrapper that TensorFlow
+	// and XLA share (stream_executor/cuda/cuda_driver.cc): "failed to
+	// allocate 3.95G (4240965632 bytes) from device:
+	// CUDA_ERROR_OUT_OF_MEMORY", "failed to alloc N bytes unified memory;
+	// result: CUDA_ERROR_OUT_OF_MEMORY", and XLA's cudaMallocAsync
+	// allocator's "cuMemAllocAsync failed to allocate N bytes: … Free
+	// memory/Total memory: F/T". The source path of the log line names the
+	// framework: "external/org_tensorflow/" and "external/xla/" are jaxlib
+	// builds, "tensorflow/" and "external/local_xla/" TensorFlow.
+	EraCUDADriver
 )
 
 // String returns a short name of the format with, for PyTorch, the
@@ -152,6 +162,8 @@ func (e Era) String() string {
 		return "bitsandbytes"
 	case EraGGML:
 		return "ggml"
+	case EraCUDADriver:
+		return "stream_executor cuda_driver"
 	}
 	return "unknown"
 }
@@ -237,6 +249,13 @@ type OOM struct {
 	Stated    Field // fields the message printed
 	Derived   Field // fields computed from printed ones
 	Truncated bool  // the message stops before its format's end (cut off, or PyTorch's NUL-byte bug)
+	// Warning: the message is an allocator warning the framework recovers
+	// from, not a failed allocation: TensorFlow's (and XLA's) BFC allocator
+	// "ran out of memory trying to allocate X … The caller indicates that
+	// this is not a failure" (bfc_allocator.cc; the caller retries without
+	// the extra workspace). [ParseOOM] reports false when text holds only
+	// warnings.
+	Warning bool
 
 	Start, End int // byte offsets of the message in the text given to ParseOOM
 }
@@ -294,15 +313,22 @@ func (o *OOM) score() int { return bits.OnesCount16(uint16(o.Stated)) }
 // TensorFlow, JAX/XLA, CuPy, bitsandbytes and llama.cpp. Words may be
 // separated by any white space, so wrapped or re-flowed messages parse.
 // When text holds several messages, the one stating the most numbers is
-// returned, the last of equals. A message cut short returns what it
-// states, with Truncated set.
+// returned, the last of equals; a failure always wins over an allocator
+// warning. A message cut short returns what it states, with Truncated set.
+// Retyped messages with small typos ("Tried to allocat 20.00 MiB", "CUDA
+// out of memmory") are read as the original.
+//
+// When text holds only allocator warnings (see OOM.Warning), ParseOOM
+// reports false and returns the best warning, with Warning set, so that a
+// caller can say the text holds a warning rather than nothing; with no
+// message at all it returns the zero OOM and false.
 //
 // ParseOOM does not allocate for the CUDA caching allocator's messages.
 func ParseOOM(text string) (OOM, bool) {
 	var best, cur OOM
 	found := false
 	consider := func() {
-		if !found || cur.score() >= best.score() {
+		if !found || (best.Warning && !cur.Warning) || (cur.Warning == best.Warning && cur.score() >= best.score()) {
 			best = cur
 			found = true
 		}
@@ -321,14 +347,15 @@ func ParseOOM(text string) (OOM, bool) {
 			from = at + 1
 		}
 	}
-	return best, found
+	return best, found && !best.Warning
 }
 
 // ParseAllOOM returns every out-of-memory message in text, in the order
 // they appear, as [ParseOOM] reads them: one per rank of a distributed job,
-// or the successive failures of a retrying loop. Where two readings
-// overlap (a line that two formats both match), the one stating more
-// numbers is kept. It returns nil when text holds none.
+// or the successive failures of a retrying loop. Allocator warnings are
+// included with OOM.Warning set. Where two readings overlap (a line that
+// two formats both match), the one stating more numbers is kept. It
+// returns nil when text holds none.
 func ParseAllOOM(text string) []OOM {
 	var all []OOM
 	for k := anchorFirst; k <= anchorLast; k++ {
@@ -383,15 +410,20 @@ const (
 	anchorBnB
 	anchorGGMLCUDA
 	anchorGGMLHIP
+	anchorCUDADriver
+	anchorCuPyRuntime
+	anchorTFAllocatorOld
 
 	anchorFirst = anchorTried
-	anchorLast  = anchorGGMLHIP
+	anchorLast  = anchorTFAllocatorOld
 )
 
 func (k anchor) keyword() string {
 	switch k {
 	case anchorTried:
-		return "Tried to allocate"
+		// Without the final "e", so that "Tried to allocat 20.00 MiB"
+		// (retyped) matches too; parseTried skips the rest of the word.
+		return "Tried to allocat"
 	case anchorMPS:
 		return "MPS backend out of memory"
 	case anchorAsync:
@@ -424,6 +456,13 @@ func (k anchor) keyword() string {
 		return "cudaMalloc failed: out of memory"
 	case anchorGGMLHIP:
 		return "hipMalloc failed: out of memory"
+	case anchorCUDADriver:
+		return "CUDA_ERROR_OUT_OF_MEMORY"
+	case anchorCuPyRuntime:
+		return "CUDARuntimeError: cudaErrorMemoryAllocation"
+	case anchorTFAllocatorOld:
+		// TensorFlow ≤ 1.0, without the allocator's name.
+		return "Ran out of memory trying to allocate"
 	}
 	return "\x00never"
 }
@@ -444,7 +483,7 @@ func (k anchor) parse(s string, at, end int, o *OOM) bool {
 		o.Framework, o.Backend, o.Era = PyTorch, HIP, EraCUDAError
 	case anchorTFTensor, anchorTFTensorOld:
 		return parseTFTensor(s, at, end, o)
-	case anchorTFAllocator:
+	case anchorTFAllocator, anchorTFAllocatorOld:
 		return parseTFAllocator(s, at, end, o)
 	case anchorXLA:
 		return parseXLA(s, at, end, o)
@@ -456,6 +495,13 @@ func (k anchor) parse(s string, at, end int, o *OOM) bool {
 		o.Framework, o.Backend, o.Era = BitsAndBytes, CUDA, EraBitsAndBytes
 	case anchorGGMLCUDA, anchorGGMLHIP:
 		return parseGGML(s, at, end, o, k == anchorGGMLHIP)
+	case anchorCUDADriver:
+		return parseCUDADriver(s, at, end, o)
+	case anchorCuPyRuntime:
+		// CuPy's runtime wrapper (cupy_backends/cuda/api/runtime.pyx)
+		// raised before its pool reported sizes (CuPy < 2.0, PR #314) and
+		// still does outside the pool: no numbers.
+		o.Framework, o.Backend, o.Era = CuPy, CUDA, EraCuPy
 	default:
 		return false
 	}
@@ -501,6 +547,14 @@ func parseTried(s string, at, end int, o *OOM) bool {
 		o.Start = lookBack(s, at, 80, "Current platform can NOT allocate")
 	case lookBack(s, at, 8, "CUDA out of memory.") >= 0:
 		o.Start = lookBack(s, at, 8, "CUDA out of memory.")
+	case lookBack(s, at, 24, "CUDA out of") >= 0:
+		// Retyped: "CUDA out of memmory.", "CUDA out of the memory.".
+		o.Start = lookBack(s, at, 24, "CUDA out of")
+	}
+	// The anchor stops before the last letter of "allocate": skip what
+	// the writer typed there ("e", or nothing in "allocat").
+	for k := 0; k < 3 && end < len(s) && isLetter(s[end]); k++ {
+		end++
 	}
 	v, i, ok := readSize(s, end)
 	if !ok {
@@ -934,24 +988,60 @@ func scaleDecimal(num string, unit gpumem.Bytes, fallback gpumem.Bytes) gpumem.B
 }
 
 // parseAsync reads the cudaMallocAsync backend's message. PyTorch builds
-// before PR #168369 stream the device index as a char, so a NUL byte ends
-// the C string and only "Allocation on device " survives; that message
-// returns Truncated with nothing stated.
+// before PR #168369 stream the device index as a char (c10::DeviceIndex,
+// an int8_t), so on device 0 a NUL byte ends the C string and only
+// "Allocation on device " survives; that message returns Truncated.
+//
+// What follows the cut still counts: a log written from C++ keeps the byte
+// itself (its value is the device index, then the full message), and the
+// "Currently allocated … Requested …" summary, a torch.cuda.memory_summary
+// table ("PyTorch CUDA memory summary, device ID 0") or a ComfyUI error
+// report's Devices section (readComfyDevices) printed after the cut
+// message gives the numbers and the device. The scan stops at the next
+// "Allocation on device", so one message never takes another's.
 func parseAsync(s string, at, end int, o *OOM) bool {
 	o.Framework, o.Backend, o.Era = PyTorch, CUDA, EraAsync
 	o.Start = at
 	dev, j, ok := readInt(s, end)
-	if !ok || match(s, j, " would exceed allowed memory") < 0 {
-		o.Truncated = true
-		o.End = end
-		return true
+	if !ok {
+		k := end
+		if k < len(s) && s[k] == ' ' {
+			k++
+		}
+		if k < len(s) && s[k] < 0x20 && !isSpace(s[k]) {
+			dev, j, ok = int64(s[k]), k+1, true
+		}
 	}
-	o.Device = int(dev)
-	o.Stated |= FieldDevice
+	cut := !ok || match(s, j, " would exceed allowed memory") < 0
 	i := j
-	limit := j + 600
+	if cut {
+		i = end
+	}
+	limit := i + 600
 	if limit > len(s) {
 		limit = len(s)
+	}
+	if st, _ := findWithin(s, i, limit, "Allocation on device"); st >= 0 {
+		limit = st
+	}
+	if cut {
+		o.Truncated = true
+		o.End = end
+		sumLimit := min(end+32768, len(s))
+		if st, _ := findWithin(s, end, sumLimit, "Allocation on device"); st >= 0 {
+			sumLimit = st
+		}
+		if _, e := findWithin(s, end, sumLimit, "memory summary, device ID"); e >= 0 {
+			if d, _, ok := readInt(s, e); ok && d < 1<<16 {
+				o.Device = int(d)
+				o.Stated |= FieldDevice
+			}
+		} else {
+			readComfyDevices(s, end, sumLimit, o)
+		}
+	} else {
+		o.Device = int(dev)
+		o.Stated |= FieldDevice
 	}
 	labels := [...]struct {
 		kw string
@@ -988,9 +1078,48 @@ func parseAsync(s string, at, end int, o *OOM) bool {
 		o.set(l.f, l.p, v)
 		i = j
 	}
+	if cut {
+		// The numbers that follow a cut message are the message's own;
+		// it stays Truncated and ends where it was cut.
+		return true
+	}
 	o.Truncated = !complete
 	o.End = i
 	return true
+}
+
+// readComfyDevices reads the "## Devices" section of a ComfyUI error
+// report, which follows the cut "Exception Message: Allocation on device "
+// after the stack trace: "- **Name:** cuda:0 NVIDIA GeForce RTX 2060 :
+// cudaMallocAsync" and "- **VRAM Total:** 12884443136" give Device and
+// Capacity. Its "VRAM Free" and "Torch VRAM" figures are taken when the
+// report is made, after ComfyUI unloaded its models, and are not read.
+func readComfyDevices(s string, from, limit int, o *OOM) {
+	for st, e := findWithin(s, from, limit, "Name:"); st >= 0; st, e = findWithin(s, st+1, limit, "Name:") {
+		k := e
+		for k < limit && (s[k] == '*' || s[k] == ' ') {
+			k++
+		}
+		m := match(s, k, "cuda:")
+		if m < 0 {
+			continue
+		}
+		d, j, ok := readInt(s, m)
+		if !ok || d >= 1<<16 {
+			return
+		}
+		o.Device = int(d)
+		o.Stated |= FieldDevice
+		if _, e := findWithin(s, j, min(j+300, limit), "VRAM Total:"); e >= 0 {
+			for e < limit && (s[e] == '*' || s[e] == ' ') {
+				e++
+			}
+			if v, _, ok := readSize(s, e); ok {
+				o.set(FieldCapacity, &o.Capacity, v)
+			}
+		}
+		return
+	}
 }
 
 // dtypeSize returns the bytes per element of a TensorFlow type name as it
@@ -1094,10 +1223,18 @@ func readBFCStats(s string, at int, o *OOM) {
 }
 
 // parseTFAllocator reads "Allocator (GPU_0_bfc) ran out of memory trying
-// to allocate 2.02GiB" and, in newer releases, "(rounded to N)".
+// to allocate 2.02GiB" and, in newer releases, "(rounded to N)". The BFC
+// allocator is TensorFlow's and, since the TSL split, XLA's: a log line
+// from "external/xla/" or "external/org_tensorflow/" is JAX. When the
+// line goes on "The caller indicates that this is not a failure"
+// (bfc_allocator.cc: the allocation was a retry-able one, such as a
+// convolution's scratch space), the message is a Warning.
 func parseTFAllocator(s string, at, end int, o *OOM) bool {
 	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraTFAllocator
 	o.Start = at
+	if logFramework(s, at) == JAX {
+		o.Framework = JAX
+	}
 	if st := lookBack(s, at, 40, "Allocator (GPU_"); st >= 0 {
 		if d, _, ok := readInt(s, st+len("Allocator (GPU_")); ok {
 			o.Device = int(d)
@@ -1118,12 +1255,92 @@ func parseTFAllocator(s string, at, end int, o *OOM) bool {
 		}
 	}
 	o.End = j
+	// "… 2.20GiB with freed_by_count=0. The caller indicates that this is
+	// not a failure, but may mean …" (before 1.14: no freed_by_count),
+	// wrapped anywhere.
+	k := j
+	if e := match(s, k, " with freed_by_count="); e >= 0 {
+		if _, k2, ok := readInt(s, e); ok {
+			k = k2
+		}
+	}
+	if k < len(s) && s[k] == '.' {
+		k++
+	}
+	if e := match(s, skipSpace(s, k), "The caller indicates that this is not a failure"); e >= 0 {
+		o.Warning = true
+		o.End = e
+	}
 	readBFCStats(s, at, o)
 	return true
 }
 
+// logFramework tells JAX from TensorFlow by the source path of the log
+// line that holds at: jaxlib builds TensorFlow's and XLA's C++ code as an
+// external repository ("external/org_tensorflow/…" up to jaxlib 0.4.1x,
+// "external/xla/…" since), TensorFlow logs "tensorflow/…" and, from 2.15,
+// "external/local_xla/…". It returns FrameworkUnknown when the line names
+// no path.
+func logFramework(s string, at int) Framework {
+	ls := at - 400
+	if ls < 0 {
+		ls = 0
+	}
+	if nl := strings.LastIndexByte(s[ls:at], '\n'); nl >= 0 {
+		ls += nl + 1
+	}
+	line := s[ls:at]
+	switch {
+	case strings.Contains(line, "external/org_tensorflow/"), strings.Contains(line, "external/xla/"):
+		return JAX
+	case strings.Contains(line, "external/local_xla/"), strings.Contains(line, "external/local_tsl/"),
+		strings.Contains(line, "tensorflow/"), strings.Contains(line, "tensorflow\\"):
+		return TensorFlow
+	}
+	return FrameworkUnknown
+}
+
+// parseCUDAContext reads "failed call to cuDevicePrimaryCtxRetain:
+// CUDA_ERROR_OUT_OF_MEMORY" (see parseCUDADriver).
+func parseCUDAContext(s string, at, end int, o *OOM) bool {
+	ls := at - 400
+	if ls < 0 {
+		ls = 0
+	}
+	if nl := strings.LastIndexByte(s[ls:at], '\n'); nl >= 0 {
+		ls += nl + 1
+	}
+	st := strings.LastIndex(s[ls:at], "cuDevicePrimaryCtxRetain")
+	if st < 0 {
+		st = strings.LastIndex(s[ls:at], "cuCtxCreate")
+	}
+	if st < 0 {
+		return false
+	}
+	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraCUDADriver
+	if f := logFramework(s, ls+st); f != FrameworkUnknown {
+		o.Framework = f
+	}
+	o.Start, o.End = ls+st, end
+	if _, e := findWithin(s, ls, at, "CUDA device ordinal"); e >= 0 {
+		if d, _, ok := readInt(s, e); ok && d < 1<<16 {
+			o.Device = int(d)
+			o.Stated |= FieldDevice
+		}
+	}
+	if e := match(s, end, ": out of memory; total memory reported:"); e >= 0 {
+		if v, j, ok := readSize(s, e); ok {
+			o.set(FieldCapacity, &o.Capacity, v)
+			o.End = j
+		}
+	}
+	return true
+}
+
 // parseXLA reads "RESOURCE_EXHAUSTED: Out of memory while trying to
-// allocate N bytes." (and the older "Resource exhausted: Out of memory").
+// allocate N bytes." (and the older "Resource exhausted: Out of memory"),
+// and "RESOURCE_EXHAUSTED: Out of memory allocating N bytes." (from
+// parseCuPy, which shares the anchor).
 func parseXLA(s string, at, end int, o *OOM) bool {
 	o.Framework, o.Backend, o.Era = JAX, CUDA, EraXLA
 	o.Start = at
@@ -1167,12 +1384,26 @@ func parseXLARequest(s string, at, end int, o *OOM) bool {
 	return true
 }
 
-// parseCuPy reads CuPy's pool messages: "out of memory to allocate N bytes
-// (total M bytes)" and "Out of memory allocating N bytes (allocated so
-// far: M bytes)". M is what the pool holds, read as Reserved.
+// parseCuPy reads CuPy's pool messages (cupy/cuda/memory.pyx,
+// OutOfMemoryError):
+//
+//   - "out of memory to allocate N bytes (total M bytes)" (CuPy 2–6):
+//     M = N + pool.total_bytes(), the request included, so the pool held
+//     M − N; Reserved is derived as M − N.
+//   - "Out of memory allocating N bytes (allocated so far: M bytes[, limit
+//     set to: L bytes])." (CuPy 7+, PR #2242): M is the pool's
+//     _total_bytes before the request (total − size in _try_malloc),
+//     what the pool holds from the driver, used and cached: Reserved. L
+//     is the pool's limit (set_limit, CUPY_GPU_MEMORY_LIMIT): Allowed.
+//
+// JAX prints the second wording too, as "RESOURCE_EXHAUSTED: Out of memory
+// allocating N bytes." (PJRT's allocator); that is read as JAX.
 func parseCuPy(s string, at, end int, o *OOM) bool {
 	o.Framework, o.Backend, o.Era = CuPy, CUDA, EraCuPy
 	o.Start = at
+	if lookBack(s, at, 4, "RESOURCE_EXHAUSTED:") >= 0 || lookBack(s, at, 4, "Resource exhausted:") >= 0 {
+		return parseXLA(s, at, end, o)
+	}
 	v, j, ok := readGroupedSize(s, end)
 	if !ok {
 		o.Truncated = true
@@ -1180,10 +1411,20 @@ func parseCuPy(s string, at, end int, o *OOM) bool {
 		return true
 	}
 	o.set(FieldRequested, &o.Requested, v)
-	if e, _ := matchAny(s, j, " (total", " (allocated so far:"); e >= 0 {
+	if e, which := matchAny(s, j, " (total", " (allocated so far:"); e >= 0 {
 		if v, j2, ok := readGroupedSize(s, e); ok {
-			o.set(FieldReserved, &o.Reserved, v)
+			if which == 0 {
+				o.derive(FieldReserved, &o.Reserved, v-o.Requested)
+			} else {
+				o.set(FieldReserved, &o.Reserved, v)
+			}
 			j = j2
+			if e, _ := matchAny(s, j, ", limit set to:", ", limit set to"); e >= 0 {
+				if v, j3, ok := readGroupedSize(s, e); ok {
+					o.set(FieldAllowed, &o.Allowed, v)
+					j = j3
+				}
+			}
 			if j < len(s) && s[j] == ')' {
 				j++
 			}
@@ -1192,6 +1433,89 @@ func parseCuPy(s string, at, end int, o *OOM) bool {
 		}
 	}
 	o.End = j
+	return true
+}
+
+// parseCUDADriver reads the stream executor's failed driver allocation
+// (see [EraCUDADriver]), anchored at "CUDA_ERROR_OUT_OF_MEMORY": on the
+// same line before it, "failed to allocate 968.17M (1015196672 bytes)
+// from device" (the exact count in parentheses is preferred), "failed to
+// alloc N bytes unified memory" or "cuMemAllocAsync failed to allocate N
+// bytes". Host (pinned) allocations, "failed to alloc N bytes on host",
+// are not device memory and are not read. XLA's cudaMallocAsync allocator
+// follows with "Free memory/Total memory: F/T" and "InUse: N", read as
+// Free, Capacity and Allocated. A log wrapped at a fixed width ("from
+// d\nevice: CUDA_ERROR_OUT_OF_MEMORY") is read across one line break.
+//
+// A context that cannot be created, "failed call to
+// cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY: out of memory; total
+// memory reported: N" (XLA's platform_util.cc, for "CUDA device ordinal
+// n"), is read with Device and Capacity and no request: the device was
+// full before the job began (another process, or XLA's preallocation).
+func parseCUDADriver(s string, at, end int, o *OOM) bool {
+	ls := at - 400
+	if ls < 0 {
+		ls = 0
+	}
+	lines := 0
+	for k := at - 1; k >= ls; k-- {
+		if s[k] == '\n' {
+			lines++
+			if lines == 2 {
+				ls = k + 1
+				break
+			}
+		}
+	}
+	st := strings.LastIndex(s[ls:at], "failed to alloc")
+	if st < 0 || strings.Contains(s[ls+st:at], "CUDA_ERROR") {
+		return parseCUDAContext(s, at, end, o)
+	}
+	st += ls
+	if ln := strings.LastIndexByte(s[:st], '\n'); ln+1 > ls {
+		ls = ln + 1
+	}
+	e := st + len("failed to alloc")
+	if e+3 <= at && s[e:e+3] == "ate" {
+		e += 3
+	}
+	v, j, ok := readSize(s, e)
+	if !ok || j > at || strings.Contains(s[j:at], "on host") {
+		return false
+	}
+	o.Framework, o.Backend, o.Era = TensorFlow, CUDA, EraCUDADriver
+	if f := logFramework(s, st); f != FrameworkUnknown {
+		o.Framework = f
+	} else if strings.Contains(s[ls:st], ".cc:") {
+		// A source file without a directory is absl logging, which
+		// jaxlib uses; TensorFlow's own logging prints the path.
+		o.Framework = JAX
+	}
+	o.Start = st
+	o.set(FieldRequested, &o.Requested, v)
+	if e := match(s, j, " ("); e >= 0 {
+		if v, j2, ok := readSize(s, e); ok && j2 < len(s) && s[j2] == ')' {
+			o.Requested = v
+		}
+	}
+	o.End = end
+	if e := match(s, end, ": out of memory"); e >= 0 {
+		o.End = e
+	}
+	limit := min(o.End+600, len(s))
+	if _, e := findWithin(s, o.End, min(o.End+200, len(s)), "Free memory/Total memory:"); e >= 0 {
+		if f, j, ok := readSize(s, e); ok && j < len(s) && s[j] == '/' {
+			if t, _, ok := readSize(s, j+1); ok {
+				o.set(FieldFree, &o.Free, f)
+				o.set(FieldCapacity, &o.Capacity, t)
+			}
+		}
+		if _, e := findWithin(s, o.End, limit, "InUse:"); e >= 0 {
+			if v, _, ok := readSize(s, e); ok {
+				o.set(FieldAllocated, &o.Allocated, v)
+			}
+		}
+	}
 	return true
 }
 

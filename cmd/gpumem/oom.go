@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -22,15 +23,24 @@ func runOOM(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	o, ok := leak.ParseOOM(string(text))
-	if !ok {
+	if !ok && !o.Warning {
 		return errNoOOM
 	}
+	// An allocator warning ("this is not a failure") is printed like a
+	// message, marked as a warning, and exits 1 as input without an
+	// out-of-memory error does: nothing failed there.
 	d := o.Diagnose()
 	if *asJSON {
-		return writeOOMJSON(out, o, d)
+		if err := writeOOMJSON(out, o, d); err != nil {
+			return err
+		}
+		return warningErr(o)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "message\t%s %s (%s)\n", o.Framework, o.Backend, o.Era)
+	if o.Warning {
+		fmt.Fprintf(tw, "kind\twarning, not an out-of-memory error\n")
+	}
 	row := func(name string, b gpumem.Bytes, stated bool) {
 		if stated {
 			fmt.Fprintf(tw, "%s\t%s\n", name, b.Human())
@@ -56,6 +66,26 @@ func runOOM(args []string, in io.Reader, out, _ io.Writer) error {
 			fmt.Fprintf(out, "  - %s\n", strings.TrimSpace(a.Text))
 		}
 	}
+	return warningErr(o)
+}
+
+// oomWarning is the exit-1 error of input whose only out-of-memory line is
+// an allocator warning (leak.OOM.Warning): errors.Is(err, errNoOOM) holds,
+// and the message says what the warning was.
+type oomWarning struct{ o leak.OOM }
+
+func (w oomWarning) Error() string {
+	return fmt.Sprintf("a warning, not an out-of-memory error: %s's allocator could not get %s at once and went on (\"this is not a failure\")",
+		w.o.Framework, w.o.Requested.Human())
+}
+
+func (w oomWarning) Is(target error) bool { return target == errNoOOM }
+
+// warningErr returns oomWarning for a warning and nil for a failure.
+func warningErr(o leak.OOM) error {
+	if o.Warning {
+		return oomWarning{o}
+	}
 	return nil
 }
 
@@ -64,7 +94,8 @@ const maxLog = 256 << 20
 
 // writeOOMJSON writes the message's fields (leak.OOM's JSON: sizes as
 // integers, null when the message does not state them) with the
-// diagnosis's cause, reason and advice at the top level.
+// diagnosis's cause, reason and advice at the top level, and "warning":
+// true, with "found": false, for an allocator warning.
 func writeOOMJSON(out io.Writer, o leak.OOM, d leak.Diagnosis) error {
 	var top, diag map[string]json.RawMessage
 	ob, err := json.Marshal(o)
@@ -85,6 +116,10 @@ func writeOOMJSON(out io.Writer, o leak.OOM, d leak.Diagnosis) error {
 		if v, ok := diag[k]; ok {
 			top[k] = v
 		}
+	}
+	top["warning"] = json.RawMessage(strconv.FormatBool(o.Warning))
+	if o.Warning {
+		top["found"] = json.RawMessage("false")
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
