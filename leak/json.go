@@ -110,10 +110,12 @@ type jsonOOM struct {
 	Stated              []string      `json:"stated"`
 	Derived             []string      `json:"derived"`
 	Truncated           bool          `json:"truncated"`
+	Warning             bool          `json:"warning"`
 }
 
 // MarshalJSON writes the message's numbers as integers of bytes: "found"
-// (true), "framework", "backend", "era", "device", "requested",
+// (true for an out-of-memory error, false for an allocator warning),
+// "warning" (OOM.Warning), "framework", "backend", "era", "device", "requested",
 // "capacity", "free", "allocated", "reserved", "reserved_unallocated",
 // "private_pools", "allowed", "self", "other", "other_processes"
 // ([{"pid","bytes"}]), "stated" and "derived" (field names) and
@@ -128,7 +130,7 @@ func (o OOM) MarshalJSON() ([]byte, error) {
 		return &n
 	}
 	j := jsonOOM{
-		Found:               o.Framework != FrameworkUnknown,
+		Found:               o.Framework != FrameworkUnknown && !o.Warning,
 		Framework:           o.Framework.String(),
 		Backend:             o.Backend.String(),
 		Era:                 o.Era.String(),
@@ -146,6 +148,7 @@ func (o OOM) MarshalJSON() ([]byte, error) {
 		Stated:              fieldList(o.Stated),
 		Derived:             fieldList(o.Derived),
 		Truncated:           o.Truncated,
+		Warning:             o.Warning,
 	}
 	if o.Stated&FieldDevice != 0 {
 		d := o.Device

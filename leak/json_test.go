@@ -56,3 +56,25 @@ func TestJSONEveryCorpusMessage(t *testing.T) {
 		require.NoError(t, err, c.name)
 	}
 }
+
+// TestJSONWarning: an allocator warning marshals as "warning": true with
+// "found": false, in the library's JSON as in the command's.
+func TestJSONWarning(t *testing.T) {
+	t.Parallel()
+	o, ok := ParseOOM(corpusText(t, "tf_captcha16_bfc"))
+	require.False(t, ok)
+	require.True(t, o.Warning)
+	b, err := json.Marshal(o)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	assert.Equal(t, true, m["warning"])
+	assert.Equal(t, false, m["found"])
+	o, ok = ParseOOM(corpusText(t, "seed001_ex92"))
+	require.True(t, ok)
+	b, err = json.Marshal(o)
+	require.NoError(t, err)
+	m = nil
+	require.NoError(t, json.Unmarshal(b, &m))
+	assert.Equal(t, false, m["warning"])
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -116,10 +115,6 @@ func writeOOMJSON(out io.Writer, o leak.OOM, d leak.Diagnosis) error {
 		if v, ok := diag[k]; ok {
 			top[k] = v
 		}
-	}
-	top["warning"] = json.RawMessage(strconv.FormatBool(o.Warning))
-	if o.Warning {
-		top["found"] = json.RawMessage("false")
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
