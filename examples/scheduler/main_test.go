@@ -214,13 +214,17 @@ func TestPreFilterField(t *testing.T) {
 // of the fleet each time: PreFilter (budget.Estimate) once per job, the
 // index's best fit, Reserve on the chosen GPU. ns/op is the time for the
 // whole queue.
-func BenchmarkPlace10kOn1k(b *testing.B) {
-	fleet := NewFleet(Seed, 400)
-	if len(fleet) < 1000 {
-		b.Fatalf("NewFleet(400 nodes) has %d GPUs, want at least 1000", len(fleet))
+func BenchmarkPlace10kOn1k(b *testing.B) { benchmarkPlace(b, 400, 1000, 10_000) }
+
+// benchmarkPlace places jobs jobs on the first gpus GPUs of a fleet of
+// nodes nodes, on a fresh copy of the fleet each time.
+func benchmarkPlace(b *testing.B, nodes, gpus, jobs int) {
+	fleet := NewFleet(Seed, nodes)
+	if len(fleet) < gpus {
+		b.Fatalf("NewFleet(%d nodes) has %d GPUs, want at least %d", nodes, len(fleet), gpus)
 	}
-	fleet = fleet[:1000]
-	queue, err := NewQueue(Seed, 10_000)
+	fleet = fleet[:gpus]
+	queue, err := NewQueue(Seed, jobs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -260,26 +264,4 @@ func BenchmarkPreFilter(b *testing.B) {
 // 10,000 GPUs with Scheduler.Place, on a fresh copy of the fleet each
 // time, as BenchmarkPlace10kOn1k does ten times larger in both. ns/op
 // is the time for the whole queue.
-func BenchmarkPlace100kOn10k(b *testing.B) {
-	fleet := NewFleet(Seed, 4000)
-	if len(fleet) < 10_000 {
-		b.Fatalf("NewFleet(4000 nodes) has %d GPUs, want at least 10000", len(fleet))
-	}
-	fleet = fleet[:10_000]
-	queue, err := NewQueue(Seed, 100_000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	placed := 0
-	for b.Loop() {
-		placed = 0
-		for _, d := range NewScheduler(fleet).Place(queue) {
-			if d.Placed() {
-				placed++
-			}
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(queue)), "ns/job")
-	b.ReportMetric(float64(placed), "placed")
-}
+func BenchmarkPlace100kOn10k(b *testing.B) { benchmarkPlace(b, 4000, 10_000, 100_000) }
