@@ -24,6 +24,9 @@ func (j *Job) validate() error {
 	if j.Mode == Training && j.Model.untrainable != nil {
 		return j.Model.untrainable
 	}
+	if err := j.validateLlamaCpp(); err != nil {
+		return err
+	}
 	if j.Mode == Load {
 		if err := j.validateLoad(); err != nil {
 			return err
