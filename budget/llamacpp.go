@@ -145,8 +145,8 @@ func (j *Job) validateLlamaCpp() error {
 	if j.Mode != Prefill && j.Mode != Generation {
 		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "llama.cpp runs inference: want Prefill or Generation")
 	}
-	if j.Parallel != (Parallel{}) {
-		return gpumem.Errorf("Job.Parallel", "set", gpumem.ErrUnsupported, "llama.cpp's layer and row split over GPUs is not modelled")
+	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrUnsupported, "llama.cpp's layer and row split over GPUs is not modelled")
 	}
 	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
 		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "a llama.cpp cache's type is LlamaCpp.CacheK and CacheV")

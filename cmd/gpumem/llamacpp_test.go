@@ -147,3 +147,95 @@ func TestEstimateGGUFEveryType(t *testing.T) {
 	// F32, F16, BF16, F64 and the 29 block formats of dtype.go.
 	assert.GreaterOrEqual(t, n, 30)
 }
+
+// TestEstimateLlamaCpp checks the llama.cpp runtime on the command line:
+// chosen by default for a GGUF inference job, its buffers in the JSON,
+// and its flags refused where they do not apply.
+func TestEstimateLlamaCpp(t *testing.T) {
+	path := writeLlamaGGUF(t, gpumem.Q8_0)
+	runJSON := func(args ...string) (map[string]any, int, string) {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"estimate", "--gguf", path}, args...), strings.NewReader(""), &out, &errOut)
+		var got map[string]any
+		if code == exitOK {
+			require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+		}
+		return got, code, errOut.String()
+	}
+	got, code, stderr := runJSON("--infer", "--seq", "1000", "--json")
+	require.Equal(t, exitOK, code, stderr)
+	l, ok := got["llamacpp"].(map[string]any)
+	require.True(t, ok, "a GGUF inference job runs on llama.cpp by default: %v", got)
+	// Q8_0: 34 bytes per 32 weights. token_embd 512·256 = 131,072
+	// weights → 139,264 bytes on the host. On the GPU: output 139,264 and
+	// output_norm 1,024; per layer q, o 256·256 → 69,632 each, k, v
+	// 128·256 → 34,816 each, gate, up, down 512·256 → 139,264 each, two
+	// norms of 1,024: 628,736, × 2 = 1,257,472. In all 1,397,760.
+	assert.EqualValues(t, 139264, l["host_weights"])
+	assert.EqualValues(t, 1397760, l["gpu_weights"])
+	// 1,000 tokens → 1,024 cells × 2 layers × (128 + 128) × 2 bytes.
+	assert.EqualValues(t, 1024, l["kv_cells"])
+	assert.EqualValues(t, 1024*2*256*2, l["kv"])
+	// Compute, n_ubatch 512: mask 1024·512·4 = 2 MiB, KQ 1024·512·4·4 =
+	// 8 MiB, 3 × 256·512·4 = 1.5 MiB: 11.5 MiB.
+	assert.EqualValues(t, 11.5*(1<<20), l["compute"])
+	assert.EqualValues(t, 3, l["layers_offloaded"])
+
+	// -ngl 2: the output layer and layer 1; -ctk q8_0; flash attention.
+	got, code, stderr = runJSON("--infer", "--ctx-size", "512", "--n-gpu-layers", "2", "--cache-type-k", "q8_0", "--flash-attn", "--json")
+	require.Equal(t, exitOK, code, stderr)
+	l = got["llamacpp"].(map[string]any)
+	assert.EqualValues(t, 139264+1024+628736, l["gpu_weights"])
+	// One layer: K 512·128·34/32 = 69,632, V 512·128·2 = 131,072.
+	assert.EqualValues(t, 69632+131072, l["kv"])
+	assert.EqualValues(t, 69632+131072, l["host_kv"])
+
+	got, code, stderr = runJSON("--infer", "--runtime", "pytorch", "--json")
+	require.Equal(t, exitOK, code, stderr)
+	assert.NotContains(t, got, "llamacpp")
+
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--infer", "--n-gpu-layers", "0"}, "--n-gpu-layers 0"},
+		{[]string{"--infer", "--n-gpu-layers", "-3"}, "--n-gpu-layers -3"},
+		{[]string{"--infer", "--ctx-size", "-1"}, "--ctx-size -1"},
+		{[]string{"--infer", "--cache-type-v", "q4_k"}, "--cache-type-v"},
+		{[]string{"--infer", "--runtime", "vllm"}, `--runtime "vllm"`},
+		{[]string{"--train", "--runtime", "llama.cpp"}, "--runtime llama.cpp"},
+		{[]string{"--infer", "--runtime", "pytorch", "--flash-attn"}, "--flash-attn"},
+		{[]string{"--infer", "--generate", "8", "--kv-dtype", "q8_0"}, "--kv-dtype q8_0"},
+	} {
+		_, code, stderr := runJSON(c.args...)
+		assert.Equal(t, exitBadInput, code, c.args)
+		assert.Contains(t, stderr, c.err, c.args)
+	}
+}
+
+// TestServeLlamaCpp checks the request fields of the llama.cpp runtime.
+func TestServeLlamaCpp(t *testing.T) {
+	h := newServer(serverOptions{})
+	w := do(t, h, "POST", "/v1/estimate", "application/json",
+		strings.NewReader(`{"model":"llama-3-8b","mode":"infer","runtime":"llama.cpp","ctx_size":8192,"flash_attn":true}`))
+	require.Equal(t, 200, w.Code, w.Body.String())
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+	l, ok := got["llamacpp"].(map[string]any)
+	require.True(t, ok, got)
+	assert.EqualValues(t, 1<<30, l["kv"])
+	for body, field := range map[string]string{
+		`{"model":"llama-3-8b","mode":"infer","runtime":"llama.cpp","n_gpu_layers":0}`:     "n_gpu_layers",
+		`{"model":"llama-3-8b","mode":"infer","runtime":"llama.cpp","cache_type_k":"nf4"}`: "cache_type_k",
+		`{"model":"llama-3-8b","mode":"infer","runtime":"llama.cpp","ubatch_size":-1}`:     "ubatch_size",
+		`{"model":"llama-3-8b","mode":"infer","runtime":"tensorrt"}`:                       "runtime",
+		`{"model":"llama-3-8b","mode":"train","runtime":"llama.cpp"}`:                      "runtime",
+		`{"model":"llama-3-8b","mode":"infer","ctx_size":4096}`:                            "ctx_size",
+	} {
+		w := do(t, h, "POST", "/v1/estimate", "application/json", strings.NewReader(body))
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+		assert.Equal(t, 400, w.Code, body)
+		assert.Equal(t, field, m["field"], "%s: %v", body, m)
+	}
+}
