@@ -158,3 +158,15 @@ func TestParseRuntime(t *testing.T) {
 	_, err := ParseRuntime("vllm")
 	assert.Error(t, err)
 }
+
+// TestLlamaCppEstimateAllocs: a llama.cpp job's Estimate allocates
+// nothing either (the inventory is walked in place).
+func TestLlamaCppEstimateAllocs(t *testing.T) {
+	j := llamaCppJob(llama3Q4KMModel(t), LlamaCppOptions{Context: 8192, GPULayers: 20})
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Estimate(j); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}

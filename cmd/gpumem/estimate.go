@@ -784,6 +784,8 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	total, trainable := j.Model.Params()
 	if j.Mode == budget.Load {
 		fmt.Fprintf(out, "%s%s: load only, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
+	} else if j.Runtime == budget.LlamaCpp {
+		fmt.Fprintf(out, "%s%s: llama.cpp inference", describe(j), headNote(j.Model.Spec()))
 	} else {
 		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	}

@@ -239,3 +239,18 @@ func TestServeLlamaCpp(t *testing.T) {
 		assert.Equal(t, field, m["field"], "%s: %v", body, m)
 	}
 }
+
+// TestPlanLlamaCpp: plan refuses the llama.cpp runtime (it searches
+// PyTorch's knobs), on the command line and in the service.
+func TestPlanLlamaCpp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"plan", "--model", "llama-3-8b", "--infer", "--runtime", "llama.cpp", "--memory", "24GiB"}, strings.NewReader(""), &out, &errOut)
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, errOut.String(), "--runtime llama.cpp")
+	w := do(t, newServer(serverOptions{}), "POST", "/v1/plan", "application/json",
+		strings.NewReader(`{"model":"llama-3-8b","mode":"infer","runtime":"llama.cpp","memory":"24GiB"}`))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+	assert.Equal(t, 400, w.Code)
+	assert.Equal(t, "runtime", m["field"])
+}

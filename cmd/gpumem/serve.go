@@ -1267,6 +1267,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err != nil {
 		return libraryError(err, jobFields(jf))
 	}
+	if j.Runtime == budget.LlamaCpp {
+		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
+	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
