@@ -68,8 +68,8 @@ type LlamaCppOptions struct {
 	Context int
 	// Parallel is --parallel (n_seq_max): the sequences served at once.
 	// llama-server splits the Context among them (n_ctx_seq = n_ctx /
-	// n_seq), so it changes no buffer size for a given Context; zero
-	// means Job.Batch.
+	// n_seq, each padded to 256: llamaCppPad), so for a given Context it
+	// adds at most 255 cells per sequence; zero means Job.Batch.
 	Parallel int
 	// UBatch is --ubatch-size (n_ubatch), the tokens of one graph
 	// evaluation, which sizes the compute buffer; zero means 512, the
@@ -109,9 +109,14 @@ func (r LlamaCppReport) Total() gpumem.Bytes {
 }
 
 // llamaCppPad is the padding of n_ctx (and so of the KV cache's cells):
-// llama.cpp rounds the context up to 256 cells (llama_kv_cache's
-// n_pad; ggml-org/llama.cpp src/llama-context.cpp and
-// src/llama-kv-cache.cpp, 2025).
+// llama_context's constructor rounds the context up to 256 cells,
+// "cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)", and without a unified
+// cache (kv_unified false, llama_context_default_params) each of the
+// n_seq_max sequences' share too, n_ctx_seq = GGML_PAD(n_ctx / n_seq_max,
+// 256), the cache then holding n_ctx_seq × n_seq_max cells
+// (src/llama-context.cpp, ggml-org/llama.cpp after PR #17046). Before it,
+// the padding was 32 cells (256 with flash attention): the logs of
+// testdata/llamacpp use multiples of 256.
 const llamaCppPad = 256
 
 // llamaCppMaskPad is GGML_KQ_MASK_PAD (ggml/include/ggml.h, 64): the KQ
@@ -327,6 +332,13 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	}
 	if !ok || cells > 1<<40 {
 		return r, gpumem.Errorf("Job.LlamaCpp.Context", nCtx, gpumem.ErrRange, "too large")
+	}
+	if nSeq > 1 {
+		// Each sequence's share, padded (a cache that is not unified).
+		per, _ := checked.CeilDiv(cells/int64(nSeq), llamaCppPad)
+		if cells, ok = checked.Mul(per*llamaCppPad, int64(nSeq)); !ok || cells > 1<<40 {
+			return r, gpumem.Errorf("Job.LlamaCpp.Context", nCtx, gpumem.ErrRange, "too large")
+		}
 	}
 	r.Cells = int(cells)
 	ck, cv := o.CacheK, o.CacheV

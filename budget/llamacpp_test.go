@@ -170,3 +170,17 @@ func TestLlamaCppEstimateAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestLlamaCppParallel: n_ctx 10,000 pads to 10,240; over 3 sequences
+// each gets GGML_PAD(10240/3 = 3413, 256) = 3,584 cells: 10,752 in all.
+func TestLlamaCppParallel(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 10000, Parallel: 3}))
+	require.NoError(t, err)
+	assert.Equal(t, 10752, r.Cells)
+	// 10,752 × 32 layers × 2048 × 2 bytes.
+	assert.Equal(t, gpumem.Bytes(10752*32*2048*2), r.KV)
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 10000}))
+	require.NoError(t, err)
+	assert.Equal(t, 10240, r.Cells)
+}

@@ -74,7 +74,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers) or llama.cpp (also Ollama); default llama.cpp for a --gguf inference job, pytorch otherwise")
 	fs.StringVar(&l.gpuLayers, "n-gpu-layers", "", "with --runtime llama.cpp: llama.cpp's -ngl, the last N of the n_layer + 1 slots (the output layer is one) on the GPU (default, or -1: all)")
 	fs.IntVar(&l.ctxSize, "ctx-size", 0, "with --runtime llama.cpp: llama.cpp's -c, the KV cache's tokens over all sequences (default --parallel × (--seq + --generate))")
-	fs.IntVar(&l.parallel, "parallel", 0, "with --runtime llama.cpp: llama-server's --parallel, the sequences that share --ctx-size (default --batch)")
+	fs.IntVar(&l.parallel, "parallel", 0, "with --runtime llama.cpp: llama-server's --parallel, the sequences that share --ctx-size, each share padded to 256 cells (default --batch)")
 	fs.IntVar(&l.ubatch, "ubatch-size", 0, "with --runtime llama.cpp: llama.cpp's -ub, the tokens per graph evaluation, which size the compute buffer (default 512)")
 	fs.BoolVar(&l.flashAttn, "flash-attn", false, "with --runtime llama.cpp: llama.cpp's --flash-attn on (no n_ctx × n_ubatch × n_head score matrix)")
 	fs.StringVar(&l.cacheK, "cache-type-k", "", "with --runtime llama.cpp: llama.cpp's -ctk: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl")
