@@ -58,9 +58,12 @@ type LlamaCppOptions struct {
 	// offloads the last ones: i_gpu_start = max(n_layer + 1 − ngl, 0),
 	// and slot il (n_layer for the output layer) is on the GPU when
 	// il ≥ i_gpu_start (llama_model::load_tensors, src/llama-model.cpp,
-	// ggml-org/llama.cpp): -ngl 16 on a 32-layer model puts 15 layers and
-	// the output layer on the GPU, -ngl 33 (or more) all of them. Zero
-	// means all (-ngl 999); a negative value is refused.
+	// ggml-org/llama.cpp master): -ngl 16 on a 32-layer model puts 15
+	// layers and the output layer on the GPU, -ngl 33 (or more) all of
+	// them. Releases of 2024 computed i_gpu_start = max(n_layer − ngl, 0)
+	// instead (ngl layers, and the output layer only when ngl > n_layer);
+	// a full offload is the same in both. Zero means all (-ngl 999); a
+	// negative value is refused.
 	GPULayers int
 	// Context is --ctx-size (n_ctx), the KV cache's cells over all
 	// sequences; zero means Parallel × (Job.SeqLen + Job.Generate).
