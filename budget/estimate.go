@@ -42,6 +42,9 @@ func Estimate(j Job) (Breakdown, error) {
 	if err := j.validate(); err != nil {
 		return Breakdown{}, err
 	}
+	if j.Runtime == LlamaCpp {
+		return estimateLlamaCpp(&j)
+	}
 	if err := j.Parallel.validateFor(&j); err != nil {
 		return Breakdown{}, err
 	}

@@ -303,6 +303,13 @@ type Job struct {
 	// DefaultOverhead of the device given to Fits, or of an unnamed
 	// device when Estimate is called alone.
 	Overhead Overhead
+	// Runtime is the engine that runs the job; zero is PyTorch. With
+	// LlamaCpp, Estimate returns llama.cpp's buffers (LlamaCppBuffers):
+	// the GPU model buffer in Weights, the KV buffer in KVCache, the
+	// compute buffer in Workspace, the CPU buffers in Host.
+	Runtime Runtime
+	// LlamaCpp are llama.cpp's options (Runtime LlamaCpp only).
+	LlamaCpp LlamaCppOptions
 	// Device chooses device-specific defaults: the CUDA context by its
 	// compute capability (Device.Compute, or the catalog's for its Name;
 	// DefaultContext) and the Hopper cuBLAS workspace. The zero Device is

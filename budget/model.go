@@ -44,6 +44,10 @@ type Model struct {
 
 	quant    quantKernels // the quantized linears' kernels (none: Method "")
 	adapters bool         // LoRA adapters train
+	// untrainable is the error of the first tensor the Finetune trains
+	// that cannot train (quantized or fp8 storage): a Training job is
+	// refused with it; inference and load jobs keep the tensor frozen.
+	untrainable error
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -121,8 +125,16 @@ func NewModel(f model.Finetune) (Model, error) {
 			fixed = t.DType
 		}
 		if train && fixed != gpumem.Invalid {
-			return Model{}, gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
-				"a %s tensor cannot be trained; train an adapter on it", t.DType)
+			// Only a job that trains asks whether a tensor trains: an
+			// inference or load job of a quantized model (a GGUF file,
+			// whose Finetune trains every base tensor by default) runs.
+			// The tensor is kept frozen and a Training job is refused
+			// (Job.validate).
+			if m.untrainable == nil {
+				m.untrainable = gpumem.Errorf("Finetune.Tensors["+strconv.Itoa(i)+"]", t.Name, gpumem.ErrInvalid,
+					"a %s tensor cannot be trained; train an adapter on it", t.DType)
+			}
+			train = false
 		}
 		part, comp, _ := model.Component(t.Name)
 		tpc, tpDim := tpClassify(t.Name, len(t.Shape))

@@ -21,6 +21,12 @@ func (j *Job) validate() error {
 	if j.Mode < Training || j.Mode > Load {
 		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "want Training, Prefill, Generation or Load")
 	}
+	if j.Mode == Training && j.Model.untrainable != nil {
+		return j.Model.untrainable
+	}
+	if err := j.validateLlamaCpp(); err != nil {
+		return err
+	}
 	if j.Mode == Load {
 		if err := j.validateLoad(); err != nil {
 			return err

@@ -676,5 +676,46 @@ func FromGGUF(r io.ReaderAt, size int64) (Spec, error) {
 	if n := num("vocab_size"); n > 0 && s.Vocab == 0 {
 		s.Vocab = n
 	}
+	ggufFlags(&s, inv)
 	return s, nil
+}
+
+// ggufFlags sets the gated-MLP flag and the norm kind from the tensor
+// names llama.cpp gives them (src/llama-arch.cpp LLM_TENSOR_NAMES,
+// ggml-org/llama.cpp at 5a44f27e): a block with "blk.N.ffn_gate" (or the
+// experts' "ffn_gate_exps") runs a gated feed-forward (LLM_FFN_SILU with
+// LLM_FFN_PAR in llm_build_llama); "blk.N.attn_norm" with an
+// "attn_norm.bias" is a LayerNorm (gpt2, falcon), without one an RMSNorm
+// (llama, mistral, qwen2, gemma: build_norm with LLM_NORM_RMS and a
+// weight only). Names the reader does not recognise leave them as
+// InferSpec set them.
+func ggufFlags(s *Spec, inv []gpumem.Tensor) {
+	var gate, norm, normBias bool
+	for _, t := range inv {
+		name, ok := strings.CutPrefix(t.Name, "blk.")
+		if !ok {
+			continue
+		}
+		_, rest, ok := strings.Cut(name, ".")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rest, "ffn_gate.") || strings.HasPrefix(rest, "ffn_gate_exps."):
+			gate = true
+		case rest == "attn_norm.weight":
+			norm = true
+		case rest == "attn_norm.bias":
+			normBias = true
+		}
+	}
+	if gate {
+		s.Gated = true
+	}
+	switch {
+	case norm && normBias:
+		s.Norm = LayerNorm
+	case norm:
+		s.Norm = RMSNorm
+	}
 }

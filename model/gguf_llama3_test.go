@@ -184,6 +184,8 @@ func TestFromGGUFLlama3(t *testing.T) {
 	assert.Equal(t, int64(128), s.HeadDim)
 	assert.Equal(t, int64(128256), s.Vocab)
 	assert.Equal(t, int64(8192), s.MaxPositions)
+	assert.True(t, s.Gated, "ffn_gate: a gated MLP")
+	assert.Equal(t, RMSNorm, s.Norm, "attn_norm without a bias")
 	require.Len(t, s.Inventory, 291)
 	assert.Equal(t, gpumem.Tensor{Name: "output.weight", Shape: []int64{128256, 4096}, DType: gpumem.Q6_K}, s.Inventory[0])
 	assert.Equal(t, gpumem.Tensor{Name: "blk.31.ffn_up.weight", Shape: []int64{14336, 4096}, DType: gpumem.Q4_K}, s.Inventory[290])

@@ -53,6 +53,116 @@ type jobFlags struct {
 	layout            layoutFlags
 	cuda              string
 	lazy              optBool
+	llama             llamaFlags // --runtime and llama.cpp's flags
+}
+
+// llamaFlags are --runtime and the llama.cpp options (budget.LlamaCppOptions).
+type llamaFlags struct {
+	runtime        string // --runtime: pytorch or llama.cpp (default llama.cpp for --gguf inference)
+	gpuLayers      string // --n-gpu-layers; "" or -1: all
+	ctxSize        int    // --ctx-size; 0: --parallel × (--seq + --generate)
+	parallel       int    // --parallel; 0: --batch
+	ubatch         int    // --ubatch-size; 0: 512
+	flashAttn      bool   // --flash-attn
+	cacheK, cacheV string // --cache-type-k, --cache-type-v
+}
+
+// llamaFlagNames are the flags that only a llama.cpp job takes.
+var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v"}
+
+func (l *llamaFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers) or llama.cpp (also Ollama); default llama.cpp for a --gguf inference job, pytorch otherwise")
+	fs.StringVar(&l.gpuLayers, "n-gpu-layers", "", "with --runtime llama.cpp: llama.cpp's -ngl, the last N of the n_layer + 1 slots (the output layer is one) on the GPU (default, or -1: all)")
+	fs.IntVar(&l.ctxSize, "ctx-size", 0, "with --runtime llama.cpp: llama.cpp's -c, the KV cache's tokens over all sequences (default --parallel × (--seq + --generate))")
+	fs.IntVar(&l.parallel, "parallel", 0, "with --runtime llama.cpp: llama-server's --parallel, the sequences that share --ctx-size, each share padded to 256 cells (default --batch)")
+	fs.IntVar(&l.ubatch, "ubatch-size", 0, "with --runtime llama.cpp: llama.cpp's -ub, the tokens per graph evaluation, which size the compute buffer (default 512)")
+	fs.BoolVar(&l.flashAttn, "flash-attn", false, "with --runtime llama.cpp: llama.cpp's --flash-attn on (no n_ctx × n_ubatch × n_head score matrix)")
+	fs.StringVar(&l.cacheK, "cache-type-k", "", "with --runtime llama.cpp: llama.cpp's -ctk: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl")
+	fs.StringVar(&l.cacheV, "cache-type-v", "", "with --runtime llama.cpp: llama.cpp's -ctv (as --cache-type-k)")
+}
+
+// apply sets j's Runtime and llama.cpp options; gguf says the model came
+// from a GGUF file. On error it returns the flag at fault, without its
+// dashes (gpumem serve names the request field after it).
+func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
+	rt := budget.PyTorch
+	if l.runtime != "" {
+		var err error
+		if rt, err = budget.ParseRuntime(l.runtime); err != nil {
+			return "runtime", fmt.Errorf("%w: --runtime %q: want pytorch or llama.cpp", errUsage, l.runtime)
+		}
+		if rt == budget.LlamaCpp && j.Mode != budget.Prefill && j.Mode != budget.Generation {
+			return "runtime", fmt.Errorf("%w: --runtime %s: llama.cpp runs inference (give --infer)", errUsage, l.runtime)
+		}
+	} else if gguf && (j.Mode == budget.Prefill || j.Mode == budget.Generation) {
+		rt = budget.LlamaCpp
+	}
+	j.Runtime = rt
+	given := map[string]string{}
+	if l.gpuLayers != "" {
+		given["n-gpu-layers"] = l.gpuLayers
+	}
+	if l.ctxSize != 0 {
+		given["ctx-size"] = strconv.Itoa(l.ctxSize)
+	}
+	if l.parallel != 0 {
+		given["parallel"] = strconv.Itoa(l.parallel)
+	}
+	if l.ubatch != 0 {
+		given["ubatch-size"] = strconv.Itoa(l.ubatch)
+	}
+	if l.flashAttn {
+		given["flash-attn"] = "true"
+	}
+	if l.cacheK != "" {
+		given["cache-type-k"] = l.cacheK
+	}
+	if l.cacheV != "" {
+		given["cache-type-v"] = l.cacheV
+	}
+	if rt != budget.LlamaCpp {
+		for _, name := range llamaFlagNames {
+			if v, ok := given[name]; ok {
+				return name, fmt.Errorf("%w: --%s %s: it is a llama.cpp option (give --runtime llama.cpp, or leave --%s out)", errUsage, name, v, name)
+			}
+		}
+		return "", nil
+	}
+	o := &j.LlamaCpp
+	if l.gpuLayers != "" {
+		n, err := strconv.Atoi(l.gpuLayers)
+		switch {
+		case err != nil || n < -1:
+			return "n-gpu-layers", fmt.Errorf("%w: --n-gpu-layers %s: want -1 (all) or a count of layers", errUsage, l.gpuLayers)
+		case n == 0:
+			return "n-gpu-layers", fmt.Errorf("%w: --n-gpu-layers 0: nothing would be on the GPU but the compute buffer, which is not modelled (give 1 or more, or -1 for all)", errUsage)
+		case n > 0:
+			o.GPULayers = n
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"ctx-size", l.ctxSize}, {"parallel", l.parallel}, {"ubatch-size", l.ubatch}} {
+		if c.v < 0 {
+			return c.name, fmt.Errorf("%w: --%s %d: must not be negative", errUsage, c.name, c.v)
+		}
+	}
+	o.Context, o.Parallel, o.UBatch, o.FlashAttention = l.ctxSize, l.parallel, l.ubatch, l.flashAttn
+	for _, c := range []struct {
+		name, v string
+		dst     *gpumem.DType
+	}{{"cache-type-k", l.cacheK, &o.CacheK}, {"cache-type-v", l.cacheV, &o.CacheV}} {
+		if c.v == "" {
+			continue
+		}
+		dt, err := gpumem.ParseDType(c.v)
+		if err != nil {
+			return c.name, fmt.Errorf("%w: --%s %q: want f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl", errUsage, c.name, c.v)
+		}
+		*c.dst = dt
+	}
+	return "", nil
 }
 
 // optBool is a boolean flag that remembers whether it was given:
@@ -114,6 +224,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.layout.register(fs)
 	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
+	f.llama.register(fs)
 	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
 	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
 }
@@ -261,6 +372,16 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		return j, dev, err
 	}
 	j.LogitsToKeep = f.logitsToKeep
+	if _, err := f.llama.apply(&j, f.gguf != ""); err != nil {
+		return j, dev, err
+	}
+	if j.Runtime == budget.LlamaCpp && (f.kvDType != "" || f.kvBlock != 0) {
+		name, v := "--kv-dtype", f.kvDType
+		if f.kvDType == "" {
+			name, v = "--kv-block", strconv.Itoa(f.kvBlock)
+		}
+		return j, dev, fmt.Errorf("%w: %s %s: llama.cpp's cache is typed by --cache-type-k and --cache-type-v, and not paged", errUsage, name, v)
+	}
 	par, off, err := f.layout.layout(f.gpus, f.zero)
 	if err != nil {
 		return j, dev, err
@@ -663,6 +784,8 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	total, trainable := j.Model.Params()
 	if j.Mode == budget.Load {
 		fmt.Fprintf(out, "%s%s: load only, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
+	} else if j.Runtime == budget.LlamaCpp {
+		fmt.Fprintf(out, "%s%s: llama.cpp inference", describe(j), headNote(j.Model.Spec()))
 	} else {
 		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	}
@@ -705,6 +828,21 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	fmt.Fprintln(out)
 	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
+	if l := e.llama; l != nil {
+		fmt.Fprintf(out, "llama.cpp: offloaded %d/%d layers to GPU, %d KV cells, n_ubatch %d, flash attention %v\n",
+			l.Layers, l.Slots, l.Cells, l.UBatch, j.LlamaCpp.FlashAttention)
+		mib := func(b gpumem.Bytes) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+		lrow := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %14s\n", name, mib(b)) }
+		lrow("GPU model buffer", l.GPUWeights)
+		lrow("GPU KV buffer", l.KV)
+		lrow("GPU compute buffer", l.Compute)
+		lrow("CUDA context", l.Context)
+		lrow("host model buffer (token_embd ...)", l.HostWeights)
+		if l.HostKV > 0 {
+			lrow("host KV buffer", l.HostKV)
+		}
+		fmt.Fprintln(out)
+	}
 	for _, c := range need.Components() {
 		if c.Bytes != 0 {
 			row(c.Name, c.Bytes)
@@ -766,10 +904,11 @@ func (e estimation) verdict() error {
 // prints, and what gpumem serve's /v1/estimate returns.
 type estimation struct {
 	need      budget.Breakdown
-	dev       gpumem.Device // Capacity zero: no device named
-	headroom  headroom      // left unused by a fit
-	fits      bool          // true when no device was named
-	shortfall gpumem.Bytes  // headroom included
+	dev       gpumem.Device          // Capacity zero: no device named
+	headroom  headroom               // left unused by a fit
+	fits      bool                   // true when no device was named
+	shortfall gpumem.Bytes           // headroom included
+	llama     *budget.LlamaCppReport // the llama.cpp buffers (Runtime LlamaCpp)
 }
 
 // estimate estimates j and checks the fit on dev when it has a capacity,
@@ -787,6 +926,13 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 		return estimation{}, err
 	}
 	e := estimation{need: need, dev: dev, headroom: hr, fits: true}
+	if j.Runtime == budget.LlamaCpp {
+		r, err := budget.LlamaCppBuffers(j)
+		if err != nil {
+			return estimation{}, err
+		}
+		e.llama = &r
+	}
 	if dev.Capacity > 0 {
 		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
 		if short := gpumem.Bytes(checked.SatSub(int64(need.Required()), usable)); short > 0 {
@@ -810,6 +956,14 @@ func (e estimation) writeJSON(out io.Writer) error {
 	if e.need.Host > 0 {
 		// Offloaded state and activations, in host memory.
 		r["host"], r["host_per_node"] = int64(e.need.Host), int64(e.need.HostNode)
+	}
+	if l := e.llama; l != nil {
+		r["llamacpp"] = map[string]any{
+			"gpu_weights": int64(l.GPUWeights), "host_weights": int64(l.HostWeights), "kv": int64(l.KV),
+			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
+			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
+			"kv_cells": l.Cells, "n_ubatch": l.UBatch,
+		}
 	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name

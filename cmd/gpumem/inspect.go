@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
 )
@@ -181,6 +182,11 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 	}
 	if r.TrainableParams, err = ft.TrainableParams(); err != nil {
 		return r, err
+	}
+	// Quantized (GGUF Q4_K, fp8 ...) tensors cannot train: budget.NewModel
+	// keeps them frozen, and counts only the tensors that can.
+	if m, err := budget.NewModel(ft); err == nil {
+		_, r.TrainableParams = m.Params()
 	}
 	ts, err := ft.Tensors()
 	if err != nil {

@@ -191,6 +191,20 @@ func flagFor(field string) (string, bool) {
 		return "--checkpointing", true
 	case "Job.Device":
 		return "--gpu", true
+	case "Job.Runtime":
+		return "--runtime", true
+	case "Job.LlamaCpp.GPULayers":
+		return "--n-gpu-layers", true
+	case "Job.LlamaCpp.Context":
+		return "--ctx-size", true
+	case "Job.LlamaCpp.Parallel":
+		return "--parallel", true
+	case "Job.LlamaCpp.UBatch":
+		return "--ubatch-size", true
+	case "Job.LlamaCpp.CacheK":
+		return "--cache-type-k", true
+	case "Job.LlamaCpp.CacheV":
+		return "--cache-type-v", true
 	case "Job.Overhead.CUDA":
 		return "--cuda", true
 	case "Job.Overhead.Loading":

@@ -67,9 +67,17 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if jf.loadOnly {
 		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
 	}
+	if jf.llama.runtime == "" && jf.gguf != "" {
+		// plan searches PyTorch's knobs; a GGUF file is planned as
+		// transformers would run it unless --runtime llama.cpp is given.
+		jf.llama.runtime = "pytorch"
+	}
 	j, dev, err := jf.job()
 	if err != nil {
 		return err
+	}
+	if j.Runtime == budget.LlamaCpp {
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", errUsage, jf.llama.runtime)
 	}
 	if err := checkJob(j); err != nil {
 		return err

@@ -581,6 +581,20 @@ type estimateRequest struct {
 	// CUDA and LazyLoading are --cuda and --lazy-loading.
 	CUDA        string `json:"cuda"`
 	LazyLoading *bool  `json:"lazy_loading"`
+
+	// Runtime is --runtime (pytorch or llama.cpp); NGPULayers, CtxSize,
+	// Parallel, UBatchSize, FlashAttn, CacheTypeK and CacheTypeV are
+	// llama.cpp's --n-gpu-layers (left out: all), --ctx-size,
+	// --parallel, --ubatch-size, --flash-attn, --cache-type-k and
+	// --cache-type-v.
+	Runtime    string `json:"runtime"`
+	NGPULayers *int   `json:"n_gpu_layers"`
+	CtxSize    int    `json:"ctx_size"`
+	Parallel   int    `json:"parallel"`
+	UBatchSize int    `json:"ubatch_size"`
+	FlashAttn  bool   `json:"flash_attn"`
+	CacheTypeK string `json:"cache_type_k"`
+	CacheTypeV string `json:"cache_type_v"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -706,6 +720,25 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.quant, jf.groupSize, jf.kvDType, jf.kvBlock = req.Quant, req.GroupSize, req.KVDType, req.KVBlock
 	if err := s.checkQuantFields(req, jf); err != nil {
 		return jf, spec, err
+	}
+	jf.llama = llamaFlags{runtime: req.Runtime, ctxSize: req.CtxSize, parallel: req.Parallel,
+		ubatch: req.UBatchSize, flashAttn: req.FlashAttn, cacheK: req.CacheTypeK, cacheV: req.CacheTypeV}
+	if req.NGPULayers != nil {
+		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
+	}
+	{
+		// The llama.cpp fields are checked here, so that an error names
+		// the request's field.
+		probe := budget.Job{Mode: budget.Prefill}
+		switch {
+		case jf.train:
+			probe.Mode = budget.Training
+		case jf.loadOnly:
+			probe.Mode = budget.Load
+		}
+		if name, err := jf.llama.apply(&probe, false); err != nil {
+			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		}
 	}
 	var err error
 	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
@@ -870,6 +903,9 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.KVDType": "kv_dtype", "Job.KVBlock": "kv_block", "Finetune.GroupSize": "group_size",
 		"Finetune.Quant": "quant", "Finetune.Method": "quant",
 		"Job.Overhead.CUDA": "cuda", "Job.Overhead.Loading": "lazy_loading",
+		"Job.Runtime": "runtime", "Job.LlamaCpp.GPULayers": "n_gpu_layers", "Job.LlamaCpp.Context": "ctx_size",
+		"Job.LlamaCpp.Parallel": "parallel", "Job.LlamaCpp.UBatch": "ubatch_size",
+		"Job.LlamaCpp.CacheK": "cache_type_k", "Job.LlamaCpp.CacheV": "cache_type_v", "Job.LlamaCpp": "runtime",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
@@ -1230,6 +1266,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	j, dev, err := jf.jobWith(spec, s.prepared.prepare(modelSource(req.estimateRequest), &jf))
 	if err != nil {
 		return libraryError(err, jobFields(jf))
+	}
+	if j.Runtime == budget.LlamaCpp {
+		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
 	}
 	if err := alive(r.Context()); err != nil {
 		return err
