@@ -37,6 +37,10 @@ const (
 	SkipNoMemory  SkipReason = iota // no memory figure recognised on the line
 	SkipMalformed                   // a memory figure, step or time that does not read ("12Gb", "[N/A]")
 	SkipTooLong                     // longer than MaxLineBytes
+	// SkipHost is a host (CPU) memory line — DeepSpeed's "CPU Virtual
+	// Memory:", mmengine's "Memory information … used_memory", a script's
+	// "Memory info of CPU" — whose figures are not GPU memory.
+	SkipHost
 	numSkipReasons
 )
 
@@ -49,6 +53,8 @@ func (s SkipReason) String() string {
 		return "malformed"
 	case SkipTooLong:
 		return "too_long"
+	case SkipHost:
+		return "host_memory"
 	}
 	return "reason(" + strconv.Itoa(int(s)) + ")"
 }
@@ -185,7 +191,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		case tooLong:
 			skip(SkipTooLong, line, fmt.Sprintf("longer than %d bytes", MaxLineBytes))
 		default:
-			p.used = false
+			p.used, p.host = false, false
 			if lerr := p.line(line, n); lerr != nil {
 				if strict {
 					return nil, rep, lerr
@@ -198,8 +204,11 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 				skip(SkipMalformed, line, detail)
 			} else if p.used {
 				rep.Read++
-			} else if t := strings.TrimSpace(line); t != "" && t[0] != '#' {
+			} else if t := strings.TrimSpace(line); t == "" || t[0] == '#' {
 				// Blank lines and '#' comments are neither read nor skipped.
+			} else if p.host {
+				skip(SkipHost, line, "host (CPU) memory, not GPU memory")
+			} else {
 				skip(SkipNoMemory, line, "")
 			}
 		}

@@ -52,7 +52,7 @@ func TestReadSamplesSkips(t *testing.T) {
 
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"skipped_by_reason":{"malformed":1,"no_memory_figure":1,"too_long":1}`)
+	assert.Contains(t, string(b), `"skipped_by_reason":{"host_memory":0,"malformed":1,"no_memory_figure":1,"too_long":1}`)
 	assert.Contains(t, string(b), `"line":3,"reason":"malformed"`)
 }
 
