@@ -27,6 +27,11 @@ type ReadOptions struct {
 	// and ReadReport.Assumed says so. Free-form log lines keep their own
 	// rules (see [ParseSamples]).
 	Unit gpumem.Bytes
+	// Capacity is the device memory that percentages of it are read
+	// against (W&B's system.gpu.N.memoryAllocated). Default (0): a
+	// percentage column gives no sample and its rows are skipped as
+	// malformed, saying so.
+	Capacity gpumem.Bytes
 }
 
 // SkipReason is why a line gave no sample.
@@ -117,6 +122,9 @@ func ReadSamples(r io.Reader, opts *ReadOptions) ([]Sample, ReadReport, error) {
 	if o.Unit < 0 {
 		return nil, ReadReport{}, gpumem.Errorf("ReadOptions.Unit", o.Unit, gpumem.ErrRange, "negative unit")
 	}
+	if o.Capacity < 0 {
+		return nil, ReadReport{}, gpumem.Errorf("ReadOptions.Capacity", o.Capacity, gpumem.ErrRange, "negative capacity")
+	}
 	out, rep, err := readSamples(r, false, o)
 	if err != nil {
 		return nil, rep, err
@@ -165,7 +173,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		return nil, rep, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
 	}
 	br := bufio.NewReaderSize(r, 64*1024)
-	p := sampleParser{unit: o.Unit}
+	p := sampleParser{unit: o.Unit, capacity: o.Capacity}
 	n := 0
 	var long []byte
 	skip := func(reason SkipReason, text, detail string) {

@@ -97,6 +97,7 @@ type sampleParser struct {
 	lastStep  int64
 
 	unit     gpumem.Bytes // ReadOptions.Unit: unit of unit-less CSV and bare values, 0 = assume
+	capacity gpumem.Bytes // ReadOptions.Capacity: device memory, for percentages
 	assumed  bool         // a unit-less value was read by the assumption
 	used     bool         // the current line was read (a sample, a header, part of a dump)
 	stepUnit string       // unit of the step of the sample being emitted
