@@ -537,7 +537,7 @@ func (p *sampleParser) wandbRow(base Sample, fields []string, n int) (Sample, bo
 		var b gpumem.Bytes
 		if g.percent {
 			if p.capacity == 0 {
-				return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrUnit, "W&B gpu.%d.memoryAllocated is a percentage of the device memory: give the capacity (ReadOptions.Capacity, --capacity)", g.dev)
+				return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrUnit, "W&B gpu.%d.memoryAllocated is a percentage of the device memory: give the capacity (ReadOptions.Capacity)", g.dev)
 			}
 			if v > 100 {
 				return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrRange, "W&B gpu.%d.memoryAllocated: a percentage above 100", g.dev)
