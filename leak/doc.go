@@ -120,7 +120,8 @@
 //     running peak, on any line, because the current value is the series
 //     a leak makes grow while the peak only records the largest batch;
 //   - DeepSpeed see_memory_usage (MA over Max_MA, CA over Max_CA; GB =
-//     GiB); its "CPU Virtual Memory: used = …" line is host memory and is
+//     GiB) and timer.py's "MemAllocated=…GB, MaxMemAllocated=…GB" (GiB),
+//     numbered in order; see_memory_usage's "CPU Virtual Memory: used = …" line is host memory and is
 //     skipped as such ([SkipHost]), as are mmengine's "Memory information
 //     available_memory … used_memory …" and scripts' "Memory info of CPU";
 //   - mmcv/mmengine "Epoch(train) [e][i/n] … memory: N" and detectron2
@@ -204,15 +205,18 @@
 // (mbiu) are formats not read and give ErrNoSamples, not a verdict;
 // Triton #2300's kubectl top tables (header MEMORY(bytes), cells "4544Mi",
 // between shell prompts) read as 5 samples, flat over that window.
-// testdata/logs/frameworks holds 16 framework logs from public threads
+// testdata/logs/frameworks holds 20 framework logs from public threads
 // labelled in read_frameworks_test.go (series, first and last figure,
 // host lines skipped, verdict): Megatron-LM #60, PR #5662 and #965,
-// DeepSpeed #522, TRL #2784, mmdetection #10310, CondInst #9 (detectron2),
-// TensorFlow #73457 and #80753, NeMo #14850, MLX #724, RETURNN #1478,
-// optimum-habana PR #89, transformers PR #13915, nanoGPT #618,
-// maskrcnn-benchmark #182. The leaks with 5 or more samples are found
-// (TensorFlow #73457 current 0.18 → 0.35 GB, #80753 762.7 → 999.05 MB,
-// RETURNN alloc cur 427.8 MB → 4.9 GB) except where the unit is unknown:
+// DeepSpeed #522 and #2302, TRL #2784, mmdetection #10310, CondInst #9
+// (detectron2), TensorFlow #73457, #80753 and #80895, NeMo #14850, MLX
+// #724, RETURNN #1478, optimum-habana PR #89, transformers PR #13915,
+// nanoGPT #618, maskrcnn-benchmark #182, MinkowskiEngine #359 (free
+// memory: not read), Lasagne #860 (a sorted uniq -c histogram whose 4 MiB
+// rise is under the flat tolerance). The leaks with 5 or more samples are
+// found (TensorFlow #73457 current 0.18 → 0.35 GB, #80753 762.7 → 999.05
+// MB, #80895 1259.84 → 1428.00 MB, RETURNN alloc cur 427.8 MB → 4.9 GB)
+// except where the unit is unknown:
 // #73457 prints "current: 0.18" without a unit, read as MiB by the
 // assumption, and its 0.17 MiB rise is under the 32 MiB flat tolerance
 // until the unit is given. Megatron-LM #965 prints memory at each stage of

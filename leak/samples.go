@@ -452,6 +452,9 @@ var freeKeys = map[string]memKey{
 	"allocated": {col: ColAllocated}, "alloc": {col: ColAllocated}, "memory_allocated": {col: ColAllocated},
 	"mem_allocated": {col: ColAllocated}, "ma": {col: ColAllocated}, "allocated_memory": {col: ColAllocated},
 	"alloc_cur": {col: ColAllocated}, "alloc_current": {col: ColAllocated}, "current_allocated": {col: ColAllocated},
+	// DeepSpeed timer.py's "MemAllocated=0.02GB, MaxMemAllocated=0.02GB"
+	// (memory_allocated() / 1024**3: GiB, like see_memory_usage).
+	"memallocated": {col: ColAllocated}, "maxmemallocated": {col: ColAllocated, peak: true},
 	// Running peaks of allocated memory (detectron2 max_mem, MLX "Peak mem").
 	"max_mem": {col: ColAllocated, peak: true}, "max_memory_allocated": {col: ColAllocated, peak: true},
 	"max_allocated": {col: ColAllocated, peak: true}, "peak_allocated": {col: ColAllocated, peak: true},
@@ -543,7 +546,7 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	deepspeed := false
 	mmdet := false
 	for _, q := range ps {
-		if q.key == "max_ma" || q.key == "max_ca" {
+		if q.key == "max_ma" || q.key == "max_ca" || q.key == "memallocated" {
 			deepspeed = true
 		}
 	}
@@ -647,7 +650,9 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		}
 		return nil
 	}
-	if s.Has&ColStep == 0 && p.pendOK {
+	// DeepSpeed's lines number themselves in order ("sample"): a step
+	// carried from an engine line would mix two axes.
+	if s.Has&ColStep == 0 && p.pendOK && !deepspeed {
 		s.Step, stepUnit = p.pendStep, p.pendUnit
 		s.Has |= ColStep
 	}
