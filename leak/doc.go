@@ -205,14 +205,14 @@
 // (mbiu) are formats not read and give ErrNoSamples, not a verdict;
 // Triton #2300's kubectl top tables (header MEMORY(bytes), cells "4544Mi",
 // between shell prompts) read as 5 samples, flat over that window.
-// testdata/logs/frameworks holds 20 framework logs from public threads
+// testdata/logs/frameworks holds 21 framework logs from public threads
 // labelled in read_frameworks_test.go (series, first and last figure,
 // host lines skipped, verdict): Megatron-LM #60, PR #5662 and #965,
 // DeepSpeed #522 and #2302, TRL #2784, mmdetection #10310, CondInst #9
 // (detectron2), TensorFlow #73457, #80753 and #80895, NeMo #14850, MLX
 // #724, RETURNN #1478, optimum-habana PR #89, transformers PR #13915,
 // nanoGPT #618, maskrcnn-benchmark #182, MinkowskiEngine #359 (free
-// memory: not read), Lasagne #860 (a sorted uniq -c histogram whose 4 MiB
+// memory: not read), AllenNLP #2470 (host memory only: no samples), Lasagne #860 (a sorted uniq -c histogram whose 4 MiB
 // rise is under the flat tolerance). The leaks with 5 or more samples are
 // found (TensorFlow #73457 current 0.18 → 0.35 GB, #80753 762.7 → 999.05
 // MB, #80895 1259.84 → 1428.00 MB, RETURNN alloc cur 427.8 MB → 4.9 GB)

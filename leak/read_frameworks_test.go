@@ -75,6 +75,8 @@ var frameworkLogs = []struct {
 		"\"Free GPU ram: 13722.5\" is free memory (total minus reserved), falling 13722.5 → 12800.5 after an OOM: a free figure is not a usage, so no samples rather than a series read backwards"},
 	{"lasagne860.log", 0, 41, 0, ColUsed, 838512640, 842784768, false, true, false, "",
 		"psutil memory_usage through sort | uniq -c: sorted by value, so it rises by construction; 799.67 → 803.74 MiB is 4.07 MiB, under the 32 MiB flat tolerance (R² 0.99, confidence 1.000, 78 KiB per line): a small rise the tolerance hides, reported, not a leak verdict"},
+	{"allennlp2470.log", 0, 0, 2, 0, 0, 0, false, true, false, "",
+		"AllenNLP logs only host memory (\"Peak CPU memory usage MB: 757.584\", the table's cpu_memory_MB row): both skipped as host, so no samples, not \"no leak\""},
 	{"maskrcnn182.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
 		"two unlabelled figures per line (max_memory_allocated, max_memory_cached in MB): which is which is not in the text; reported as no samples, not judged"},
 }
