@@ -26,16 +26,38 @@ type csvSpec struct {
 	capacity int
 	capUnit  gpumem.Bytes
 	mem      [3]csvMem // Used, Allocated, Reserved
-	// W&B system metrics, one column per GPU: system.gpu.N.memoryAllocatedBytes,
-	// or system.gpu.N.memoryAllocated (a percentage of the device memory).
-	gpus []wandbCol
+	// Per-GPU memory columns: W&B's system.gpu.N.memoryAllocatedBytes or
+	// system.gpu.N.memoryAllocated (a percentage of the device memory),
+	// Lightning's "gpu_id: N/memory.used (MB)".
+	gpus []gpuCol
 }
 
-// wandbCol is one W&B GPU memory column.
-type wandbCol struct {
-	idx     int // column, 1-based
-	dev     int // the N of gpu.N
-	percent bool
+// gpuCol is one per-GPU memory column.
+type gpuCol struct {
+	idx     int          // column, 1-based
+	dev     int          // the GPU's index
+	percent bool         // a percentage of the device memory
+	unit    gpumem.Bytes // of a size
+}
+
+// lightningColumn reads Lightning's per-GPU column, normalised by
+// headerName: "gpu_id: N/memory.used (MB)" is "gpu_id_N_memory_used"
+// once parseHeader has folded "gpu_id: " (Lightning's get_gpu_memory_map
+// and GPUStatsMonitor, pytorch_lightning/utilities/memory.py and
+// callbacks/gpu_stats_monitor.py: nvidia-smi --query-gpu=memory.used
+// --format=csv,nounits, whose figures are MiB though labelled "MB").
+// memory.free is not a usage and is not read.
+func lightningColumn(name string) (dev int, ok bool) {
+	rest, found := strings.CutPrefix(name, "gpu_id_")
+	if !found {
+		return 0, false
+	}
+	num, metric, found := strings.Cut(rest, "_")
+	d, err := strconv.Atoi(num)
+	if !found || err != nil || d < 0 || d > 1023 || metric != "memory_used" {
+		return 0, false
+	}
+	return d, true
 }
 
 // wandbColumn reads a W&B system-metrics column name, normalised by
@@ -185,6 +207,11 @@ func headerChar(c byte) bool {
 // commas, tabs, semicolons or blanks.
 func parseHeader(t string) (csvSpec, bool) {
 	var spec csvSpec
+	// Lightning's per-GPU columns hold a ':' ("gpu_id: 0/memory.used
+	// (MB)"); folded, they read like any other name.
+	if strings.Contains(t, "gpu_id: ") {
+		t = strings.ReplaceAll(t, "gpu_id: ", "gpu_id_")
+	}
 	if h := strings.TrimLeft(t, `"' `); h == "" || !isLetter(h[0]) && h[0] != '_' || strings.ContainsAny(t, "=:|") {
 		return spec, false // most log lines: no allocation
 	}
@@ -221,7 +248,11 @@ func parseHeader(t string) (csvSpec, bool) {
 			return spec, false
 		}
 		if d, pct, ok := wandbColumn(name); ok {
-			spec.gpus = append(spec.gpus, wandbCol{idx: i + 1, dev: d, percent: pct})
+			spec.gpus = append(spec.gpus, gpuCol{idx: i + 1, dev: d, percent: pct, unit: 1})
+			continue
+		}
+		if d, ok := lightningColumn(name); ok {
+			spec.gpus = append(spec.gpus, gpuCol{idx: i + 1, dev: d, unit: gpumem.MiB})
 			continue
 		}
 		if m, ok := memColumns[name]; ok && !bad {
@@ -518,7 +549,7 @@ func allNumbers(fields []string) bool {
 	return true
 }
 
-// wandbRow reads the GPU columns of a W&B system-metrics row: one sample
+// wandbRow reads the per-GPU columns of a row (W&B, Lightning): one sample
 // per GPU with a figure (Sample.Device = N of gpu.N, memory in Used),
 // emitted in column order; the last is returned for the caller to emit.
 // When a GPU has both columns the byte count is taken. A percentage needs
@@ -531,8 +562,8 @@ func (p *sampleParser) wandbRow(base Sample, fields []string, n int) (Sample, bo
 			continue // W&B rows hold either the run's metrics or the system's
 		}
 		v, err := strconv.ParseFloat(f, 64)
-		if err != nil || math.IsNaN(v) || v < 0 || v > 1<<62 {
-			return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrSyntax, "W&B gpu.%d column %d: want a non-negative number", g.dev, g.idx)
+		if err != nil || math.IsNaN(v) || v < 0 || v*float64(max(g.unit, 1)) > 1<<62 {
+			return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrSyntax, "GPU %d column %d: want a non-negative number", g.dev, g.idx)
 		}
 		var b gpumem.Bytes
 		if g.percent {
@@ -544,7 +575,7 @@ func (p *sampleParser) wandbRow(base Sample, fields []string, n int) (Sample, bo
 			}
 			b = gpumem.Bytes(math.Ceil(v / 100 * float64(p.capacity)))
 		} else {
-			b = gpumem.Bytes(math.Ceil(v))
+			b = gpumem.Bytes(math.Ceil(v * float64(g.unit)))
 		}
 		k := -1
 		for i := range out {

@@ -141,7 +141,10 @@
 //     "Iteration 19/500"), and its unit;
 //   - W&B system-metrics exports: system.gpu.N.memoryAllocatedBytes (one
 //     series per GPU, [Sample].Device = N) and system.gpu.N.memoryAllocated
-//     (a percentage, read against [ReadOptions].Capacity).
+//     (a percentage, read against [ReadOptions].Capacity);
+//   - Lightning's "gpu_id: N/memory.used (MB)" (get_gpu_memory_map,
+//     GPUStatsMonitor: nvidia-smi nounits figures, so MiB), as printed
+//     dicts and as metrics.csv columns, one series per GPU.
 //
 // It fails on the first
 // line it cannot read; [ReadSamples] skips such lines and counts them in a
@@ -222,8 +225,9 @@
 // until the unit is given. Megatron-LM #965 prints memory at each stage of
 // one forward pass; without a step it reads as a linear leak, which the
 // text cannot tell apart. No running peak and no flat series reads as a
-// leak. No real W&B export was found; its columns are tested on tables
-// built from W&B's system-metrics reference. No real
+// leak. No real W&B export or Lightning GPU log was found; their columns
+// are tested on tables built from W&B's system-metrics reference and
+// Lightning's own key format. No real
 // comma-separated CSV with its own memory header was found in the issue
 // corpus; those headers are tested on constructed tables. FuzzParseOOM,
 // FuzzParseSamples and FuzzReadSamples are seeded from the corpus.

@@ -299,6 +299,7 @@ func FuzzReadSamples(f *testing.F) {
 	f.Add("alloc cur 427.8MB alloc peak 427.8MB reserved cur 446.0MB reserved peak 446.0MB\n")
 	f.Add("_step,_runtime,system.gpu.0.memoryAllocatedBytes,system.gpu.1.memoryAllocated\n0,1.5,1073741824,50\n1,,,\n2,3,1e30,-1\n")
 	f.Add("'k (GB)': 1\n'k [MiB]'= 2\n'memory (x)': 3\n(\n'a (GB\n")
+	f.Add("{'gpu_id: 0/memory.used (MB)': 1024.0, 'gpu_id: 1/memory.used (MB)': 1.}\nepoch,gpu_id: 0/memory.used (MB),step\n0,1e300,1\n0,5,2\n")
 	logs, _ := filepath.Glob("testdata/logs/*/*.log")
 	for _, name := range logs {
 		if data, err := os.ReadFile(name); err == nil {

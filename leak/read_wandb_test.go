@@ -54,3 +54,32 @@ func TestReadSamplesWandB(t *testing.T) {
 	_, rep, _ = ReadSamples(strings.NewReader("step,system.gpu.0.memoryAllocated\n0,150\n"), &ReadOptions{Capacity: gpumem.GiB})
 	assert.Equal(t, 1, rep.ByReason[SkipMalformed], "a percentage above 100")
 }
+
+// Lightning's per-GPU memory (get_gpu_memory_map, GPUStatsMonitor:
+// "gpu_id: N/memory.used (MB)" from nvidia-smi nounits, so MiB): printed
+// dicts and metrics.csv columns. No real log was found in public threads;
+// the names are Lightning's own (pytorch_lightning/utilities/memory.py).
+func TestReadSamplesLightning(t *testing.T) {
+	t.Parallel()
+	in := "Epoch 3\n{'gpu_id: 0/memory.used (MB)': 1024.0, 'gpu_id: 1/memory.used (MB)': 2048.5}\n" +
+		"{'gpu_id: 0/memory.free (MB)': 9000.0}\n"
+	got, rep, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "memory.free is not read")
+	assert.Equal(t, "epoch", rep.StepUnit)
+	assert.Equal(t, int64(3), got[0].Step)
+	assert.Equal(t, 0, got[0].Device)
+	assert.Equal(t, gpumem.GiB, got[0].Used)
+	assert.Equal(t, 1, got[1].Device)
+	// 2048.5 MiB = 2148007936 bytes.
+	assert.Equal(t, gpumem.Bytes(2148007936), got[1].Used)
+
+	csv := "epoch,gpu_id: 0/memory.used (MB),gpu_id: 0/memory.free (MB),step,train_loss\n0,1000,23000,49,0.5\n0,1010,22990,99,0.4\n0,,,99,\n"
+	got, rep, err = ReadSamples(strings.NewReader(csv), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, "step", rep.StepUnit)
+	assert.Equal(t, int64(99), got[1].Step)
+	assert.Equal(t, 1010*gpumem.MiB, got[1].Used)
+	assert.Empty(t, rep.Assumed, "MiB by Lightning's column, nothing assumed")
+}

@@ -483,7 +483,7 @@ var freeKeys = map[string]memKey{
 // or total ("free memory: 3GB") is not a memory column.
 func resolveKey(q pair) (memKey, string, bool) {
 	for i := range q.words {
-		name := strings.Join(q.words[i:], "_")
+		name := strings.ReplaceAll(strings.Join(q.words[i:], "_"), ".", "_") // "memory.used"
 		if k, ok := freeKeys[name]; ok {
 			if k.col&ColMemory != 0 {
 				for _, w := range q.words[:i] {
@@ -532,6 +532,9 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if hostLine(line) {
 		p.host = true
 		return nil
+	}
+	if gs := lightningGPUs(line); len(gs) > 0 {
+		return p.lightningLine(line, n, gs)
 	}
 	ps := pairs(line)
 	s := Sample{Line: n}
@@ -804,4 +807,77 @@ func (s Sample) String() string {
 		b.WriteString(" OOM")
 	}
 	return b.String()
+}
+
+// lightningGPU is one "gpu_id: N/memory.used (MB)': V" entry of a
+// Lightning dict (get_gpu_memory_map, GPUStatsMonitor).
+type lightningGPU struct {
+	dev int
+	num string
+}
+
+// lightningGPUs finds the memory.used entries of a Lightning GPU dict
+// printed on a line: {'gpu_id: 0/memory.used (MB)': 1234.0, …}.
+func lightningGPUs(line string) []lightningGPU {
+	const key = "gpu_id: "
+	var out []lightningGPU
+	for i := 0; ; {
+		k := strings.Index(line[i:], key)
+		if k < 0 {
+			return out
+		}
+		j := i + k + len(key)
+		i = j
+		d, e, ok := readInt(line, j)
+		rest := line[e:]
+		if !ok || d > 1023 || !strings.HasPrefix(rest, "/memory.used (MB)") {
+			continue
+		}
+		e += len("/memory.used (MB)")
+		for e < len(line) && (line[e] == '\'' || line[e] == '"' || line[e] == ':' || line[e] == ' ') {
+			e++
+		}
+		st := e
+		for e < len(line) && (isDigit(line[e]) || line[e] == '.') {
+			e++
+		}
+		if e > st {
+			out = append(out, lightningGPU{dev: int(d), num: line[st:e]})
+		}
+		i = e
+	}
+}
+
+// lightningLine emits one sample per GPU of a Lightning GPU dict: Used in
+// MiB (nvidia-smi's nounits figures, labelled "MB" by Lightning), Device
+// N, with the line's step (a key such as "step" or "epoch" on the line,
+// else the carried one).
+func (p *sampleParser) lightningLine(line string, n int, gs []lightningGPU) error {
+	s := Sample{Line: n}
+	unit, rank := "", 0
+	for _, q := range pairs(line) {
+		if k, _, ok := resolveKey(q); ok && k.col == ColStep && k.rank > rank {
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				s.Step, s.Has, unit, rank = v, ColStep, k.stepUnit, k.rank
+			}
+		}
+	}
+	if s.Has&ColStep == 0 && p.pendOK {
+		s.Step, s.Has, unit = p.pendStep, ColStep, p.pendUnit
+	}
+	if tm, ok := leadingTime(line); ok {
+		s.Time = tm
+		s.Has |= ColTime
+	}
+	for _, g := range gs {
+		v := scaleDecimal(g.num, gpumem.MiB, -1)
+		if v < 0 || strings.Count(g.num, ".") > 1 || g.num[0] == '.' || g.num[len(g.num)-1] == '.' {
+			return gpumem.Errorf(lineField(n), g.num, gpumem.ErrSyntax, "gpu_id: %d/memory.used (MB): want a number", g.dev)
+		}
+		x := s
+		x.Device, x.Used, x.Has = g.dev, v, s.Has|ColUsed
+		p.stepUnit = unit
+		p.emit(x)
+	}
+	return nil
 }
