@@ -70,6 +70,7 @@ func TestReadSamplesHostLines(t *testing.T) {
 		"Memory info of CPU: total:201.37Gb, available: 190.78Gb, percent: 5.3%\n"
 	_, rep, err := ReadSamples(strings.NewReader(in), nil)
 	require.ErrorIs(t, err, ErrNoSamples)
+	assert.Contains(t, err.Error(), "2 line(s) report host (CPU) memory only, not GPU memory")
 	assert.Equal(t, 2, rep.ByReason[SkipHost])
 	assert.Equal(t, "host_memory", SkipHost.String())
 
