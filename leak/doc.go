@@ -129,7 +129,8 @@
 //   - multi-word keys, resolved by their longest known suffix: "max
 //     allocated", RETURNN's "alloc cur"/"alloc peak"/"reserved cur", MLX's
 //     "Peak mem", "Current memory usage", "reserved memory"; a figure
-//     qualified free, available or total is not a memory column;
+//     qualified free, available or total, or as the host's (RAM, CPU,
+//     RSS, swap), is not a GPU memory column;
 //   - dict-style logs (HF Trainer, optimum-habana): quoted keys and a unit
 //     in brackets after the key ("'memory_allocated (GB)': 3.82"),
 //     total_memory_available as the capacity;

@@ -32,6 +32,7 @@ func TestReadSamplesFreeFormKeys(t *testing.T) {
 		{"returnn", "alloc cur 1GiB alloc peak 4GiB reserved cur 2GiB reserved peak 5GiB", "line 1: allocated=1.00 GiB reserved=2.00 GiB"},
 		{"qualified free", "step 2 free memory: 3GiB used: 1GiB", "line 1: step=2 used=1.00 GiB"},
 		{"qualified total", "step 2 total memory: 24GiB memory: 1GiB", "line 1: step=2 used=1.00 GiB capacity=24.00 GiB"},
+		{"host qualifier", "step 2 RAM used: 12GB gpu memory: 1GiB", "line 1: step=2 used=1.00 GiB"},
 		{"dotted key", "step 5 memory.used: 1024 MiB", "line 1: step=5 used=1.00 GiB"},
 		{"longest suffix", "Training epoch 4, gpu memory used: 2GiB", "line 1: step=4 used=2.00 GiB"},
 		// TensorFlow's get_memory_info dict: bytes.

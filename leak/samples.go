@@ -480,7 +480,8 @@ var freeKeys = map[string]memKey{
 
 // resolveKey returns the longest known suffix of a pair's words ("max
 // allocated" before "allocated"). A figure qualified as free, available
-// or total ("free memory: 3GB") is not a memory column.
+// or total ("free memory: 3GB"), or as the host's ("RAM used", "CPU
+// memory", "RSS", "swap"), is not a GPU memory column.
 func resolveKey(q pair) (memKey, string, bool) {
 	for i := range q.words {
 		name := strings.ReplaceAll(strings.Join(q.words[i:], "_"), ".", "_") // "memory.used"
@@ -488,7 +489,7 @@ func resolveKey(q pair) (memKey, string, bool) {
 			if k.col&ColMemory != 0 {
 				for _, w := range q.words[:i] {
 					switch w {
-					case "free", "available", "total", "avail":
+					case "free", "available", "total", "avail", "ram", "cpu", "host", "rss", "swap", "virtual", "system", "sys":
 						return memKey{}, "", false
 					}
 				}
