@@ -109,6 +109,8 @@ type sampleParser struct {
 	pendStep int64
 	pendUnit string
 	pendOK   bool
+
+	pairBuf []pair // reused by pairs, line after line
 }
 
 func (p *sampleParser) emit(s Sample) {
@@ -310,19 +312,21 @@ type pair struct {
 	// by single blanks only, oldest first, lower case, at most 4: "max
 	// allocated: 1" gives ["max" "allocated"]; a key resolves to its
 	// longest known suffix ("Training epoch 0" is an epoch).
-	words []string
-	num   string       // the number as written
-	unit  string       // the unit as written, or ""
-	hunit gpumem.Bytes // the unit in brackets after the key ("'memory_allocated (GB)': 3.82"), or 0
-	end   int
+	words  [4]string
+	nwords int
+	num    string       // the number as written
+	unit   string       // the unit as written, or ""
+	hunit  gpumem.Bytes // the unit in brackets after the key ("'memory_allocated (GB)': 3.82"), or 0
+	end    int
 }
 
 // pairs finds key/value pairs: an identifier, optional blanks, an
 // optional unit in brackets, an optional closing quote, an optional ':'
 // or '=', blanks, a number and an optional unit.
-func pairs(line string) []pair {
-	var ps []pair
-	var prev []string // words before the current one, blank-separated
+func pairs(line string, ps []pair) []pair {
+	ps = ps[:0]
+	var prevBuf [3]string
+	prev := prevBuf[:0] // words before the current one, blank-separated
 	prevEnd := -1
 	i := 0
 	for i < len(line) {
@@ -402,9 +406,11 @@ func pairs(line string) []pair {
 			unit = line[u:ue]
 			end = ue
 		}
-		words := make([]string, 0, len(prev)+1)
-		words = append(append(words, prev...), key)
-		ps = append(ps, pair{key: key, words: words, num: num, unit: unit, hunit: hunit, end: end})
+		q := pair{key: key, num: num, unit: unit, hunit: hunit, end: end}
+		q.nwords = copy(q.words[:], prev)
+		q.words[q.nwords] = key
+		q.nwords++
+		ps = append(ps, q)
 		prev, prevEnd = prev[:0], -1
 		i = end
 	}
@@ -483,11 +489,31 @@ var freeKeys = map[string]memKey{
 // or total ("free memory: 3GB"), or as the host's ("RAM used", "CPU
 // memory", "RSS", "swap"), is not a GPU memory column.
 func resolveKey(q pair) (memKey, string, bool) {
-	for i := range q.words {
-		name := strings.ReplaceAll(strings.Join(q.words[i:], "_"), ".", "_") // "memory.used"
-		if k, ok := freeKeys[name]; ok {
+	var buf [96]byte
+	words := q.words[:q.nwords]
+	for i := range words {
+		// The words joined with '_', '.' folded ("memory.used"), in a
+		// stack buffer: the map lookup does not allocate.
+		b := buf[:0]
+		for j, w := range words[i:] {
+			if j > 0 {
+				b = append(b, '_')
+			}
+			for k := 0; k < len(w); k++ {
+				c := w[k]
+				if c == '.' {
+					c = '_'
+				}
+				b = append(b, c)
+			}
+		}
+		if k, ok := freeKeys[string(b)]; ok {
+			name := words[len(words)-1]
+			if i < len(words)-1 {
+				name = string(b)
+			}
 			if k.col&ColMemory != 0 {
-				for _, w := range q.words[:i] {
+				for _, w := range words[:i] {
 					switch w {
 					case "free", "available", "total", "avail", "ram", "cpu", "host", "rss", "swap", "virtual", "system", "sys":
 						return memKey{}, "", false
@@ -507,6 +533,10 @@ func resolveKey(q pair) (memKey, string, bool) {
 var hostMarkers = [...]string{"CPU Virtual Memory", "Memory info of CPU", "Memory information available_memory", "CPU memory", "cpu_memory", "CPU RAM", "Host memory", "host memory"}
 
 func hostLine(line string) bool {
+	// Every marker holds "emory" or "CPU": two scans of most lines.
+	if !strings.Contains(line, "emory") && !strings.Contains(line, "CPU") {
+		return false
+	}
 	for _, m := range hostMarkers {
 		if strings.Contains(line, m) {
 			return true
@@ -537,7 +567,8 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if gs := lightningGPUs(line); len(gs) > 0 {
 		return p.lightningLine(line, n, gs)
 	}
-	ps := pairs(line)
+	p.pairBuf = pairs(line, p.pairBuf)
+	ps := p.pairBuf
 	s := Sample{Line: n}
 	stepRank := 0
 	stepUnit := ""
@@ -640,7 +671,7 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		s.Has |= ColTime
 	}
 	if s.Has&ColMemory == 0 {
-		if reportsOOM(line) && s.Has&(ColStep|ColTime) != 0 {
+		if s.Has&(ColStep|ColTime) != 0 && reportsOOM(line) {
 			s.OOM = true
 			p.stepUnit = stepUnit
 			p.emit(s)
@@ -856,7 +887,8 @@ func lightningGPUs(line string) []lightningGPU {
 func (p *sampleParser) lightningLine(line string, n int, gs []lightningGPU) error {
 	s := Sample{Line: n}
 	unit, rank := "", 0
-	for _, q := range pairs(line) {
+	p.pairBuf = pairs(line, p.pairBuf)
+	for _, q := range p.pairBuf {
 		if k, _, ok := resolveKey(q); ok && k.col == ColStep && k.rank > rank {
 			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
 				s.Step, s.Has, unit, rank = v, ColStep, k.stepUnit, k.rank
