@@ -63,6 +63,20 @@ func TestReadSamplesCarriedStep(t *testing.T) {
 	assert.Equal(t, "iteration", rep.StepUnit, "2 iterations over 1 step")
 }
 
+// TestReadSamplesMemoryAllocatedPrint: torch.cuda.memory_allocated()
+// printed on its own line after an epoch line.
+func TestReadSamplesMemoryAllocatedPrint(t *testing.T) {
+	t.Parallel()
+	in := "Epoch 3/10\nMemory allocated: 1024.0 MiB\nMemory reserved: 2048.0 MiB\nEpoch 4/10\nMemory allocated: 1536.0 MiB\n"
+	got, rep, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, "epoch", rep.StepUnit)
+	assert.Equal(t, "line 2: step=3 allocated=1.00 GiB", got[0].String())
+	assert.Equal(t, "line 3: step=3 reserved=2.00 GiB", got[1].String())
+	assert.Equal(t, "line 5: step=4 allocated=1.50 GiB", got[2].String())
+}
+
 // TestReadSamplesHostLines: host memory lines are skipped as such, and a
 // log of host lines only has no GPU sample.
 func TestReadSamplesHostLines(t *testing.T) {
