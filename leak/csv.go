@@ -26,6 +26,66 @@ type csvSpec struct {
 	capacity int
 	capUnit  gpumem.Bytes
 	mem      [3]csvMem // Used, Allocated, Reserved
+	// Per-GPU memory columns: W&B's system.gpu.N.memoryAllocatedBytes or
+	// system.gpu.N.memoryAllocated (a percentage of the device memory),
+	// Lightning's "gpu_id: N/memory.used (MB)".
+	gpus []gpuCol
+}
+
+// gpuCol is one per-GPU memory column.
+type gpuCol struct {
+	idx     int          // column, 1-based
+	dev     int          // the GPU's index
+	percent bool         // a percentage of the device memory
+	unit    gpumem.Bytes // of a size
+}
+
+// lightningColumn reads Lightning's per-GPU column, normalised by
+// headerName: "gpu_id: N/memory.used (MB)" is "gpu_id_N_memory_used"
+// once parseHeader has folded "gpu_id: " (Lightning's get_gpu_memory_map
+// and GPUStatsMonitor, pytorch_lightning/utilities/memory.py and
+// callbacks/gpu_stats_monitor.py: nvidia-smi --query-gpu=memory.used
+// --format=csv,nounits, whose figures are MiB though labelled "MB").
+// memory.free is not a usage and is not read.
+func lightningColumn(name string) (dev int, ok bool) {
+	rest, found := strings.CutPrefix(name, "gpu_id_")
+	if !found {
+		return 0, false
+	}
+	num, metric, found := strings.Cut(rest, "_")
+	d, err := strconv.Atoi(num)
+	if !found || err != nil || d < 0 || d > 1023 || metric != "memory_used" {
+		return 0, false
+	}
+	return d, true
+}
+
+// wandbColumn reads a W&B system-metrics column name, normalised by
+// headerName ("system_gpu_0_memoryallocatedbytes"; exports write
+// "system.gpu.0.…", the UI "system/gpu.0.…", history() without "system."):
+// gpu.N.memoryAllocatedBytes is the GPU's used memory in bytes,
+// gpu.N.memoryAllocated the same as a percentage of its memory (W&B's
+// system-metrics reference, https://docs.wandb.ai/ref/system-metrics).
+// gpu.N.memory is the memory controller's busy time in percent, not a
+// size: it is not read.
+func wandbColumn(name string) (dev int, percent, ok bool) {
+	name = strings.TrimPrefix(name, "system_")
+	rest, found := strings.CutPrefix(name, "gpu_")
+	if !found {
+		return 0, false, false
+	}
+	num, metric, found := strings.Cut(rest, "_")
+	d, err := strconv.Atoi(num)
+	if !found || err != nil || d < 0 || d > 1023 {
+		return 0, false, false
+	}
+	switch metric {
+	case "memoryallocatedbytes":
+		return d, false, true
+	case "memoryallocated":
+		return d, true, true
+	}
+	return 0, false, false
 }
 
 // csvMem is one memory column: where, its unit from the header (0 when
@@ -147,7 +207,12 @@ func headerChar(c byte) bool {
 // commas, tabs, semicolons or blanks.
 func parseHeader(t string) (csvSpec, bool) {
 	var spec csvSpec
-	if h := strings.TrimLeft(t, `"' `); h == "" || !isLetter(h[0]) || strings.ContainsAny(t, "=:|") {
+	// Lightning's per-GPU columns hold a ':' ("gpu_id: 0/memory.used
+	// (MB)"); folded, they read like any other name.
+	if strings.Contains(t, "gpu_id: ") {
+		t = strings.ReplaceAll(t, "gpu_id: ", "gpu_id_")
+	}
+	if h := strings.TrimLeft(t, `"' `); h == "" || !isLetter(h[0]) && h[0] != '_' || strings.ContainsAny(t, "=:|") {
 		return spec, false // most log lines: no allocation
 	}
 	switch {
@@ -181,6 +246,14 @@ func parseHeader(t string) (csvSpec, bool) {
 		name, unit, bad := headerName(f)
 		if name == "" || !isLetter(name[0]) {
 			return spec, false
+		}
+		if d, pct, ok := wandbColumn(name); ok {
+			spec.gpus = append(spec.gpus, gpuCol{idx: i + 1, dev: d, percent: pct, unit: 1})
+			continue
+		}
+		if d, ok := lightningColumn(name); ok {
+			spec.gpus = append(spec.gpus, gpuCol{idx: i + 1, dev: d, unit: gpumem.MiB})
+			continue
 		}
 		if m, ok := memColumns[name]; ok && !bad {
 			k := map[Column]int{ColUsed: 0, ColAllocated: 1, ColReserved: 2}[m.col]
@@ -331,6 +404,9 @@ func (p *sampleParser) csvRow(t string, n int) (Sample, bool, error) {
 		}
 		s.Peak = s.Peak || m.peak
 	}
+	if len(sp.gpus) > 0 {
+		return p.wandbRow(s, fields, n)
+	}
 	if sp.capacity > 0 {
 		// A capacity that does not read is left out: it is not the series.
 		if v, err := p.tableSize(get(sp.capacity), sp.capUnit); err == nil && v > 0 {
@@ -457,7 +533,7 @@ func (p *sampleParser) bareRow(t string, n int) (Sample, bool, error) {
 
 // hasMemory reports whether the table has a memory column.
 func (s *csvSpec) hasMemory() bool {
-	return s.mem[0].idx != 0 || s.mem[1].idx != 0 || s.mem[2].idx != 0
+	return s.mem[0].idx != 0 || s.mem[1].idx != 0 || s.mem[2].idx != 0 || len(s.gpus) > 0
 }
 
 // allNumbers reports whether every field is a number or empty.
@@ -471,4 +547,61 @@ func allNumbers(fields []string) bool {
 		}
 	}
 	return true
+}
+
+// wandbRow reads the per-GPU columns of a row (W&B, Lightning): one sample
+// per GPU with a figure (Sample.Device = N of gpu.N, memory in Used),
+// emitted in column order; the last is returned for the caller to emit.
+// When a GPU has both columns the byte count is taken. A percentage needs
+// ReadOptions.Capacity.
+func (p *sampleParser) wandbRow(base Sample, fields []string, n int) (Sample, bool, error) {
+	var out []Sample
+	for _, g := range p.spec.gpus {
+		f := fields[g.idx-1]
+		if f == "" {
+			continue // W&B rows hold either the run's metrics or the system's
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || math.IsNaN(v) || v < 0 || v*float64(max(g.unit, 1)) > 1<<62 {
+			return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrSyntax, "GPU %d column %d: want a non-negative number", g.dev, g.idx)
+		}
+		var b gpumem.Bytes
+		if g.percent {
+			if p.capacity == 0 {
+				return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrUnit, "W&B gpu.%d.memoryAllocated is a percentage of the device memory: give the capacity (ReadOptions.Capacity)", g.dev)
+			}
+			if v > 100 {
+				return base, false, gpumem.Errorf(lineField(n), f, gpumem.ErrRange, "W&B gpu.%d.memoryAllocated: a percentage above 100", g.dev)
+			}
+			b = gpumem.Bytes(math.Ceil(v / 100 * float64(p.capacity)))
+		} else {
+			b = gpumem.Bytes(math.Ceil(v * float64(g.unit)))
+		}
+		k := -1
+		for i := range out {
+			if out[i].Device == g.dev {
+				k = i
+			}
+		}
+		if k >= 0 {
+			if !g.percent {
+				out[k].Used = b // bytes over a percentage
+			}
+			continue
+		}
+		s := base
+		s.Device, s.Used, s.Has = g.dev, b, base.Has|ColUsed
+		if g.percent {
+			s.Capacity, s.Has = p.capacity, s.Has|ColCapacity
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return base, false, nil
+	}
+	p.stepUnit = p.spec.stepUnit
+	for _, s := range out[:len(out)-1] {
+		p.emit(s)
+	}
+	return out[len(out)-1], true, nil
 }

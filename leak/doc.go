@@ -111,7 +111,43 @@
 // iteration, epoch or time column), bare columns of numbers,
 // torch.cuda.memory_stats() dumps (JSON or dict repr), memory_summary()
 // tables, DeepSpeed see_memory_usage lines, and the mmdetection and
-// detectron2 running peaks (marked [Sample].Peak). It fails on the first
+// detectron2 running peaks (marked [Sample].Peak), and framework lines:
+//
+//   - Megatron report_memory ("[Rank 0] (after 20 iterations) memory (MB)
+//     | allocated: … | max allocated: … | reserved: … | max reserved: …",
+//     MB = 1024² in Megatron, read as MiB): the step from "after N
+//     iterations"; of each column the current value is kept over its
+//     running peak, on any line, because the current value is the series
+//     a leak makes grow while the peak only records the largest batch;
+//   - DeepSpeed see_memory_usage (MA over Max_MA, CA over Max_CA; GB =
+//     GiB) and timer.py's "MemAllocated=…GB, MaxMemAllocated=…GB" (GiB),
+//     numbered in order; see_memory_usage's "CPU Virtual Memory: used = …" line is host memory and is
+//     skipped as such ([SkipHost]), as are mmengine's "Memory information
+//     available_memory … used_memory …" and scripts' "Memory info of CPU";
+//   - mmcv/mmengine "Epoch(train) [e][i/n] … memory: N" and detectron2
+//     "iter: N … max_mem: NM" (max_memory_allocated, MiB, Peak);
+//   - multi-word keys, resolved by their longest known suffix: "max
+//     allocated", RETURNN's "alloc cur"/"alloc peak"/"reserved cur", MLX's
+//     "Peak mem", "Current memory usage", "reserved memory"; a figure
+//     qualified free, available or total, or as the host's (RAM, CPU,
+//     RSS, swap), is not a GPU memory column;
+//   - dict-style logs (HF Trainer, optimum-habana): quoted keys and a unit
+//     in brackets after the key ("'memory_allocated (GB)': 3.82"),
+//     total_memory_available as the capacity;
+//   - TensorFlow get_memory_info ({'current': N, 'peak': N} in bytes, or a
+//     script's "GPU:0: current: 0.18, peak: 2.55", unit-less figures in
+//     ReadOptions.Unit when given);
+//   - a memory line without a step takes the step of the last line that
+//     had one and no memory ("epoch 1/50 - it 6/100 - loss …",
+//     "Iteration 19/500"), and its unit;
+//   - W&B system-metrics exports: system.gpu.N.memoryAllocatedBytes (one
+//     series per GPU, [Sample].Device = N) and system.gpu.N.memoryAllocated
+//     (a percentage, read against [ReadOptions].Capacity);
+//   - Lightning's "gpu_id: N/memory.used (MB)" (get_gpu_memory_map,
+//     GPUStatsMonitor: nvidia-smi nounits figures, so MiB), as printed
+//     dicts and as metrics.csv columns, one series per GPU.
+//
+// It fails on the first
 // line it cannot read; [ReadSamples] skips such lines and counts them in a
 // [ReadReport] (how many lines were read and skipped, why, the first
 // examples with their line numbers, what the steps count, and the unit it
@@ -172,7 +208,27 @@
 // nvdiffrast #23 (torch.cuda.* calls one per line) and TensorFlow #14171
 // (mbiu) are formats not read and give ErrNoSamples, not a verdict;
 // Triton #2300's kubectl top tables (header MEMORY(bytes), cells "4544Mi",
-// between shell prompts) read as 5 samples, flat over that window. No real
+// between shell prompts) read as 5 samples, flat over that window.
+// testdata/logs/frameworks holds 21 framework logs from public threads
+// labelled in read_frameworks_test.go (series, first and last figure,
+// host lines skipped, verdict): Megatron-LM #60, PR #5662 and #965,
+// DeepSpeed #522 and #2302, TRL #2784, mmdetection #10310, CondInst #9
+// (detectron2), TensorFlow #73457, #80753 and #80895, NeMo #14850, MLX
+// #724, RETURNN #1478, optimum-habana PR #89, transformers PR #13915,
+// nanoGPT #618, maskrcnn-benchmark #182, MinkowskiEngine #359 (free
+// memory: not read), AllenNLP #2470 (host memory only: no samples), Lasagne #860 (a sorted uniq -c histogram whose 4 MiB
+// rise is under the flat tolerance). The leaks with 5 or more samples are
+// found (TensorFlow #73457 current 0.18 → 0.35 GB, #80753 762.7 → 999.05
+// MB, #80895 1259.84 → 1428.00 MB, RETURNN alloc cur 427.8 MB → 4.9 GB)
+// except where the unit is unknown:
+// #73457 prints "current: 0.18" without a unit, read as MiB by the
+// assumption, and its 0.17 MiB rise is under the 32 MiB flat tolerance
+// until the unit is given. Megatron-LM #965 prints memory at each stage of
+// one forward pass; without a step it reads as a linear leak, which the
+// text cannot tell apart. No running peak and no flat series reads as a
+// leak. No real W&B export or Lightning GPU log was found; their columns
+// are tested on tables built from W&B's system-metrics reference and
+// Lightning's own key format. No real
 // comma-separated CSV with its own memory header was found in the issue
 // corpus; those headers are tested on constructed tables. FuzzParseOOM,
 // FuzzParseSamples and FuzzReadSamples are seeded from the corpus.

@@ -267,7 +267,7 @@ type jsonSkipped struct {
 }
 
 // MarshalJSON writes "lines", "read", "skipped", "skipped_by_reason"
-// ({"no_memory_figure", "malformed", "too_long"}), "examples"
+// ({"no_memory_figure", "malformed", "too_long", "host_memory"}), "examples"
 // ([{"line", "reason", "text", "detail"}]), "samples", "step_unit" (null
 // when no sample has a step) and "assumed_unit" (null when no unit was
 // assumed).

@@ -27,6 +27,11 @@ type ReadOptions struct {
 	// and ReadReport.Assumed says so. Free-form log lines keep their own
 	// rules (see [ParseSamples]).
 	Unit gpumem.Bytes
+	// Capacity is the device memory that percentages of it are read
+	// against (W&B's system.gpu.N.memoryAllocated). Default (0): a
+	// percentage column gives no sample and its rows are skipped as
+	// malformed, saying so.
+	Capacity gpumem.Bytes
 }
 
 // SkipReason is why a line gave no sample.
@@ -37,6 +42,10 @@ const (
 	SkipNoMemory  SkipReason = iota // no memory figure recognised on the line
 	SkipMalformed                   // a memory figure, step or time that does not read ("12Gb", "[N/A]")
 	SkipTooLong                     // longer than MaxLineBytes
+	// SkipHost is a host (CPU) memory line — DeepSpeed's "CPU Virtual
+	// Memory:", mmengine's "Memory information … used_memory", a script's
+	// "Memory info of CPU" — whose figures are not GPU memory.
+	SkipHost
 	numSkipReasons
 )
 
@@ -49,6 +58,8 @@ func (s SkipReason) String() string {
 		return "malformed"
 	case SkipTooLong:
 		return "too_long"
+	case SkipHost:
+		return "host_memory"
 	}
 	return "reason(" + strconv.Itoa(int(s)) + ")"
 }
@@ -111,6 +122,9 @@ func ReadSamples(r io.Reader, opts *ReadOptions) ([]Sample, ReadReport, error) {
 	if o.Unit < 0 {
 		return nil, ReadReport{}, gpumem.Errorf("ReadOptions.Unit", o.Unit, gpumem.ErrRange, "negative unit")
 	}
+	if o.Capacity < 0 {
+		return nil, ReadReport{}, gpumem.Errorf("ReadOptions.Capacity", o.Capacity, gpumem.ErrRange, "negative capacity")
+	}
 	out, rep, err := readSamples(r, false, o)
 	if err != nil {
 		return nil, rep, err
@@ -147,6 +161,9 @@ func noSamples(rep ReadReport) error {
 		}
 		b.WriteString(")")
 	}
+	if h := rep.ByReason[SkipHost]; h > 0 {
+		fmt.Fprintf(&b, "; %d line(s) report host (CPU) memory only, not GPU memory", h)
+	}
 	b.WriteString("; expected lines such as \"step 100 memory 18.2GB\", nvidia-smi --format=csv output, or a CSV with a memory column (memory_used, mem_used_mb, gpu_mem …)")
 	return fmt.Errorf("%w%s", ErrNoSamples, strings.TrimPrefix(b.String(), ErrNoSamples.Error()))
 }
@@ -159,7 +176,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		return nil, rep, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
 	}
 	br := bufio.NewReaderSize(r, 64*1024)
-	p := sampleParser{unit: o.Unit}
+	p := sampleParser{unit: o.Unit, capacity: o.Capacity}
 	n := 0
 	var long []byte
 	skip := func(reason SkipReason, text, detail string) {
@@ -185,7 +202,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		case tooLong:
 			skip(SkipTooLong, line, fmt.Sprintf("longer than %d bytes", MaxLineBytes))
 		default:
-			p.used = false
+			p.used, p.host = false, false
 			if lerr := p.line(line, n); lerr != nil {
 				if strict {
 					return nil, rep, lerr
@@ -198,8 +215,11 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 				skip(SkipMalformed, line, detail)
 			} else if p.used {
 				rep.Read++
-			} else if t := strings.TrimSpace(line); t != "" && t[0] != '#' {
+			} else if t := strings.TrimSpace(line); t == "" || t[0] == '#' {
 				// Blank lines and '#' comments are neither read nor skipped.
+			} else if p.host {
+				skip(SkipHost, line, "host (CPU) memory, not GPU memory")
+			} else {
 				skip(SkipNoMemory, line, "")
 			}
 		}

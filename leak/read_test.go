@@ -52,7 +52,7 @@ func TestReadSamplesSkips(t *testing.T) {
 
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"skipped_by_reason":{"malformed":1,"no_memory_figure":1,"too_long":1}`)
+	assert.Contains(t, string(b), `"skipped_by_reason":{"host_memory":0,"malformed":1,"no_memory_figure":1,"too_long":1}`)
 	assert.Contains(t, string(b), `"line":3,"reason":"malformed"`)
 }
 
@@ -291,6 +291,15 @@ func FuzzReadSamples(f *testing.F) {
 	f.Add("time,memory.used [MiB]\n0,100\n1e400,200\n-5,1\n")
 	f.Add("step,mem\n99999999999999999999,1\n1,99999999999999999999\n1.5,1\n")
 	f.Add("Step 1: Memory=1GB\nStep 2: Memory=5Gb\n")
+	// Framework lines and W&B exports (issue 21).
+	f.Add("[Rank 0] (after 20 iterations) memory (MB) | allocated: 3270.16 | max allocated: 5670.39 | reserved: 6406.00 | max reserved: 6406.00\n")
+	f.Add("MA 4.96 GB         Max_MA 5.09 GB         CA 6.39 GB         Max_CA 6 GB\nCPU Virtual Memory:  used = 50.5 GB, percent = 40.2%\n")
+	f.Add("{'loss': 0.6, 'epoch': 0.09, 'memory_allocated (GB)': 3.82, 'total_memory_available (GB)': 29.85}\n")
+	f.Add("epoch 1/50 - it 6/100\nMemory info of GPU /physical_device:GPU:0: current: 0.18, peak: 2.55\n")
+	f.Add("alloc cur 427.8MB alloc peak 427.8MB reserved cur 446.0MB reserved peak 446.0MB\n")
+	f.Add("_step,_runtime,system.gpu.0.memoryAllocatedBytes,system.gpu.1.memoryAllocated\n0,1.5,1073741824,50\n1,,,\n2,3,1e30,-1\n")
+	f.Add("'k (GB)': 1\n'k [MiB]'= 2\n'memory (x)': 3\n(\n'a (GB\n")
+	f.Add("{'gpu_id: 0/memory.used (MB)': 1024.0, 'gpu_id: 1/memory.used (MB)': 1.}\nepoch,gpu_id: 0/memory.used (MB),step\n0,1e300,1\n0,5,2\n")
 	logs, _ := filepath.Glob("testdata/logs/*/*.log")
 	for _, name := range logs {
 		if data, err := os.ReadFile(name); err == nil {

@@ -97,10 +97,20 @@ type sampleParser struct {
 	lastStep  int64
 
 	unit     gpumem.Bytes // ReadOptions.Unit: unit of unit-less CSV and bare values, 0 = assume
+	capacity gpumem.Bytes // ReadOptions.Capacity: device memory, for percentages
 	assumed  bool         // a unit-less value was read by the assumption
 	used     bool         // the current line was read (a sample, a header, part of a dump)
 	stepUnit string       // unit of the step of the sample being emitted
 	units    map[string]int
+	host     bool // the current line reports host (CPU) memory: skipped as such
+
+	// A step read from a line without memory, for the memory lines that
+	// follow without their own.
+	pendStep int64
+	pendUnit string
+	pendOK   bool
+
+	pairBuf []pair // reused by pairs, line after line
 }
 
 func (p *sampleParser) emit(s Sample) {
@@ -297,16 +307,27 @@ func parseSummarySize(s string) (gpumem.Bytes, error) {
 
 // pair is one "key sep value [unit]" found on a free-form line.
 type pair struct {
-	key  string // lower-case
-	num  string // the number as written
-	unit string // the unit as written, or ""
-	end  int
+	key string // lower-case
+	// words are the key and the words just before it, separated from it
+	// by single blanks only, oldest first, lower case, at most 4: "max
+	// allocated: 1" gives ["max" "allocated"]; a key resolves to its
+	// longest known suffix ("Training epoch 0" is an epoch).
+	words  [4]string
+	nwords int
+	num    string       // the number as written
+	unit   string       // the unit as written, or ""
+	hunit  gpumem.Bytes // the unit in brackets after the key ("'memory_allocated (GB)': 3.82"), or 0
+	end    int
 }
 
 // pairs finds key/value pairs: an identifier, optional blanks, an
-// optional ':' or '=', blanks, a number and an optional unit.
-func pairs(line string) []pair {
-	var ps []pair
+// optional unit in brackets, an optional closing quote, an optional ':'
+// or '=', blanks, a number and an optional unit.
+func pairs(line string, ps []pair) []pair {
+	ps = ps[:0]
+	var prevBuf [3]string
+	prev := prevBuf[:0] // words before the current one, blank-separated
+	prevEnd := -1
 	i := 0
 	for i < len(line) {
 		c := line[i]
@@ -319,9 +340,31 @@ func pairs(line string) []pair {
 			k++
 		}
 		key := strings.ToLower(strings.TrimRight(line[i:k], "."))
+		if prevEnd < 0 || i-prevEnd > 2 || strings.Trim(line[prevEnd:i], " ") != "" {
+			prev = prev[:0]
+		}
 		j := k
 		for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
 			j++
+		}
+		var hunit gpumem.Bytes
+		if j < len(line) && (line[j] == '(' || line[j] == '[') {
+			// "'memory_allocated (GB)': 3.82": the unit in brackets, kept
+			// only when a ':' or '=' follows.
+			if e := strings.IndexAny(line[j:min(len(line), j+8)], ")]"); e > 1 {
+				if u, ok := headerUnits[strings.ToLower(strings.TrimSpace(line[j+1:j+e]))]; ok {
+					t := j + e + 1
+					for t < len(line) && (line[t] == '"' || line[t] == '\'' || line[t] == ' ') {
+						t++
+					}
+					if t < len(line) && (line[t] == ':' || line[t] == '=') {
+						hunit, j = u, t
+					}
+				}
+			}
+		}
+		if hunit == 0 && j < len(line) && (line[j] == '"' || line[j] == '\'') && j+1 < len(line) && (line[j+1] == ':' || line[j+1] == '=') {
+			j++ // a quoted dict key: "'loss': 0.5"
 		}
 		if j < len(line) && (line[j] == ':' || line[j] == '=') {
 			j++
@@ -334,6 +377,11 @@ func pairs(line string) []pair {
 			j++
 		}
 		if j == st {
+			if len(prev) == 3 {
+				prev = append(prev[:0], prev[1:]...)
+			}
+			prev = append(prev, key)
+			prevEnd = k
 			i = k
 			continue
 		}
@@ -358,7 +406,12 @@ func pairs(line string) []pair {
 			unit = line[u:ue]
 			end = ue
 		}
-		ps = append(ps, pair{key: key, num: num, unit: unit, end: end})
+		q := pair{key: key, num: num, unit: unit, hunit: hunit, end: end}
+		q.nwords = copy(q.words[:], prev)
+		q.words[q.nwords] = key
+		q.nwords++
+		ps = append(ps, q)
+		prev, prevEnd = prev[:0], -1
 		i = end
 	}
 	return ps
@@ -380,9 +433,142 @@ func looksLikeUnit(w string) bool {
 
 func isIdent(c byte) bool { return isLetter(c) || isDigit(c) || c == '_' }
 
+// memKey is what a free-form key names: a memory column (a running peak
+// or not), the device capacity, or a step.
+type memKey struct {
+	col      Column // ColAllocated, ColReserved, ColUsed, ColCapacity, or ColStep
+	peak     bool
+	rank     int    // a step key's rank: global_step over step over epoch
+	stepUnit string // a step key's unit
+}
+
+// freeKeys are the keys of free-form lines, by name as [pair] words joined
+// with '_' give it. Current values are preferred over running peaks of
+// the same column (Megatron's report_memory prints both: "allocated: …
+// | max allocated: …"; the current value is the series that grows under
+// a leak, the peak only records the largest batch).
+var freeKeys = map[string]memKey{
+	// Memory as a log reports it for the process (nvidia-smi-like).
+	"memory": {col: ColUsed}, "mem": {col: ColUsed}, "gpu_mem": {col: ColUsed}, "gpu_memory": {col: ColUsed},
+	"vram": {col: ColUsed}, "cuda_mem": {col: ColUsed}, "cuda_memory": {col: ColUsed}, "memory_used": {col: ColUsed},
+	"used": {col: ColUsed}, "gpu": {col: ColUsed}, "memory_usage": {col: ColUsed}, "current_memory_usage": {col: ColUsed},
+	"current_memory": {col: ColUsed}, "gpu_memory_usage": {col: ColUsed}, "gpu_memory_used": {col: ColUsed},
+	"occupied_memory": {col: ColUsed}, "used_memory": {col: ColUsed}, "gpu_mem_used": {col: ColUsed},
+	// PyTorch's allocated (tensors); RETURNN's "alloc cur".
+	"allocated": {col: ColAllocated}, "alloc": {col: ColAllocated}, "memory_allocated": {col: ColAllocated},
+	"mem_allocated": {col: ColAllocated}, "ma": {col: ColAllocated}, "allocated_memory": {col: ColAllocated},
+	"alloc_cur": {col: ColAllocated}, "alloc_current": {col: ColAllocated}, "current_allocated": {col: ColAllocated},
+	// DeepSpeed timer.py's "MemAllocated=0.02GB, MaxMemAllocated=0.02GB"
+	// (memory_allocated() / 1024**3: GiB, like see_memory_usage).
+	"memallocated": {col: ColAllocated}, "maxmemallocated": {col: ColAllocated, peak: true},
+	// Running peaks of allocated memory (detectron2 max_mem, MLX "Peak mem").
+	"max_mem": {col: ColAllocated, peak: true}, "max_memory_allocated": {col: ColAllocated, peak: true},
+	"max_allocated": {col: ColAllocated, peak: true}, "peak_allocated": {col: ColAllocated, peak: true},
+	"peak_memory": {col: ColAllocated, peak: true}, "peak_mem": {col: ColAllocated, peak: true},
+	"max_memory": {col: ColAllocated, peak: true}, "alloc_peak": {col: ColAllocated, peak: true},
+	"max_alloc": {col: ColAllocated, peak: true}, "max_ma": {col: ColAllocated, peak: true},
+	// The caching allocator's reserved memory and its peaks.
+	"reserved": {col: ColReserved}, "memory_reserved": {col: ColReserved}, "mem_reserved": {col: ColReserved},
+	"ca": {col: ColReserved}, "cached": {col: ColReserved}, "memory_cached": {col: ColReserved},
+	"reserved_memory": {col: ColReserved}, "reserved_cur": {col: ColReserved}, "reserved_current": {col: ColReserved},
+	"max_memory_reserved": {col: ColReserved, peak: true}, "max_reserved": {col: ColReserved, peak: true},
+	"peak_reserved": {col: ColReserved, peak: true}, "reserved_peak": {col: ColReserved, peak: true},
+	"max_cached": {col: ColReserved, peak: true}, "max_ca": {col: ColReserved, peak: true},
+	// Device capacity (HF/optimum-habana "total_memory_available (GB)").
+	"total_memory_available": {col: ColCapacity}, "total_memory": {col: ColCapacity}, "memory_total": {col: ColCapacity},
+	// Steps.
+	"global_step": {col: ColStep, rank: 5, stepUnit: "step"}, "step": {col: ColStep, rank: 3, stepUnit: "step"},
+	"steps": {col: ColStep, rank: 3, stepUnit: "step"}, "batch": {col: ColStep, rank: 3, stepUnit: "step"},
+	"iter": {col: ColStep, rank: 3, stepUnit: "iteration"}, "iteration": {col: ColStep, rank: 3, stepUnit: "iteration"},
+	"iters": {col: ColStep, rank: 3, stepUnit: "iteration"}, "it": {col: ColStep, rank: 3, stepUnit: "iteration"},
+	"epoch": {col: ColStep, rank: 1, stepUnit: "epoch"},
+}
+
+// resolveKey returns the longest known suffix of a pair's words ("max
+// allocated" before "allocated"). A figure qualified as free, available
+// or total ("free memory: 3GB"), or as the host's ("RAM used", "CPU
+// memory", "RSS", "swap"), is not a GPU memory column.
+func resolveKey(q pair) (memKey, string, bool) {
+	var buf [96]byte
+	words := q.words[:q.nwords]
+	for i := range words {
+		// The words joined with '_', '.' folded ("memory.used"), in a
+		// stack buffer: the map lookup does not allocate.
+		b := buf[:0]
+		for j, w := range words[i:] {
+			if j > 0 {
+				b = append(b, '_')
+			}
+			for k := 0; k < len(w); k++ {
+				c := w[k]
+				if c == '.' {
+					c = '_'
+				}
+				b = append(b, c)
+			}
+		}
+		if k, ok := freeKeys[string(b)]; ok {
+			name := words[len(words)-1]
+			if i < len(words)-1 {
+				name = string(b)
+			}
+			if k.col&ColMemory != 0 {
+				for _, w := range words[:i] {
+					switch w {
+					case "free", "available", "total", "avail", "ram", "cpu", "host", "rss", "swap", "virtual", "system", "sys":
+						return memKey{}, "", false
+					}
+				}
+			}
+			return k, name, true
+		}
+	}
+	return memKey{}, "", false
+}
+
+// hostMarkers are texts of lines that report host (CPU) memory: DeepSpeed
+// see_memory_usage's second line, mmengine's periodic "Memory
+// information" line (available_memory, used_memory, … of the machine),
+// and scripts' own CPU lines.
+var hostMarkers = [...]string{"CPU Virtual Memory", "Memory info of CPU", "Memory information available_memory", "CPU memory", "cpu_memory", "CPU RAM", "Host memory", "host memory"}
+
+func hostLine(line string) bool {
+	// Every marker holds "emory" or "CPU": two scans of most lines.
+	if !strings.Contains(line, "emory") && !strings.Contains(line, "CPU") {
+		return false
+	}
+	for _, m := range hostMarkers {
+		if strings.Contains(line, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// afterIterations reads Megatron report_memory's "(after N iterations)".
+func afterIterations(line string) (int64, bool) {
+	i := strings.Index(line, "after ")
+	if i < 0 {
+		return 0, false
+	}
+	v, j, ok := readInt(line, i+len("after "))
+	if !ok || !strings.HasPrefix(line[j:], " iteration") {
+		return 0, false
+	}
+	return v, true
+}
+
 // freeForm reads a training-log line.
 func (p *sampleParser) freeForm(line string, n int) error {
-	ps := pairs(line)
+	if hostLine(line) {
+		p.host = true
+		return nil
+	}
+	if gs := lightningGPUs(line); len(gs) > 0 {
+		return p.lightningLine(line, n, gs)
+	}
+	p.pairBuf = pairs(line, p.pairBuf)
+	ps := p.pairBuf
 	s := Sample{Line: n}
 	stepRank := 0
 	stepUnit := ""
@@ -395,66 +581,69 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	deepspeed := false
 	mmdet := false
 	for _, q := range ps {
-		if q.key == "max_ma" || q.key == "max_ca" {
+		if q.key == "max_ma" || q.key == "max_ca" || q.key == "memallocated" {
 			deepspeed = true
 		}
 	}
+	// TensorFlow's get_memory_info: {'current': N, 'peak': N} bytes, or a
+	// script's "GPU:0: current: 0.18, peak: 2.55".
+	tfInfo := strings.Contains(line, "current") && (strings.Contains(line, "GPU") || strings.Contains(line, "memory_info") || strings.Contains(line, "'peak'") || strings.Contains(line, `"peak"`))
 	if e, it, per, ok := mmdetEpoch(line); ok {
 		setStep((e-1)*per+it, 4, "iteration")
 		mmdet = true
 	}
+	if v, ok := afterIterations(line); ok {
+		setStep(v, 4, "iteration")
+	}
+	var peakCols Column
 	for _, q := range ps {
-		var col Column
-		peak := false
-		switch q.key {
-		case "global_step":
+		k, name, ok := resolveKey(q)
+		if !ok && tfInfo {
+			switch q.key {
+			case "current":
+				k, name, ok = memKey{col: ColAllocated}, "current", true
+			case "peak":
+				k, name, ok = memKey{col: ColAllocated, peak: true}, "peak", true
+			}
+		}
+		if !ok {
+			continue
+		}
+		if k.col == ColStep {
 			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 5, "step")
+				setStep(v, k.rank, k.stepUnit)
 			}
 			continue
-		case "step", "steps", "batch":
-			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 3, "step")
-			}
-			continue
-		case "iter", "iteration", "iters", "it":
-			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 3, "iteration")
-			}
-			continue
-		case "epoch":
-			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
-				setStep(v, 1, "epoch")
-			}
-			continue
-		case "memory", "mem", "gpu_mem", "gpu_memory", "vram", "cuda_mem", "cuda_memory", "memory_used", "used", "gpu":
-			col = ColUsed
-			if mmdet && (q.key == "memory") {
-				col, peak = ColAllocated, true
-			}
-		case "max_mem":
+		}
+		col, peak := k.col, k.peak
+		if mmdet && name == "memory" {
 			col, peak = ColAllocated, true
-		case "allocated", "alloc", "memory_allocated", "mem_allocated", "ma", "allocated_memory":
-			col = ColAllocated
-		case "max_memory_allocated", "max_allocated", "peak_allocated", "peak_memory", "peak_mem", "max_memory":
-			col, peak = ColAllocated, true
-		case "reserved", "memory_reserved", "mem_reserved", "ca", "cached", "memory_cached", "reserved_memory":
-			col = ColReserved
-		case "max_memory_reserved", "max_reserved", "peak_reserved":
-			col, peak = ColReserved, true
+		}
+		if (name == "ma" || name == "ca" || name == "max_ma" || name == "max_ca") && !deepspeed {
+			continue
+		}
+		if name == "gpu" && q.unit == "" {
+			continue
+		}
+		if s.Has&col != 0 && (peak || peakCols&col == 0) {
+			continue // a current value is kept over a later peak
+		}
+		var v gpumem.Bytes
+		var err error
+		switch {
+		case q.unit == "" && q.hunit != 0:
+			if v = scaleDecimal(q.num, q.hunit, -1); v < 0 {
+				err = gpumem.ErrRange
+			}
+		case q.unit == "" && p.unit != 0 && (name == "current" || name == "peak"):
+			// TensorFlow figures printed without a unit take
+			// ReadOptions.Unit when it is given.
+			if v = scaleDecimal(q.num, p.unit, -1); v < 0 {
+				err = gpumem.ErrRange
+			}
 		default:
-			continue
+			v, err = sampleSize(q, deepspeed)
 		}
-		if (q.key == "ma" || q.key == "ca") && !deepspeed {
-			continue
-		}
-		if q.key == "gpu" && q.unit == "" {
-			continue
-		}
-		if s.Has&col != 0 {
-			continue
-		}
-		v, err := sampleSize(q, deepspeed)
 		if err != nil {
 			return gpumem.Errorf(lineField(n), q.num+q.unit, gpumem.ErrSyntax, "%s: %v", q.key, err)
 		}
@@ -465,21 +654,42 @@ func (p *sampleParser) freeForm(line string, n int) error {
 			s.Allocated = v
 		case ColReserved:
 			s.Reserved = v
+		case ColCapacity:
+			s.Capacity = v
 		}
 		s.Has |= col
-		s.Peak = s.Peak || peak
+		if peak {
+			peakCols |= col
+		} else {
+			peakCols &^= col
+		}
 	}
+	// The sample is a running peak when every memory figure read is one.
+	s.Peak = s.Has&ColMemory != 0 && peakCols&ColMemory == s.Has&ColMemory
 	if tm, ok := leadingTime(line); ok {
 		s.Time = tm
 		s.Has |= ColTime
 	}
 	if s.Has&ColMemory == 0 {
-		if reportsOOM(line) && s.Has&(ColStep|ColTime) != 0 {
+		if s.Has&(ColStep|ColTime) != 0 && reportsOOM(line) {
 			s.OOM = true
 			p.stepUnit = stepUnit
 			p.emit(s)
+			return nil
+		}
+		if s.Has&ColStep != 0 {
+			// A step line without memory ("epoch 1/50 - it 6/100 - loss:
+			// 2.47", "Iteration 19/500"): memory lines that follow without
+			// a step of their own take it.
+			p.pendStep, p.pendUnit, p.pendOK = s.Step, stepUnit, true
 		}
 		return nil
+	}
+	// DeepSpeed's lines number themselves in order ("sample"): a step
+	// carried from an engine line would mix two axes.
+	if s.Has&ColStep == 0 && p.pendOK && !deepspeed {
+		s.Step, stepUnit = p.pendStep, p.pendUnit
+		s.Has |= ColStep
 	}
 	if deepspeed && s.Has&ColStep == 0 {
 		s.Step = int64(len(p.out))
@@ -629,4 +839,78 @@ func (s Sample) String() string {
 		b.WriteString(" OOM")
 	}
 	return b.String()
+}
+
+// lightningGPU is one "gpu_id: N/memory.used (MB)': V" entry of a
+// Lightning dict (get_gpu_memory_map, GPUStatsMonitor).
+type lightningGPU struct {
+	dev int
+	num string
+}
+
+// lightningGPUs finds the memory.used entries of a Lightning GPU dict
+// printed on a line: {'gpu_id: 0/memory.used (MB)': 1234.0, …}.
+func lightningGPUs(line string) []lightningGPU {
+	const key = "gpu_id: "
+	var out []lightningGPU
+	for i := 0; ; {
+		k := strings.Index(line[i:], key)
+		if k < 0 {
+			return out
+		}
+		j := i + k + len(key)
+		i = j
+		d, e, ok := readInt(line, j)
+		rest := line[e:]
+		if !ok || d > 1023 || !strings.HasPrefix(rest, "/memory.used (MB)") {
+			continue
+		}
+		e += len("/memory.used (MB)")
+		for e < len(line) && (line[e] == '\'' || line[e] == '"' || line[e] == ':' || line[e] == ' ') {
+			e++
+		}
+		st := e
+		for e < len(line) && (isDigit(line[e]) || line[e] == '.') {
+			e++
+		}
+		if e > st {
+			out = append(out, lightningGPU{dev: int(d), num: line[st:e]})
+		}
+		i = e
+	}
+}
+
+// lightningLine emits one sample per GPU of a Lightning GPU dict: Used in
+// MiB (nvidia-smi's nounits figures, labelled "MB" by Lightning), Device
+// N, with the line's step (a key such as "step" or "epoch" on the line,
+// else the carried one).
+func (p *sampleParser) lightningLine(line string, n int, gs []lightningGPU) error {
+	s := Sample{Line: n}
+	unit, rank := "", 0
+	p.pairBuf = pairs(line, p.pairBuf)
+	for _, q := range p.pairBuf {
+		if k, _, ok := resolveKey(q); ok && k.col == ColStep && k.rank > rank {
+			if v, err := strconv.ParseInt(q.num, 10, 64); err == nil {
+				s.Step, s.Has, unit, rank = v, ColStep, k.stepUnit, k.rank
+			}
+		}
+	}
+	if s.Has&ColStep == 0 && p.pendOK {
+		s.Step, s.Has, unit = p.pendStep, ColStep, p.pendUnit
+	}
+	if tm, ok := leadingTime(line); ok {
+		s.Time = tm
+		s.Has |= ColTime
+	}
+	for _, g := range gs {
+		v := scaleDecimal(g.num, gpumem.MiB, -1)
+		if v < 0 || strings.Count(g.num, ".") > 1 || g.num[0] == '.' || g.num[len(g.num)-1] == '.' {
+			return gpumem.Errorf(lineField(n), g.num, gpumem.ErrSyntax, "gpu_id: %d/memory.used (MB): want a number", g.dev)
+		}
+		x := s
+		x.Device, x.Used, x.Has = g.dev, v, s.Has|ColUsed
+		p.stepUnit = unit
+		p.emit(x)
+	}
+	return nil
 }

@@ -1,0 +1,128 @@
+package leak
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+)
+
+// frameworkLogs labels the framework logs copied from public threads in
+// testdata/logs/frameworks (source in each file's first line): what the
+// thread shows, the series read, its first and last figures (bytes, by
+// hand from the text: "MB"/"GB" with a unit in the text are decimal as in
+// gpumem.ParseBytes, a bare "M" and a unit-less figure are MiB, DeepSpeed's
+// GB are GiB; fractions of a byte round up, as the reader does:
+// 10250.5693359375 MiB = 10748500992, 3270.16 MiB = ⌈3429011292.16⌉,
+// 4.96 GiB = ⌈5325759447.04⌉, 5.19 GiB = ⌈5572720066.56⌉, 0.77 GiB =
+// ⌈826781204.48⌉, 0.18 MiB = ⌈188743.68⌉, 0.35 MiB = ⌈367001.6⌉), and
+// Analyze's verdict on it.
+var frameworkLogs = []struct {
+	file        string
+	unit        gpumem.Bytes // ReadOptions.Unit
+	samples     int          // 0: ErrNoSamples
+	host        int          // lines skipped as host (CPU) memory
+	column      Column
+	first, last gpumem.Bytes // of column, in the first and last sample that has it
+	peak        bool         // the series is a running peak
+	threadLeak  bool         // what the thread reports
+	leak        bool         // Analyze's verdict on the series
+	stepUnit    string
+	why         string
+}{
+	{"megatron60.log", 0, 1, 0, ColAllocated, 10748500992, 10748500992, false, false, false, "iteration",
+		"report_memory once (\"after 5 iterations\", step 5); allocated is taken over max allocated (a running peak that only records the largest batch); MB is Megatron's 1024²; one sample: not judged"},
+	{"megatron5662.log", 0, 1, 0, ColAllocated, 3429011293, 3429011293, false, false, false, "iteration",
+		"\"[Rank 0] (after 20 iterations)\" report_memory; the per-layer table after it (\"cell = mean/max\", rows of a/b numbers) gives no sample"},
+	{"megatron965.log", 0, 14, 0, ColAllocated, 36659.26e6, 44283.33e6, false, false, true, "",
+		"Allocated/Reserved printed at each stage of one attention forward: growth within a forward pass, not across steps; the lines carry no step, so Analyze reads a linear rise (a misreading the text cannot tell apart)"},
+	{"deepspeed522.log", 0, 4, 4, ColAllocated, 5325759448, 5572720067, false, false, false, "sample",
+		"see_memory_usage MA (current) over Max_MA; the CPU Virtual Memory lines (50.5 GB host) are skipped as host memory, not read as the GPU's used memory; 4 samples: not judged"},
+	{"trl2784.log", 0, 4, 3, ColReserved, 826781205, 826781205, false, false, false, "sample",
+		"ZeRO-3 setup: CA flat at 0.77 GiB while host memory grows 6.21 → 8.07 GB; reading the host line as GPU memory would make a false rise"},
+	{"mmdet10310.log", 0, 2, 1, ColAllocated, 3686 * gpumem.MiB, 3699 * gpumem.MiB, true, true, false, "iteration",
+		"mmengine Epoch(train) memory: (max_memory_allocated, MiB) 3686 → 3699 in 50 iterations; the \"Memory information … used_memory: 81971 MB\" line is the machine's RAM: skipped as host; 2 samples: not judged"},
+	{"condinst9.log", 0, 5, 0, ColAllocated, 8132 * gpumem.MiB, 8132 * gpumem.MiB, true, true, false, "iteration",
+		"detectron2 max_mem flat at 8132M over iterations 339–419 while the user sees nvidia-smi rise: the running peak is flat, no leak in it"},
+	{"tf73457.log", gpumem.GB, 7, 7, ColAllocated, 0.18e9, 0.35e9, false, true, true, "iteration",
+		"get_memory_info current 0.18 → 0.35 (GB, given as ReadOptions.Unit) over iterations 6–12, each taking the iteration of the line before; the CPU lines are skipped as host"},
+	{"tf73457.log", 0, 7, 7, ColAllocated, 188744, 367002, false, true, false, "iteration",
+		"the same log without a unit: 0.18 is read as MiB by the assumption, and the 0.17 MiB rise is under the 32 MiB flat tolerance: the leak is missed unless the unit is given (ReadReport.Assumed says so)"},
+	{"nemo14850.log", 0, 4, 0, ColReserved, 57466159104, 57675874304, true, false, false, "step",
+		"max_memory_reserved/max_memory_allocated in bytes, global_step over iteration over epoch; running peaks, 4 samples: not judged"},
+	{"mlx724.log", 0, 10, 0, ColAllocated, 100.759e9, 100.759e9, true, false, false, "iteration",
+		"MLX \"Peak mem 100.759 GB\" flat over iterations 860–950: a running peak, flat"},
+	{"returnn1478.log", 0, 11, 0, ColAllocated, 427.8e6, 4.9e9, false, true, true, "",
+		"RETURNN alloc cur 427.8MB → 4.9GB (alloc peak and reserved peak skipped for the current values); the thread suspects a leak in allocated memory"},
+	{"habana89.log", 0, 1, 0, ColAllocated, 3.82e9, 3.82e9, false, false, false, "",
+		"HF Trainer dict: 'memory_allocated (GB)': 3.82 with the unit from the key's brackets, total_memory_available as the capacity; 'epoch': 0.09 is not a whole step"},
+	{"nanogpt618.log", 0, 2, 0, ColUsed, 2.47e9, 2.47e9, false, false, false, "",
+		"\"occupied memory:2.47 GB\" (the user's label for memory_allocated, read as used) and \"reserved memory:16.69 GB\" as reserved: two lines, two samples"},
+	{"tf80753.log", 0, 21, 0, ColUsed, 762.70e6, 999.05e6, false, true, true, "iteration",
+		"\"start/end Current memory usage\" 762.70 → 999.05 MB over iterations 19–28 (each line takes the iteration of the \"Iteration N/500\" line before it; the first two have none)"},
+	{"transformers13915.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
+		"the Trainer's end-of-stage memory metrics are deltas (train_mem_gpu_alloc_delta, …) and one before-init level: not a series; no samples"},
+	{"deepspeed2302.log", 0, 4, 3, ColAllocated, 21474837, 21474837, false, false, false, "sample",
+		"see_memory_usage MA and timer.py's MemAllocated (GiB: memory_allocated() / 1024**3), 0.02 GiB = ⌈21474836.48⌉ throughout; the lines number themselves in order rather than take the engine's step=2498 (two axes otherwise); 3 CPU Virtual Memory lines skipped"},
+	{"tf80895.log", 0, 20, 0, ColUsed, 1259.84e6, 1428.00e6, false, true, true, "iteration",
+		"\"Current memory usage\" 1259.84 → 1428.00 MB over iterations 71–80, the same leak as #80753 later in the run"},
+	{"minkowski359.log", 0, 0, 0, 0, 0, 0, false, true, false, "",
+		"\"Free GPU ram: 13722.5\" is free memory (total minus reserved), falling 13722.5 → 12800.5 after an OOM: a free figure is not a usage, so no samples rather than a series read backwards"},
+	{"lasagne860.log", 0, 41, 0, ColUsed, 838512640, 842784768, false, true, false, "",
+		"psutil memory_usage through sort | uniq -c: sorted by value, so it rises by construction; 799.67 → 803.74 MiB is 4.07 MiB, under the 32 MiB flat tolerance (R² 0.99, confidence 1.000, 78 KiB per line): a small rise the tolerance hides, reported, not a leak verdict"},
+	{"allennlp2470.log", 0, 0, 2, 0, 0, 0, false, true, false, "",
+		"AllenNLP logs only host memory (\"Peak CPU memory usage MB: 757.584\", the table's cpu_memory_MB row): both skipped as host, so no samples, not \"no leak\""},
+	{"maskrcnn182.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
+		"two unlabelled figures per line (max_memory_allocated, max_memory_cached in MB): which is which is not in the text; reported as no samples, not judged"},
+}
+
+// TestReadSamplesFrameworkLogs reads every labelled framework log: the
+// series and its figures, the host lines skipped, and the verdict.
+func TestReadSamplesFrameworkLogs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/logs/frameworks/*.log")
+	require.NoError(t, err)
+	labelled := map[string]bool{}
+	for _, tc := range frameworkLogs {
+		labelled[tc.file] = true
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile("testdata/logs/frameworks/" + tc.file)
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(string(data), "# source: https://github.com/"), "first line names the source")
+			got, rep, err := ReadSamples(strings.NewReader(string(data)), &ReadOptions{Unit: tc.unit})
+			assert.Equal(t, tc.host, rep.ByReason[SkipHost], "host lines")
+			if tc.samples == 0 {
+				require.ErrorIs(t, err, ErrNoSamples, tc.why)
+				return
+			}
+			require.NoError(t, err)
+			assert.Len(t, got, tc.samples)
+			assert.Equal(t, tc.stepUnit, rep.StepUnit)
+			var series []Sample
+			for _, s := range got {
+				if s.Has&tc.column != 0 {
+					series = append(series, s)
+				}
+			}
+			require.NotEmpty(t, series)
+			assert.Equal(t, tc.first, value(series[0], tc.column), "first %v", series[0])
+			assert.Equal(t, tc.last, value(series[len(series)-1], tc.column), "last %v", series[len(series)-1])
+			assert.Equal(t, tc.peak, series[0].Peak, "running peak")
+			r, err := Analyze(got, &Options{Column: tc.column, StepUnit: rep.StepUnit})
+			require.NoError(t, err)
+			assert.Equal(t, tc.leak, r.Leak, "%s: %s (%s)", tc.file, r.Reason, tc.why)
+			if tc.threadLeak && len(series) >= 5 && tc.unit != 0 {
+				assert.True(t, r.Leak, "a labelled leak with %d samples is found", len(series))
+			}
+		})
+	}
+	for _, f := range files {
+		assert.True(t, labelled[filepath.Base(f)], "%s has no label in frameworkLogs", f)
+	}
+}
