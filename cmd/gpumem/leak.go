@@ -75,7 +75,7 @@ func leakJSON(r leak.Report, rr leak.ReadReport) (json.RawMessage, error) {
 // readLog reads the samples for gpumem leak and POST /v1/leak, and gives
 // the analysis the steps' unit.
 func readLog(text []byte, unit gpumem.Bytes, opts *leak.Options) ([]leak.Sample, leak.ReadReport, error) {
-	samples, rr, err := leak.ReadSamples(bytes.NewReader(text), &leak.ReadOptions{Unit: unit})
+	samples, rr, err := leak.ReadSamples(bytes.NewReader(text), &leak.ReadOptions{Unit: unit, Capacity: opts.Capacity})
 	if err != nil {
 		return nil, rr, err
 	}
