@@ -16,32 +16,17 @@ import (
 // never a panic. (Allocations are checked by TestEstimateFeaturesAllocFree:
 // the fuzzing engine's own goroutines allocate while a target runs.)
 func FuzzEstimateFeatures(f *testing.F) {
-	build := func(name string, ft func(*model.Finetune)) Model {
-		s, ok := model.Lookup(name)
-		if !ok {
-			f.Fatalf("no catalog model %q", name)
-		}
-		fine := model.Finetune{Model: s}
-		if ft != nil {
-			ft(&fine)
-		}
-		m, err := NewModel(fine)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return m
-	}
 	models := []Model{
-		build("llama-3.2-1b", nil),
-		build("llama-3.2-1b", func(ft *model.Finetune) {
+		lookupModel(f, "llama-3.2-1b", nil),
+		lookupModel(f, "llama-3.2-1b", func(ft *model.Finetune) {
 			ft.LoRA = model.LoRA{Rank: 8}
 			ft.Quant, ft.Blockwise = gpumem.NF4, gpumem.Blockwise{Block: 64, Nested: true}
 		}),
-		build("llama-3.2-1b", func(ft *model.Finetune) {
+		lookupModel(f, "llama-3.2-1b", func(ft *model.Finetune) {
 			ft.Model.Head, ft.Model.Labels = model.HeadSeqCls, 2
 		}),
-		build("bert-base", nil),
-		build("qwen1.5-moe-a2.7b", nil),
+		lookupModel(f, "bert-base", nil),
+		lookupModel(f, "qwen1.5-moe-a2.7b", nil),
 	}
 	losses := []model.Loss{{}, {Kind: model.ChunkedLoss, Chunks: 8}, {Kind: model.FusedLinearLoss}, {Kind: model.CutCrossEntropyLoss}, {Kind: model.ChunkedLoss}}
 	kvs := []gpumem.DType{gpumem.Invalid, gpumem.FP8E4M3, gpumem.INT8, gpumem.Q4_0, gpumem.NF4}
