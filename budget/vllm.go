@@ -61,7 +61,8 @@ type VLLMReport struct {
 	Blocks      int64        // KVMemory / PageBytes
 	Tokens      int64        // Blocks × BlockSize
 	MaxModelLen int
-	Concurrency float64 // Tokens / MaxModelLen
+	Needed      gpumem.Bytes // the KV cache of one request of MaxModelLen tokens: its blocks over all layers
+	Concurrency float64      // Tokens / MaxModelLen
 	// Refused is the ValueError vLLM raises when one request of
 	// MaxModelLen tokens does not fit in KVMemory, or "" when it fits.
 	Refused string
@@ -211,6 +212,7 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 	if !ok {
 		return r, errOverflow("vLLM KV need")
 	}
+	r.Needed = gpumem.Bytes(need)
 	switch {
 	case r.KVMemory <= 0:
 		r.Refused = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
