@@ -47,7 +47,8 @@ type VLLMOptions struct {
 
 // VLLMReport is one rank's memory as vLLM sizes it at start-up
 // (vllm/v1/worker/gpu_worker.py determine_available_memory and
-// vllm/v1/core/kv_cache_utils.py, v0.9–v0.10): the lines "Model loading
+// vllm/v1/core/kv_cache_utils.py, vllm-project/vllm 35d5cda; V0's
+// worker.py of v0.6–v0.8 did the same sum): the lines "Model loading
 // took X GiB" (Weights), "Available KV cache memory: X GiB" (KVMemory),
 // "# GPU blocks: N" (Blocks) and "Maximum concurrency for L tokens per
 // request: C x" (Concurrency).
@@ -130,15 +131,18 @@ func (j *Job) validateVLLM() error {
 // vllmBuffers sizes j's vLLM memory; j is valid.
 //
 // The KV space (determine_available_memory, vllm/v1/worker/gpu_worker.py,
-// v0.9): requested_memory = total_memory × gpu_memory_utilization, and
+// vllm-project/vllm 35d5cda): requested_memory = total_memory × gpu_memory_utilization, and
 // available_kv_cache_memory = requested_memory − non_kv_cache_memory,
 // where non_kv_cache_memory = weights_memory + torch_peak_increase +
-// non_torch_increase of the profile run (vllm/utils.py memory_profiling).
-// The CUDA context is in the baseline snapshot, so it is not subtracted:
-// it lives in the 1 − utilization left over, as do the CUDA graphs, which
-// v0.9–v0.10 capture after the cache is allocated (capture_model runs in
-// compile_or_warm_up_model, after initialize_kv_cache), so enforce_eager
-// does not change the cache's size there.
+// non_torch_increase of the profile run (memory_profiling). The CUDA
+// context and NCCL's buffers are in the baseline snapshot (init_snapshot,
+// taken after init_worker_distributed_environment), so they are not
+// subtracted: they live in the 1 − utilization left over, as do the CUDA
+// graphs, which are captured after the cache is allocated (capture_model
+// in compile_or_warm_up_model, after initialize_kv_cache), so
+// enforce_eager does not change the cache's size there. (Releases from
+// 2026 can estimate the graphs' memory beforehand,
+// VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; not modelled.)
 //
 // The blocks (get_num_blocks, vllm/v1/core/kv_cache_utils.py): one page is
 // block_size × (K + V bytes per token per layer) for each attention layer,
@@ -223,7 +227,10 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 }
 
 // vllmRefusal is the ValueError of check_enough_kv_cache_memory
-// (vllm/v1/core/kv_cache_utils.py, v0.10: "To serve at least one request
+// (vllm/v1/core/kv_cache_utils.py, 2025 releases; later ones spell it
+// "model's" and add a link; V0 said "The model's max seq len (N) is larger
+// than the maximum number of tokens that can be stored in KV cache (M)":
+// "To serve at least one request
 // with the models's max seq len (…), (… GiB KV cache is needed, which is
 // larger than the available KV cache memory (… GiB). Based on the
 // available memory, the estimated maximum model length is …. Try
@@ -232,14 +239,17 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 // blocks hold (vLLM searches it by bisection over the same arithmetic).
 func vllmRefusal(mml, need, avail, tokens int64) string {
 	const gib = float64(1 << 30)
+	estimated := ""
+	if tokens > 0 {
+		estimated = fmt.Sprintf(" Based on the available memory, the estimated maximum model length is %d.", tokens)
+	}
 	return fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%.2f GiB KV cache is needed, "+
-		"which is larger than the available KV cache memory (%.2f GiB). Based on the available memory, the estimated "+
-		"maximum model length is %d. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "+
-		"initializing the engine.", mml, float64(need)/gib, float64(avail)/gib, tokens)
+		"which is larger than the available KV cache memory (%.2f GiB).%s Try increasing `gpu_memory_utilization` or "+
+		"decreasing `max_model_len` when initializing the engine.", mml, float64(need)/gib, float64(avail)/gib, estimated)
 }
 
 // vllmProfilePeak approximates the torch peak increase of vLLM's profile
-// run (gpu_model_runner.py profile_run, v0.9): a dummy forward pass of
+// run (gpu_model_runner.py profile_run): a dummy forward pass of
 // max_num_batched_tokens tokens, then the sampler over max_num_seqs
 // sequences' logits. The forward pass's live set at its widest, the gated
 // MLP, in the compute dtype, per token: the residual and the normed hidden

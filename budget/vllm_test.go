@@ -119,3 +119,14 @@ func TestVLLMInvalid(t *testing.T) {
 	assert.Equal(t, VLLM, rt)
 	assert.Equal(t, "vllm", VLLM.String())
 }
+
+// TestVLLMEstimateAllocs: a vLLM job's Estimate allocates nothing.
+func TestVLLMEstimateAllocs(t *testing.T) {
+	j := vllmJob(vllmLlama3(t), 80*gpumem.GiB, VLLMOptions{MaxModelLen: 32768})
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Estimate(j); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
