@@ -64,6 +64,10 @@ type VLLMReport struct {
 	MaxModelLen int
 	Needed      gpumem.Bytes // the KV cache of one request of MaxModelLen tokens: its blocks over all layers
 	Concurrency float64      // Tokens / MaxModelLen
+	// MinUtilization is the least gpu_memory_utilization at which vLLM
+	// starts (one request of MaxModelLen fits): (Weights + Activations +
+	// NonTorch + Needed) / total memory; above 1 nothing does.
+	MinUtilization float64
 	// Refused is the ValueError vLLM raises when one request of
 	// MaxModelLen tokens does not fit in KVMemory, or "" when it fits.
 	Refused string
@@ -217,6 +221,8 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 		return r, errOverflow("vLLM KV need")
 	}
 	r.Needed = gpumem.Bytes(need)
+	r.MinUtilization = float64(checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch), need)) /
+		float64(j.Device.Capacity)
 	switch {
 	case r.KVMemory <= 0:
 		r.Refused = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."

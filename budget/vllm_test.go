@@ -82,6 +82,9 @@ func TestVLLMRefuses(t *testing.T) {
 	assert.Contains(t, r.Refused, "available KV cache memory (6.40 GiB)")
 	assert.Contains(t, r.Refused, "estimated maximum model length is 52400")
 	assert.Contains(t, r.Refused, "Try increasing `gpu_memory_utilization` or decreasing `max_model_len`")
+	// (16,060,522,496 + 262,668,288 + 8,192 blocks × 2,097,152) /
+	// 25,769,803,776 = 33,503,059,968 / 25,769,803,776.
+	assert.InDelta(t, 33_503_059_968.0/25_769_803_776, r.MinUtilization, 1e-12)
 
 	r, err = VLLMBuffers(vllmJob(m, 16*gpumem.GiB, VLLMOptions{}))
 	require.NoError(t, err)

@@ -957,6 +957,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		vrow("# GPU blocks", group3(v.Blocks))
 		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
 		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
+		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
 		if v.Refused != "" {
 			fmt.Fprintf(out, "vLLM would refuse to start: ValueError: %s\n", v.Refused)
 		}
@@ -1111,7 +1112,7 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"requested": int64(v.Requested), "weights": int64(v.Weights), "activations": int64(v.Activations),
 			"non_torch": int64(v.NonTorch), "kv_cache_memory": int64(v.KVMemory), "page_bytes": int64(v.PageBytes),
 			"gpu_blocks": v.Blocks, "kv_tokens": v.Tokens, "max_model_len": v.MaxModelLen,
-			"max_concurrency": v.Concurrency, "refused": v.Refused,
+			"max_concurrency": v.Concurrency, "min_utilization": v.MinUtilization, "refused": v.Refused,
 		}
 	}
 	if e.dev.Capacity > 0 {

@@ -51,6 +51,8 @@ func TestEstimateVLLM(t *testing.T) {
 		"--memory", "24GiB", "--max-model-len", "131072"}, strings.NewReader(""), &out, &errOut)
 	assert.Equal(t, exitDoesNotFit, code, errOut.String())
 	assert.Contains(t, out.String(), "Maximum concurrency for 131,072 tokens per request: 0.40x")
+	// (16,060,522,496 + 262,668,288 + 17,179,869,184) / 25,769,803,776.
+	assert.Contains(t, out.String(), "least gpu_memory_utilization for one request of 131,072 tokens: 1.300")
 	assert.Contains(t, errOut.String(), "To serve at least one request with the models's max seq len (131072)")
 
 	for _, c := range []struct {
