@@ -757,6 +757,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		if name, err := jf.vllm.apply(&probe); err != nil {
 			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
 		}
+		if probe.Runtime == budget.VLLM && req.GPU == "" && len(req.Memory) == 0 {
+			return jf, spec, badField("gpu", "runtime %q: vLLM sizes its KV cache from the GPU's total memory: give gpu or memory", req.Runtime)
+		}
 	}
 	var err error
 	if jf.memory, err = sizeText("memory", req.Memory); err != nil {

@@ -98,3 +98,20 @@ func TestServeVLLM(t *testing.T) {
 		assert.Equal(t, field, m["field"], "%s: %v", body, m)
 	}
 }
+
+// TestServeVLLMNeedsDevice: a vLLM request without gpu or memory names a
+// field, and plan refuses the runtime.
+func TestServeVLLMNeedsDevice(t *testing.T) {
+	h := newServer(serverOptions{})
+	w := do(t, h, "POST", "/v1/estimate", "application/json",
+		strings.NewReader(`{"model":"llama-3-8b","mode":"infer","runtime":"vllm"}`))
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+	assert.Equal(t, 400, w.Code, m)
+	assert.Equal(t, "gpu", m["field"], m)
+	w = do(t, h, "POST", "/v1/plan", "application/json",
+		strings.NewReader(`{"model":"llama-3-8b","mode":"infer","runtime":"vllm","gpu":"h100"}`))
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+	assert.Equal(t, 400, w.Code, m)
+	assert.Equal(t, "runtime", m["field"], m)
+}
