@@ -45,6 +45,9 @@ func Estimate(j Job) (Breakdown, error) {
 	if j.Runtime == LlamaCpp {
 		return estimateLlamaCpp(&j)
 	}
+	if j.Runtime == VLLM {
+		return estimateVLLM(&j)
+	}
 	if err := j.Parallel.validateFor(&j); err != nil {
 		return Breakdown{}, err
 	}

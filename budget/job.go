@@ -310,6 +310,11 @@ type Job struct {
 	Runtime Runtime
 	// LlamaCpp are llama.cpp's options (Runtime LlamaCpp only).
 	LlamaCpp LlamaCppOptions
+	// VLLM are vLLM's engine arguments (Runtime VLLM only). With VLLM,
+	// Estimate returns one rank's memory as vLLM sizes it (VLLMBuffers):
+	// the weights, the profile run's peak in Activations and the blocks
+	// of KV cache gpu_memory_utilization leaves in KVCache.
+	VLLM VLLMOptions
 	// Device chooses device-specific defaults: the CUDA context by its
 	// compute capability (Device.Compute, or the catalog's for its Name;
 	// DefaultContext) and the Hopper cuBLAS workspace. The zero Device is

@@ -21,11 +21,15 @@ const (
 	// KV cache and the compute graph (see [LlamaCppOptions] and
 	// [LlamaCppBuffers]).
 	LlamaCpp
+	// VLLM is vLLM serving a model: the weights, the profile run's peak,
+	// and a KV cache of the memory gpu_memory_utilization leaves (see
+	// [VLLMOptions] and [VLLMBuffers]).
+	VLLM
 )
 
-var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp"}
+var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp", VLLM: "vllm"}
 
-// String returns "pytorch" or "llama.cpp".
+// String returns "pytorch", "llama.cpp" or "vllm".
 func (r Runtime) String() string {
 	if int(r) < len(runtimeNames) {
 		return runtimeNames[r]
@@ -36,16 +40,18 @@ func (r Runtime) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (r Runtime) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// ParseRuntime reads "pytorch" (or "transformers", "torch") and
-// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama").
+// ParseRuntime reads "pytorch" (or "transformers", "torch"),
+// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama") and "vllm".
 func ParseRuntime(s string) (Runtime, error) {
 	switch s {
 	case "pytorch", "torch", "transformers":
 		return PyTorch, nil
 	case "llama.cpp", "llamacpp", "llama-cpp", "ollama":
 		return LlamaCpp, nil
+	case "vllm", "vLLM":
+		return VLLM, nil
 	}
-	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch or llama.cpp")
+	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
 }
 
 // LlamaCppOptions are llama.cpp's context and model parameters that size
@@ -141,8 +147,8 @@ func LlamaCppBuffers(j Job) (LlamaCppReport, error) {
 // validateLlamaCpp checks the llama.cpp options of j.
 func (j *Job) validateLlamaCpp() error {
 	o := &j.LlamaCpp
-	if j.Runtime > LlamaCpp {
-		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch or LlamaCpp")
+	if j.Runtime > VLLM {
+		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp or VLLM")
 	}
 	if j.Runtime != LlamaCpp {
 		if *o != (LlamaCppOptions{}) {

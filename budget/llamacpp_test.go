@@ -149,13 +149,13 @@ func TestLlamaCppInvalid(t *testing.T) {
 }
 
 func TestParseRuntime(t *testing.T) {
-	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp} {
+	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp, "vllm": VLLM} {
 		got, err := ParseRuntime(s)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 		assert.Equal(t, want.String(), runtimeNames[want])
 	}
-	_, err := ParseRuntime("vllm")
+	_, err := ParseRuntime("sglang")
 	assert.Error(t, err)
 }
 

@@ -27,6 +27,9 @@ func (j *Job) validate() error {
 	if err := j.validateLlamaCpp(); err != nil {
 		return err
 	}
+	if err := j.validateVLLM(); err != nil {
+		return err
+	}
 	if j.Mode == Load {
 		if err := j.validateLoad(); err != nil {
 			return err

@@ -54,6 +54,85 @@ type jobFlags struct {
 	cuda              string
 	lazy              optBool
 	llama             llamaFlags // --runtime and llama.cpp's flags
+	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
+}
+
+// vllmFlags are vLLM's engine arguments (budget.VLLMOptions).
+type vllmFlags struct {
+	gpuMemUtil     float64 // --gpu-memory-utilization; 0: 0.9
+	maxModelLen    int     // --max-model-len; 0: --seq + --generate
+	batchedTokens  int     // --max-num-batched-tokens; 0: 2048
+	maxNumSeqs     int     // --max-num-seqs; 0: 256
+	blockSize      int     // --block-size; 0: 16
+	kvCacheDType   string  // --kv-cache-dtype; "" or auto: the weights' dtype
+	tensorParallel int     // --tensor-parallel-size; 0: 1
+}
+
+// vllmFlagNames are the flags that only a vLLM job takes.
+var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size"}
+
+func (v *vllmFlags) register(fs *flag.FlagSet) {
+	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
+	fs.IntVar(&v.maxModelLen, "max-model-len", 0, "with --runtime vllm: the longest request vLLM must hold in its KV cache (default --seq + --generate)")
+	fs.IntVar(&v.batchedTokens, "max-num-batched-tokens", 0, "with --runtime vllm: the tokens of vLLM's profile run (default 2048)")
+	fs.IntVar(&v.maxNumSeqs, "max-num-seqs", 0, "with --runtime vllm: the sequences of vLLM's profile sampler run (default 256)")
+	fs.IntVar(&v.blockSize, "block-size", 0, "with --runtime vllm: tokens per KV block (default 16)")
+	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm: auto (the weights' dtype, default), fp8, fp8_e4m3 or fp8_e5m2")
+	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
+}
+
+// apply sets j's vLLM options (j.Runtime is set). On error it returns the
+// flag at fault, without its dashes.
+func (v *vllmFlags) apply(j *budget.Job) (string, error) {
+	given := map[string]string{}
+	if v.gpuMemUtil != 0 {
+		given["gpu-memory-utilization"] = strconv.FormatFloat(v.gpuMemUtil, 'g', -1, 64)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"max-model-len", v.maxModelLen}, {"max-num-batched-tokens", v.batchedTokens}, {"max-num-seqs", v.maxNumSeqs},
+		{"block-size", v.blockSize}, {"tensor-parallel-size", v.tensorParallel}} {
+		if c.v != 0 {
+			given[c.name] = strconv.Itoa(c.v)
+		}
+	}
+	if v.kvCacheDType != "" {
+		given["kv-cache-dtype"] = v.kvCacheDType
+	}
+	if j.Runtime != budget.VLLM {
+		for _, name := range vllmFlagNames {
+			if val, ok := given[name]; ok {
+				return name, fmt.Errorf("%w: --%s %s: it is a vLLM option (give --runtime vllm, or leave --%s out)", errUsage, name, val, name)
+			}
+		}
+		return "", nil
+	}
+	if u := v.gpuMemUtil; math.IsNaN(u) || u < 0 || u > 1 {
+		return "gpu-memory-utilization", fmt.Errorf("%w: --gpu-memory-utilization %s: want a fraction in (0, 1], such as 0.9", errUsage, given["gpu-memory-utilization"])
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"max-model-len", v.maxModelLen}, {"max-num-batched-tokens", v.batchedTokens}, {"max-num-seqs", v.maxNumSeqs},
+		{"block-size", v.blockSize}, {"tensor-parallel-size", v.tensorParallel}} {
+		if c.v < 0 {
+			return c.name, fmt.Errorf("%w: --%s %d: must not be negative", errUsage, c.name, c.v)
+		}
+	}
+	o := &j.VLLM
+	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
+	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
+	switch v.kvCacheDType {
+	case "", "auto":
+	case "fp8", "fp8_e4m3":
+		o.KVCacheDType = gpumem.FP8E4M3
+	case "fp8_e5m2":
+		o.KVCacheDType = gpumem.FP8E5M2
+	default:
+		return "kv-cache-dtype", fmt.Errorf("%w: --kv-cache-dtype %q: want auto, fp8, fp8_e4m3 or fp8_e5m2", errUsage, v.kvCacheDType)
+	}
+	return "", nil
 }
 
 // llamaFlags are --runtime and the llama.cpp options (budget.LlamaCppOptions).
@@ -71,7 +150,7 @@ type llamaFlags struct {
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers) or llama.cpp (also Ollama); default llama.cpp for a --gguf inference job, pytorch otherwise")
+	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
 	fs.StringVar(&l.gpuLayers, "n-gpu-layers", "", "with --runtime llama.cpp: llama.cpp's -ngl, the last N of the n_layer + 1 slots (the output layer is one) on the GPU (default, or -1: all)")
 	fs.IntVar(&l.ctxSize, "ctx-size", 0, "with --runtime llama.cpp: llama.cpp's -c, the KV cache's tokens over all sequences (default --parallel × (--seq + --generate))")
 	fs.IntVar(&l.parallel, "parallel", 0, "with --runtime llama.cpp: llama-server's --parallel, the sequences that share --ctx-size, each share padded to 256 cells (default --batch)")
@@ -89,10 +168,10 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.runtime != "" {
 		var err error
 		if rt, err = budget.ParseRuntime(l.runtime); err != nil {
-			return "runtime", fmt.Errorf("%w: --runtime %q: want pytorch or llama.cpp", errUsage, l.runtime)
+			return "runtime", fmt.Errorf("%w: --runtime %q: want pytorch, llama.cpp or vllm", errUsage, l.runtime)
 		}
-		if rt == budget.LlamaCpp && j.Mode != budget.Prefill && j.Mode != budget.Generation {
-			return "runtime", fmt.Errorf("%w: --runtime %s: llama.cpp runs inference (give --infer)", errUsage, l.runtime)
+		if rt != budget.PyTorch && j.Mode != budget.Prefill && j.Mode != budget.Generation {
+			return "runtime", fmt.Errorf("%w: --runtime %s: %s runs inference (give --infer)", errUsage, l.runtime, rt)
 		}
 	} else if gguf && (j.Mode == budget.Prefill || j.Mode == budget.Generation) {
 		rt = budget.LlamaCpp
@@ -225,6 +304,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.gpu, "gpu", "", "check the fit on this GPU (e.g. h100, a100-80gb, \"NVIDIA GeForce RTX 4090\"; see gpumem devices)")
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
 	f.llama.register(fs)
+	f.vllm.register(fs)
 	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
 	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
 }
@@ -375,6 +455,12 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	if _, err := f.llama.apply(&j, f.gguf != ""); err != nil {
 		return j, dev, err
 	}
+	if _, err := f.vllm.apply(&j); err != nil {
+		return j, dev, err
+	}
+	if j.Runtime == budget.VLLM && (f.kvDType != "" || f.kvBlock != 0) {
+		return j, dev, fmt.Errorf("%w: --kv-dtype/--kv-block: vLLM's cache is typed by --kv-cache-dtype and paged by --block-size", errUsage)
+	}
 	if j.Runtime == budget.LlamaCpp && (f.kvDType != "" || f.kvBlock != 0) {
 		name, v := "--kv-dtype", f.kvDType
 		if f.kvDType == "" {
@@ -417,6 +503,14 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 			return j, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
 		}
 		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	}
+	if j.Runtime == budget.VLLM {
+		if dev.Capacity == 0 {
+			return j, dev, fmt.Errorf("%w: --runtime vllm: vLLM sizes its KV cache from the GPU's total memory: give --gpu or --memory", errUsage)
+		}
+		if j.Device.Capacity == 0 {
+			j.Device.Capacity = dev.Capacity
+		}
 	}
 	return j, dev, nil
 }
@@ -786,6 +880,8 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "%s%s: load only, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else if j.Runtime == budget.LlamaCpp {
 		fmt.Fprintf(out, "%s%s: llama.cpp inference", describe(j), headNote(j.Model.Spec()))
+	} else if j.Runtime == budget.VLLM {
+		fmt.Fprintf(out, "%s%s: vLLM serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else {
 		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	}
@@ -843,6 +939,30 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		}
 		fmt.Fprintln(out)
 	}
+	if v := e.vllm; v != nil {
+		gib := func(b gpumem.Bytes) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+		vrow := func(name, v string) { fmt.Fprintf(out, "  %-38s %14s\n", name, v) }
+		fmt.Fprintf(out, "vLLM (per GPU")
+		if tp := j.VLLM.TensorParallel; tp > 1 {
+			fmt.Fprintf(out, " of %d, tensor parallel", tp)
+		}
+		fmt.Fprintln(out, "):")
+		vrow("requested (utilization × total)", gib(v.Requested))
+		vrow("model weights", gib(v.Weights))
+		vrow("profile run peak activation", gib(v.Activations))
+		if v.NonTorch > 0 {
+			vrow("non-torch memory", gib(v.NonTorch))
+		}
+		vrow("Available KV cache memory", gib(v.KVMemory))
+		vrow("# GPU blocks", group3(v.Blocks))
+		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
+		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
+		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		if v.Refused != "" {
+			fmt.Fprintf(out, "vLLM would refuse to start: ValueError: %s\n", v.Refused)
+		}
+		fmt.Fprintln(out)
+	}
 	for _, c := range need.Components() {
 		if c.Bytes != 0 {
 			row(c.Name, c.Bytes)
@@ -863,6 +983,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		if fits {
 			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
 				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
+		} else if e.vllm != nil {
+			fmt.Fprintf(out, "does NOT fit on %s: one request of max_model_len %s tokens needs %s of KV cache, %s more than vLLM has\n",
+				clean(dev.Name), group3(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
@@ -894,6 +1017,9 @@ func contextNote(j budget.Job) string {
 // verdict is nil when the job fits (or no device was named), else an
 // error wrapping gpumem.ErrDoesNotFit: the command exits 1.
 func (e estimation) verdict() error {
+	if e.vllm != nil && e.vllm.Refused != "" {
+		return fmt.Errorf("%w: vLLM refuses max_model_len %d on %s: %s", gpumem.ErrDoesNotFit, e.vllm.MaxModelLen, clean(e.dev.Name), e.vllm.Refused)
+	}
 	if e.fits {
 		return nil
 	}
@@ -909,6 +1035,7 @@ type estimation struct {
 	fits      bool                   // true when no device was named
 	shortfall gpumem.Bytes           // headroom included
 	llama     *budget.LlamaCppReport // the llama.cpp buffers (Runtime LlamaCpp)
+	vllm      *budget.VLLMReport     // vLLM's KV cache sizing (Runtime VLLM)
 }
 
 // estimate estimates j and checks the fit on dev when it has a capacity,
@@ -932,6 +1059,21 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 			return estimation{}, err
 		}
 		e.llama = &r
+	}
+	if j.Runtime == budget.VLLM {
+		r, err := budget.VLLMBuffers(j)
+		if err != nil {
+			return estimation{}, err
+		}
+		e.vllm = &r
+		// vLLM takes its share of the GPU whatever the job: it fits when
+		// vLLM starts, short by the KV cache one request of max_model_len
+		// needs beyond what is left.
+		if r.Refused != "" {
+			e.fits = false
+			e.shortfall = gpumem.Bytes(max(checked.SatSub(int64(r.Needed), int64(r.KVMemory)), 1))
+		}
+		return e, nil
 	}
 	if dev.Capacity > 0 {
 		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
@@ -963,6 +1105,14 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
 			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
 			"kv_cells": l.Cells, "n_ubatch": l.UBatch,
+		}
+	}
+	if v := e.vllm; v != nil {
+		r["vllm"] = map[string]any{
+			"requested": int64(v.Requested), "weights": int64(v.Weights), "activations": int64(v.Activations),
+			"non_torch": int64(v.NonTorch), "kv_cache_memory": int64(v.KVMemory), "page_bytes": int64(v.PageBytes),
+			"gpu_blocks": v.Blocks, "kv_tokens": v.Tokens, "max_model_len": v.MaxModelLen,
+			"max_concurrency": v.Concurrency, "min_utilization": v.MinUtilization, "refused": v.Refused,
 		}
 	}
 	if e.dev.Capacity > 0 {

@@ -205,6 +205,22 @@ func flagFor(field string) (string, bool) {
 		return "--cache-type-k", true
 	case "Job.LlamaCpp.CacheV":
 		return "--cache-type-v", true
+	case "Job.VLLM.GPUMemoryUtilization":
+		return "--gpu-memory-utilization", true
+	case "Job.VLLM.MaxModelLen":
+		return "--max-model-len", true
+	case "Job.VLLM.MaxNumBatchedTokens":
+		return "--max-num-batched-tokens", true
+	case "Job.VLLM.MaxNumSeqs":
+		return "--max-num-seqs", true
+	case "Job.VLLM.BlockSize":
+		return "--block-size", true
+	case "Job.VLLM.KVCacheDType":
+		return "--kv-cache-dtype", true
+	case "Job.VLLM.TensorParallel":
+		return "--tensor-parallel-size", true
+	case "Job.VLLM", "Job.Device.Capacity":
+		return "--runtime", true
 	case "Job.Overhead.CUDA":
 		return "--cuda", true
 	case "Job.Overhead.Loading":

@@ -595,6 +595,18 @@ type estimateRequest struct {
 	FlashAttn  bool   `json:"flash_attn"`
 	CacheTypeK string `json:"cache_type_k"`
 	CacheTypeV string `json:"cache_type_v"`
+
+	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
+	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
+	// vLLM's flags with runtime "vllm" (--gpu-memory-utilization and so
+	// on); the job needs gpu or memory.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	MaxModelLen          int     `json:"max_model_len"`
+	MaxNumBatchedTokens  int     `json:"max_num_batched_tokens"`
+	MaxNumSeqs           int     `json:"max_num_seqs"`
+	BlockSize            int     `json:"block_size"`
+	KVCacheDType         string  `json:"kv_cache_dtype"`
+	TensorParallelSize   int     `json:"tensor_parallel_size"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -726,6 +738,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if req.NGPULayers != nil {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
+	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
+		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
+		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize}
 	{
 		// The llama.cpp fields are checked here, so that an error names
 		// the request's field.
@@ -738,6 +753,12 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		}
 		if name, err := jf.llama.apply(&probe, false); err != nil {
 			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if name, err := jf.vllm.apply(&probe); err != nil {
+			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if probe.Runtime == budget.VLLM && req.GPU == "" && len(req.Memory) == 0 {
+			return jf, spec, badField("gpu", "runtime %q: vLLM sizes its KV cache from the GPU's total memory: give gpu or memory", req.Runtime)
 		}
 	}
 	var err error
@@ -906,6 +927,10 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Runtime": "runtime", "Job.LlamaCpp.GPULayers": "n_gpu_layers", "Job.LlamaCpp.Context": "ctx_size",
 		"Job.LlamaCpp.Parallel": "parallel", "Job.LlamaCpp.UBatch": "ubatch_size",
 		"Job.LlamaCpp.CacheK": "cache_type_k", "Job.LlamaCpp.CacheV": "cache_type_v", "Job.LlamaCpp": "runtime",
+		"Job.VLLM.GPUMemoryUtilization": "gpu_memory_utilization", "Job.VLLM.MaxModelLen": "max_model_len",
+		"Job.VLLM.MaxNumBatchedTokens": "max_num_batched_tokens", "Job.VLLM.MaxNumSeqs": "max_num_seqs",
+		"Job.VLLM.BlockSize": "block_size", "Job.VLLM.KVCacheDType": "kv_cache_dtype",
+		"Job.VLLM.TensorParallel": "tensor_parallel_size", "Job.VLLM": "runtime", "Job.Device.Capacity": "gpu",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
@@ -1269,6 +1294,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	}
 	if j.Runtime == budget.LlamaCpp {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
+	}
+	if j.Runtime == budget.VLLM {
+		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.llama.runtime)
 	}
 	if err := alive(r.Context()); err != nil {
 		return err

@@ -1,0 +1,325 @@
+package budget
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
+)
+
+// VLLMOptions are vLLM's engine arguments that size its KV cache
+// (vllm/engine/arg_utils.py EngineArgs; the flags of `vllm serve` in
+// parentheses). The zero value is vLLM's defaults: utilization 0.9,
+// max_model_len the job's tokens, 2,048 batched tokens, 256 sequences,
+// 16-token blocks, the cache in the weights' dtype, one GPU.
+type VLLMOptions struct {
+	// GPUMemoryUtilization is --gpu-memory-utilization: the fraction of
+	// the GPU's total memory vLLM may use for the weights, the profile
+	// run's peak, the non-torch memory and the KV cache; zero means 0.9.
+	// It must lie in (0, 1].
+	GPUMemoryUtilization float64
+	// MaxModelLen is --max-model-len, the longest request (prompt and
+	// output); zero means Job.SeqLen + Job.Generate.
+	MaxModelLen int
+	// MaxNumBatchedTokens is --max-num-batched-tokens: the tokens of the
+	// profile run's dummy forward pass; zero means 2,048 (the chunked
+	// prefill default of `vllm serve`, arg_utils.py, v0.8–v0.10; later
+	// releases choose 8,192 on an H100-class GPU: give it then).
+	MaxNumBatchedTokens int
+	// MaxNumSeqs is --max-num-seqs: the sequences of the profile run's
+	// dummy sampler pass; zero means 256.
+	MaxNumSeqs int
+	// BlockSize is --block-size, the tokens of one KV block; zero means
+	// 16 (CacheConfig.block_size on CUDA).
+	BlockSize int
+	// KVCacheDType is --kv-cache-dtype: Invalid (zero, "auto") means the
+	// weights' dtype; FP8 (fp8, fp8_e4m3, fp8_e5m2) halves a 16-bit cache.
+	KVCacheDType gpumem.DType
+	// TensorParallel is --tensor-parallel-size; zero means 1. Each rank
+	// holds 1/TP of the weights and max(1, KV heads / TP) KV heads.
+	TensorParallel int
+	// NonTorch is the profile run's non-torch memory increase (NCCL
+	// buffers and the like, not the CUDA context, which vLLM's baseline
+	// snapshot already holds); zero means none.
+	NonTorch gpumem.Bytes
+}
+
+// VLLMReport is one rank's memory as vLLM sizes it at start-up
+// (vllm/v1/worker/gpu_worker.py determine_available_memory and
+// vllm/v1/core/kv_cache_utils.py, vllm-project/vllm 35d5cda; V0's
+// worker.py of v0.6–v0.8 did the same sum): the lines "Model loading
+// took X GiB" (Weights), "Available KV cache memory: X GiB" (KVMemory),
+// "# GPU blocks: N" (Blocks) and "Maximum concurrency for L tokens per
+// request: C x" (Concurrency).
+type VLLMReport struct {
+	Requested   gpumem.Bytes // gpu_memory_utilization × total memory
+	Weights     gpumem.Bytes // this rank's weights
+	Activations gpumem.Bytes // the profile run's torch peak increase (vllmProfilePeak)
+	NonTorch    gpumem.Bytes // the profile run's non-torch increase (VLLMOptions.NonTorch)
+	KVMemory    gpumem.Bytes // Requested − Weights − Activations − NonTorch, at least 0
+	PageBytes   gpumem.Bytes // one block over all layers: BlockSize × KV bytes per token per layer × layers
+	Blocks      int64        // KVMemory / PageBytes
+	Tokens      int64        // Blocks × BlockSize
+	MaxModelLen int
+	Needed      gpumem.Bytes // the KV cache of one request of MaxModelLen tokens: its blocks over all layers
+	Concurrency float64      // Tokens / MaxModelLen
+	// MinUtilization is the least gpu_memory_utilization at which vLLM
+	// starts (one request of MaxModelLen fits): (Weights + Activations +
+	// NonTorch + Needed) / total memory; above 1 nothing does.
+	MinUtilization float64
+	// Refused is the ValueError vLLM raises when one request of
+	// MaxModelLen tokens does not fit in KVMemory, or "" when it fits.
+	Refused string
+}
+
+// VLLMBuffers returns how vLLM sizes j's KV cache on one rank; j must
+// have Runtime VLLM and a Device with a Capacity. A job vLLM would refuse
+// is no error: the report's Refused holds vLLM's message.
+func VLLMBuffers(j Job) (VLLMReport, error) {
+	if err := j.validate(); err != nil {
+		return VLLMReport{}, err
+	}
+	if j.Runtime != VLLM {
+		return VLLMReport{}, gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "VLLMBuffers needs Runtime VLLM")
+	}
+	return vllmBuffers(&j)
+}
+
+// validateVLLM checks the vLLM options of j.
+func (j *Job) validateVLLM() error {
+	o := &j.VLLM
+	if j.Runtime != VLLM {
+		if *o != (VLLMOptions{}) {
+			return gpumem.Errorf("Job.VLLM", "set", gpumem.ErrInvalid, "vLLM options need Runtime VLLM")
+		}
+		return nil
+	}
+	if j.Mode != Prefill && j.Mode != Generation {
+		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "vLLM runs inference: want Prefill or Generation")
+	}
+	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "a vLLM job's tensor parallelism is VLLM.TensorParallel")
+	}
+	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
+		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "a vLLM cache's type and block are VLLM.KVCacheDType and VLLM.BlockSize")
+	}
+	u := o.GPUMemoryUtilization
+	switch {
+	case math.IsNaN(u) || u < 0 || u > 1:
+		return gpumem.Errorf("Job.VLLM.GPUMemoryUtilization", u, gpumem.ErrInvalid, "want a fraction in (0, 1] (zero: 0.9)")
+	case o.MaxModelLen < 0 || o.MaxModelLen > 1<<30:
+		return gpumem.Errorf("Job.VLLM.MaxModelLen", o.MaxModelLen, gpumem.ErrInvalid, "want 1 to 2^30 tokens (zero: the job's tokens)")
+	case o.MaxNumBatchedTokens < 0 || o.MaxNumBatchedTokens > 1<<30:
+		return gpumem.Errorf("Job.VLLM.MaxNumBatchedTokens", o.MaxNumBatchedTokens, gpumem.ErrInvalid, "want 1 to 2^30 tokens (zero: 2048)")
+	case o.MaxNumSeqs < 0 || o.MaxNumSeqs > 1<<20:
+		return gpumem.Errorf("Job.VLLM.MaxNumSeqs", o.MaxNumSeqs, gpumem.ErrInvalid, "want 1 to 2^20 sequences (zero: 256)")
+	case o.BlockSize < 0 || o.BlockSize > 1<<16:
+		return gpumem.Errorf("Job.VLLM.BlockSize", o.BlockSize, gpumem.ErrInvalid, "want 1 to 65536 tokens (zero: 16)")
+	case o.TensorParallel < 0 || o.TensorParallel > 1024:
+		return gpumem.Errorf("Job.VLLM.TensorParallel", o.TensorParallel, gpumem.ErrInvalid, "want 1 to 1024 GPUs (zero: 1)")
+	case o.NonTorch < 0:
+		return gpumem.Errorf("Job.VLLM.NonTorch", o.NonTorch, gpumem.ErrInvalid, "must not be negative")
+	}
+	switch o.KVCacheDType {
+	case gpumem.Invalid, gpumem.FP16, gpumem.BF16, gpumem.FP32, gpumem.FP8E4M3, gpumem.FP8E5M2:
+	default:
+		return gpumem.Errorf("Job.VLLM.KVCacheDType", o.KVCacheDType, gpumem.ErrInvalid, "not a vLLM cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
+	}
+	if j.Device.Capacity <= 0 {
+		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "vLLM sizes its cache from the GPU's total memory: give the device")
+	}
+	return nil
+}
+
+// vllmBuffers sizes j's vLLM memory; j is valid.
+//
+// The KV space (determine_available_memory, vllm/v1/worker/gpu_worker.py,
+// vllm-project/vllm 35d5cda): requested_memory = total_memory × gpu_memory_utilization, and
+// available_kv_cache_memory = requested_memory − non_kv_cache_memory,
+// where non_kv_cache_memory = weights_memory + torch_peak_increase +
+// non_torch_increase of the profile run (memory_profiling). The CUDA
+// context and NCCL's buffers are in the baseline snapshot (init_snapshot,
+// taken after init_worker_distributed_environment), so they are not
+// subtracted: they live in the 1 − utilization left over, as do the CUDA
+// graphs, which are captured after the cache is allocated (capture_model
+// in compile_or_warm_up_model, after initialize_kv_cache), so
+// enforce_eager does not change the cache's size there. (Releases from
+// 2026 can estimate the graphs' memory beforehand,
+// VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; not modelled.)
+//
+// The blocks (get_num_blocks, vllm/v1/core/kv_cache_utils.py): one page is
+// block_size × (K + V bytes per token per layer) for each attention layer,
+// num_blocks = available // page_size // num_layers; the concurrency is
+// num_blocks × block_size / max_model_len (get_max_concurrency_for_kv_
+// cache_config), and check_enough_kv_cache_memory refuses when
+// cdiv(max_model_len, block_size) pages over all layers exceed the space.
+// Sliding-window layers are counted as full-attention ones.
+func vllmBuffers(j *Job) (VLLMReport, error) {
+	o := j.VLLM
+	var r VLLMReport
+	u := o.GPUMemoryUtilization
+	if u == 0 {
+		u = 0.9
+	}
+	tp := int64(max(o.TensorParallel, 1))
+	bs := int64(o.BlockSize)
+	if bs == 0 {
+		bs = 16
+	}
+	mml := int64(o.MaxModelLen)
+	if mml == 0 {
+		mml = int64(j.SeqLen) + int64(j.Generate)
+	}
+	r.MaxModelLen = int(mml)
+	r.Requested = gpumem.Bytes(float64(j.Device.Capacity) * u)
+
+	wdt, _, _, cdt := j.Precision.dtypes()
+	w, err := j.Model.weights(wdt, false)
+	if err != nil {
+		return r, err
+	}
+	r.Weights = gpumem.Bytes((int64(w) + tp - 1) / tp)
+
+	act, err := vllmProfilePeak(j, cdt, tp)
+	if err != nil {
+		return r, err
+	}
+	r.Activations = act
+	r.NonTorch = o.NonTorch
+
+	kv := int64(r.Requested) - checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch))
+	r.KVMemory = gpumem.Bytes(max(kv, 0))
+
+	c := j.Model.kv
+	c.DType = wdt
+	if o.KVCacheDType != gpumem.Invalid {
+		c.DType = o.KVCacheDType
+	}
+	c.BlockTokens = 0
+	c.KVHeads = max(1, c.KVHeads/int(tp))
+	per, err := c.PerToken()
+	if err != nil {
+		return r, err
+	}
+	layers := int64(max(c.Layers, 1))
+	page, ok := checked.Mul(int64(per), bs)
+	if ok {
+		page, ok = checked.Mul(page, layers)
+	}
+	if !ok || page <= 0 {
+		return r, errOverflow("vLLM KV page")
+	}
+	r.PageBytes = gpumem.Bytes(page)
+	r.Blocks = int64(r.KVMemory) / int64(per) / bs / layers
+	r.Tokens = r.Blocks * bs
+	if mml > 0 {
+		r.Concurrency = float64(r.Tokens) / float64(mml)
+	}
+	need, ok := checked.Mul((mml+bs-1)/bs, page)
+	if !ok {
+		return r, errOverflow("vLLM KV need")
+	}
+	r.Needed = gpumem.Bytes(need)
+	r.MinUtilization = float64(checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch), need)) /
+		float64(j.Device.Capacity)
+	switch {
+	case r.KVMemory <= 0:
+		r.Refused = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+	case need > int64(r.KVMemory):
+		r.Refused = vllmRefusal(mml, need, int64(r.KVMemory), r.Tokens)
+	}
+	return r, nil
+}
+
+// vllmRefusal is the ValueError of check_enough_kv_cache_memory
+// (vllm/v1/core/kv_cache_utils.py, 2025 releases; later ones spell it
+// "model's" and add a link; V0 said "The model's max seq len (N) is larger
+// than the maximum number of tokens that can be stored in KV cache (M)":
+// "To serve at least one request
+// with the models's max seq len (…), (… GiB KV cache is needed, which is
+// larger than the available KV cache memory (… GiB). Based on the
+// available memory, the estimated maximum model length is …. Try
+// increasing `gpu_memory_utilization` or decreasing `max_model_len` when
+// initializing the engine."). The estimated length is the largest the
+// blocks hold (vLLM searches it by bisection over the same arithmetic).
+func vllmRefusal(mml, need, avail, tokens int64) string {
+	const gib = float64(1 << 30)
+	estimated := ""
+	if tokens > 0 {
+		estimated = fmt.Sprintf(" Based on the available memory, the estimated maximum model length is %d.", tokens)
+	}
+	return fmt.Sprintf("To serve at least one request with the models's max seq len (%d), (%.2f GiB KV cache is needed, "+
+		"which is larger than the available KV cache memory (%.2f GiB).%s Try increasing `gpu_memory_utilization` or "+
+		"decreasing `max_model_len` when initializing the engine.", mml, float64(need)/gib, float64(avail)/gib, estimated)
+}
+
+// vllmProfilePeak approximates the torch peak increase of vLLM's profile
+// run (gpu_model_runner.py profile_run): a dummy forward pass of
+// max_num_batched_tokens tokens, then the sampler over max_num_seqs
+// sequences' logits. The forward pass's live set at its widest, the gated
+// MLP, in the compute dtype, per token: the residual and the normed hidden
+// state (2 × hidden) and the merged gate_up output and the activation's
+// output (3 × intermediate / TP) — vLLM's fused kernels keep no other
+// per-layer tensors alive. The sampler's: the fp32 logits and their
+// softmax, 2 × max_num_seqs × vocab × 4 bytes (the vocabulary is gathered
+// on every rank). The peak is the larger.
+func vllmProfilePeak(j *Job, cdt gpumem.DType, tp int64) (gpumem.Bytes, error) {
+	lm := j.Model.spec.LM()
+	o := j.VLLM
+	tokens := int64(o.MaxNumBatchedTokens)
+	if tokens == 0 {
+		tokens = 2048
+	}
+	seqs := int64(o.MaxNumSeqs)
+	if seqs == 0 {
+		seqs = 256
+	}
+	ff := lm.Intermediate
+	if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
+		ff = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
+	}
+	width := checked.SatSum(2*lm.Hidden, 3*((ff+tp-1)/tp))
+	fwd, ok := checked.Mul(width, tokens)
+	if !ok {
+		return 0, errOverflow("vLLM profile run")
+	}
+	b, err := cdt.Size(fwd)
+	if err != nil {
+		return 0, err
+	}
+	sampler, ok := checked.Mul(seqs, lm.Vocab)
+	if ok {
+		sampler, ok = checked.Mul(sampler, 8)
+	}
+	if !ok {
+		return 0, errOverflow("vLLM profile run")
+	}
+	return gpumem.Bytes(max(int64(b), sampler)), nil
+}
+
+// estimateVLLM is Estimate for Runtime VLLM: the weights in Weights, the
+// profile run's peak in Activations, the KV cache vLLM allocates (its
+// blocks) in KVCache, the non-torch memory in Buffers and the CUDA context
+// in Context. vLLM allocates the cache once, so Allocated is the
+// requested memory, give or take the part of a block.
+func estimateVLLM(j *Job) (Breakdown, error) {
+	r, err := vllmBuffers(j)
+	if err != nil {
+		return Breakdown{}, err
+	}
+	var b Breakdown
+	b.Weights, b.Activations, b.Buffers = r.Weights, r.Activations, r.NonTorch
+	kvb, ok := checked.Mul(r.Blocks, int64(r.PageBytes))
+	if !ok {
+		return Breakdown{}, errOverflow("vLLM KV cache")
+	}
+	b.KVCache = gpumem.Bytes(kvb)
+	b.Context = j.Overhead.resolve(false, j.Device).Context
+	b.Phase = Forward
+	if j.Mode == Generation {
+		b.Phase = Decode
+	}
+	b.Phases[b.Phase] = b.Allocated()
+	return b, nil
+}
