@@ -681,6 +681,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			break // checkModelSize passed it
 		}
 		s.specs.looked.Add(1)
+		if _, isGPT, err := model.ParseGPT(req.Model); isGPT && err != nil {
+			return jf, spec, badField("model", "%v", err)
+		}
 		if spec, ok = model.Lookup(req.Model); !ok {
 			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
 		}
