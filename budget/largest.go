@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
 )
 
 // LargestOptions says how [LargestModel] decides that a model fits.
@@ -20,7 +21,8 @@ type LargestOptions struct {
 	// ModelStatesOnly counts the model states alone, as the ZeRO paper's
 	// memory analysis does ([ZeROModelStates]): a size fits when its
 	// model states per GPU under the fixed layout are at most Fleet.Free,
-	// with no activations, buffers, context or headroom. It needs Fixed.
+	// with no activations, buffers, context or headroom. It needs Fixed,
+	// a mixed precision (MixedFP16, MixedBF16) and Adam or AdamW.
 	// The plan returned then holds only the template job with the model
 	// and Need.Weights set to the model-state bytes.
 	ModelStatesOnly bool
@@ -98,6 +100,16 @@ func LargestModel(f Fleet, template Job, opt LargestOptions) (model.Spec, Plan, 
 	}
 	if opt.ModelStatesOnly && !opt.Fixed {
 		return model.Spec{}, Plan{}, gpumem.Errorf("LargestOptions.ModelStatesOnly", true, gpumem.ErrInvalid, "needs Fixed: the model states depend on the layout")
+	}
+	if opt.ModelStatesOnly {
+		if template.Precision != MixedFP16 && template.Precision != MixedBF16 {
+			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Precision", template.Precision, gpumem.ErrInvalid, "the ZeRO paper's model states are those of mixed precision (fp16-mixed, bf16-mixed)")
+		}
+		switch template.Optimizer.(type) {
+		case optimizer.Adam, optimizer.AdamW:
+		default:
+			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Optimizer", template.Optimizer, gpumem.ErrInvalid, "the ZeRO paper's model states are those of Adam (K = 12)")
+		}
 	}
 	if opt.Fixed {
 		if err := template.Parallel.validate(); err != nil {

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpumem/gpumem"
@@ -95,6 +96,17 @@ func TestLargestModelErrors(t *testing.T) {
 	job := Job{Mode: Training, Precision: MixedFP16, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 1}
 	if _, _, err := LargestModel(Fleet{Nodes: 1, GPUsPerNode: 1, Free: 32e9}, job, LargestOptions{ModelStatesOnly: true}); err == nil {
 		t.Error("ModelStatesOnly without Fixed accepted")
+	}
+	job.Parallel = Parallel{DataParallel: 8, Stage: 3}
+	bf := job
+	bf.Precision = BF16
+	if _, _, err := LargestModel(Fleet{Nodes: 1, GPUsPerNode: 8, Free: 32e9}, bf, LargestOptions{Fixed: true, ModelStatesOnly: true}); err == nil || !strings.Contains(err.Error(), "Job.Precision") {
+		t.Errorf("pure bf16 model states: %v", err)
+	}
+	sgd := job
+	sgd.Optimizer = optimizer.SGD{}
+	if _, _, err := LargestModel(Fleet{Nodes: 1, GPUsPerNode: 8, Free: 32e9}, sgd, LargestOptions{Fixed: true, ModelStatesOnly: true}); err == nil || !strings.Contains(err.Error(), "Job.Optimizer") {
+		t.Errorf("SGD model states: %v", err)
 	}
 	job.Parallel = Parallel{DataParallel: 16}
 	if _, _, err := LargestModel(Fleet{Nodes: 1, GPUsPerNode: 8, Free: 32e9}, job, LargestOptions{Fixed: true}); err == nil {
