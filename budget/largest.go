@@ -103,7 +103,7 @@ func LargestModel(f Fleet, template Job, opt LargestOptions) (model.Spec, Plan, 
 	}
 	if opt.ModelStatesOnly {
 		if template.Precision != MixedFP16 && template.Precision != MixedBF16 {
-			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Precision", template.Precision, gpumem.ErrInvalid, "the ZeRO paper's model states are those of mixed precision (fp16-mixed, bf16-mixed)")
+			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Precision", template.Precision, gpumem.ErrInvalid, "the ZeRO paper's model states are those of mixed precision with an fp32 master copy (fp16-master, bf16-master: MixedFP16, MixedBF16)")
 		}
 		switch template.Optimizer.(type) {
 		case optimizer.Adam, optimizer.AdamW:

@@ -35,7 +35,7 @@ func TestGPTBySizeCLI(t *testing.T) {
 // GPT-3-style shape under it is 89 × 10880 (127,005,547,520).
 func TestPlanLargestCLI(t *testing.T) {
 	t.Parallel()
-	code, out, stderr := runCLI(t, "", "plan", "--model", "gpt:largest", "--train", "--precision", "fp16-mixed", "--optimizer", "adam",
+	code, out, stderr := runCLI(t, "", "plan", "--model", "gpt:largest", "--train", "--precision", "fp16-master", "--optimizer", "adam",
 		"--batch", "1", "--seq", "1", "--memory", "32GB", "--gpus", "8", "--nodes", "8", "--zero", "3", "--states-only", "--json")
 	require.Equal(t, exitOK, code, stderr)
 	var v struct {
@@ -72,7 +72,7 @@ func TestServePlanLargest(t *testing.T) {
 	t.Parallel()
 	h := newServer(serverOptions{})
 	w := do(t, h, http.MethodPost, "/v1/plan", "application/json", strings.NewReader(
-		`{"model":"gpt:largest","train":true,"precision":"fp16-mixed","optimizer":"adam","batch":1,"seq":1,"memory":"32GB","states_only":true}`))
+		`{"model":"gpt:largest","train":true,"precision":"fp16-master","optimizer":"adam","batch":1,"seq":1,"memory":"32GB","states_only":true}`))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	var v struct {
 		Largest struct {
