@@ -681,6 +681,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			break // checkModelSize passed it
 		}
 		s.specs.looked.Add(1)
+		if isLargest(req.Model) {
+			return jf, spec, badField("model", "%s: only /v1/plan searches for the largest model", largestName)
+		}
 		if _, isGPT, err := model.ParseGPT(req.Model); isGPT && err != nil {
 			return jf, spec, badField("model", "%v", err)
 		}
