@@ -20,8 +20,12 @@ var catalogFS embed.FS
 // Lookup returns the catalog Spec for a well-known model. name is a
 // catalog key ("llama-2-7b", "mixtral-8x7b", "t5-base"), matched
 // case-insensitively, or the Hugging Face repository of its source
-// ("meta-llama/Llama-2-7b-hf"). See [Catalog] for the list.
+// ("meta-llama/Llama-2-7b-hf"). See [Catalog] for the list. A by-size
+// name ("gpt:100b", "gpt:96x12288") is built by [ParseGPT].
 func Lookup(name string) (Spec, bool) {
+	if s, ok, err := ParseGPT(name); ok {
+		return s, err == nil
+	}
 	key := strings.ToLower(strings.TrimSpace(name))
 	if key == "" || strings.ContainsAny(key, `\`) {
 		return Spec{}, false

@@ -25,7 +25,7 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; --model list lists them)")
+	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; --model list lists them), or a GPT by size: gpt:100b, gpt:96x12288 (layers x d_model)")
 	fs.StringVar(&m.config, "config", "", "a Hugging Face config.json")
 	fs.StringVar(&m.safetensors, "safetensors", "", "a .safetensors file, or a sharded model.safetensors.index.json (headers only are read)")
 	fs.StringVar(&m.gguf, "gguf", "", "a .gguf file (header only is read)")
@@ -49,6 +49,12 @@ func (m *modelFlags) load() (model.Spec, error) {
 		}
 		return model.Spec{}, names
 	case m.name != "":
+		if isLargest(m.name) {
+			return model.Spec{}, fmt.Errorf("%w: --model %s: only gpumem plan searches for the largest model", errUsage, largestName)
+		}
+		if _, isGPT, err := model.ParseGPT(m.name); isGPT && err != nil {
+			return model.Spec{}, fmt.Errorf("%w: --model %q: %v", errUsage, m.name, err)
+		}
 		s, ok := model.Lookup(m.name)
 		if !ok {
 			return model.Spec{}, fmt.Errorf("%w: --model %q: not in the catalog%s (try --model list, or --config)", errUsage, m.name, suggestModel(m.name))

@@ -49,6 +49,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	hfArgs := fs.Bool("hf-args", false, "also print the Hugging Face TrainingArguments flags of the plan (training)")
 	accFile := fs.String("accelerate", "", "also write the plan's accelerate FSDP config YAML to this file (with --fsdp)")
 	megatron := fs.Bool("megatron", false, "also print the plan's Megatron-LM flags (tensor/pipeline layouts)")
+	statesOnly := fs.Bool("states-only", false, "with --model gpt:largest: count the model states alone (ZeRO paper: 16 bytes per parameter with mixed-precision Adam, sharded by the given layout) against the whole --gpu memory")
 	var cf chartFlags
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -66,6 +67,12 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	if jf.loadOnly {
 		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
+	}
+	largest := isLargest(jf.name)
+	if largest {
+		jf.name = largestPlaceholder
+	} else if *statesOnly {
+		return fmt.Errorf("%w: --states-only: only with --model %s", errUsage, largestName)
 	}
 	if jf.llama.runtime == "" && jf.gguf != "" {
 		// plan searches PyTorch's knobs; a GGUF file is planned as
@@ -99,6 +106,14 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return err
 	}
 	hr := headroomOf(&lim, dev.Free())
+	if largest {
+		fixed := j.Parallel.GPUs() <= 1 || jf.layout.explicitLayout
+		r, err := planLargest(j, dev, jf.layout.nodes, jf.gpus, fixed, *statesOnly, &lim, "--states-only")
+		if err != nil {
+			return err
+		}
+		return r.write(out, dev, *asJSON)
+	}
 	var p budget.Plan
 	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
 		// GPUs but no layout: choose one, least communication first.

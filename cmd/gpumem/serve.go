@@ -693,6 +693,12 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			break // checkModelSize passed it
 		}
 		s.specs.looked.Add(1)
+		if isLargest(req.Model) {
+			return jf, spec, badField("model", "%s: only /v1/plan searches for the largest model", largestName)
+		}
+		if _, isGPT, err := model.ParseGPT(req.Model); isGPT && err != nil {
+			return jf, spec, badField("model", "%v", err)
+		}
 		if spec, ok = model.Lookup(req.Model); !ok {
 			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
 		}
@@ -1272,6 +1278,9 @@ type planRequest struct {
 	Allow       string `json:"allow"`
 	Headroom    string `json:"headroom"`
 	Maximize    string `json:"maximize"`
+	// StatesOnly is plan --states-only: with "model": "gpt:largest",
+	// count the ZeRO paper's model states alone.
+	StatesOnly bool `json:"states_only"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1280,6 +1289,12 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	req := planRequest{estimateRequest: s.defaultRequest()}
 	if err := decodeStrict(body, &req); err != nil {
 		return err
+	}
+	largest := isLargest(req.Model)
+	if largest {
+		req.Model = largestPlaceholder
+	} else if req.StatesOnly {
+		return badField("states_only", "only with \"model\": %q", largestName)
 	}
 	jf, spec, err := s.flagsFrom(req.estimateRequest)
 	if err != nil {
@@ -1316,6 +1331,20 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		return badField("maximize", "%s", forRequest(err.Error()))
 	}
 	s.computed.Add(1)
+	if largest {
+		r, err := planLargest(j, dev, jf.layout.nodes, jf.gpus, j.Parallel.GPUs() <= 1 || jf.layout.explicitLayout, req.StatesOnly, &lim, "states_only")
+		if err != nil {
+			if errors.Is(err, errUsage) {
+				return badField("states_only", "%s", forRequest(err.Error()))
+			}
+			var short *budget.InsufficientMemoryError
+			if errors.As(err, &short) {
+				return writeJSON(out, planErrorJSON(short, dev))
+			}
+			return libraryError(err, jobFields(jf))
+		}
+		return r.write(out, dev, true)
+	}
 	p, err := budget.Allocate(dev.Free(), j, &lim)
 	if err := alive(r.Context()); err != nil {
 		return err
