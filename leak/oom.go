@@ -326,25 +326,26 @@ func (o *OOM) score() int { return bits.OnesCount16(uint16(o.Stated)) }
 // ParseOOM does not allocate for the CUDA caching allocator's messages.
 func ParseOOM(text string) (OOM, bool) {
 	var best, cur OOM
-	found := false
-	consider := func() {
-		if !found || (best.Warning && !cur.Warning) || (cur.Warning == best.Warning && cur.score() >= best.score()) {
-			best = cur
-			found = true
+	bestK, found := anchorFirst, false
+	// One pass over text finds every anchor of every format (see
+	// nextAnchor). The best message is the one of the most stated
+	// numbers, a failure over a warning; among equals the last in the
+	// order (anchor, position), as when each anchor was searched for
+	// in turn, so that the choice does not depend on how text is scanned.
+	for sc := (anchorScan{s: text}); ; {
+		k, at, end, ok := sc.next()
+		if !ok {
+			break
 		}
-	}
-	for k := anchorFirst; k <= anchorLast; k++ {
-		kw := k.keyword()
-		for from := 0; ; {
-			at, end := find(text, from, kw)
-			if at < 0 {
-				break
-			}
-			cur = OOM{}
-			if k.parse(text, at, end, &cur) {
-				consider()
-			}
-			from = at + 1
+		cur = OOM{}
+		if !k.parse(text, at, end, &cur) {
+			continue
+		}
+		// Positions come in increasing order, so an anchor equal to
+		// bestK is later in the old order too.
+		if !found || (best.Warning && !cur.Warning) ||
+			(cur.Warning == best.Warning && (cur.score() > best.score() || (cur.score() == best.score() && k >= bestK))) {
+			best, bestK, found = cur, k, true
 		}
 	}
 	return best, found && !best.Warning

@@ -2,6 +2,7 @@ package leak
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,4 +77,89 @@ func corpusTextB(b testing.TB, name string) string {
 	}
 	b.Fatalf("no corpus file %s", name)
 	return ""
+}
+
+// TestParseOOMOnePass holds the one-pass ParseOOM to the former
+// anchor-by-anchor search (parseOOMReference): the same OOM and the same
+// ok on every corpus message, on each message embedded at the start, the
+// middle and the end of a 1 MB log of unrelated lines, and on logs that
+// hold several messages (every corpus message in one log; pairs of
+// messages of different formats, in both orders, where the tie-break
+// between equals decides).
+func TestParseOOMOnePass(t *testing.T) {
+	cases := loadCorpus(t)
+	noise := unrelatedLog(1 << 20)
+	small := unrelatedLog(4 << 10)
+	check := func(name, text string) {
+		t.Helper()
+		got, gotOK := ParseOOM(text)
+		want, wantOK := parseOOMReference(text)
+		if got != want || gotOK != wantOK {
+			t.Errorf("%s: ParseOOM = %+v, %v\nreference = %+v, %v", name, got, gotOK, want, wantOK)
+		}
+	}
+	check("noise", noise)
+	var all strings.Builder
+	for i, c := range cases {
+		check(c.name, c.text)
+		check(c.name+" at the start of 1 MB", c.text+"\n"+noise)
+		check(c.name+" in the middle of 1 MB", noise[:len(noise)/2]+"\n"+c.text+"\n"+noise[len(noise)/2:])
+		check(c.name+" at the end of 1 MB", noise+c.text)
+		next := cases[(i+1)%len(cases)]
+		check(c.name+" then "+next.name, small+c.text+"\n"+small+next.text+"\n"+small)
+		check(next.name+" then "+c.name, next.text+"\n"+small+c.text)
+		check(c.name+" twice", c.text+"\n"+c.text)
+		all.WriteString(small)
+		all.WriteString(c.text)
+		all.WriteByte('\n')
+	}
+	check("every message in one log", all.String())
+}
+
+// TestAnchorScan checks the scanner against the per-keyword search it
+// replaces: the same (anchor, start, end) triples, in position order and
+// then anchor order, on every corpus message and a log of many.
+func TestAnchorScan(t *testing.T) {
+	type hit struct {
+		k       anchor
+		at, end int
+	}
+	var texts []string
+	var all strings.Builder
+	for _, c := range loadCorpus(t) {
+		texts = append(texts, c.text)
+		all.WriteString(c.text)
+		all.WriteString(unrelatedLog(2 << 10))
+	}
+	texts = append(texts, all.String(), "", "o", "Tr", "of\nmemory  while\ttrying to allocate")
+	for _, text := range texts {
+		var want []hit
+		for k := anchorFirst; k <= anchorLast; k++ {
+			for from := 0; ; {
+				at, e := find(text, from, k.keyword())
+				if at < 0 {
+					break
+				}
+				want = append(want, hit{k, at, e})
+				from = at + 1
+			}
+		}
+		slices.SortStableFunc(want, func(a, b hit) int { return a.at - b.at })
+		var got []hit
+		for sc := (anchorScan{s: text}); ; {
+			k, at, end, ok := sc.next()
+			if !ok {
+				break
+			}
+			got = append(got, hit{k, at, end})
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%.40q: scan found %d anchors, search %d", text, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%.40q: anchor %d = %+v, want %+v", text, i, got[i], want[i])
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package leak
 
 import (
+	"math/bits"
 	"strings"
 
 	"github.com/gpumem/gpumem"
@@ -190,4 +191,62 @@ func readGroupedSize(s string, i int) (gpumem.Bytes, int, bool) {
 		return 0, i, false
 	}
 	return v, j, true
+}
+
+// anchorKeywords holds each anchor's keyword, and anchorByte0 and
+// anchorByte1 the anchors whose keyword has a given byte first and
+// second (one bit per anchor): the two bytes every keyword starts with
+// literally, before any white space.
+var anchorKeywords, anchorByte0, anchorByte1 = anchorTables()
+
+func anchorTables() (kws [anchorLast + 1]string, b0, b1 [256]uint32) {
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		if len(kw) < 2 || kw[0] == ' ' || kw[1] == ' ' {
+			panic("leak: anchor keyword " + kw + " does not start with two literal bytes")
+		}
+		kws[k] = kw
+		b0[kw[0]] |= 1 << k
+		b1[kw[1]] |= 1 << k
+	}
+	return kws, b0, b1
+}
+
+// anchorScan finds every anchor of every format in one pass over s: at
+// each position, the anchors whose keyword's first two bytes are there
+// are matched in full with [match]. It yields the same (anchor, position)
+// pairs as searching s for each keyword in turn with [find], ordered by
+// position and then by anchor, and does not allocate.
+type anchorScan struct {
+	s       string
+	at      int    // where the pending anchors are tried
+	from    int    // where the search for the next candidate resumes
+	pending uint32 // anchors still to try at at
+}
+
+// next returns the next anchor found, where its keyword starts and ends,
+// or ok=false at the end of s.
+func (sc *anchorScan) next() (k anchor, at, end int, ok bool) {
+	s := sc.s
+	for {
+		for sc.pending != 0 {
+			k = anchor(bits.TrailingZeros32(sc.pending))
+			sc.pending &= sc.pending - 1
+			if e := match(s, sc.at, anchorKeywords[k]); e >= 0 {
+				return k, sc.at, e, true
+			}
+		}
+		i := sc.from
+		for ; i+1 < len(s); i++ {
+			if m := anchorByte0[s[i]] & anchorByte1[s[i+1]]; m != 0 {
+				sc.pending = m
+				break
+			}
+		}
+		if sc.pending == 0 {
+			sc.from = len(s)
+			return 0, 0, 0, false
+		}
+		sc.at, sc.from = i, i+1
+	}
 }
