@@ -193,30 +193,40 @@ func readGroupedSize(s string, i int) (gpumem.Bytes, int, bool) {
 	return v, j, true
 }
 
-// anchorKeywords holds each anchor's keyword, and anchorByte0 and
-// anchorByte1 the anchors whose keyword has a given byte first and
-// second (one bit per anchor): the two bytes every keyword starts with
-// literally, before any white space.
-var anchorKeywords, anchorByte0, anchorByte1 = anchorTables()
+// anchorKeywords holds each anchor's keyword, and anchorByte[j] the
+// anchors whose keyword can have a given byte at j, one bit per anchor,
+// for j < 3: a keyword's first two bytes are literal, and its third is
+// literal or a space, which any white-space byte matches (see [match]).
+var anchorKeywords, anchorByte = anchorTables()
 
-func anchorTables() (kws [anchorLast + 1]string, b0, b1 [256]uint32) {
+func anchorTables() (kws [anchorLast + 1]string, b [3][256]uint32) {
 	for k := anchorFirst; k <= anchorLast; k++ {
 		kw := k.keyword()
-		if len(kw) < 2 || kw[0] == ' ' || kw[1] == ' ' {
+		if len(kw) < 3 || kw[0] == ' ' || kw[1] == ' ' {
 			panic("leak: anchor keyword " + kw + " does not start with two literal bytes")
 		}
 		kws[k] = kw
-		b0[kw[0]] |= 1 << k
-		b1[kw[1]] |= 1 << k
+		for j := range b {
+			if kw[j] != ' ' {
+				b[j][kw[j]] |= 1 << k
+				continue
+			}
+			for c := range 256 {
+				if isSpace(byte(c)) {
+					b[j][c] |= 1 << k
+				}
+			}
+		}
 	}
-	return kws, b0, b1
+	return kws, b
 }
 
 // anchorScan finds every anchor of every format in one pass over s: at
-// each position, the anchors whose keyword's first two bytes are there
-// are matched in full with [match]. It yields the same (anchor, position)
-// pairs as searching s for each keyword in turn with [find], ordered by
-// position and then by anchor, and does not allocate.
+// each position, the anchors whose keyword's first three bytes can be
+// there (anchorByte, carried along the text so that each byte is looked
+// up once) are matched in full with [match]. It yields the same (anchor,
+// position) pairs as searching s for each keyword in turn with [find],
+// ordered by position and then by anchor, and does not allocate.
 type anchorScan struct {
 	s       string
 	at      int    // where the pending anchors are tried
@@ -236,17 +246,28 @@ func (sc *anchorScan) next() (k anchor, at, end int, ok bool) {
 				return k, sc.at, e, true
 			}
 		}
-		i := sc.from
-		for ; i+1 < len(s); i++ {
-			if m := anchorByte0[s[i]] & anchorByte1[s[i+1]]; m != 0 {
+		if sc.from+2 >= len(s) {
+			sc.from = len(s)
+			return 0, 0, 0, false
+		}
+		// m01: anchors whose first two bytes are at i-2 and i-1; m0:
+		// those whose first byte is at i-1.
+		i := sc.from + 2
+		m0 := anchorByte[0][s[i-1]]
+		m01 := anchorByte[0][s[i-2]] & anchorByte[1][s[i-1]]
+		for ; i < len(s); i++ {
+			c := s[i]
+			if m := m01 & anchorByte[2][c]; m != 0 {
 				sc.pending = m
 				break
 			}
+			m01 = m0 & anchorByte[1][c]
+			m0 = anchorByte[0][c]
 		}
 		if sc.pending == 0 {
 			sc.from = len(s)
 			return 0, 0, 0, false
 		}
-		sc.at, sc.from = i, i+1
+		sc.at, sc.from = i-2, i-1
 	}
 }
