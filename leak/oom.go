@@ -358,24 +358,37 @@ func ParseOOM(text string) (OOM, bool) {
 // two formats both match), the one stating more numbers is kept. It
 // returns nil when text holds none.
 func ParseAllOOM(text string) []OOM {
-	var all []OOM
-	for k := anchorFirst; k <= anchorLast; k++ {
-		kw := k.keyword()
-		for from := 0; ; {
-			at, end := find(text, from, kw)
-			if at < 0 {
-				break
-			}
-			var cur OOM
-			if k.parse(text, at, end, &cur) {
-				all = append(all, cur)
-			}
-			from = at + 1
+	// Readings in the order of their Start, then of (anchor, position)
+	// as when each anchor was searched for in turn, so that overlaps
+	// resolve as they did.
+	type reading struct {
+		o  OOM
+		k  anchor
+		at int
+	}
+	var all []reading
+	for sc := (anchorScan{s: text}); ; {
+		k, at, end, ok := sc.next()
+		if !ok {
+			break
+		}
+		var cur OOM
+		if k.parse(text, at, end, &cur) {
+			all = append(all, reading{cur, k, at})
 		}
 	}
-	slices.SortStableFunc(all, func(a, b OOM) int { return a.Start - b.Start })
-	out := all[:0]
-	for _, o := range all {
+	slices.SortFunc(all, func(a, b reading) int {
+		if a.o.Start != b.o.Start {
+			return a.o.Start - b.o.Start
+		}
+		if a.k != b.k {
+			return int(a.k) - int(b.k)
+		}
+		return a.at - b.at
+	})
+	var out []OOM
+	for _, r := range all {
+		o := r.o
 		if n := len(out); n > 0 && o.Start < out[n-1].End {
 			if o.score() > out[n-1].score() {
 				out[n-1] = o
@@ -383,9 +396,6 @@ func ParseAllOOM(text string) []OOM {
 			continue
 		}
 		out = append(out, o)
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }

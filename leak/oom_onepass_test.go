@@ -37,6 +37,41 @@ func parseOOMReference(text string) (OOM, bool) {
 	return best, found && !best.Warning
 }
 
+// parseAllOOMReference is ParseAllOOM as it was before the one-pass
+// scan.
+func parseAllOOMReference(text string) []OOM {
+	var all []OOM
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		for from := 0; ; {
+			at, end := find(text, from, kw)
+			if at < 0 {
+				break
+			}
+			var cur OOM
+			if k.parse(text, at, end, &cur) {
+				all = append(all, cur)
+			}
+			from = at + 1
+		}
+	}
+	slices.SortStableFunc(all, func(a, b OOM) int { return a.Start - b.Start })
+	out := all[:0]
+	for _, o := range all {
+		if n := len(out); n > 0 && o.Start < out[n-1].End {
+			if o.score() > out[n-1].score() {
+				out[n-1] = o
+			}
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // unrelatedLog returns about n bytes of training-log lines that hold no
 // out-of-memory message but many of the anchors' first words and near
 // misses ("out of", "CUDA", "error", "Allocation", "memory", "OOM",
@@ -79,9 +114,9 @@ func corpusTextB(b testing.TB, name string) string {
 	return ""
 }
 
-// TestParseOOMOnePass holds the one-pass ParseOOM to the former
-// anchor-by-anchor search (parseOOMReference): the same OOM and the same
-// ok on every corpus message, on each message embedded at the start, the
+// TestParseOOMOnePass holds the one-pass ParseOOM and ParseAllOOM to
+// the former anchor-by-anchor search (parseOOMReference,
+// parseAllOOMReference): the same OOM and the same ok (the same list) on every corpus message, on each message embedded at the start, the
 // middle and the end of a 1 MB log of unrelated lines, and on logs that
 // hold several messages (every corpus message in one log; pairs of
 // messages of different formats, in both orders, where the tie-break
@@ -96,6 +131,10 @@ func TestParseOOMOnePass(t *testing.T) {
 		want, wantOK := parseOOMReference(text)
 		if got != want || gotOK != wantOK {
 			t.Errorf("%s: ParseOOM = %+v, %v\nreference = %+v, %v", name, got, gotOK, want, wantOK)
+		}
+		gotAll, wantAll := ParseAllOOM(text), parseAllOOMReference(text)
+		if !slices.Equal(gotAll, wantAll) || (gotAll == nil) != (wantAll == nil) {
+			t.Errorf("%s: ParseAllOOM = %+v\nreference = %+v", name, gotAll, wantAll)
 		}
 	}
 	check("noise", noise)
