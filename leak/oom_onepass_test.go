@@ -92,15 +92,46 @@ func unrelatedLog(n int) string {
 	return b.String()
 }
 
+// longLog is a 1 MB training log with one OOM message near its end.
+func longLog(b *testing.B) string {
+	return unrelatedLog(1<<20) + corpusTextB(b, "capacity_cobra24_rank0") + "\n" + unrelatedLog(2000)
+}
+
 func BenchmarkParseOOMLongLog(b *testing.B) {
-	msg := corpusTextB(b, "capacity_cobra24_rank0")
-	text := unrelatedLog(1<<20) + msg + "\n" + unrelatedLog(2000)
+	text := longLog(b)
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := ParseOOM(text); !ok {
 			b.Fatal("no message")
 		}
+	}
+}
+
+// BenchmarkParseOOMLongLogReference measures the former per-anchor search
+// on the same log, for the ratio on one machine at one time.
+func BenchmarkParseOOMLongLogReference(b *testing.B) {
+	text := longLog(b)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := parseOOMReference(text); !ok {
+			b.Fatal("no message")
+		}
+	}
+}
+
+// BenchmarkParseOOMReference is BenchmarkParseOOM of the former search.
+func BenchmarkParseOOMReference(b *testing.B) {
+	var msgs []string
+	for _, c := range loadCorpus(b) {
+		msgs = append(msgs, c.text)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_, _ = parseOOMReference(msgs[i%len(msgs)])
+		i++
 	}
 }
 
