@@ -324,6 +324,13 @@ func (o *OOM) score() int { return bits.OnesCount16(uint16(o.Stated)) }
 // message at all it returns the zero OOM and false.
 //
 // ParseOOM does not allocate for the CUDA caching allocator's messages.
+// It reads text in one pass, whatever the number of formats: every
+// format's anchor phrase is found by one scan (anchorScan in scan.go),
+// then parsed where it is. Measured on an Intel Xeon (2 shared cores,
+// Go 1.26, BenchmarkParseOOMLongLog): 1.6–2.1 ms for a 1 MB log with one
+// message near its end, against 4.9–5.3 ms for the former search of the
+// text once per anchor (20 anchors); 2.5–2.7 µs per corpus message
+// (BenchmarkParseOOM) against 6.4–7.8 µs.
 func ParseOOM(text string) (OOM, bool) {
 	var best, cur OOM
 	bestK, found := anchorFirst, false
