@@ -233,3 +233,27 @@ func TestAnchorScan(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseOOMOnePass holds ParseOOM and ParseAllOOM to the former search
+// on any text, seeded with the corpus and the anchors' near misses.
+func FuzzParseOOMOnePass(f *testing.F) {
+	for _, c := range loadCorpus(f) {
+		f.Add(c.text)
+	}
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		f.Add(kw)
+		f.Add(strings.ReplaceAll(kw, " ", "\n\t "))
+		f.Add(kw[:len(kw)-1] + " " + kw + " 1 GiB")
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, gotOK := ParseOOM(s)
+		want, wantOK := parseOOMReference(s)
+		if got != want || gotOK != wantOK {
+			t.Fatalf("ParseOOM(%q) = %+v, %v\nreference = %+v, %v", s, got, gotOK, want, wantOK)
+		}
+		if gotAll, wantAll := ParseAllOOM(s), parseAllOOMReference(s); !slices.Equal(gotAll, wantAll) {
+			t.Fatalf("ParseAllOOM(%q) = %+v\nreference = %+v", s, gotAll, wantAll)
+		}
+	})
+}
