@@ -1,6 +1,7 @@
 package leak
 
 import (
+	"math/bits"
 	"strings"
 
 	"github.com/gpumem/gpumem"
@@ -190,4 +191,83 @@ func readGroupedSize(s string, i int) (gpumem.Bytes, int, bool) {
 		return 0, i, false
 	}
 	return v, j, true
+}
+
+// anchorKeywords holds each anchor's keyword, and anchorByte[j] the
+// anchors whose keyword can have a given byte at j, one bit per anchor,
+// for j < 3: a keyword's first two bytes are literal, and its third is
+// literal or a space, which any white-space byte matches (see [match]).
+var anchorKeywords, anchorByte = anchorTables()
+
+func anchorTables() (kws [anchorLast + 1]string, b [3][256]uint32) {
+	for k := anchorFirst; k <= anchorLast; k++ {
+		kw := k.keyword()
+		if len(kw) < 3 || kw[0] == ' ' || kw[1] == ' ' {
+			panic("leak: anchor keyword " + kw + " does not start with two literal bytes")
+		}
+		kws[k] = kw
+		for j := range b {
+			if kw[j] != ' ' {
+				b[j][kw[j]] |= 1 << k
+				continue
+			}
+			for c := range 256 {
+				if isSpace(byte(c)) {
+					b[j][c] |= 1 << k
+				}
+			}
+		}
+	}
+	return kws, b
+}
+
+// anchorScan finds every anchor of every format in one pass over s: at
+// each position, the anchors whose keyword's first three bytes can be
+// there (anchorByte, carried along the text so that each byte is looked
+// up once) are matched in full with [match]. It yields the same (anchor,
+// position) pairs as searching s for each keyword in turn with [find],
+// ordered by position and then by anchor, and does not allocate.
+type anchorScan struct {
+	s       string
+	at      int    // where the pending anchors are tried
+	from    int    // where the search for the next candidate resumes
+	pending uint32 // anchors still to try at at
+}
+
+// next returns the next anchor found, where its keyword starts and ends,
+// or ok=false at the end of s.
+func (sc *anchorScan) next() (k anchor, at, end int, ok bool) {
+	s := sc.s
+	for {
+		for sc.pending != 0 {
+			k = anchor(bits.TrailingZeros32(sc.pending))
+			sc.pending &= sc.pending - 1
+			if e := match(s, sc.at, anchorKeywords[k]); e >= 0 {
+				return k, sc.at, e, true
+			}
+		}
+		if sc.from+2 >= len(s) {
+			sc.from = len(s)
+			return 0, 0, 0, false
+		}
+		// m01: anchors whose first two bytes are at i-2 and i-1; m0:
+		// those whose first byte is at i-1.
+		i := sc.from + 2
+		m0 := anchorByte[0][s[i-1]]
+		m01 := anchorByte[0][s[i-2]] & anchorByte[1][s[i-1]]
+		for ; i < len(s); i++ {
+			c := s[i]
+			if m := m01 & anchorByte[2][c]; m != 0 {
+				sc.pending = m
+				break
+			}
+			m01 = m0 & anchorByte[1][c]
+			m0 = anchorByte[0][c]
+		}
+		if sc.pending == 0 {
+			sc.from = len(s)
+			return 0, 0, 0, false
+		}
+		sc.at, sc.from = i-2, i-1
+	}
 }
