@@ -149,7 +149,7 @@ func TestCalibrateSynthetic(t *testing.T) {
 			Reserved int64 `json:"reserved_peak"`
 			Device   int64 `json:"device_peak"`
 		}
-		code, out, stderr := runCLI(t, "", append(append([]string{"estimate", "--json", "--profile", prof}, c.flags()...))...)
+		code, out, stderr := runCLI(t, "", append([]string{"estimate", "--json", "--profile", prof}, c.flags()...)...)
 		require.Equal(t, 0, code, stderr)
 		require.NoError(t, json.Unmarshal([]byte(out), &with))
 		code, out, stderr = runCLI(t, "", append([]string{"estimate", "--json"}, c.flags()...)...)

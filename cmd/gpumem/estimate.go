@@ -53,11 +53,12 @@ type jobFlags struct {
 	layout            layoutFlags
 	cuda              string
 	lazy              optBool
+	llama             llamaFlags // --runtime and llama.cpp's flags
+	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
+
 	// profile is --profile: an overhead profile file written by gpumem
 	// calibrate, applied as the job's Overhead.
 	profile string
-	llama             llamaFlags // --runtime and llama.cpp's flags
-	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
 }
 
 // vllmFlags are vLLM's engine arguments (budget.VLLMOptions).
