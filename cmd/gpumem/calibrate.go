@@ -300,8 +300,14 @@ func fitProfile(rows []calRow) (profile, error) {
 			// Name the row, not the slice index.
 			idx, rest, _ := strings.Cut(strings.TrimPrefix(fe.Field, "Observation["), "]")
 			if i, e := strconv.Atoi(idx); e == nil && i >= 0 && i < len(rows) {
-				f := strings.ToLower(strings.TrimPrefix(rest, "."))
-				return profile{}, fmt.Errorf("%s: field \"peak.%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
+				f := strings.TrimPrefix(rest, ".")
+				switch f {
+				case "Allocated", "Reserved", "Device":
+					f = "peak." + strings.ToLower(f)
+				default:
+					f = "job"
+				}
+				return profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
 			}
 		}
 		return profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)

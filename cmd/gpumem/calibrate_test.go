@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -277,4 +278,33 @@ func TestProfileFlagErrors(t *testing.T) {
 	assert.Equal(t, e.Allocated, e.Reserved)
 	assert.Equal(t, int64(1<<30), e.Components.Context)
 	assert.Equal(t, e.Reserved+1<<30, e.Device)
+}
+
+// TestServeProfile: the "profile" request field takes the profile
+// object inline, answers what estimate/plan --profile print, and a bad
+// one is a 400 naming the request's field.
+func TestServeProfile(t *testing.T) {
+	t.Parallel()
+	body := `{"schema":1,"context":1073741824,"fragmentation":0.2}`
+	f := filepath.Join(t.TempDir(), "p.json")
+	require.NoError(t, os.WriteFile(f, []byte(body), 0o644))
+	h := newServer(serverOptions{})
+	for _, route := range []string{"estimate", "plan"} {
+		code, want, stderr := runCLI(t, "", route, "--json", "--profile", f, "--model", "gpt2", "--train", "--batch", "2", "--seq", "512", "--gpu", "rtx 3090")
+		require.Equal(t, 0, code, stderr)
+		_, without, _ := runCLI(t, "", route, "--json", "--model", "gpt2", "--train", "--batch", "2", "--seq", "512", "--gpu", "rtx 3090")
+		assert.NotEqual(t, want, without, route)
+		w := do(t, h, http.MethodPost, "/v1/"+route, "application/json",
+			strings.NewReader(`{"model":"gpt2","train":true,"batch":2,"seq":512,"gpu":"rtx 3090","profile":`+body+`}`))
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		assert.Equal(t, want, w.Body.String(), route)
+	}
+	for _, p := range []string{`{"schema":1,"fragmentation":-0.5,"context":-1}`, `{"schema":2}`, `{"schema":1,"contex":1}`, `"h100.json"`} {
+		w := do(t, h, http.MethodPost, "/v1/estimate", "application/json",
+			strings.NewReader(`{"model":"gpt2","train":true,"profile":`+p+`}`))
+		assert.Equal(t, http.StatusBadRequest, w.Code, p)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
+		assert.Equal(t, "profile", m["field"], p)
+	}
 }

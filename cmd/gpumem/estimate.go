@@ -59,6 +59,9 @@ type jobFlags struct {
 	// profile is --profile: an overhead profile file written by gpumem
 	// calibrate, applied as the job's Overhead.
 	profile string
+	// profileData is a profile given inline (serve's "profile" field),
+	// applied like --profile's file.
+	profileData *profile
 }
 
 // vllmFlags are vLLM's engine arguments (budget.VLLMOptions).
@@ -495,6 +498,9 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 			return j, dev, err
 		}
 		p.apply(&j.Overhead)
+	}
+	if f.profileData != nil {
+		f.profileData.apply(&j.Overhead)
 	}
 	switch {
 	case f.gpu != "" && f.memory != "":
