@@ -308,3 +308,44 @@ func TestServeProfile(t *testing.T) {
 		assert.Equal(t, "profile", m["field"], p)
 	}
 }
+
+// TestCalibrateTooFew: rows that cannot be fitted exit 2 saying why.
+func TestCalibrateTooFew(t *testing.T) {
+	t.Parallel()
+	one, _ := synthRow(t, synthCases[0])
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(one), &m))
+	m["peak"].(map[string]any)["reserved"] = nil
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	for name, tc := range map[string]struct{ body, want string }{
+		"one device row": {string(b), "one device-level measurement cannot separate"},
+		"only oom":       {`{"schema":1,"id":"x","status":"oom","job":{}}`, "no observations to fit"},
+		"empty":          {"\n\n", "no observations to fit"},
+	} {
+		rows := filepath.Join(t.TempDir(), "rows.jsonl")
+		require.NoError(t, os.WriteFile(rows, []byte(tc.body), 0o644))
+		code, _, stderr := runCLI(t, "", "calibrate", "--out", "-", rows)
+		assert.Equal(t, 2, code, name)
+		assert.Contains(t, stderr, tc.want, name)
+	}
+}
+
+// FuzzCalibrateInput: any row line and any profile bytes give a result
+// or an error, never a panic.
+func FuzzCalibrateInput(f *testing.F) {
+	for _, s := range []string{
+		`{"schema":1,"id":"x","status":"ok","job":{"model":"gpt2","catalog":"gpt2","mode":"train","batch":1,"seq":128,"precision":"bf16"},"peak":{"allocated":1,"reserved":2,"device":3}}`,
+		`{"schema":1,"id":"x","status":"ok","peak":{"allocated":-1}}`,
+		`{"schema":1,"context":1,"fragmentation":1e308}`,
+		`{"schema":1,"env":{"cuda":"99.9","CUDA_MODULE_LOADING":"lazy"},"status":"ok","id":"y","peak":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, ok, err := calRowOf(b); err == nil && ok {
+			_, _ = fitProfile([]calRow{r, r})
+		}
+		_, _ = parseProfile(b)
+	})
+}
