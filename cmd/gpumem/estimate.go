@@ -55,6 +55,13 @@ type jobFlags struct {
 	lazy              optBool
 	llama             llamaFlags // --runtime and llama.cpp's flags
 	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
+
+	// profile is --profile: an overhead profile file written by gpumem
+	// calibrate, applied as the job's Overhead.
+	profile string
+	// profileData is a profile given inline (serve's "profile" field),
+	// applied like --profile's file.
+	profileData *profile
 }
 
 // vllmFlags are vLLM's engine arguments (budget.VLLMOptions).
@@ -307,6 +314,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	f.vllm.register(fs)
 	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
 	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
+	fs.StringVar(&f.profile, "profile", "", "apply the overhead `FILE` gpumem calibrate wrote from your GPUs' measurements (CUDA context, fragmentation, cuBLAS workspace) instead of the defaults")
 }
 
 // job builds the budget.Job the flags describe, and the device to check
@@ -483,6 +491,16 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		if f.lazy.v {
 			j.Overhead.Loading = budget.LoadingLazy
 		}
+	}
+	if f.profile != "" {
+		p, err := readProfile(f.profile)
+		if err != nil {
+			return j, dev, err
+		}
+		p.apply(&j.Overhead)
+	}
+	if f.profileData != nil {
+		f.profileData.apply(&j.Overhead)
 	}
 	switch {
 	case f.gpu != "" && f.memory != "":

@@ -185,6 +185,27 @@ repository root (DIR defaults to testdata).`,
 	}
 }
 
+func calibrateHelp() help {
+	return help{
+		usage: "gpumem calibrate [--out FILE] [--json] ROWS.jsonl...",
+		about: `Fit the memory the estimate adds beyond live tensors to rows measured on your
+own GPUs by tools/calibrate (testdata/measured/README.md has the schema): the
+caching allocator's fragmentation (from the reserved peaks) and the CUDA
+context with library memory outside PyTorch (from the device peaks), as
+budget.Calibrate fits them. Rows whose status is not ok are skipped. The
+profile is written to FILE as JSON; apply it with estimate --profile FILE or
+plan --profile FILE. The report gives, per level, the number of rows n and
+the median and worst relative error of the estimates before (the defaults)
+and after (the profile).`,
+		examples: []string{
+			"gpumem calibrate --out h100.json testdata/measured/nvidia-h100-80gb-hbm3-2026-11-26.jsonl",
+			"gpumem estimate --model llama-3-8b --train --batch 4 --seq 2048 --gpu h100 --profile h100.json",
+		},
+		exit: "0 the profile was written, 2 bad flags, unreadable rows (the file, line and field are named) or rows that cannot be fitted.",
+		args: true,
+	}
+}
+
 func serveHelp() help {
 	return help{
 		usage: "gpumem serve [--addr HOST:PORT] [--max-body SIZE] [--max-inflight N] [--json]",

@@ -82,6 +82,7 @@ func commands() []command {
 		{"oom", "read an out-of-memory message (or a whole log) and diagnose it", runOOM, oomHelp()},
 		{"leak", "read a memory log, detect a leak and forecast the OOM", runLeak, leakHelp()},
 		{"devices", "list the GPU catalog with the capacity each driver reports", runDevices, devicesHelp()},
+		{"calibrate", "fit an overhead profile (CUDA context, fragmentation) to rows measured on your GPUs", runCalibrate, calibrateHelp()},
 		{"accuracy", "compare the estimates with measured and published GPU memory; print the error table", runAccuracy, accuracyHelp()},
 		{"serve", "serve estimate, plan, oom, leak, models and devices as an HTTP JSON service", runServe, serveHelp()},
 	}

@@ -582,6 +582,11 @@ type estimateRequest struct {
 	CUDA        string `json:"cuda"`
 	LazyLoading *bool  `json:"lazy_loading"`
 
+	// Profile is --profile's content: the overhead profile object gpumem
+	// calibrate writes (schema, context, fragmentation, workspace,
+	// workspaces, fit), inline; a file name is not read.
+	Profile json.RawMessage `json:"profile"`
+
 	// Runtime is --runtime (pytorch or llama.cpp); NGPULayers, CtxSize,
 	// Parallel, UBatchSize, FlashAttn, CacheTypeK and CacheTypeV are
 	// llama.cpp's --n-gpu-layers (left out: all), --ctx-size,
@@ -827,6 +832,13 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	if req.LazyLoading != nil {
 		jf.lazy = optBool{set: true, v: *req.LazyLoading}
+	}
+	if len(req.Profile) > 0 && string(req.Profile) != "null" {
+		p, err := parseProfile(req.Profile)
+		if err != nil {
+			return jf, spec, badField("profile", "profile: %v", err)
+		}
+		jf.profileData = &p
 	}
 	if l, err := model.ParseLoss(jf.loss); err != nil {
 		var fe *gpumem.FieldError

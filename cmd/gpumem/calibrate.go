@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/internal/accuracy"
+)
+
+// profileSchema is the version of the profile file calibrate writes.
+const profileSchema = 1
+
+// profile is the overhead profile calibrate writes and --profile reads:
+// the budget.Overhead terms a fleet's own measurements fitted. A zero
+// field means the default (budget.Overhead's zero values).
+type profile struct {
+	// Schema is profileSchema.
+	Schema int `json:"schema"`
+	// Context is budget.Overhead.Context in bytes (0: the default for
+	// the job's device and CUDA).
+	Context int64 `json:"context"`
+	// Fragmentation is budget.Overhead.Fragmentation (0: the default,
+	// negative: none; at most 10).
+	Fragmentation float64 `json:"fragmentation"`
+	// Workspace (bytes) and Workspaces are budget.Overhead's cuBLAS
+	// workspace terms; calibrate does not fit them (0: PyTorch's
+	// defaults), a user may set them by hand.
+	Workspace  int64 `json:"workspace"`
+	Workspaces int   `json:"workspaces"`
+	// Fit says where the profile came from; it is informational.
+	Fit *profileFit `json:"fit,omitempty"`
+}
+
+// profileFit records the fit a profile came from.
+type profileFit struct {
+	Rows   []string     `json:"rows"`
+	N      int          `json:"n"`
+	Before []levelError `json:"before"`
+	After  []levelError `json:"after"`
+}
+
+// levelError is the relative error of the estimates at one level:
+// (estimated − measured) / measured over the rows that measure it.
+type levelError struct {
+	Level  string  `json:"level"`
+	N      int     `json:"n"`
+	Median float64 `json:"median"` // median of the signed errors
+	Worst  float64 `json:"worst"`  // the error of largest magnitude, signed
+}
+
+// apply sets the profile's non-zero terms on o.
+func (p *profile) apply(o *budget.Overhead) {
+	if p.Context != 0 {
+		o.Context = gpumem.Bytes(p.Context)
+	}
+	if p.Fragmentation != 0 {
+		o.Fragmentation = p.Fragmentation
+	}
+	if p.Workspace != 0 {
+		o.Workspace = gpumem.Bytes(p.Workspace)
+	}
+	if p.Workspaces != 0 {
+		o.Workspaces = p.Workspaces
+	}
+}
+
+// check validates a profile, naming the field.
+func (p *profile) check() error {
+	switch {
+	case p.Schema != profileSchema:
+		return fmt.Errorf("field \"schema\" = %d: want %d", p.Schema, profileSchema)
+	case p.Context < 0:
+		return fmt.Errorf("field \"context\" = %d: must not be negative (0: the default context)", p.Context)
+	case math.IsNaN(p.Fragmentation) || math.IsInf(p.Fragmentation, 0) || p.Fragmentation > 10:
+		return fmt.Errorf("field \"fragmentation\" = %v: want a finite fraction at most 10 (0: the default, negative: none)", p.Fragmentation)
+	case p.Workspace < 0:
+		return fmt.Errorf("field \"workspace\" = %d: must not be negative (0: PyTorch's default)", p.Workspace)
+	case p.Workspaces < 0:
+		return fmt.Errorf("field \"workspaces\" = %d: must not be negative (0: PyTorch's default)", p.Workspaces)
+	}
+	return nil
+}
+
+// parseProfile decodes and validates a profile file's bytes; unknown
+// fields are refused, so that a misspelt one is not silently ignored.
+func parseProfile(b []byte) (profile, error) {
+	var p profile
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return p, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if d.More() {
+		return p, errors.New("more than one JSON value")
+	}
+	return p, p.check()
+}
+
+// readProfile reads the profile file name (the --profile flag).
+func readProfile(name string) (profile, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return profile{}, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
+	}
+	p, err := parseProfile(b)
+	if err != nil {
+		return p, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
+	}
+	return p, nil
+}
+
+// calRow is one ok row of a calibration file with its job.
+type calRow struct {
+	where string // file:line
+	id    string
+	job   budget.Job
+	peak  [3]gpumem.Bytes // allocated, reserved, device; 0: not measured
+}
+
+var calLevels = [3]string{accuracy.Allocated, accuracy.Reserved, accuracy.Device}
+
+func runCalibrate(args []string, _ io.Reader, out, _ io.Writer) error {
+	fs := newFlags("calibrate", out)
+	outFile := fs.String("out", "gpumem-profile.json", "write the profile to `FILE` (- : standard output, the report then goes nowhere)")
+	asJSON := fs.Bool("json", false, "print the report as JSON (the profile with its fit)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: give one or more ROWS.jsonl files (tools/calibrate's output)", errUsage)
+	}
+	var rows []calRow
+	for _, name := range fs.Args() {
+		rs, err := readCalRows(name)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		rows = append(rows, rs...)
+	}
+	p, err := fitProfile(rows)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	p.Fit.Rows = fs.Args()
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if *outFile == "-" {
+		_, err = out.Write(b)
+		return err
+	}
+	if err := os.WriteFile(*outFile, b, 0o644); err != nil {
+		return fmt.Errorf("%w: --out %q: %v", errUsage, *outFile, err)
+	}
+	if *asJSON {
+		_, err = out.Write(b)
+		return err
+	}
+	printCalibration(out, p, *outFile)
+	return nil
+}
+
+// readCalRows reads the ok rows of one tools/calibrate file; other
+// statuses carry no peak and are skipped.
+func readCalRows(name string) ([]calRow, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []calRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		where := name + ":" + strconv.Itoa(n)
+		r, ok, err := calRowOf(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", where, err)
+		}
+		if ok {
+			r.where = where
+			rows = append(rows, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return rows, nil
+}
+
+// calRowOf decodes one row; ok is false for a row that measured no peak
+// (status oom, unsupported, error, timeout).
+func calRowOf(line []byte) (calRow, bool, error) {
+	var r accuracy.Row
+	if err := json.Unmarshal(line, &r); err != nil {
+		return calRow{}, false, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	switch {
+	case r.Schema != 1:
+		return calRow{}, false, fmt.Errorf("field \"schema\" = %d: this reader knows schema 1", r.Schema)
+	case r.ID == "":
+		return calRow{}, false, errors.New("field \"id\" is empty")
+	case r.Status == "":
+		return calRow{}, false, errors.New("field \"status\" is empty")
+	case r.Status != "ok":
+		return calRow{}, false, nil
+	case r.Peak == nil:
+		return calRow{}, false, errors.New("field \"peak\": an ok row without a peak")
+	}
+	c := calRow{id: r.ID}
+	for i, v := range [3]*int64{r.Peak.Allocated, r.Peak.Reserved, r.Peak.Device} {
+		if v == nil {
+			continue
+		}
+		if *v < 0 {
+			return c, false, fmt.Errorf("field \"peak.%s\" = %d: a measured peak must not be negative", calLevels[i], *v)
+		}
+		c.peak[i] = gpumem.Bytes(*v)
+	}
+	j, err := r.Job.Budget()
+	if err != nil {
+		return c, false, fmt.Errorf("field \"job\": %v", err)
+	}
+	if err := rowEnvironment(&j, &r.Env); err != nil {
+		return c, false, err
+	}
+	if _, err := budget.Estimate(j); err != nil {
+		return c, false, fmt.Errorf("field \"job\": %v", err)
+	}
+	c.job = j
+	return c, true, nil
+}
+
+// rowEnvironment sets the job's device, CUDA and module loading from
+// the row's env, as the accuracy comparison does: these choose the
+// default CUDA context that the "before" column compares with.
+func rowEnvironment(j *budget.Job, e *accuracy.Env) error {
+	if d, ok := gpumem.LookupDevice(e.GPU); ok {
+		j.Device = d
+	} else if e.ComputeCapability != "" {
+		c, err := gpumem.ParseComputeCapability(e.ComputeCapability)
+		if err != nil {
+			return fmt.Errorf("field \"env.compute_capability\": %v", err)
+		}
+		j.Device = gpumem.Device{Compute: c}
+	}
+	if e.CUDA != "" {
+		v, err := budget.ParseCUDAVersion(e.CUDA)
+		if err != nil {
+			return fmt.Errorf("field \"env.cuda\": %v", err)
+		}
+		j.Overhead.CUDA = v
+	}
+	switch strings.ToUpper(e.ModuleLoading) {
+	case "":
+	case "LAZY":
+		j.Overhead.Loading = budget.LoadingLazy
+	case "EAGER":
+		j.Overhead.Loading = budget.LoadingEager
+	case "DEFAULT": // eager before CUDA 12.2 (CUDA Programming Guide, "Lazy Loading")
+		j.Overhead.Loading = budget.LoadingLazy
+		if !j.Overhead.CUDA.IsZero() && j.Overhead.CUDA.Less(budget.CUDAVersion{Major: 12, Minor: 2}) {
+			j.Overhead.Loading = budget.LoadingEager
+		}
+	default:
+		return fmt.Errorf("field \"env.CUDA_MODULE_LOADING\" = %q: want LAZY, EAGER or DEFAULT", e.ModuleLoading)
+	}
+	return nil
+}
+
+// fitProfile fits the overhead with budget.Calibrate and measures the
+// estimates' error before (the defaults) and after (the profile).
+func fitProfile(rows []calRow) (profile, error) {
+	obs := make([]budget.Observation, len(rows))
+	for i, r := range rows {
+		obs[i] = budget.Observation{Name: r.id, Job: r.job, Allocated: r.peak[0], Reserved: r.peak[1], Device: r.peak[2]}
+	}
+	ov, err := budget.Calibrate(obs)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "Observation[") {
+			// Name the row, not the slice index.
+			idx, rest, _ := strings.Cut(strings.TrimPrefix(fe.Field, "Observation["), "]")
+			if i, e := strconv.Atoi(idx); e == nil && i >= 0 && i < len(rows) {
+				f := strings.TrimPrefix(rest, ".")
+				switch f {
+				case "Allocated", "Reserved", "Device":
+					f = "peak." + strings.ToLower(f)
+				default:
+					f = "job"
+				}
+				return profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
+			}
+		}
+		return profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)
+	}
+	p := profile{Schema: profileSchema, Context: int64(ov.Context), Fragmentation: ov.Fragmentation}
+	before, err := levelErrors(rows, nil)
+	if err != nil {
+		return p, err
+	}
+	after, err := levelErrors(rows, &p)
+	if err != nil {
+		return p, err
+	}
+	p.Fit = &profileFit{N: len(rows), Before: before, After: after}
+	return p, nil
+}
+
+// levelErrors estimates every row (with the profile applied, if any) and
+// summarizes the relative error at each measured level.
+func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
+	var errs [3][]float64
+	for _, r := range rows {
+		j := r.job
+		if p != nil {
+			p.apply(&j.Overhead)
+		}
+		b, err := budget.Estimate(j)
+		if err != nil {
+			return nil, fmt.Errorf("%s: estimating with the profile: %v", r.where, err)
+		}
+		est := [3]gpumem.Bytes{b.Allocated(), b.Reserved(), b.Device()}
+		for l, m := range r.peak {
+			if m > 0 {
+				errs[l] = append(errs[l], float64(est[l]-m)/float64(m))
+			}
+		}
+	}
+	var out []levelError
+	for l, es := range errs {
+		if len(es) == 0 {
+			continue
+		}
+		e := levelError{Level: calLevels[l], N: len(es)}
+		for _, x := range es {
+			if math.Abs(x) > math.Abs(e.Worst) {
+				e.Worst = x
+			}
+		}
+		slices.Sort(es)
+		if n := len(es); n%2 == 1 {
+			e.Median = es[n/2]
+		} else {
+			e.Median = (es[n/2-1] + es[n/2]) / 2
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func printCalibration(out io.Writer, p profile, file string) {
+	fmt.Fprintf(out, "fitted %d rows\n", p.Fit.N)
+	if p.Context > 0 {
+		fmt.Fprintf(out, "context        %s (%d bytes)\n", gpumem.Bytes(p.Context), p.Context)
+	} else {
+		fmt.Fprintf(out, "context        not measured (the default stays)\n")
+	}
+	if p.Fragmentation < 0 {
+		fmt.Fprintf(out, "fragmentation  none\n")
+	} else {
+		fmt.Fprintf(out, "fragmentation  %.2f%%\n", 100*p.Fragmentation)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nlevel\tn\tmedian before\tworst before\tmedian after\tworst after")
+	for i, b := range p.Fit.Before {
+		a := p.Fit.After[i]
+		fmt.Fprintf(tw, "%s\t%d\t%+.2f%%\t%+.2f%%\t%+.2f%%\t%+.2f%%\n", b.Level, b.N,
+			100*b.Median, 100*b.Worst, 100*a.Median, 100*a.Worst)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "\nwrote %s; apply it with gpumem estimate --profile %s (or plan)\n", file, file)
+}
