@@ -27,8 +27,20 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3, T5 encoder-only checkpoints
+// deepseek_v2 and deepseek_v3, gpt_oss, T5 encoder-only checkpoints
 // (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
+//
+// gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
+// model: per-head attention sinks, biased q/k/v/o, a biased router and
+// the experts as four stacked tensors (mlp.experts.gate_up_proj ...).
+// The published checkpoint's MXFP4 expert blocks and scales are not in
+// the inventory; quantization_config's "mxfp4" is kept by name in
+// [Spec.Quantization]. Its activations are estimated as a Mixtral-style
+// MoE (the sinks' extra score column, the clamped SwiGLU's extra
+// intermediates, and the inference path of GptOssExperts, which runs
+// every token through every expert in one bmm, are not modelled), and
+// the 128-token window saves nothing under eager attention, which masks
+// a full score matrix.
 // An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //

@@ -31,7 +31,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
-	"cogvideox",
+	"cogvideox", "gpt_oss",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -349,7 +349,7 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	var e errs
 	switch mt {
 	case "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3":
+		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3", "gpt_oss":
 		e.err = c.decoder(&s)
 	case "gemma3":
 		return c.gemma3(s)
@@ -500,6 +500,9 @@ var familyDefaults = map[string]defaults{
 	"phi":         {vocab: 51200, hidden: 2048, inter: 8192, layers: 24, heads: 32},
 	"phi3":        {vocab: 32064, hidden: 3072, inter: 8192, layers: 32, heads: 32},
 	"gpt_neox":    {vocab: 50432, hidden: 6144, inter: 24576, layers: 44, heads: 64},
+	// GptOssConfig (transformers v4.55.0 configuration_gpt_oss.py): the
+	// gpt-oss-120b shape.
+	"gpt_oss": {vocab: 201088, hidden: 2880, inter: 2880, layers: 36, heads: 64, kv: 8, headDim: 64, window: 128},
 }
 
 // decoder reads a llama-style decoder (llama, mistral, mixtral, qwen2,
@@ -532,7 +535,7 @@ func (c *config) decoder(s *Spec) error {
 		return e.err
 	}
 	moe := c.has("num_local_experts", "num_experts", "n_routed_experts")
-	if moe || s.Family == "mixtral" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
+	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
 		s.Intermediate = e.i(c.intv(max(d.inter, 0), "intermediate_size"))
 	} else {
 		s.Intermediate = e.i(c.posv(d.inter, "intermediate_size"))
@@ -552,6 +555,10 @@ func (c *config) decoder(s *Spec) error {
 		s.SandwichNorm = true
 	case "gemma3_text":
 		s.SandwichNorm, s.QKNorm = true, true
+	case "gpt_oss":
+		// GptOssAttention: q/k/v/o bias=config.attention_bias (True).
+		attnBias := e.b(c.boolv(true, "attention_bias"))
+		s.Bias.QKV, s.Bias.Out = attnBias, attnBias
 	default:
 		if s.Generic {
 			attnBias := e.b(c.boolv(false, "attention_bias"))
@@ -604,6 +611,16 @@ func (c *config) decoder(s *Spec) error {
 					types[i] = "sliding_attention"
 				}
 			}
+		case "gpt_oss":
+			// GptOssConfig: layer_types defaults to "sliding_attention"
+			// for even layers ((i+1) % 2 != 0), "full_attention" for odd.
+			types = make([]string, s.Layers)
+			for i := range types {
+				types[i] = "full_attention"
+				if i%2 == 0 {
+					types[i] = "sliding_attention"
+				}
+			}
 		case "gemma3_text":
 			pattern := e.i(c.posv(6, "sliding_window_pattern"))
 			types = make([]string, s.Layers)
@@ -617,8 +634,15 @@ func (c *config) decoder(s *Spec) error {
 	}
 	s.LayerTypes = types
 	// MoE.
-	if moe || s.Family == "mixtral" {
+	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" {
 		switch {
+		case s.Family == "gpt_oss":
+			// GptOssConfig: num_local_experts 128, num_experts_per_tok 4
+			// ("experts_per_token" in OpenAI's own config); each expert is
+			// a biased gated MLP of intermediate_size (GptOssExperts).
+			s.MoE.Experts = e.i(c.posv(128, "num_local_experts", "num_experts"))
+			s.MoE.Active = e.i(c.posv(4, "num_experts_per_tok", "experts_per_token"))
+			s.MoE.Intermediate = s.Intermediate
 		case s.Family == "mixtral":
 			s.MoE.Experts = e.i(c.posv(8, "num_local_experts", "num_experts"))
 			s.MoE.Active = e.i(c.posv(2, "num_experts_per_tok"))

@@ -114,6 +114,9 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"nested negative", `{"model_type": "llava", "vision_config": {"patch_size": -14}}`, "config.vision_config.patch_size", gpumem.ErrInvalid},
 		{"layer_types length", `{"model_type": "qwen2", "num_hidden_layers": 2, "layer_types": ["full_attention"]}`, "config.layer_types", gpumem.ErrInvalid},
 		{"layer_types not list", `{"model_type": "qwen2", "layer_types": "full"}`, "config.layer_types", gpumem.ErrSyntax},
+		{"gpt_oss no experts", `{"model_type": "gpt_oss", "num_local_experts": 0}`, "config.num_local_experts", gpumem.ErrInvalid},
+		{"gpt_oss active > experts", `{"model_type": "gpt_oss", "num_local_experts": 4, "experts_per_token": 5}`, "config.num_experts_per_tok (Spec.MoE.Active)", gpumem.ErrInvalid},
+		{"gpt_oss attention_bias not bool", `{"model_type": "gpt_oss", "attention_bias": "yes"}`, "config.attention_bias", gpumem.ErrSyntax},
 		{"unknown type", `{"model_type": "my_tts"}`, "config.model_type", gpumem.ErrUnsupported},
 		{"missing key with no default", `{"model_type": "x", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10}`, "config.intermediate_size", gpumem.ErrInvalid},
 		{"missing model_type, some keys", `{"hidden_size": 8}`, "config.num_hidden_layers", gpumem.ErrInvalid},
@@ -176,6 +179,14 @@ func TestFromHFConfigAliases(t *testing.T) {
 			func(t *testing.T, s Spec) {
 				assert.Equal(t, int64(4096), s.SlidingWindow)
 				assert.Equal(t, []string{"full_attention", "full_attention", "sliding_attention"}, s.LayerTypes)
+			}},
+		{"gpt_oss defaults: alternating window, biased experts", `{"model_type": "gpt_oss", "num_hidden_layers": 4, "num_local_experts": 32, "experts_per_token": 2, "quantization_config": {"quant_method": "mxfp4"}}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}, s.LayerTypes)
+				assert.Equal(t, int64(128), s.SlidingWindow)
+				assert.Equal(t, MoE{Experts: 32, Active: 2, Intermediate: 2880}, s.MoE)
+				assert.Equal(t, Bias{QKV: true, Out: true}, s.Bias)
+				assert.Equal(t, "mxfp4", s.Quantization.Method)
 			}},
 		{"gemma2 alternating layers", `{"model_type": "gemma2", "num_hidden_layers": 4}`,
 			func(t *testing.T, s Spec) {

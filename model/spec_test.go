@@ -98,6 +98,20 @@ var computedParams = []struct {
 	want int64
 	how  string
 }{
+	// gpt-oss (transformers v4.55.0 modeling_gpt_oss.py), H=2880, 64
+	// query heads and 8 KV heads of 64, V=201088, experts of I=2880, all
+	// projections biased. Per layer: q 2880·4096+4096 = 11,800,576;
+	// k, v 2880·512+512 = 1,475,072 each; o 4096·2880+2880 = 11,799,360;
+	// sinks 64 (attention 26,550,144); 2 norms 5,760; router E·2880+E;
+	// one expert gate_up 2880·5760+5760 = 16,594,560 + down
+	// 2880·2880+2880 = 8,297,280 = 24,891,840. Embed and lm_head
+	// 201088·2880 = 579,133,440 each, final norm 2,880.
+	// 20b: 24·(26,550,144 + 5,760 + 92,192 + 32·24,891,840) + 2·579,133,440
+	// + 2,880 = 20,914,757,184; OpenAI's model card: 20.91B total.
+	{"gpt-oss-20b", 20_914_757_184, "recount; gpt-oss model card table 20.91B"},
+	// 120b: 36·(26,550,144 + 5,760 + 368,768 + 128·24,891,840) +
+	// 1,158,266,880 + 2,880 = 116,829,156,672; model card: 116.83B.
+	{"gpt-oss-120b", 116_829_156_672, "recount; gpt-oss model card table 116.83B"},
 	// falcon-7b: V=65024, H=4544, 32 layers, 71 heads of 64, multi-query:
 	// embed 65024·4544 = 295,469,056; per layer qkv (4544+2·64)·4544 =
 	// 21,229,568, dense 4544² = 20,647,936, mlp 2·4·4544² = 165,183,488,
@@ -253,6 +267,10 @@ func TestStructure(t *testing.T) {
 		{"deepseek-v3", "model.layers.3.mlp.shared_experts.up_proj.weight", []int64{2048, 7168}},
 		{"deepseek-v2-lite", "model.layers.0.self_attn.q_proj.weight", []int64{16 * 192, 2048}},
 		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
+		{"gpt-oss-20b", "model.layers.23.mlp.experts.gate_up_proj", []int64{32, 2880, 5760}},
+		{"gpt-oss-20b", "model.layers.23.mlp.experts.down_proj_bias", []int64{32, 2880}},
+		{"gpt-oss-120b", "model.layers.0.self_attn.sinks", []int64{64}},
+		{"gpt-oss-120b", "model.layers.0.mlp.router.bias", []int64{128}},
 		{"qwen1.5-moe-a2.7b", "model.layers.0.mlp.shared_expert_gate.weight", []int64{1, 2048}},
 		{"phi-3-mini", "model.layers.0.self_attn.qkv_proj.weight", []int64{9216, 3072}},
 		{"falcon-7b", "transformer.h.0.self_attention.query_key_value.weight", []int64{4672, 4544}},
@@ -327,6 +345,16 @@ func TestActiveParams(t *testing.T) {
 		// the 14,848-value router bias buffer that Params includes.
 		{"deepseek-v3", 37_552_282_624 + 58*256, "published active + e_score_correction_bias"},
 		{"llama-2-7b", 6_738_415_616, "dense: equals Params"},
+		// gpt-oss: 4 of the experts active. 20b: 24·(26,550,144 + 5,760
+		// + 92,192 + 4·24,891,840) + 2·579,133,440 + 2,880 =
+		// 4,187,440,704. OpenAI's model card counts 3.61B active, which
+		// leaves out the input embedding (a lookup, no FLOPs):
+		// 4,187,440,704 - 579,133,440 = 3,608,307,264 = 3.61B.
+		{"gpt-oss-20b", 3_608_307_264 + 579_133_440, "model card 3.61B active + embed_tokens"},
+		// 120b: 36·(26,550,144 + 5,760 + 368,768 + 4·24,891,840) +
+		// 1,158,266,880 + 2,880 = 5,711,982,912; less the embedding
+		// 5,132,849,472 = the model card's 5.13B.
+		{"gpt-oss-120b", 5_132_849_472 + 579_133_440, "model card 5.13B active + embed_tokens"},
 	}
 	for _, tc := range tests {
 		s, _ := Lookup(tc.name)

@@ -377,6 +377,10 @@ func (s Spec) buildLlama(b *builder) {
 			b.linearP(p, "self_attn.k_proj", s.KVHeads*D, H, s.Bias.QKV)
 			b.linearP(p, "self_attn.v_proj", s.KVHeads*D, H, s.Bias.QKV)
 			b.linearP(p, "self_attn.o_proj", H, s.Heads*D, s.Bias.Out)
+			if s.Family == "gpt_oss" {
+				// GptOssAttention.sinks: one learned logit per query head.
+				b.addP(p, "self_attn.sinks", s.Heads)
+			}
 			if s.QKNorm {
 				b.addP(p, "self_attn.q_norm.weight", D)
 				b.addP(p, "self_attn.k_norm.weight", D)
@@ -419,6 +423,19 @@ func (s Spec) gatedMLP(b *builder, p string, inter int64) {
 func (s Spec) buildMoE(b *builder, p string) {
 	H, E, I := s.Hidden, s.MoE.Experts, s.MoE.Intermediate
 	switch s.Family {
+	case "gpt_oss":
+		// GptOssTopKRouter (weight, bias) and GptOssExperts: the experts
+		// are four stacked parameters with the expert index leading,
+		// gate_up_proj (E, H, 2I) + bias (E, 2I), down_proj (E, I, H) +
+		// bias (E, H) (transformers v4.55.0 modeling_gpt_oss.py). The
+		// published checkpoint stores the two projections in MXFP4
+		// (*_blocks, *_scales); this is the dequantized (bf16) inventory.
+		b.addP(p, "mlp.router.weight", E, H)
+		b.addP(p, "mlp.router.bias", E)
+		b.addP(p, "mlp.experts.gate_up_proj", E, H, 2*I)
+		b.addP(p, "mlp.experts.gate_up_proj_bias", E, 2*I)
+		b.addP(p, "mlp.experts.down_proj", E, I, H)
+		b.addP(p, "mlp.experts.down_proj_bias", E, H)
 	case "mixtral":
 		b.addP(p, "block_sparse_moe.gate.weight", E, H)
 		b.repeat(E, func(e int64) {
