@@ -1399,6 +1399,15 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		}
 		mb := bl
 		m := s.MoE
+		if s.Family == "llama4_text" {
+			// Llama4TextMoe.forward (transformers v4.51.0
+			// modeling_llama4.py) is dropless and dense: it repeats every
+			// token for every expert (hidden_states.repeat(num_experts, 1)),
+			// scales by the sigmoid router scores, zero for the experts not
+			// chosen, and runs all experts in one bmm, so each expert
+			// sees every token.
+			m.Active = m.Experts
+		}
 		mb.moe = &m
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {

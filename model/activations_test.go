@@ -267,7 +267,7 @@ func mustLookup(t testing.TB, name string) model.Spec {
 
 var propertyModels = []string{"llama-2-7b", "llama-3-8b", "gpt2", "bert-base", "opt-125m", "pythia-160m", "phi-2",
 	"falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite", "gemma-2-2b", "qwen3-8b", "t5-small", "mt5-small",
-	"whisper-small", "vit-base-patch16-224", "clip-vit-large-patch14-336", "llava-1.5-7b", "gpt-oss-20b"}
+	"whisper-small", "vit-base-patch16-224", "clip-vit-large-patch14-336", "llava-1.5-7b", "gpt-oss-20b", "llama-4-scout-17b-16e-text"}
 
 func total(t *testing.T, s model.Spec, w model.Workload) model.Activations {
 	t.Helper()
@@ -623,4 +623,24 @@ func TestEncoderInput(t *testing.T) {
 		require.Equal(t, tc.tokens, tokens, tc.name)
 		require.Equal(t, tc.text, text, tc.name)
 	}
+}
+
+// TestActivationsLlama4DenseRouting: Llama4TextMoe (transformers v4.51.0
+// modeling_llama4.py) runs every token through all experts
+// (hidden_states.repeat(num_experts, 1), one bmm), so Scout's
+// activations are those of the same model routing each token to all 16
+// experts, and more than those of a top-1 model with the Mixtral-style
+// routing of the other families.
+func TestActivationsLlama4DenseRouting(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "llama-4-scout-17b-16e-text")
+	w := model.Workload{Batch: 1, SeqLen: 512, Train: true}
+	all := s
+	all.MoE.Active = all.MoE.Experts
+	got, want := total(t, s, w), total(t, all, w)
+	require.Equal(t, want.Total(), got.Total())
+	require.Equal(t, want.Peak(), got.Peak())
+	topk := s
+	topk.Family = "qwen2_moe" // same block shapes, top-k routing
+	require.Less(t, total(t, topk, w).Total(), got.Total())
 }

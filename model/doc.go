@@ -27,7 +27,7 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3, gpt_oss, T5 encoder-only checkpoints
+// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, T5 encoder-only checkpoints
 // (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
 //
 // gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
@@ -41,6 +41,17 @@
 // every token through every expert in one bmm, are not modelled), and
 // the 128-token window saves nothing under eager attention, which masks
 // a full score matrix.
+//
+// llama4_text (transformers v4.51.0 modeling_llama4.py) is Llama 4's text
+// model: MoE layers every interleave_moe_layer_step (moe_layers must be
+// that default) with stacked experts (feed_forward.experts.gate_up_proj)
+// and one shared expert, dense layers of intermediate_size_mlp, a
+// weightless L2 qk norm. A "llama4" config (with its vision encoder) is
+// an error naming vision_config. Its activations follow Llama4TextMoe,
+// which runs every token through every expert; chunked attention
+// (attention_chunk_size) is not modelled, and the shared expert is
+// counted with Qwen2-MoE's sigmoid gate, which Llama 4 lacks (2·T·h
+// bytes too many per layer).
 // An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //

@@ -31,7 +31,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
-	"cogvideox", "gpt_oss",
+	"cogvideox", "gpt_oss", "llama4_text",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -349,8 +349,13 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	var e errs
 	switch mt {
 	case "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3", "gpt_oss":
+		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text":
 		e.err = c.decoder(&s)
+	case "llama4":
+		// Llama4ForConditionalGeneration: the text model plus a vision
+		// encoder and projector, which are not modelled.
+		return Spec{}, gpumem.Errorf(c.field("vision_config"), "llama4", gpumem.ErrUnsupported,
+			"the Llama 4 vision encoder is not modelled; read text_config alone (model_type llama4_text)")
 	case "gemma3":
 		return c.gemma3(s)
 	case "phi", "phi3":
@@ -502,6 +507,9 @@ var familyDefaults = map[string]defaults{
 	"gpt_neox":    {vocab: 50432, hidden: 6144, inter: 24576, layers: 44, heads: 64},
 	// GptOssConfig (transformers v4.55.0 configuration_gpt_oss.py): the
 	// gpt-oss-120b shape.
+	// Llama4TextConfig (transformers v4.51.0 configuration_llama4.py):
+	// inter is intermediate_size_mlp, the dense layers' width.
+	"llama4_text": {vocab: 202048, hidden: 5120, inter: 16384, layers: 48, heads: 40, kv: 8, headDim: 128},
 	"gpt_oss": {vocab: 201088, hidden: 2880, inter: 2880, layers: 36, heads: 64, kv: 8, headDim: 64, window: 128},
 }
 
@@ -535,7 +543,10 @@ func (c *config) decoder(s *Spec) error {
 		return e.err
 	}
 	moe := c.has("num_local_experts", "num_experts", "n_routed_experts")
-	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
+	if s.Family == "llama4_text" {
+		// Llama4TextMLP of the dense layers: intermediate_size_mlp.
+		s.Intermediate = e.i(c.posv(d.inter, "intermediate_size_mlp"))
+	} else if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
 		s.Intermediate = e.i(c.intv(max(d.inter, 0), "intermediate_size"))
 	} else {
 		s.Intermediate = e.i(c.posv(d.inter, "intermediate_size"))
@@ -555,6 +566,11 @@ func (c *config) decoder(s *Spec) error {
 		s.SandwichNorm = true
 	case "gemma3_text":
 		s.SandwichNorm, s.QKNorm = true, true
+	case "llama4_text":
+		// Llama4TextAttention: q/k/v/o bias=config.attention_bias; its
+		// qk norm (use_qk_norm) is Llama4TextL2Norm, without weights.
+		attnBias := e.b(c.boolv(false, "attention_bias"))
+		s.Bias.QKV, s.Bias.Out = attnBias, attnBias
 	case "gpt_oss":
 		// GptOssAttention: q/k/v/o bias=config.attention_bias (True).
 		attnBias := e.b(c.boolv(true, "attention_bias"))
@@ -634,8 +650,42 @@ func (c *config) decoder(s *Spec) error {
 	}
 	s.LayerTypes = types
 	// MoE.
-	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" {
+	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "llama4_text" {
 		switch {
+		case s.Family == "llama4_text":
+			// Llama4TextMoe: num_local_experts routed experts of
+			// intermediate_size (Llama4TextExperts) and one shared
+			// Llama4TextMLP of intermediate_size; layer i is an MoE layer
+			// when it is in moe_layers, by default
+			// range(step-1, layers, step) for interleave_moe_layer_step.
+			s.MoE.Experts = e.i(c.posv(16, "num_local_experts"))
+			s.MoE.Active = e.i(c.posv(1, "num_experts_per_tok"))
+			s.MoE.Intermediate = e.i(c.posv(8192, "intermediate_size"))
+			s.MoE.Shared, s.MoE.SharedIntermediate = 1, s.MoE.Intermediate
+			s.MoE.Step = e.i(c.posv(1, "interleave_moe_layer_step"))
+			if k, v, ok := c.lookup("moe_layers"); ok && e.err == nil {
+				l, isList := v.([]any)
+				if !isList {
+					e.err = gpumem.Errorf(c.field(k), v, gpumem.ErrSyntax, "not a list")
+				} else {
+					var want []int64
+					for i := s.MoE.Step - 1; i < s.Layers; i += s.MoE.Step {
+						want = append(want, i)
+					}
+					same := len(l) == len(want)
+					for i := 0; same && i < len(l); i++ {
+						n, err := toInt(c.field(k)+"["+strconv.Itoa(i)+"]", l[i])
+						if err != nil {
+							e.err = err
+						}
+						same = err == nil && n == want[i]
+					}
+					if !same && e.err == nil {
+						e.err = gpumem.Errorf(c.field(k), v, gpumem.ErrUnsupported,
+							"only the default layers of interleave_moe_layer_step = %d are modelled", s.MoE.Step)
+					}
+				}
+			}
 		case s.Family == "gpt_oss":
 			// GptOssConfig: num_local_experts 128, num_experts_per_tok 4
 			// ("experts_per_token" in OpenAI's own config); each expert is

@@ -114,6 +114,11 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"nested negative", `{"model_type": "llava", "vision_config": {"patch_size": -14}}`, "config.vision_config.patch_size", gpumem.ErrInvalid},
 		{"layer_types length", `{"model_type": "qwen2", "num_hidden_layers": 2, "layer_types": ["full_attention"]}`, "config.layer_types", gpumem.ErrInvalid},
 		{"layer_types not list", `{"model_type": "qwen2", "layer_types": "full"}`, "config.layer_types", gpumem.ErrSyntax},
+		{"llama4 with vision", `{"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}`, "config.vision_config", gpumem.ErrUnsupported},
+		{"llama4_text moe_layers not default", `{"model_type": "llama4_text", "num_hidden_layers": 4, "moe_layers": [0, 3]}`, "config.moe_layers", gpumem.ErrUnsupported},
+		{"llama4_text moe_layers not list", `{"model_type": "llama4_text", "moe_layers": 3}`, "config.moe_layers", gpumem.ErrSyntax},
+		{"llama4_text moe_layers entry", `{"model_type": "llama4_text", "num_hidden_layers": 2, "moe_layers": [0, -1]}`, "config.moe_layers[1]", gpumem.ErrInvalid},
+		{"llama4_text step zero", `{"model_type": "llama4_text", "interleave_moe_layer_step": 0}`, "config.interleave_moe_layer_step", gpumem.ErrInvalid},
 		{"gpt_oss no experts", `{"model_type": "gpt_oss", "num_local_experts": 0}`, "config.num_local_experts", gpumem.ErrInvalid},
 		{"gpt_oss active > experts", `{"model_type": "gpt_oss", "num_local_experts": 4, "experts_per_token": 5}`, "config.num_experts_per_tok (Spec.MoE.Active)", gpumem.ErrInvalid},
 		{"gpt_oss attention_bias not bool", `{"model_type": "gpt_oss", "attention_bias": "yes"}`, "config.attention_bias", gpumem.ErrSyntax},
@@ -187,6 +192,18 @@ func TestFromHFConfigAliases(t *testing.T) {
 				assert.Equal(t, MoE{Experts: 32, Active: 2, Intermediate: 2880}, s.MoE)
 				assert.Equal(t, Bias{QKV: true, Out: true}, s.Bias)
 				assert.Equal(t, "mxfp4", s.Quantization.Method)
+			}},
+		{"llama4_text interleaved (Maverick's rule)", `{"model_type": "llama4_text", "num_hidden_layers": 4, "interleave_moe_layer_step": 2, "moe_layers": [1, 3], "num_local_experts": 128}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, MoE{Experts: 128, Active: 1, Intermediate: 8192, Shared: 1, SharedIntermediate: 8192, Step: 2}, s.MoE)
+				assert.Equal(t, int64(16384), s.Intermediate, "dense layers: intermediate_size_mlp")
+				assert.Equal(t, []bool{false, true, false, true}, []bool{s.IsMoELayer(0), s.IsMoELayer(1), s.IsMoELayer(2), s.IsMoELayer(3)})
+				var dense, moe bool
+				for _, x := range s.Tensors() {
+					dense = dense || x.Name == "model.layers.0.feed_forward.gate_proj.weight"
+					moe = moe || x.Name == "model.layers.1.feed_forward.experts.down_proj"
+				}
+				assert.True(t, dense && moe)
 			}},
 		{"gemma2 alternating layers", `{"model_type": "gemma2", "num_hidden_layers": 4}`,
 			func(t *testing.T, s Spec) {

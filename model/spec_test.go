@@ -112,6 +112,18 @@ var computedParams = []struct {
 	// 120b: 36·(26,550,144 + 5,760 + 368,768 + 128·24,891,840) +
 	// 1,158,266,880 + 2,880 = 116,829,156,672; model card: 116.83B.
 	{"gpt-oss-120b", 116_829_156_672, "recount; gpt-oss model card table 116.83B"},
+	// Llama 4 Scout's text model (transformers v4.51.0
+	// modeling_llama4.py), H=5120, 40 query and 8 KV heads of 128,
+	// V=202048, 48 layers all MoE (interleave_moe_layer_step 1), 16
+	// experts of I=8192 plus one shared MLP of 8192, no biases, weightless
+	// L2 qk norm. Per layer: q, o 5120·5120 = 26,214,400 each; k, v
+	// 5120·1024 = 5,242,880 each; router 16·5120 = 81,920; experts
+	// 16·(5120·16384 + 8192·5120) = 2,013,265,920; shared 3·5120·8192 =
+	// 125,829,120; norms 10,240: 2,202,101,760. 48 layers
+	// 105,700,884,480 + embed and lm_head 2·202048·5120 = 2,068,971,520 +
+	// norm 5,120 = 107,769,861,120. Meta's "109B total" adds the vision
+	// encoder and projector (about 0.9B), which are not modelled.
+	{"llama-4-scout-17b-16e-text", 107_769_861_120, "recount; Meta's 109B total includes the vision encoder"},
 	// falcon-7b: V=65024, H=4544, 32 layers, 71 heads of 64, multi-query:
 	// embed 65024·4544 = 295,469,056; per layer qkv (4544+2·64)·4544 =
 	// 21,229,568, dense 4544² = 20,647,936, mlp 2·4·4544² = 165,183,488,
@@ -268,6 +280,8 @@ func TestStructure(t *testing.T) {
 		{"deepseek-v2-lite", "model.layers.0.self_attn.q_proj.weight", []int64{16 * 192, 2048}},
 		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.gate_up_proj", []int64{32, 2880, 5760}},
+		{"llama-4-scout-17b-16e-text", "model.layers.47.feed_forward.experts.gate_up_proj", []int64{16, 5120, 16384}},
+		{"llama-4-scout-17b-16e-text", "model.layers.0.feed_forward.shared_expert.down_proj.weight", []int64{5120, 8192}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.down_proj_bias", []int64{32, 2880}},
 		{"gpt-oss-120b", "model.layers.0.self_attn.sinks", []int64{64}},
 		{"gpt-oss-120b", "model.layers.0.mlp.router.bias", []int64{128}},
@@ -355,6 +369,10 @@ func TestActiveParams(t *testing.T) {
 		// 1,158,266,880 + 2,880 = 5,711,982,912; less the embedding
 		// 5,132,849,472 = the model card's 5.13B.
 		{"gpt-oss-120b", 5_132_849_472 + 579_133_440, "model card 5.13B active + embed_tokens"},
+		// Scout: 48·(62,914,560 + 81,920 + 1·125,829,120 + 125,829,120 +
+		// 10,240) + 2,068,971,520 + 5,120 = 17,172,894,720: Meta's "17B
+		// active parameters".
+		{"llama-4-scout-17b-16e-text", 17_172_894_720, "Meta: 17B active"},
 	}
 	for _, tc := range tests {
 		s, _ := Lookup(tc.name)

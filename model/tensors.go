@@ -324,7 +324,7 @@ func (s Spec) layerKinds() func(i int64) int {
 	}
 	step, first := max(s.MoE.Step, 1), s.MoE.DenseFirst
 	switch s.Family {
-	case "qwen2_moe", "qwen3_moe":
+	case "qwen2_moe", "qwen3_moe", "llama4_text":
 		return func(i int64) int {
 			if (i+1)%step == 0 {
 				return 1
@@ -386,9 +386,12 @@ func (s Spec) buildLlama(b *builder) {
 				b.addP(p, "self_attn.k_norm.weight", D)
 			}
 		}
-		if s.isMoELayer(i) {
+		switch {
+		case s.isMoELayer(i):
 			s.buildMoE(b, p)
-		} else {
+		case s.Family == "llama4_text":
+			s.gatedMLP(b, p+"feed_forward.", s.Intermediate)
+		default:
 			s.gatedMLP(b, p+"mlp.", s.Intermediate)
 		}
 		b.normP(p, "input_layernorm", H, nk)
@@ -436,6 +439,15 @@ func (s Spec) buildMoE(b *builder, p string) {
 		b.addP(p, "mlp.experts.gate_up_proj_bias", E, 2*I)
 		b.addP(p, "mlp.experts.down_proj", E, I, H)
 		b.addP(p, "mlp.experts.down_proj_bias", E, H)
+	case "llama4_text":
+		// Llama4TextMoe (transformers v4.51.0 modeling_llama4.py):
+		// Llama4TextExperts stacks the experts, gate_up_proj (E, H, 2I)
+		// and down_proj (E, I, H) without bias; the router is a
+		// bias-free linear; shared_expert is a Llama4TextMLP.
+		b.addP(p, "feed_forward.experts.gate_up_proj", E, H, 2*I)
+		b.addP(p, "feed_forward.experts.down_proj", E, I, H)
+		b.addP(p, "feed_forward.router.weight", E, H)
+		s.gatedMLP(b, p+"feed_forward.shared_expert.", s.MoE.SharedIntermediate)
 	case "mixtral":
 		b.addP(p, "block_sparse_moe.gate.weight", E, H)
 		b.repeat(E, func(e int64) {
