@@ -510,7 +510,7 @@ var familyDefaults = map[string]defaults{
 	// Llama4TextConfig (transformers v4.51.0 configuration_llama4.py):
 	// inter is intermediate_size_mlp, the dense layers' width.
 	"llama4_text": {vocab: 202048, hidden: 5120, inter: 16384, layers: 48, heads: 40, kv: 8, headDim: 128},
-	"gpt_oss": {vocab: 201088, hidden: 2880, inter: 2880, layers: 36, heads: 64, kv: 8, headDim: 64, window: 128},
+	"gpt_oss":     {vocab: 201088, hidden: 2880, inter: 2880, layers: 36, heads: 64, kv: 8, headDim: 64, window: 128},
 }
 
 // decoder reads a llama-style decoder (llama, mistral, mixtral, qwen2,
