@@ -1283,6 +1283,12 @@ func actFamily(s Spec) actBlock {
 		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
 	case layoutFalcon:
 		bl.parallel, bl.pnorms, bl.residDrop = true, actMax(1, s.ParallelNorms), 1
+		if s.Family == "bloom" {
+			// BloomBlock is sequential (attention, then MLP, each with
+			// its LayerNorm and dropout_add of hidden_dropout); its GELU
+			// is bloom_gelu_forward, which saves its input.
+			bl.parallel, bl.pnorms, bl.residDrop = false, 0, 2
+		}
 	case layoutNeoX:
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
@@ -1425,7 +1431,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	// (LlamaRotaryEmbedding) and saved by every block's q·cos, k·cos.
 	switch l {
 	case layoutLlama, layoutPhi3, layoutPhi, layoutFalcon, layoutNeoX:
-		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+		if s.Family == "bloom" {
+			// BLOOM has no rotary tables: build_alibi_tensor's
+			// (batch·heads, 1, seq) bias in the compute dtype
+			// (modeling_bloom.py), passed to every block.
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, s.Heads, seq)))
+		} else {
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+		}
 		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
 			// the eager 4-D causal mask too (s·s in the compute dtype,

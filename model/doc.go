@@ -27,7 +27,7 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, T5 encoder-only checkpoints
+// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, T5 encoder-only checkpoints
 // (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
 //
 // gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
@@ -52,6 +52,12 @@
 // (attention_chunk_size) is not modelled, and the shared expert is
 // counted with Qwen2-MoE's sigmoid gate, which Llama 4 lacks (2·T·h
 // bytes too many per layer).
+//
+// bloom (transformers v4.55.0 modeling_bloom.py) shares Falcon's tensor
+// names, with word_embeddings_layernorm and sequential blocks; ALiBi has
+// no parameters, and its activations count the (batch·heads, 1, seq)
+// ALiBi bias instead of rotary tables. The embedding LayerNorm's saved
+// input is not counted (batch·seq·hidden elements, once).
 // An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //

@@ -31,7 +31,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
-	"cogvideox", "gpt_oss", "llama4_text",
+	"cogvideox", "gpt_oss", "llama4_text", "bloom",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -362,6 +362,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.phi(&s)
 	case "falcon":
 		e.err = c.falcon(&s)
+	case "bloom":
+		e.err = c.bloom(&s)
 	case "gpt2", "gpt_bigcode":
 		e.err = c.gpt2(&s)
 	case "gpt_neox":
@@ -967,6 +969,32 @@ func (c *config) falcon(s *Spec) error {
 	}
 	if !newArch && !parallel {
 		s.ParallelNorms = 0
+	}
+	return e.err
+}
+
+// bloom reads BloomConfig (transformers configuration_bloom.py, v4.55.0):
+// n_embed (legacy) wins over hidden_size, n_layer and n_head with their
+// attribute_map aliases. BloomMLP is always 4·hidden_size wide (n_inner
+// is ignored); every linear is biased; the embedding is followed by
+// word_embeddings_layernorm and tied to lm_head; positions come from
+// ALiBi, which has no parameters.
+func (c *config) bloom(s *Spec) error {
+	var e errs
+	s.Hidden = e.i(c.posv(64, "n_embed", "hidden_size"))
+	s.Layers = e.i(c.posv(2, "n_layer", "num_hidden_layers"))
+	s.Heads = e.i(c.posv(8, "n_head", "num_attention_heads"))
+	s.Vocab = e.i(c.posv(250880, "vocab_size"))
+	s.KVHeads = s.Heads
+	s.HeadDim = headDim(s.Hidden, s.Heads)
+	s.Intermediate = e.i(mulField(c.field("hidden_size"), 4, s.Hidden))
+	s.TiedEmbeddings = e.b(c.boolv(true, "tie_word_embeddings"))
+	s.Bias = Bias{QKV: true, Out: true, MLP: true}
+	s.Norm = LayerNorm
+	s.Activation = "gelu_pytorch_tanh" // bloom_gelu_forward: the tanh approximation
+	if e.err == nil && s.Hidden%s.Heads != 0 {
+		k, _, _ := c.lookup("n_head", "num_attention_heads")
+		return gpumem.Errorf(c.field(k), s.Heads, gpumem.ErrInvalid, "does not divide hidden_size = %d", s.Hidden)
 	}
 	return e.err
 }

@@ -119,6 +119,8 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"llama4_text moe_layers not list", `{"model_type": "llama4_text", "moe_layers": 3}`, "config.moe_layers", gpumem.ErrSyntax},
 		{"llama4_text moe_layers entry", `{"model_type": "llama4_text", "num_hidden_layers": 2, "moe_layers": [0, -1]}`, "config.moe_layers[1]", gpumem.ErrInvalid},
 		{"llama4_text step zero", `{"model_type": "llama4_text", "interleave_moe_layer_step": 0}`, "config.interleave_moe_layer_step", gpumem.ErrInvalid},
+		{"bloom heads not dividing", `{"model_type": "bloom", "hidden_size": 64, "n_head": 6}`, "config.n_head", gpumem.ErrInvalid},
+		{"bloom n_embed not a number", `{"model_type": "bloom", "n_embed": "big"}`, "config.n_embed", gpumem.ErrSyntax},
 		{"gpt_oss no experts", `{"model_type": "gpt_oss", "num_local_experts": 0}`, "config.num_local_experts", gpumem.ErrInvalid},
 		{"gpt_oss active > experts", `{"model_type": "gpt_oss", "num_local_experts": 4, "experts_per_token": 5}`, "config.num_experts_per_tok (Spec.MoE.Active)", gpumem.ErrInvalid},
 		{"gpt_oss attention_bias not bool", `{"model_type": "gpt_oss", "attention_bias": "yes"}`, "config.attention_bias", gpumem.ErrSyntax},
@@ -204,6 +206,13 @@ func TestFromHFConfigAliases(t *testing.T) {
 					moe = moe || x.Name == "model.layers.1.feed_forward.experts.down_proj"
 				}
 				assert.True(t, dense && moe)
+			}},
+		{"bloom n_embed wins, n_inner ignored", `{"model_type": "bloom", "n_embed": 128, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4, "n_inner": 7, "vocab_size": 10}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, []int64{128, 3, 4, 32, 512}, []int64{s.Hidden, s.Layers, s.Heads, s.HeadDim, s.Intermediate})
+				// 10·128 + 2·256 + 3·(12·128² + 13·128) = 1,280 + 512 + 594,816 = 596,608.
+				assert.Equal(t, int64(596_608), s.Params())
+				assert.True(t, s.TiedEmbeddings)
 			}},
 		{"gemma2 alternating layers", `{"model_type": "gemma2", "num_hidden_layers": 4}`,
 			func(t *testing.T, s Spec) {

@@ -32,6 +32,13 @@ var publishedParams = []struct {
 	{"llama-3.1-405b", 405_853_388_800, "\"meta-llama/Llama-3.1-405B\": (405853388800, revision b906e4dc)"},
 	{"llama-3.2-1b", 1_235_814_400, "LLAMA_3_2_1B_PARAMETER_COUNT = 1235814400 (a parameter-count unit test)"},
 	{"llama-3.2-3b", 3_212_749_824, "Hub safetensors.parameters.BF16 = 3212749824"},
+	// BLOOM model cards ("Parameters: 559,214,592", "7,069,016,064").
+	// By hand, V=250880, per layer 12H²+13H, plus three LayerNorms
+	// outside the blocks: 560m H=1024: 256,901,120 + 24·12,596,224 +
+	// 4,096 = 559,214,592; 7b1 H=4096: 1,027,604,480 +
+	// 30·201,379,840 + 16,384 = 7,069,016,064.
+	{"bloom-560m", 559_214_592, "bigscience/bloom-560m model card: 559,214,592 parameters"},
+	{"bloom-7b1", 7_069_016_064, "bigscience/bloom-7b1 model card: 7,069,016,064 parameters"},
 	{"mistral-7b", 7_241_732_096, "brief; GGUF general.parameter_count 7241732096"},
 	{"mixtral-8x7b", 46_702_792_704, "brief; keras-hub mixtral_8_7b_en preset \"params\": 46702792704; FSDP log \"total parameters: 46702792704\""},
 	{"qwen2-7b", 7_615_616_512, "GGUF qwen2 general.parameter_count 7615616512"},
@@ -280,6 +287,9 @@ func TestStructure(t *testing.T) {
 		{"deepseek-v2-lite", "model.layers.0.self_attn.q_proj.weight", []int64{16 * 192, 2048}},
 		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.gate_up_proj", []int64{32, 2880, 5760}},
+		{"bloom-560m", "transformer.word_embeddings_layernorm.bias", []int64{1024}},
+		{"bloom-560m", "transformer.h.23.self_attention.query_key_value.bias", []int64{3072}},
+		{"bloom-7b1", "transformer.h.0.mlp.dense_4h_to_h.weight", []int64{4096, 16384}},
 		{"llama-4-scout-17b-16e-text", "model.layers.47.feed_forward.experts.gate_up_proj", []int64{16, 5120, 16384}},
 		{"llama-4-scout-17b-16e-text", "model.layers.0.feed_forward.shared_expert.down_proj.weight", []int64{5120, 8192}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.down_proj_bias", []int64{32, 2880}},

@@ -40,7 +40,7 @@ func layoutOf(s Spec) layout {
 		return layoutPhi3
 	case "phi":
 		return layoutPhi
-	case "falcon":
+	case "falcon", "bloom":
 		return layoutFalcon
 	case "gpt2":
 		return layoutGPT2
@@ -521,10 +521,16 @@ func (s Spec) buildPhi(b *builder) {
 
 // buildFalcon is FalconForCausalLM: fused query_key_value of
 // (heads + 2·kv_heads)·head_dim rows (covers multi_query and
-// new_decoder_architecture), parallel attention norms.
+// new_decoder_architecture), parallel attention norms; and
+// BloomForCausalLM, its sequential relative with
+// word_embeddings_layernorm (transformers v4.55.0 modeling_bloom.py).
 func (s Spec) buildFalcon(b *builder) {
 	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
 	b.add("transformer.word_embeddings.weight", V, H)
+	if s.Family == "bloom" {
+		// BloomModel: LayerNorm after the embedding (modeling_bloom.py).
+		b.norm("transformer.word_embeddings_layernorm", H, LayerNorm)
+	}
 	b.stack(s.Layers, nil, func(i int64) {
 		p := "transformer.h." + itoa(i) + "."
 		b.linearP(p, "self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
