@@ -640,6 +640,10 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.Images < 0 || w.Images > 1<<20 {
 		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
+	if w.Images > 0 && (s.Family == "qwen2_vl" || s.Family == "qwen2_5_vl") {
+		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrUnsupported,
+			"%s's dynamic-resolution vision tower is not in the activation model; count the image tokens in SeqLen", s.Family)
+	}
 	if w.ImageTokens < 0 || w.ImageTokens > 1<<30 {
 		return 0, gpumem.Errorf("Workload.ImageTokens", w.ImageTokens, gpumem.ErrInvalid, "must be in [0, 2^30]")
 	}

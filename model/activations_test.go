@@ -644,3 +644,19 @@ func TestActivationsLlama4DenseRouting(t *testing.T) {
 	topk.Family = "qwen2_moe" // same block shapes, top-k routing
 	require.Less(t, total(t, topk, w).Total(), got.Total())
 }
+
+// TestActivationsQwen2VLImages: the Qwen2-VL tower's activations are not
+// modelled, so images are refused (naming Workload.Images) while a text
+// step of the language model runs.
+func TestActivationsQwen2VLImages(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "qwen2.5-vl-7b")
+	_, err := s.Activations(model.Workload{Batch: 1, SeqLen: 256, Images: 1})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "Workload.Images", fe.Field)
+	require.ErrorIs(t, err, gpumem.ErrUnsupported)
+	text := total(t, s, model.Workload{Batch: 1, SeqLen: 256, Train: true})
+	require.Equal(t, total(t, mustLookup(t, "qwen2-7b"), model.Workload{Batch: 1, SeqLen: 256, Train: true}).Total(), text.Total(),
+		"the language model is Qwen2-7B's")
+}

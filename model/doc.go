@@ -27,7 +27,8 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, T5 encoder-only checkpoints
+// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
+// qwen2_5_vl, T5 encoder-only checkpoints
 // (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
 //
 // gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
@@ -58,6 +59,13 @@
 // no parameters, and its activations count the (batch·heads, 1, seq)
 // ALiBi bias instead of rotary tables. The embedding LayerNorm's saved
 // input is not counted (batch·seq·hidden elements, once).
+//
+// qwen2_vl and qwen2_5_vl (transformers v4.57.1) are the qwen2 language
+// model with the vision tower in [Spec.Vision], emitted as "visual.*"
+// (patch embedding, blocks, merger). Their activation model covers the
+// language model only (image tokens counted in SeqLen); Workload.Images
+// is refused, as the dynamic-resolution tower's activations are not
+// modelled.
 // An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //

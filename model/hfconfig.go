@@ -31,7 +31,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
-	"cogvideox", "gpt_oss", "llama4_text", "bloom",
+	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -364,6 +364,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.falcon(&s)
 	case "bloom":
 		e.err = c.bloom(&s)
+	case "qwen2_vl", "qwen2_5_vl":
+		return c.qwen2vl(s)
 	case "gpt2", "gpt_bigcode":
 		e.err = c.gpt2(&s)
 	case "gpt_neox":
@@ -971,6 +973,82 @@ func (c *config) falcon(s *Spec) error {
 		s.ParallelNorms = 0
 	}
 	return e.err
+}
+
+// qwen2vl reads Qwen2VLConfig and Qwen2_5_VLConfig (transformers
+// v4.57.1 configuration_qwen2_vl.py, configuration_qwen2_5_vl.py): the
+// language model is a qwen2 decoder under the top-level keys (or
+// text_config, in newer files), with the classes' defaults (the 72B
+// shape); vision_config is the tower read into s.Vision, which
+// [Spec.Tensors] emits as "visual.*": Qwen2-VL embed_dim, depth,
+// num_heads, mlp_ratio (LayerNorm, fc1/fc2 MLP); Qwen2.5-VL hidden_size,
+// depth, num_heads, intermediate_size (RMSNorm, gated MLP), both with
+// patch_size, temporal_patch_size, spatial_merge_size and the merger's
+// output width (hidden_size, out_hidden_size).
+func (c *config) qwen2vl(s Spec) (Spec, error) {
+	tc, has, err := c.sub("text_config")
+	if err != nil {
+		return Spec{}, err
+	}
+	if !has {
+		tc = &config{m: c.m, path: c.path}
+	}
+	td := map[string]any{"vocab_size": json.Number("152064"), "hidden_size": json.Number("8192"),
+		"intermediate_size": json.Number("29568"), "num_hidden_layers": json.Number("80"),
+		"num_attention_heads": json.Number("64"), "num_key_value_heads": json.Number("8"),
+		"tie_word_embeddings": false}
+	for k, v := range tc.m {
+		td[k] = v
+	}
+	td["model_type"] = "qwen2"
+	t, err := (&config{m: td, path: tc.path}).spec(s.DType)
+	if err != nil {
+		return Spec{}, err
+	}
+	vc, _, err := c.sub("vision_config")
+	if err != nil {
+		return Spec{}, err
+	}
+	v := Spec{Family: s.Family + "_vision", DType: t.DType}
+	var e errs
+	if s.Family == "qwen2_vl" {
+		// Qwen2VLVisionConfig: depth 32, embed_dim 1280, hidden_size
+		// 3584 (the merger's output), mlp_ratio 4, num_heads 16.
+		v.Hidden = e.i(vc.posv(1280, "embed_dim"))
+		ratio := e.i(vc.posv(4, "mlp_ratio"))
+		v.Intermediate = e.i(mulField(vc.field("mlp_ratio"), ratio, v.Hidden))
+		v.ProjectionDim = e.i(vc.posv(3584, "hidden_size"))
+		v.Norm = LayerNorm
+	} else {
+		// Qwen2_5_VLVisionConfig: depth 32, hidden_size 3584,
+		// intermediate_size 3420, num_heads 16, out_hidden_size 3584.
+		v.Hidden = e.i(vc.posv(3584, "hidden_size"))
+		v.Intermediate = e.i(vc.posv(3420, "intermediate_size"))
+		v.ProjectionDim = e.i(vc.posv(3584, "out_hidden_size"))
+		v.Norm, v.Gated = RMSNorm, true
+	}
+	v.Layers = e.i(vc.posv(32, "depth"))
+	v.Heads = e.i(vc.posv(16, "num_heads"))
+	v.KVHeads = v.Heads
+	v.Image.Patch = e.i(vc.posv(14, "patch_size"))
+	v.Image.Channels = e.i(vc.posv(3, "in_channels", "in_chans"))
+	v.Image.Temporal = e.i(vc.posv(2, "temporal_patch_size"))
+	v.Image.Merge = e.i(vc.posv(2, "spatial_merge_size"))
+	if e.err != nil {
+		return Spec{}, e.err
+	}
+	if v.Hidden%v.Heads != 0 {
+		return Spec{}, gpumem.Errorf(vc.field("num_heads"), v.Heads, gpumem.ErrInvalid, "does not divide the tower width %d", v.Hidden)
+	}
+	if v.Layers > maxLayers {
+		return Spec{}, gpumem.Errorf(vc.field("depth"), v.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
+	}
+	v.HeadDim = v.Hidden / v.Heads
+	if _, err := mulField(vc.field("spatial_merge_size"), v.Image.Merge*v.Image.Merge, v.Hidden); err != nil {
+		return Spec{}, err
+	}
+	t.Family, t.Vision = s.Family, &v
+	return t, nil
 }
 
 // bloom reads BloomConfig (transformers configuration_bloom.py, v4.55.0):

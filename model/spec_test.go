@@ -39,6 +39,17 @@ var publishedParams = []struct {
 	// 30·201,379,840 + 16,384 = 7,069,016,064.
 	{"bloom-560m", 559_214_592, "bigscience/bloom-560m model card: 559,214,592 parameters"},
 	{"bloom-7b1", 7_069_016_064, "bigscience/bloom-7b1 model card: 7,069,016,064 parameters"},
+	// Qwen2-VL / Qwen2.5-VL: the language model is Qwen2-7B's
+	// (7,615,616,512) or Qwen2-1.5B's shape, plus the tower. Qwen2-VL-7B
+	// tower: patch 1280·3·2·14·14 = 1,505,280; per block 2·2·1280 +
+	// (3840·1280+3840) + (1280·1280+1280) + (5120·1280+5120) +
+	// (1280·5120+1280) = 19,677,440, ×32; merger ln_q 2,560 + 5120·5120+5120
+	// + 3584·5120+3584 = 44,575,744; total 8,291,375,616. Qwen2.5-VL-7B:
+	// RMSNorms and a gated MLP of 3420: per block 19,702,200, merger
+	// 44,574,464, tower 676,550,144 ("视觉模块 (visual) 总参数: 676550144").
+	{"qwen2-vl-7b", 8_291_375_616, "\"qwen/qwen2-vl-7b-instruct\": 8291375616 (a model-size table)"},
+	{"qwen2-vl-2b", 2_208_985_600, "\"qwen/qwen2-vl-2b-instruct\": 2208985600; mteb n_parameters=2208985600"},
+	{"qwen2.5-vl-7b", 8_292_166_656, "transformers 4.57.1 load log \"Parameter count | 8292166656\"; Hub numParameters 8292166656"},
 	{"mistral-7b", 7_241_732_096, "brief; GGUF general.parameter_count 7241732096"},
 	{"mixtral-8x7b", 46_702_792_704, "brief; keras-hub mixtral_8_7b_en preset \"params\": 46702792704; FSDP log \"total parameters: 46702792704\""},
 	{"qwen2-7b", 7_615_616_512, "GGUF qwen2 general.parameter_count 7615616512"},
@@ -288,6 +299,11 @@ func TestStructure(t *testing.T) {
 		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.gate_up_proj", []int64{32, 2880, 5760}},
 		{"bloom-560m", "transformer.word_embeddings_layernorm.bias", []int64{1024}},
+		{"qwen2-vl-7b", "visual.patch_embed.proj.weight", []int64{1280, 3, 2, 14, 14}},
+		{"qwen2-vl-7b", "visual.blocks.31.mlp.fc1.bias", []int64{5120}},
+		{"qwen2.5-vl-7b", "visual.blocks.0.mlp.gate_proj.weight", []int64{3420, 1280}},
+		{"qwen2.5-vl-7b", "visual.merger.mlp.2.weight", []int64{3584, 5120}},
+		{"qwen2.5-vl-7b", "model.layers.27.self_attn.k_proj.bias", []int64{512}},
 		{"bloom-560m", "transformer.h.23.self_attention.query_key_value.bias", []int64{3072}},
 		{"bloom-7b1", "transformer.h.0.mlp.dense_4h_to_h.weight", []int64{4096, 16384}},
 		{"llama-4-scout-17b-16e-text", "model.layers.47.feed_forward.experts.gate_up_proj", []int64{16, 5120, 16384}},

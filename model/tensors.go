@@ -402,11 +402,46 @@ func (s Spec) buildLlama(b *builder) {
 		}
 	})
 	b.norm("model.norm", H, nk)
+	if s.Vision != nil && (s.Family == "qwen2_vl" || s.Family == "qwen2_5_vl") {
+		s.Vision.buildQwen2VLVision(b)
+	}
 	s.classHead(b, H, func() {
 		if !s.TiedEmbeddings {
 			b.linear("lm_head", V, H, s.Bias.LMHead)
 		}
 	})
+}
+
+// buildQwen2VLVision is Qwen2VisionTransformerPretrainedModel and
+// Qwen2_5_VisionTransformerPretrainedModel (transformers v4.57.1
+// modeling_qwen2_vl.py, modeling_qwen2_5_vl.py): a bias-free Conv3d
+// patch embedding of (hidden, channels, temporal, patch, patch); blocks
+// of norm1, biased fused qkv and proj, norm2 and a biased MLP (Qwen2-VL
+// fc1/fc2 with LayerNorms, Qwen2.5-VL gate/up/down with RMSNorms); the
+// patch merger: ln_q over the tower width, then mlp.0 (hidden·merge²
+// square) and mlp.2 to the language model's width.
+func (s Spec) buildQwen2VLVision(b *builder) {
+	D, nk := s.Hidden, s.norm()
+	b.add("visual.patch_embed.proj.weight", D, s.Image.Channels, max(s.Image.Temporal, 1), s.Image.Patch, s.Image.Patch)
+	b.stack(s.Layers, nil, func(i int64) {
+		p := "visual.blocks." + itoa(i) + "."
+		b.normP(p, "norm1", D, nk)
+		b.normP(p, "norm2", D, nk)
+		b.linearP(p, "attn.qkv", 3*D, D, true)
+		b.linearP(p, "attn.proj", D, D, true)
+		if s.Gated {
+			b.linearP(p, "mlp.gate_proj", s.Intermediate, D, true)
+			b.linearP(p, "mlp.up_proj", s.Intermediate, D, true)
+			b.linearP(p, "mlp.down_proj", D, s.Intermediate, true)
+		} else {
+			b.linearP(p, "mlp.fc1", s.Intermediate, D, true)
+			b.linearP(p, "mlp.fc2", D, s.Intermediate, true)
+		}
+	})
+	m := D * max(s.Image.Merge, 1) * max(s.Image.Merge, 1)
+	b.norm("visual.merger.ln_q", D, nk)
+	b.linear("visual.merger.mlp.0", m, m, true)
+	b.linear("visual.merger.mlp.2", s.ProjectionDim, m, true)
 }
 
 func (s Spec) gatedMLP(b *builder, p string, inter int64) {
