@@ -35,8 +35,8 @@
 // model: per-head attention sinks, biased q/k/v/o, a biased router and
 // the experts as four stacked tensors (mlp.experts.gate_up_proj ...).
 // The published checkpoint's MXFP4 expert blocks and scales are not in
-// the inventory; quantization_config's "mxfp4" is kept by name in
-// [Spec.Quantization]. Its activations are estimated as a Mixtral-style
+// the inventory; quantization_config's "mxfp4" is recorded in
+// [Spec.Quantization] (Method "mxfp4", DType MXFP4). Its activations are estimated as a Mixtral-style
 // MoE (the sinks' extra score column, the clamped SwiGLU's extra
 // intermediates, and the inference path of GptOssExperts, which runs
 // every token through every expert in one bmm, are not modelled), and

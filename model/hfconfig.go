@@ -807,6 +807,10 @@ func (c *config) quantization() (Quantization, error) {
 		case e.b(qc.boolv(false, "load_in_8bit")):
 			q.DType = gpumem.INT8
 		}
+	case "mxfp4":
+		// Mxfp4Config (gpt-oss): the MoE experts' projections as OCP MX
+		// FP4 blocks and E8M0 scales.
+		q.DType = gpumem.MXFP4
 	case "gptq", "awq":
 		if e.i(qc.intv(4, "bits", "w_bit")) == 4 {
 			q.DType = gpumem.INT4

@@ -197,7 +197,7 @@ func TestFromHFConfigAliases(t *testing.T) {
 				assert.Equal(t, int64(128), s.SlidingWindow)
 				assert.Equal(t, MoE{Experts: 32, Active: 2, Intermediate: 2880}, s.MoE)
 				assert.Equal(t, Bias{QKV: true, Out: true}, s.Bias)
-				assert.Equal(t, "mxfp4", s.Quantization.Method)
+				assert.Equal(t, Quantization{Method: "mxfp4", DType: gpumem.MXFP4}, s.Quantization)
 			}},
 		{"llama4_text interleaved (Maverick's rule)", `{"model_type": "llama4_text", "num_hidden_layers": 4, "interleave_moe_layer_step": 2, "moe_layers": [1, 3], "num_local_experts": 128}`,
 			func(t *testing.T, s Spec) {

@@ -116,7 +116,8 @@ type Quantization struct {
 	Method string
 	// DType is the storage of the quantized weights when the config
 	// says: FP8E4M3/FP8E5M2 (fp8 fmt), NF4/FP4 (bnb_4bit_quant_type),
-	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4); Invalid otherwise
+	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4), MXFP4 (mxfp4: the
+	// gpt-oss experts); Invalid otherwise
 	// (omitted from JSON, where Invalid has no name).
 	DType gpumem.DType `json:",omitempty"`
 	// Block is fp8's weight_block_size (rows, columns); zero: per tensor.
