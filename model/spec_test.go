@@ -142,6 +142,12 @@ var computedParams = []struct {
 	// norm 5,120 = 107,769,861,120. Meta's "109B total" adds the vision
 	// encoder and projector (about 0.9B), which are not modelled.
 	{"llama-4-scout-17b-16e-text", 107_769_861_120, "recount; Meta's 109B total includes the vision encoder"},
+	// Maverick's text model: 128 experts in every second layer
+	// (interleave_moe_layer_step 2: layers 1, 3, ..., 47), dense layers
+	// of intermediate_size_mlp 16384. 48·(62,914,560 + 10,240) +
+	// 24·(655,360 + 128·125,829,120 + 125,829,120) + 24·3·5120·16384 +
+	// 2,068,971,520 + 5,120 = 400,711,848,960: Meta's "400B total".
+	{"llama-4-maverick-17b-128e-text", 400_711_848_960, "recount; Meta: 400B total"},
 	// falcon-7b: V=65024, H=4544, 32 layers, 71 heads of 64, multi-query:
 	// embed 65024·4544 = 295,469,056; per layer qkv (4544+2·64)·4544 =
 	// 21,229,568, dense 4544² = 20,647,936, mlp 2·4·4544² = 165,183,488,
@@ -308,6 +314,8 @@ func TestStructure(t *testing.T) {
 		{"bloom-7b1", "transformer.h.0.mlp.dense_4h_to_h.weight", []int64{4096, 16384}},
 		{"llama-4-scout-17b-16e-text", "model.layers.47.feed_forward.experts.gate_up_proj", []int64{16, 5120, 16384}},
 		{"llama-4-scout-17b-16e-text", "model.layers.0.feed_forward.shared_expert.down_proj.weight", []int64{5120, 8192}},
+		{"llama-4-maverick-17b-128e-text", "model.layers.0.feed_forward.down_proj.weight", []int64{5120, 16384}},
+		{"llama-4-maverick-17b-128e-text", "model.layers.47.feed_forward.experts.down_proj", []int64{128, 8192, 5120}},
 		{"gpt-oss-20b", "model.layers.23.mlp.experts.down_proj_bias", []int64{32, 2880}},
 		{"gpt-oss-120b", "model.layers.0.self_attn.sinks", []int64{64}},
 		{"gpt-oss-120b", "model.layers.0.mlp.router.bias", []int64{128}},
@@ -399,6 +407,9 @@ func TestActiveParams(t *testing.T) {
 		// 10,240) + 2,068,971,520 + 5,120 = 17,172,894,720: Meta's "17B
 		// active parameters".
 		{"llama-4-scout-17b-16e-text", 17_172_894_720, "Meta: 17B active"},
+		// Maverick: 3,020,390,400 + 24·(655,360 + 2·125,829,120) +
+		// 24·251,658,240 + 2,068,976,640 = 17,184,691,200 (Meta: 17B).
+		{"llama-4-maverick-17b-128e-text", 17_184_691_200, "Meta: 17B active"},
 	}
 	for _, tc := range tests {
 		s, _ := Lookup(tc.name)
