@@ -907,6 +907,7 @@ type actBlock struct {
 	sandwich           bool  // gemma2/3: norms after attention and after the MLP too
 	qkNorm             bool  // per-head RMSNorm on q and k (qwen3, gemma3)
 	upcast             bool  // eager softmax in fp32
+	sinks              bool  // gpt_oss eager attention: sink logits concatenated to the scores
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
 	clamp              bool  // OPT clamps the masked scores with torch.max, which saves them (e·P)
@@ -991,6 +992,15 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		}
 		if bl.softcap {
 			part = c.a(part, c.m(e, P))
+		}
+		if bl.sinks {
+			// gpt_oss eager_attention_forward (transformers v4.55.0
+			// modeling_gpt_oss.py): softmax over [scores, sink] saves its
+			// b·H·sq·(sk+1) result (the sink column: e·b·H·sq more), the
+			// max for the shift saves int64 indices (8·b·H·sq), and
+			// probs[..., :-1] is a strided view that matmul copies to
+			// contiguous for the bmm, which saves the copy (e·P).
+			part = c.a(part, c.m(e, P), c.m(8+e, b, bl.H, sq))
 		}
 		if bl.scalar {
 			part = c.a(part, e)
@@ -1275,6 +1285,11 @@ func actFamily(s Spec) actBlock {
 			bl.act = actGELU
 		}
 		bl.qkNorm, bl.sandwich = s.QKNorm, s.SandwichNorm
+		if s.Family == "gpt_oss" {
+			// softmax(combined_logits, dtype=combined_logits.dtype): no
+			// fp32 upcast.
+			bl.upcast, bl.sinks = false, true
+		}
 		if s.Family == "phi3" {
 			bl.residDrop = 2 // resid_attn_dropout, resid_mlp_dropout
 		}
@@ -1292,6 +1307,8 @@ func actFamily(s Spec) actBlock {
 			// its LayerNorm and dropout_add of hidden_dropout); its GELU
 			// is bloom_gelu_forward, which saves its input.
 			bl.parallel, bl.pnorms, bl.residDrop = false, 0, 2
+			// BloomAttention: F.softmax(..., dtype=torch.float32).to(input_dtype).
+			bl.upcast = true
 		}
 	case layoutNeoX:
 		bl.parallel, bl.pnorms = true, 2

@@ -660,3 +660,23 @@ func TestActivationsQwen2VLImages(t *testing.T) {
 	require.Equal(t, total(t, mustLookup(t, "qwen2-7b"), model.Workload{Batch: 1, SeqLen: 256, Train: true}).Total(), text.Total(),
 		"the language model is Qwen2-7B's")
 }
+
+// TestActivationsGPTOSSSinks: gpt-oss's eager attention (transformers
+// v4.55.0 eager_attention_forward) softmaxes [scores, sink] in the
+// compute dtype and copies the strided probs[..., :-1] for probs@v. Per
+// layer, bf16, b = 1, H = 64, s = 512, P = 64·512² = 16,777,216: softmax
+// output 2·P + 2·64·512 (sink column), max indices 8·64·512, the copy
+// 2·P: 4·P + 10·64·512 = 67,436,544 bytes, against the fp32 softmax and
+// its bf16 cast (6·P = 100,663,296) of the same layer without sinks.
+func TestActivationsGPTOSSSinks(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "gpt-oss-20b")
+	w := model.Workload{Batch: 1, SeqLen: 512, Train: true, DType: gpumem.BF16}
+	got := total(t, s, w)
+	plain := s
+	plain.Family = "mixtral" // same shapes, llama-style eager attention
+	want := total(t, plain, w)
+	const P = 64 * 512 * 512
+	diff := int64(want.Total()) - int64(got.Total())
+	require.Equal(t, int64(24*(6*P-(4*P+10*64*512))), diff)
+}

@@ -36,10 +36,12 @@
 // the experts as four stacked tensors (mlp.experts.gate_up_proj ...).
 // The published checkpoint's MXFP4 expert blocks and scales are not in
 // the inventory; quantization_config's "mxfp4" is recorded in
-// [Spec.Quantization] (Method "mxfp4", DType MXFP4). Its activations are estimated as a Mixtral-style
-// MoE (the sinks' extra score column, the clamped SwiGLU's extra
-// intermediates, and the inference path of GptOssExperts, which runs
-// every token through every expert in one bmm, are not modelled), and
+// [Spec.Quantization] (Method "mxfp4", DType MXFP4). Its activations
+// are a Mixtral-style MoE's with gpt-oss's eager attention (the softmax
+// over [scores, sink] in the compute dtype, the max's indices, the copy
+// of the strided probabilities); the clamped SwiGLU's extra
+// intermediates and the inference path of GptOssExperts, which runs
+// every token through every expert in one bmm, are not modelled, and
 // the 128-token window saves nothing under eager attention, which masks
 // a full score matrix.
 //
@@ -57,7 +59,7 @@
 // bloom (transformers v4.55.0 modeling_bloom.py) shares Falcon's tensor
 // names, with word_embeddings_layernorm and sequential blocks; ALiBi has
 // no parameters, and its activations count the (batch·heads, 1, seq)
-// ALiBi bias instead of rotary tables. The embedding LayerNorm's saved
+// ALiBi bias instead of rotary tables and the fp32 softmax. The embedding LayerNorm's saved
 // input is not counted (batch·seq·hidden elements, once).
 //
 // qwen2_vl and qwen2_5_vl (transformers v4.57.1) are the qwen2 language
