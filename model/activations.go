@@ -640,6 +640,10 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.Images < 0 || w.Images > 1<<20 {
 		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
+	if w.Images > 0 && (s.Family == "qwen2_vl" || s.Family == "qwen2_5_vl") {
+		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrUnsupported,
+			"%s's dynamic-resolution vision tower is not in the activation model; count the image tokens in SeqLen", s.Family)
+	}
 	if w.ImageTokens < 0 || w.ImageTokens > 1<<30 {
 		return 0, gpumem.Errorf("Workload.ImageTokens", w.ImageTokens, gpumem.ErrInvalid, "must be in [0, 2^30]")
 	}
@@ -903,6 +907,7 @@ type actBlock struct {
 	sandwich           bool  // gemma2/3: norms after attention and after the MLP too
 	qkNorm             bool  // per-head RMSNorm on q and k (qwen3, gemma3)
 	upcast             bool  // eager softmax in fp32
+	sinks              bool  // gpt_oss eager attention: sink logits concatenated to the scores
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
 	clamp              bool  // OPT clamps the masked scores with torch.max, which saves them (e·P)
@@ -987,6 +992,15 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		}
 		if bl.softcap {
 			part = c.a(part, c.m(e, P))
+		}
+		if bl.sinks {
+			// gpt_oss eager_attention_forward (transformers v4.55.0
+			// modeling_gpt_oss.py): softmax over [scores, sink] saves its
+			// b·H·sq·(sk+1) result (the sink column: e·b·H·sq more), the
+			// max for the shift saves int64 indices (8·b·H·sq), and
+			// probs[..., :-1] is a strided view that matmul copies to
+			// contiguous for the bmm, which saves the copy (e·P).
+			part = c.a(part, c.m(e, P), c.m(8+e, b, bl.H, sq))
 		}
 		if bl.scalar {
 			part = c.a(part, e)
@@ -1271,6 +1285,11 @@ func actFamily(s Spec) actBlock {
 			bl.act = actGELU
 		}
 		bl.qkNorm, bl.sandwich = s.QKNorm, s.SandwichNorm
+		if s.Family == "gpt_oss" {
+			// softmax(combined_logits, dtype=combined_logits.dtype): no
+			// fp32 upcast.
+			bl.upcast, bl.sinks = false, true
+		}
 		if s.Family == "phi3" {
 			bl.residDrop = 2 // resid_attn_dropout, resid_mlp_dropout
 		}
@@ -1283,6 +1302,14 @@ func actFamily(s Spec) actBlock {
 		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
 	case layoutFalcon:
 		bl.parallel, bl.pnorms, bl.residDrop = true, actMax(1, s.ParallelNorms), 1
+		if s.Family == "bloom" {
+			// BloomBlock is sequential (attention, then MLP, each with
+			// its LayerNorm and dropout_add of hidden_dropout); its GELU
+			// is bloom_gelu_forward, which saves its input.
+			bl.parallel, bl.pnorms, bl.residDrop = false, 0, 2
+			// BloomAttention: F.softmax(..., dtype=torch.float32).to(input_dtype).
+			bl.upcast = true
+		}
 	case layoutNeoX:
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
@@ -1399,6 +1426,15 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		}
 		mb := bl
 		m := s.MoE
+		if s.Family == "llama4_text" {
+			// Llama4TextMoe.forward (transformers v4.51.0
+			// modeling_llama4.py) is dropless and dense: it repeats every
+			// token for every expert (hidden_states.repeat(num_experts, 1)),
+			// scales by the sigmoid router scores, zero for the experts not
+			// chosen, and runs all experts in one bmm, so each expert
+			// sees every token.
+			m.Active = m.Experts
+		}
 		mb.moe = &m
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {
@@ -1416,7 +1452,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	// (LlamaRotaryEmbedding) and saved by every block's q·cos, k·cos.
 	switch l {
 	case layoutLlama, layoutPhi3, layoutPhi, layoutFalcon, layoutNeoX:
-		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+		if s.Family == "bloom" {
+			// BLOOM has no rotary tables: build_alibi_tensor's
+			// (batch·heads, 1, seq) bias in the compute dtype
+			// (modeling_bloom.py), passed to every block.
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, s.Heads, seq)))
+		} else {
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+		}
 		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
 			// the eager 4-D causal mask too (s·s in the compute dtype,

@@ -267,7 +267,7 @@ func mustLookup(t testing.TB, name string) model.Spec {
 
 var propertyModels = []string{"llama-2-7b", "llama-3-8b", "gpt2", "bert-base", "opt-125m", "pythia-160m", "phi-2",
 	"falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite", "gemma-2-2b", "qwen3-8b", "t5-small", "mt5-small",
-	"whisper-small", "vit-base-patch16-224", "clip-vit-large-patch14-336", "llava-1.5-7b"}
+	"whisper-small", "vit-base-patch16-224", "clip-vit-large-patch14-336", "llava-1.5-7b", "gpt-oss-20b", "llama-4-scout-17b-16e-text", "llama-4-maverick-17b-128e-text", "bloom-560m"}
 
 func total(t *testing.T, s model.Spec, w model.Workload) model.Activations {
 	t.Helper()
@@ -623,4 +623,60 @@ func TestEncoderInput(t *testing.T) {
 		require.Equal(t, tc.tokens, tokens, tc.name)
 		require.Equal(t, tc.text, text, tc.name)
 	}
+}
+
+// TestActivationsLlama4DenseRouting: Llama4TextMoe (transformers v4.51.0
+// modeling_llama4.py) runs every token through all experts
+// (hidden_states.repeat(num_experts, 1), one bmm), so Scout's
+// activations are those of the same model routing each token to all 16
+// experts, and more than those of a top-1 model with the Mixtral-style
+// routing of the other families.
+func TestActivationsLlama4DenseRouting(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "llama-4-scout-17b-16e-text")
+	w := model.Workload{Batch: 1, SeqLen: 512, Train: true}
+	all := s
+	all.MoE.Active = all.MoE.Experts
+	got, want := total(t, s, w), total(t, all, w)
+	require.Equal(t, want.Total(), got.Total())
+	require.Equal(t, want.Peak(), got.Peak())
+	topk := s
+	topk.Family = "qwen2_moe" // same block shapes, top-k routing
+	require.Less(t, total(t, topk, w).Total(), got.Total())
+}
+
+// TestActivationsQwen2VLImages: the Qwen2-VL tower's activations are not
+// modelled, so images are refused (naming Workload.Images) while a text
+// step of the language model runs.
+func TestActivationsQwen2VLImages(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "qwen2.5-vl-7b")
+	_, err := s.Activations(model.Workload{Batch: 1, SeqLen: 256, Images: 1})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "Workload.Images", fe.Field)
+	require.ErrorIs(t, err, gpumem.ErrUnsupported)
+	text := total(t, s, model.Workload{Batch: 1, SeqLen: 256, Train: true})
+	require.Equal(t, total(t, mustLookup(t, "qwen2-7b"), model.Workload{Batch: 1, SeqLen: 256, Train: true}).Total(), text.Total(),
+		"the language model is Qwen2-7B's")
+}
+
+// TestActivationsGPTOSSSinks: gpt-oss's eager attention (transformers
+// v4.55.0 eager_attention_forward) softmaxes [scores, sink] in the
+// compute dtype and copies the strided probs[..., :-1] for probs@v. Per
+// layer, bf16, b = 1, H = 64, s = 512, P = 64·512² = 16,777,216: softmax
+// output 2·P + 2·64·512 (sink column), max indices 8·64·512, the copy
+// 2·P: 4·P + 10·64·512 = 67,436,544 bytes, against the fp32 softmax and
+// its bf16 cast (6·P = 100,663,296) of the same layer without sinks.
+func TestActivationsGPTOSSSinks(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "gpt-oss-20b")
+	w := model.Workload{Batch: 1, SeqLen: 512, Train: true, DType: gpumem.BF16}
+	got := total(t, s, w)
+	plain := s
+	plain.Family = "mixtral" // same shapes, llama-style eager attention
+	want := total(t, plain, w)
+	const P = 64 * 512 * 512
+	diff := int64(want.Total()) - int64(got.Total())
+	require.Equal(t, int64(24*(6*P-(4*P+10*64*512))), diff)
 }

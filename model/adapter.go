@@ -15,7 +15,7 @@ import (
 var peftDefaultTargets = map[string][]string{
 	"t5": {"q", "v"}, "mt5": {"q", "v"}, "gpt2": {"c_attn"}, "opt": {"q_proj", "v_proj"},
 	"gpt_neox": {"query_key_value"}, "bert": {"query", "value"}, "roberta": {"query", "value"},
-	"llama": {"q_proj", "v_proj"}, "gpt_bigcode": {"c_attn"}, "falcon": {"query_key_value"},
+	"llama": {"q_proj", "v_proj"}, "gpt_bigcode": {"c_attn"}, "falcon": {"query_key_value"}, "bloom": {"query_key_value"},
 	"mistral": {"q_proj", "v_proj"}, "mixtral": {"q_proj", "v_proj"},
 	"phi": {"q_proj", "v_proj", "fc1", "fc2"}, "phi3": {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"},
 	"gemma": {"q_proj", "v_proj"}, "gemma2": {"q_proj", "v_proj"},

@@ -27,8 +27,47 @@
 // gemma3 (text and multimodal), phi, phi3, falcon, gpt2, gpt_bigcode,
 // gpt_neox, opt, bert, roberta, t5, mt5, whisper, vit, clip,
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
-// deepseek_v2 and deepseek_v3, T5 encoder-only checkpoints
+// deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
+// qwen2_5_vl, T5 encoder-only checkpoints
 // (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
+//
+// gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
+// model: per-head attention sinks, biased q/k/v/o, a biased router and
+// the experts as four stacked tensors (mlp.experts.gate_up_proj ...).
+// The published checkpoint's MXFP4 expert blocks and scales are not in
+// the inventory; quantization_config's "mxfp4" is recorded in
+// [Spec.Quantization] (Method "mxfp4", DType MXFP4). Its activations
+// are a Mixtral-style MoE's with gpt-oss's eager attention (the softmax
+// over [scores, sink] in the compute dtype, the max's indices, the copy
+// of the strided probabilities); the clamped SwiGLU's extra
+// intermediates and the inference path of GptOssExperts, which runs
+// every token through every expert in one bmm, are not modelled, and
+// the 128-token window saves nothing under eager attention, which masks
+// a full score matrix.
+//
+// llama4_text (transformers v4.51.0 modeling_llama4.py) is Llama 4's text
+// model: MoE layers every interleave_moe_layer_step (moe_layers must be
+// that default) with stacked experts (feed_forward.experts.gate_up_proj)
+// and one shared expert, dense layers of intermediate_size_mlp, a
+// weightless L2 qk norm. A "llama4" config (with its vision encoder) is
+// an error naming vision_config. Its activations follow Llama4TextMoe,
+// which runs every token through every expert; chunked attention
+// (attention_chunk_size) is not modelled, and the shared expert is
+// counted with Qwen2-MoE's sigmoid gate, which Llama 4 lacks (2·T·h
+// bytes too many per layer).
+//
+// bloom (transformers v4.55.0 modeling_bloom.py) shares Falcon's tensor
+// names, with word_embeddings_layernorm and sequential blocks; ALiBi has
+// no parameters, and its activations count the (batch·heads, 1, seq)
+// ALiBi bias instead of rotary tables and the fp32 softmax. The embedding LayerNorm's saved
+// input is not counted (batch·seq·hidden elements, once).
+//
+// qwen2_vl and qwen2_5_vl (transformers v4.57.1) are the qwen2 language
+// model with the vision tower in [Spec.Vision], emitted as "visual.*"
+// (patch embedding, blocks, merger). Their activation model covers the
+// language model only (image tokens counted in SeqLen); Workload.Images
+// is refused, as the dynamic-resolution tower's activations are not
+// modelled.
 // An unknown model_type with the standard
 // decoder keys is read as a llama-style decoder with [Spec.Generic] set.
 //

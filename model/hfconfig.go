@@ -31,7 +31,7 @@ var supportedFamilies = [...]string{
 	"gpt2", "gpt_bigcode", "gpt_neox", "opt", "bert", "roberta", "t5", "mt5",
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
-	"cogvideox",
+	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -349,14 +349,23 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	var e errs
 	switch mt {
 	case "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3":
+		"gemma", "gemma2", "gemma3_text", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text":
 		e.err = c.decoder(&s)
+	case "llama4":
+		// Llama4ForConditionalGeneration: the text model plus a vision
+		// encoder and projector, which are not modelled.
+		return Spec{}, gpumem.Errorf(c.field("vision_config"), "llama4", gpumem.ErrUnsupported,
+			"the Llama 4 vision encoder is not modelled; read text_config alone (model_type llama4_text)")
 	case "gemma3":
 		return c.gemma3(s)
 	case "phi", "phi3":
 		e.err = c.phi(&s)
 	case "falcon":
 		e.err = c.falcon(&s)
+	case "bloom":
+		e.err = c.bloom(&s)
+	case "qwen2_vl", "qwen2_5_vl":
+		return c.qwen2vl(s)
 	case "gpt2", "gpt_bigcode":
 		e.err = c.gpt2(&s)
 	case "gpt_neox":
@@ -500,6 +509,12 @@ var familyDefaults = map[string]defaults{
 	"phi":         {vocab: 51200, hidden: 2048, inter: 8192, layers: 24, heads: 32},
 	"phi3":        {vocab: 32064, hidden: 3072, inter: 8192, layers: 32, heads: 32},
 	"gpt_neox":    {vocab: 50432, hidden: 6144, inter: 24576, layers: 44, heads: 64},
+	// GptOssConfig (transformers v4.55.0 configuration_gpt_oss.py): the
+	// gpt-oss-120b shape.
+	// Llama4TextConfig (transformers v4.51.0 configuration_llama4.py):
+	// inter is intermediate_size_mlp, the dense layers' width.
+	"llama4_text": {vocab: 202048, hidden: 5120, inter: 16384, layers: 48, heads: 40, kv: 8, headDim: 128},
+	"gpt_oss":     {vocab: 201088, hidden: 2880, inter: 2880, layers: 36, heads: 64, kv: 8, headDim: 64, window: 128},
 }
 
 // decoder reads a llama-style decoder (llama, mistral, mixtral, qwen2,
@@ -532,7 +547,10 @@ func (c *config) decoder(s *Spec) error {
 		return e.err
 	}
 	moe := c.has("num_local_experts", "num_experts", "n_routed_experts")
-	if moe || s.Family == "mixtral" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
+	if s.Family == "llama4_text" {
+		// Llama4TextMLP of the dense layers: intermediate_size_mlp.
+		s.Intermediate = e.i(c.posv(d.inter, "intermediate_size_mlp"))
+	} else if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "qwen2_moe" || s.Family == "qwen3_moe" || strings.HasPrefix(s.Family, "deepseek") {
 		s.Intermediate = e.i(c.intv(max(d.inter, 0), "intermediate_size"))
 	} else {
 		s.Intermediate = e.i(c.posv(d.inter, "intermediate_size"))
@@ -552,6 +570,15 @@ func (c *config) decoder(s *Spec) error {
 		s.SandwichNorm = true
 	case "gemma3_text":
 		s.SandwichNorm, s.QKNorm = true, true
+	case "llama4_text":
+		// Llama4TextAttention: q/k/v/o bias=config.attention_bias; its
+		// qk norm (use_qk_norm) is Llama4TextL2Norm, without weights.
+		attnBias := e.b(c.boolv(false, "attention_bias"))
+		s.Bias.QKV, s.Bias.Out = attnBias, attnBias
+	case "gpt_oss":
+		// GptOssAttention: q/k/v/o bias=config.attention_bias (True).
+		attnBias := e.b(c.boolv(true, "attention_bias"))
+		s.Bias.QKV, s.Bias.Out = attnBias, attnBias
 	default:
 		if s.Generic {
 			attnBias := e.b(c.boolv(false, "attention_bias"))
@@ -604,6 +631,16 @@ func (c *config) decoder(s *Spec) error {
 					types[i] = "sliding_attention"
 				}
 			}
+		case "gpt_oss":
+			// GptOssConfig: layer_types defaults to "sliding_attention"
+			// for even layers ((i+1) % 2 != 0), "full_attention" for odd.
+			types = make([]string, s.Layers)
+			for i := range types {
+				types[i] = "full_attention"
+				if i%2 == 0 {
+					types[i] = "sliding_attention"
+				}
+			}
 		case "gemma3_text":
 			pattern := e.i(c.posv(6, "sliding_window_pattern"))
 			types = make([]string, s.Layers)
@@ -617,8 +654,49 @@ func (c *config) decoder(s *Spec) error {
 	}
 	s.LayerTypes = types
 	// MoE.
-	if moe || s.Family == "mixtral" {
+	if moe || s.Family == "mixtral" || s.Family == "gpt_oss" || s.Family == "llama4_text" {
 		switch {
+		case s.Family == "llama4_text":
+			// Llama4TextMoe: num_local_experts routed experts of
+			// intermediate_size (Llama4TextExperts) and one shared
+			// Llama4TextMLP of intermediate_size; layer i is an MoE layer
+			// when it is in moe_layers, by default
+			// range(step-1, layers, step) for interleave_moe_layer_step.
+			s.MoE.Experts = e.i(c.posv(16, "num_local_experts"))
+			s.MoE.Active = e.i(c.posv(1, "num_experts_per_tok"))
+			s.MoE.Intermediate = e.i(c.posv(8192, "intermediate_size"))
+			s.MoE.Shared, s.MoE.SharedIntermediate = 1, s.MoE.Intermediate
+			s.MoE.Step = e.i(c.posv(1, "interleave_moe_layer_step"))
+			if k, v, ok := c.lookup("moe_layers"); ok && e.err == nil {
+				l, isList := v.([]any)
+				if !isList {
+					e.err = gpumem.Errorf(c.field(k), v, gpumem.ErrSyntax, "not a list")
+				} else {
+					var want []int64
+					for i := s.MoE.Step - 1; i < s.Layers; i += s.MoE.Step {
+						want = append(want, i)
+					}
+					same := len(l) == len(want)
+					for i := 0; same && i < len(l); i++ {
+						n, err := toInt(c.field(k)+"["+strconv.Itoa(i)+"]", l[i])
+						if err != nil {
+							e.err = err
+						}
+						same = err == nil && n == want[i]
+					}
+					if !same && e.err == nil {
+						e.err = gpumem.Errorf(c.field(k), v, gpumem.ErrUnsupported,
+							"only the default layers of interleave_moe_layer_step = %d are modelled", s.MoE.Step)
+					}
+				}
+			}
+		case s.Family == "gpt_oss":
+			// GptOssConfig: num_local_experts 128, num_experts_per_tok 4
+			// ("experts_per_token" in OpenAI's own config); each expert is
+			// a biased gated MLP of intermediate_size (GptOssExperts).
+			s.MoE.Experts = e.i(c.posv(128, "num_local_experts", "num_experts"))
+			s.MoE.Active = e.i(c.posv(4, "num_experts_per_tok", "experts_per_token"))
+			s.MoE.Intermediate = s.Intermediate
 		case s.Family == "mixtral":
 			s.MoE.Experts = e.i(c.posv(8, "num_local_experts", "num_experts"))
 			s.MoE.Active = e.i(c.posv(2, "num_experts_per_tok"))
@@ -729,6 +807,10 @@ func (c *config) quantization() (Quantization, error) {
 		case e.b(qc.boolv(false, "load_in_8bit")):
 			q.DType = gpumem.INT8
 		}
+	case "mxfp4":
+		// Mxfp4Config (gpt-oss): the MoE experts' projections as OCP MX
+		// FP4 blocks and E8M0 scales.
+		q.DType = gpumem.MXFP4
 	case "gptq", "awq":
 		if e.i(qc.intv(4, "bits", "w_bit")) == 4 {
 			q.DType = gpumem.INT4
@@ -893,6 +975,108 @@ func (c *config) falcon(s *Spec) error {
 	}
 	if !newArch && !parallel {
 		s.ParallelNorms = 0
+	}
+	return e.err
+}
+
+// qwen2vl reads Qwen2VLConfig and Qwen2_5_VLConfig (transformers
+// v4.57.1 configuration_qwen2_vl.py, configuration_qwen2_5_vl.py): the
+// language model is a qwen2 decoder under the top-level keys (or
+// text_config, in newer files), with the classes' defaults (the 72B
+// shape); vision_config is the tower read into s.Vision, which
+// [Spec.Tensors] emits as "visual.*": Qwen2-VL embed_dim, depth,
+// num_heads, mlp_ratio (LayerNorm, fc1/fc2 MLP); Qwen2.5-VL hidden_size,
+// depth, num_heads, intermediate_size (RMSNorm, gated MLP), both with
+// patch_size, temporal_patch_size, spatial_merge_size and the merger's
+// output width (hidden_size, out_hidden_size).
+func (c *config) qwen2vl(s Spec) (Spec, error) {
+	tc, has, err := c.sub("text_config")
+	if err != nil {
+		return Spec{}, err
+	}
+	if !has {
+		tc = &config{m: c.m, path: c.path}
+	}
+	td := map[string]any{"vocab_size": json.Number("152064"), "hidden_size": json.Number("8192"),
+		"intermediate_size": json.Number("29568"), "num_hidden_layers": json.Number("80"),
+		"num_attention_heads": json.Number("64"), "num_key_value_heads": json.Number("8"),
+		"tie_word_embeddings": false}
+	for k, v := range tc.m {
+		td[k] = v
+	}
+	td["model_type"] = "qwen2"
+	t, err := (&config{m: td, path: tc.path}).spec(s.DType)
+	if err != nil {
+		return Spec{}, err
+	}
+	vc, _, err := c.sub("vision_config")
+	if err != nil {
+		return Spec{}, err
+	}
+	v := Spec{Family: s.Family + "_vision", DType: t.DType}
+	var e errs
+	if s.Family == "qwen2_vl" {
+		// Qwen2VLVisionConfig: depth 32, embed_dim 1280, hidden_size
+		// 3584 (the merger's output), mlp_ratio 4, num_heads 16.
+		v.Hidden = e.i(vc.posv(1280, "embed_dim"))
+		ratio := e.i(vc.posv(4, "mlp_ratio"))
+		v.Intermediate = e.i(mulField(vc.field("mlp_ratio"), ratio, v.Hidden))
+		v.ProjectionDim = e.i(vc.posv(3584, "hidden_size"))
+		v.Norm = LayerNorm
+	} else {
+		// Qwen2_5_VLVisionConfig: depth 32, hidden_size 3584,
+		// intermediate_size 3420, num_heads 16, out_hidden_size 3584.
+		v.Hidden = e.i(vc.posv(3584, "hidden_size"))
+		v.Intermediate = e.i(vc.posv(3420, "intermediate_size"))
+		v.ProjectionDim = e.i(vc.posv(3584, "out_hidden_size"))
+		v.Norm, v.Gated = RMSNorm, true
+	}
+	v.Layers = e.i(vc.posv(32, "depth"))
+	v.Heads = e.i(vc.posv(16, "num_heads"))
+	v.KVHeads = v.Heads
+	v.Image.Patch = e.i(vc.posv(14, "patch_size"))
+	v.Image.Channels = e.i(vc.posv(3, "in_channels", "in_chans"))
+	v.Image.Temporal = e.i(vc.posv(2, "temporal_patch_size"))
+	v.Image.Merge = e.i(vc.posv(2, "spatial_merge_size"))
+	if e.err != nil {
+		return Spec{}, e.err
+	}
+	if v.Hidden%v.Heads != 0 {
+		return Spec{}, gpumem.Errorf(vc.field("num_heads"), v.Heads, gpumem.ErrInvalid, "does not divide the tower width %d", v.Hidden)
+	}
+	if v.Layers > maxLayers {
+		return Spec{}, gpumem.Errorf(vc.field("depth"), v.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
+	}
+	v.HeadDim = v.Hidden / v.Heads
+	if _, err := mulField(vc.field("spatial_merge_size"), v.Image.Merge*v.Image.Merge, v.Hidden); err != nil {
+		return Spec{}, err
+	}
+	t.Family, t.Vision = s.Family, &v
+	return t, nil
+}
+
+// bloom reads BloomConfig (transformers configuration_bloom.py, v4.55.0):
+// n_embed (legacy) wins over hidden_size, n_layer and n_head with their
+// attribute_map aliases. BloomMLP is always 4·hidden_size wide (n_inner
+// is ignored); every linear is biased; the embedding is followed by
+// word_embeddings_layernorm and tied to lm_head; positions come from
+// ALiBi, which has no parameters.
+func (c *config) bloom(s *Spec) error {
+	var e errs
+	s.Hidden = e.i(c.posv(64, "n_embed", "hidden_size"))
+	s.Layers = e.i(c.posv(2, "n_layer", "num_hidden_layers"))
+	s.Heads = e.i(c.posv(8, "n_head", "num_attention_heads"))
+	s.Vocab = e.i(c.posv(250880, "vocab_size"))
+	s.KVHeads = s.Heads
+	s.HeadDim = headDim(s.Hidden, s.Heads)
+	s.Intermediate = e.i(mulField(c.field("hidden_size"), 4, s.Hidden))
+	s.TiedEmbeddings = e.b(c.boolv(true, "tie_word_embeddings"))
+	s.Bias = Bias{QKV: true, Out: true, MLP: true}
+	s.Norm = LayerNorm
+	s.Activation = "gelu_pytorch_tanh" // bloom_gelu_forward: the tanh approximation
+	if e.err == nil && s.Hidden%s.Heads != 0 {
+		k, _, _ := c.lookup("n_head", "num_attention_heads")
+		return gpumem.Errorf(c.field(k), s.Heads, gpumem.ErrInvalid, "does not divide hidden_size = %d", s.Hidden)
 	}
 	return e.err
 }

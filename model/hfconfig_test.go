@@ -114,6 +114,20 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"nested negative", `{"model_type": "llava", "vision_config": {"patch_size": -14}}`, "config.vision_config.patch_size", gpumem.ErrInvalid},
 		{"layer_types length", `{"model_type": "qwen2", "num_hidden_layers": 2, "layer_types": ["full_attention"]}`, "config.layer_types", gpumem.ErrInvalid},
 		{"layer_types not list", `{"model_type": "qwen2", "layer_types": "full"}`, "config.layer_types", gpumem.ErrSyntax},
+		{"llama4 with vision", `{"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}`, "config.vision_config", gpumem.ErrUnsupported},
+		{"llama4_text moe_layers not default", `{"model_type": "llama4_text", "num_hidden_layers": 4, "moe_layers": [0, 3]}`, "config.moe_layers", gpumem.ErrUnsupported},
+		{"llama4_text moe_layers not list", `{"model_type": "llama4_text", "moe_layers": 3}`, "config.moe_layers", gpumem.ErrSyntax},
+		{"llama4_text moe_layers entry", `{"model_type": "llama4_text", "num_hidden_layers": 2, "moe_layers": [0, -1]}`, "config.moe_layers[1]", gpumem.ErrInvalid},
+		{"llama4_text step zero", `{"model_type": "llama4_text", "interleave_moe_layer_step": 0}`, "config.interleave_moe_layer_step", gpumem.ErrInvalid},
+		{"bloom heads not dividing", `{"model_type": "bloom", "hidden_size": 64, "n_head": 6}`, "config.n_head", gpumem.ErrInvalid},
+		{"bloom n_embed not a number", `{"model_type": "bloom", "n_embed": "big"}`, "config.n_embed", gpumem.ErrSyntax},
+		{"qwen2_vl heads not dividing", `{"model_type": "qwen2_vl", "vision_config": {"embed_dim": 1280, "num_heads": 12}}`, "config.vision_config.num_heads", gpumem.ErrInvalid},
+		{"qwen2_5_vl zero merge", `{"model_type": "qwen2_5_vl", "vision_config": {"spatial_merge_size": 0}}`, "config.vision_config.spatial_merge_size", gpumem.ErrInvalid},
+		{"qwen2_vl text kv heads", `{"model_type": "qwen2_vl", "num_key_value_heads": 5}`, "config.num_key_value_heads (Spec.KVHeads)", gpumem.ErrInvalid},
+		{"qwen2_vl text_config", `{"model_type": "qwen2_vl", "text_config": {"hidden_size": "x"}}`, "config.text_config.hidden_size", gpumem.ErrSyntax},
+		{"gpt_oss no experts", `{"model_type": "gpt_oss", "num_local_experts": 0}`, "config.num_local_experts", gpumem.ErrInvalid},
+		{"gpt_oss active > experts", `{"model_type": "gpt_oss", "num_local_experts": 4, "experts_per_token": 5}`, "config.num_experts_per_tok (Spec.MoE.Active)", gpumem.ErrInvalid},
+		{"gpt_oss attention_bias not bool", `{"model_type": "gpt_oss", "attention_bias": "yes"}`, "config.attention_bias", gpumem.ErrSyntax},
 		{"unknown type", `{"model_type": "my_tts"}`, "config.model_type", gpumem.ErrUnsupported},
 		{"missing key with no default", `{"model_type": "x", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10}`, "config.intermediate_size", gpumem.ErrInvalid},
 		{"missing model_type, some keys", `{"hidden_size": 8}`, "config.num_hidden_layers", gpumem.ErrInvalid},
@@ -176,6 +190,33 @@ func TestFromHFConfigAliases(t *testing.T) {
 			func(t *testing.T, s Spec) {
 				assert.Equal(t, int64(4096), s.SlidingWindow)
 				assert.Equal(t, []string{"full_attention", "full_attention", "sliding_attention"}, s.LayerTypes)
+			}},
+		{"gpt_oss defaults: alternating window, biased experts", `{"model_type": "gpt_oss", "num_hidden_layers": 4, "num_local_experts": 32, "experts_per_token": 2, "quantization_config": {"quant_method": "mxfp4"}}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}, s.LayerTypes)
+				assert.Equal(t, int64(128), s.SlidingWindow)
+				assert.Equal(t, MoE{Experts: 32, Active: 2, Intermediate: 2880}, s.MoE)
+				assert.Equal(t, Bias{QKV: true, Out: true}, s.Bias)
+				assert.Equal(t, Quantization{Method: "mxfp4", DType: gpumem.MXFP4}, s.Quantization)
+			}},
+		{"llama4_text interleaved (Maverick's rule)", `{"model_type": "llama4_text", "num_hidden_layers": 4, "interleave_moe_layer_step": 2, "moe_layers": [1, 3], "num_local_experts": 128}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, MoE{Experts: 128, Active: 1, Intermediate: 8192, Shared: 1, SharedIntermediate: 8192, Step: 2}, s.MoE)
+				assert.Equal(t, int64(16384), s.Intermediate, "dense layers: intermediate_size_mlp")
+				assert.Equal(t, []bool{false, true, false, true}, []bool{s.IsMoELayer(0), s.IsMoELayer(1), s.IsMoELayer(2), s.IsMoELayer(3)})
+				var dense, moe bool
+				for _, x := range s.Tensors() {
+					dense = dense || x.Name == "model.layers.0.feed_forward.gate_proj.weight"
+					moe = moe || x.Name == "model.layers.1.feed_forward.experts.down_proj"
+				}
+				assert.True(t, dense && moe)
+			}},
+		{"bloom n_embed wins, n_inner ignored", `{"model_type": "bloom", "n_embed": 128, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4, "n_inner": 7, "vocab_size": 10}`,
+			func(t *testing.T, s Spec) {
+				assert.Equal(t, []int64{128, 3, 4, 32, 512}, []int64{s.Hidden, s.Layers, s.Heads, s.HeadDim, s.Intermediate})
+				// 10·128 + 2·256 + 3·(12·128² + 13·128) = 1,280 + 512 + 594,816 = 596,608.
+				assert.Equal(t, int64(596_608), s.Params())
+				assert.True(t, s.TiedEmbeddings)
 			}},
 		{"gemma2 alternating layers", `{"model_type": "gemma2", "num_hidden_layers": 4}`,
 			func(t *testing.T, s Spec) {

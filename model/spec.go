@@ -91,6 +91,12 @@ type Image struct {
 	Size     int64 // image_size in pixels (square)
 	Patch    int64 // patch_size in pixels
 	Channels int64 // num_channels (3)
+	// Temporal is the frames per patch of a video-capable patch
+	// embedding (Qwen2-VL temporal_patch_size: 2); 0 means 1.
+	Temporal int64
+	// Merge is the side of the patch square a patch merger folds into
+	// one token (Qwen2-VL spatial_merge_size: 2); 0 means none.
+	Merge int64
 }
 
 // Patches returns the number of patches per image, (Size/Patch)², as
@@ -110,7 +116,8 @@ type Quantization struct {
 	Method string
 	// DType is the storage of the quantized weights when the config
 	// says: FP8E4M3/FP8E5M2 (fp8 fmt), NF4/FP4 (bnb_4bit_quant_type),
-	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4); Invalid otherwise
+	// INT8 (load_in_8bit), INT4 (gptq/awq bits 4), MXFP4 (mxfp4: the
+	// gpt-oss experts); Invalid otherwise
 	// (omitted from JSON, where Invalid has no name).
 	DType gpumem.DType `json:",omitempty"`
 	// Block is fp8's weight_block_size (rows, columns); zero: per tensor.
@@ -829,8 +836,11 @@ func Component(name string) (part, comp string, layer int) {
 	case strings.HasPrefix(name, "vision_tower.") || strings.HasPrefix(name, "vision_model.") ||
 		strings.HasPrefix(name, "model.vision_tower.") || strings.HasPrefix(name, "visual_projection."):
 		part = "vision"
-	case strings.HasPrefix(name, "multi_modal_projector.") || strings.HasPrefix(name, "model.multi_modal_projector."):
+	case strings.HasPrefix(name, "multi_modal_projector.") || strings.HasPrefix(name, "model.multi_modal_projector.") ||
+		strings.HasPrefix(name, "visual.merger."):
 		part = "projector"
+	case strings.HasPrefix(name, "visual."):
+		part = "vision" // Qwen2-VL's tower
 	case strings.HasPrefix(name, "language_model.") || strings.HasPrefix(name, "model.language_model.") ||
 		strings.HasPrefix(name, "text_model.") || strings.HasPrefix(name, "text_projection."):
 		part = "language"
@@ -867,7 +877,7 @@ func layerIndex(name string) (int, bool) {
 	for len(name) > 0 {
 		seg, rest, _ := strings.Cut(name, ".")
 		switch prev {
-		case "layers", "layer", "h", "block", "blk", "transformer_blocks":
+		case "layers", "layer", "h", "block", "blk", "transformer_blocks", "blocks":
 			if len(seg) > 0 && len(seg) <= 9 && strings.Trim(seg, "0123456789") == "" {
 				n, err := strconv.Atoi(seg)
 				if err == nil {

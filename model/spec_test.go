@@ -32,6 +32,24 @@ var publishedParams = []struct {
 	{"llama-3.1-405b", 405_853_388_800, "\"meta-llama/Llama-3.1-405B\": (405853388800, revision b906e4dc)"},
 	{"llama-3.2-1b", 1_235_814_400, "LLAMA_3_2_1B_PARAMETER_COUNT = 1235814400 (a parameter-count unit test)"},
 	{"llama-3.2-3b", 3_212_749_824, "Hub safetensors.parameters.BF16 = 3212749824"},
+	// BLOOM model cards ("Parameters: 559,214,592", "7,069,016,064").
+	// By hand, V=250880, per layer 12H²+13H, plus three LayerNorms
+	// outside the blocks: 560m H=1024: 256,901,120 + 24·12,596,224 +
+	// 4,096 = 559,214,592; 7b1 H=4096: 1,027,604,480 +
+	// 30·201,379,840 + 16,384 = 7,069,016,064.
+	{"bloom-560m", 559_214_592, "bigscience/bloom-560m model card: 559,214,592 parameters"},
+	{"bloom-7b1", 7_069_016_064, "bigscience/bloom-7b1 model card: 7,069,016,064 parameters"},
+	// Qwen2-VL / Qwen2.5-VL: the language model is Qwen2-7B's
+	// (7,615,616,512) or Qwen2-1.5B's shape, plus the tower. Qwen2-VL-7B
+	// tower: patch 1280·3·2·14·14 = 1,505,280; per block 2·2·1280 +
+	// (3840·1280+3840) + (1280·1280+1280) + (5120·1280+5120) +
+	// (1280·5120+1280) = 19,677,440, ×32; merger ln_q 2,560 + 5120·5120+5120
+	// + 3584·5120+3584 = 44,575,744; total 8,291,375,616. Qwen2.5-VL-7B:
+	// RMSNorms and a gated MLP of 3420: per block 19,702,200, merger
+	// 44,574,464, tower 676,550,144 ("视觉模块 (visual) 总参数: 676550144").
+	{"qwen2-vl-7b", 8_291_375_616, "\"qwen/qwen2-vl-7b-instruct\": 8291375616 (a model-size table)"},
+	{"qwen2-vl-2b", 2_208_985_600, "\"qwen/qwen2-vl-2b-instruct\": 2208985600; mteb n_parameters=2208985600"},
+	{"qwen2.5-vl-7b", 8_292_166_656, "transformers 4.57.1 load log \"Parameter count | 8292166656\"; Hub numParameters 8292166656"},
 	{"mistral-7b", 7_241_732_096, "brief; GGUF general.parameter_count 7241732096"},
 	{"mixtral-8x7b", 46_702_792_704, "brief; keras-hub mixtral_8_7b_en preset \"params\": 46702792704; FSDP log \"total parameters: 46702792704\""},
 	{"qwen2-7b", 7_615_616_512, "GGUF qwen2 general.parameter_count 7615616512"},
@@ -98,6 +116,38 @@ var computedParams = []struct {
 	want int64
 	how  string
 }{
+	// gpt-oss (transformers v4.55.0 modeling_gpt_oss.py), H=2880, 64
+	// query heads and 8 KV heads of 64, V=201088, experts of I=2880, all
+	// projections biased. Per layer: q 2880·4096+4096 = 11,800,576;
+	// k, v 2880·512+512 = 1,475,072 each; o 4096·2880+2880 = 11,799,360;
+	// sinks 64 (attention 26,550,144); 2 norms 5,760; router E·2880+E;
+	// one expert gate_up 2880·5760+5760 = 16,594,560 + down
+	// 2880·2880+2880 = 8,297,280 = 24,891,840. Embed and lm_head
+	// 201088·2880 = 579,133,440 each, final norm 2,880.
+	// 20b: 24·(26,550,144 + 5,760 + 92,192 + 32·24,891,840) + 2·579,133,440
+	// + 2,880 = 20,914,757,184; OpenAI's model card: 20.91B total.
+	{"gpt-oss-20b", 20_914_757_184, "recount; gpt-oss model card table 20.91B"},
+	// 120b: 36·(26,550,144 + 5,760 + 368,768 + 128·24,891,840) +
+	// 1,158,266,880 + 2,880 = 116,829,156,672; model card: 116.83B.
+	{"gpt-oss-120b", 116_829_156_672, "recount; gpt-oss model card table 116.83B"},
+	// Llama 4 Scout's text model (transformers v4.51.0
+	// modeling_llama4.py), H=5120, 40 query and 8 KV heads of 128,
+	// V=202048, 48 layers all MoE (interleave_moe_layer_step 1), 16
+	// experts of I=8192 plus one shared MLP of 8192, no biases, weightless
+	// L2 qk norm. Per layer: q, o 5120·5120 = 26,214,400 each; k, v
+	// 5120·1024 = 5,242,880 each; router 16·5120 = 81,920; experts
+	// 16·(5120·16384 + 8192·5120) = 2,013,265,920; shared 3·5120·8192 =
+	// 125,829,120; norms 10,240: 2,202,101,760. 48 layers
+	// 105,700,884,480 + embed and lm_head 2·202048·5120 = 2,068,971,520 +
+	// norm 5,120 = 107,769,861,120. Meta's "109B total" adds the vision
+	// encoder and projector (about 0.9B), which are not modelled.
+	{"llama-4-scout-17b-16e-text", 107_769_861_120, "recount; Meta's 109B total includes the vision encoder"},
+	// Maverick's text model: 128 experts in every second layer
+	// (interleave_moe_layer_step 2: layers 1, 3, ..., 47), dense layers
+	// of intermediate_size_mlp 16384. 48·(62,914,560 + 10,240) +
+	// 24·(655,360 + 128·125,829,120 + 125,829,120) + 24·3·5120·16384 +
+	// 2,068,971,520 + 5,120 = 400,711,848,960: Meta's "400B total".
+	{"llama-4-maverick-17b-128e-text", 400_711_848_960, "recount; Meta: 400B total"},
 	// falcon-7b: V=65024, H=4544, 32 layers, 71 heads of 64, multi-query:
 	// embed 65024·4544 = 295,469,056; per layer qkv (4544+2·64)·4544 =
 	// 21,229,568, dense 4544² = 20,647,936, mlp 2·4·4544² = 165,183,488,
@@ -253,6 +303,22 @@ func TestStructure(t *testing.T) {
 		{"deepseek-v3", "model.layers.3.mlp.shared_experts.up_proj.weight", []int64{2048, 7168}},
 		{"deepseek-v2-lite", "model.layers.0.self_attn.q_proj.weight", []int64{16 * 192, 2048}},
 		{"mixtral-8x7b", "model.layers.31.block_sparse_moe.experts.7.w2.weight", []int64{4096, 14336}},
+		{"gpt-oss-20b", "model.layers.23.mlp.experts.gate_up_proj", []int64{32, 2880, 5760}},
+		{"bloom-560m", "transformer.word_embeddings_layernorm.bias", []int64{1024}},
+		{"qwen2-vl-7b", "visual.patch_embed.proj.weight", []int64{1280, 3, 2, 14, 14}},
+		{"qwen2-vl-7b", "visual.blocks.31.mlp.fc1.bias", []int64{5120}},
+		{"qwen2.5-vl-7b", "visual.blocks.0.mlp.gate_proj.weight", []int64{3420, 1280}},
+		{"qwen2.5-vl-7b", "visual.merger.mlp.2.weight", []int64{3584, 5120}},
+		{"qwen2.5-vl-7b", "model.layers.27.self_attn.k_proj.bias", []int64{512}},
+		{"bloom-560m", "transformer.h.23.self_attention.query_key_value.bias", []int64{3072}},
+		{"bloom-7b1", "transformer.h.0.mlp.dense_4h_to_h.weight", []int64{4096, 16384}},
+		{"llama-4-scout-17b-16e-text", "model.layers.47.feed_forward.experts.gate_up_proj", []int64{16, 5120, 16384}},
+		{"llama-4-scout-17b-16e-text", "model.layers.0.feed_forward.shared_expert.down_proj.weight", []int64{5120, 8192}},
+		{"llama-4-maverick-17b-128e-text", "model.layers.0.feed_forward.down_proj.weight", []int64{5120, 16384}},
+		{"llama-4-maverick-17b-128e-text", "model.layers.47.feed_forward.experts.down_proj", []int64{128, 8192, 5120}},
+		{"gpt-oss-20b", "model.layers.23.mlp.experts.down_proj_bias", []int64{32, 2880}},
+		{"gpt-oss-120b", "model.layers.0.self_attn.sinks", []int64{64}},
+		{"gpt-oss-120b", "model.layers.0.mlp.router.bias", []int64{128}},
 		{"qwen1.5-moe-a2.7b", "model.layers.0.mlp.shared_expert_gate.weight", []int64{1, 2048}},
 		{"phi-3-mini", "model.layers.0.self_attn.qkv_proj.weight", []int64{9216, 3072}},
 		{"falcon-7b", "transformer.h.0.self_attention.query_key_value.weight", []int64{4672, 4544}},
@@ -327,6 +393,23 @@ func TestActiveParams(t *testing.T) {
 		// the 14,848-value router bias buffer that Params includes.
 		{"deepseek-v3", 37_552_282_624 + 58*256, "published active + e_score_correction_bias"},
 		{"llama-2-7b", 6_738_415_616, "dense: equals Params"},
+		// gpt-oss: 4 of the experts active. 20b: 24·(26,550,144 + 5,760
+		// + 92,192 + 4·24,891,840) + 2·579,133,440 + 2,880 =
+		// 4,187,440,704. OpenAI's model card counts 3.61B active, which
+		// leaves out the input embedding (a lookup, no FLOPs):
+		// 4,187,440,704 - 579,133,440 = 3,608,307,264 = 3.61B.
+		{"gpt-oss-20b", 3_608_307_264 + 579_133_440, "model card 3.61B active + embed_tokens"},
+		// 120b: 36·(26,550,144 + 5,760 + 368,768 + 4·24,891,840) +
+		// 1,158,266,880 + 2,880 = 5,711,982,912; less the embedding
+		// 5,132,849,472 = the model card's 5.13B.
+		{"gpt-oss-120b", 5_132_849_472 + 579_133_440, "model card 5.13B active + embed_tokens"},
+		// Scout: 48·(62,914,560 + 81,920 + 1·125,829,120 + 125,829,120 +
+		// 10,240) + 2,068,971,520 + 5,120 = 17,172,894,720: Meta's "17B
+		// active parameters".
+		{"llama-4-scout-17b-16e-text", 17_172_894_720, "Meta: 17B active"},
+		// Maverick: 3,020,390,400 + 24·(655,360 + 2·125,829,120) +
+		// 24·251,658,240 + 2,068,976,640 = 17,184,691,200 (Meta: 17B).
+		{"llama-4-maverick-17b-128e-text", 17_184_691_200, "Meta: 17B active"},
 	}
 	for _, tc := range tests {
 		s, _ := Lookup(tc.name)

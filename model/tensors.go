@@ -40,7 +40,7 @@ func layoutOf(s Spec) layout {
 		return layoutPhi3
 	case "phi":
 		return layoutPhi
-	case "falcon":
+	case "falcon", "bloom":
 		return layoutFalcon
 	case "gpt2":
 		return layoutGPT2
@@ -324,7 +324,7 @@ func (s Spec) layerKinds() func(i int64) int {
 	}
 	step, first := max(s.MoE.Step, 1), s.MoE.DenseFirst
 	switch s.Family {
-	case "qwen2_moe", "qwen3_moe":
+	case "qwen2_moe", "qwen3_moe", "llama4_text":
 		return func(i int64) int {
 			if (i+1)%step == 0 {
 				return 1
@@ -377,14 +377,21 @@ func (s Spec) buildLlama(b *builder) {
 			b.linearP(p, "self_attn.k_proj", s.KVHeads*D, H, s.Bias.QKV)
 			b.linearP(p, "self_attn.v_proj", s.KVHeads*D, H, s.Bias.QKV)
 			b.linearP(p, "self_attn.o_proj", H, s.Heads*D, s.Bias.Out)
+			if s.Family == "gpt_oss" {
+				// GptOssAttention.sinks: one learned logit per query head.
+				b.addP(p, "self_attn.sinks", s.Heads)
+			}
 			if s.QKNorm {
 				b.addP(p, "self_attn.q_norm.weight", D)
 				b.addP(p, "self_attn.k_norm.weight", D)
 			}
 		}
-		if s.isMoELayer(i) {
+		switch {
+		case s.isMoELayer(i):
 			s.buildMoE(b, p)
-		} else {
+		case s.Family == "llama4_text":
+			s.gatedMLP(b, p+"feed_forward.", s.Intermediate)
+		default:
 			s.gatedMLP(b, p+"mlp.", s.Intermediate)
 		}
 		b.normP(p, "input_layernorm", H, nk)
@@ -395,11 +402,46 @@ func (s Spec) buildLlama(b *builder) {
 		}
 	})
 	b.norm("model.norm", H, nk)
+	if s.Vision != nil && (s.Family == "qwen2_vl" || s.Family == "qwen2_5_vl") {
+		s.Vision.buildQwen2VLVision(b)
+	}
 	s.classHead(b, H, func() {
 		if !s.TiedEmbeddings {
 			b.linear("lm_head", V, H, s.Bias.LMHead)
 		}
 	})
+}
+
+// buildQwen2VLVision is Qwen2VisionTransformerPretrainedModel and
+// Qwen2_5_VisionTransformerPretrainedModel (transformers v4.57.1
+// modeling_qwen2_vl.py, modeling_qwen2_5_vl.py): a bias-free Conv3d
+// patch embedding of (hidden, channels, temporal, patch, patch); blocks
+// of norm1, biased fused qkv and proj, norm2 and a biased MLP (Qwen2-VL
+// fc1/fc2 with LayerNorms, Qwen2.5-VL gate/up/down with RMSNorms); the
+// patch merger: ln_q over the tower width, then mlp.0 (hidden·merge²
+// square) and mlp.2 to the language model's width.
+func (s Spec) buildQwen2VLVision(b *builder) {
+	D, nk := s.Hidden, s.norm()
+	b.add("visual.patch_embed.proj.weight", D, s.Image.Channels, max(s.Image.Temporal, 1), s.Image.Patch, s.Image.Patch)
+	b.stack(s.Layers, nil, func(i int64) {
+		p := "visual.blocks." + itoa(i) + "."
+		b.normP(p, "norm1", D, nk)
+		b.normP(p, "norm2", D, nk)
+		b.linearP(p, "attn.qkv", 3*D, D, true)
+		b.linearP(p, "attn.proj", D, D, true)
+		if s.Gated {
+			b.linearP(p, "mlp.gate_proj", s.Intermediate, D, true)
+			b.linearP(p, "mlp.up_proj", s.Intermediate, D, true)
+			b.linearP(p, "mlp.down_proj", D, s.Intermediate, true)
+		} else {
+			b.linearP(p, "mlp.fc1", s.Intermediate, D, true)
+			b.linearP(p, "mlp.fc2", D, s.Intermediate, true)
+		}
+	})
+	m := D * max(s.Image.Merge, 1) * max(s.Image.Merge, 1)
+	b.norm("visual.merger.ln_q", D, nk)
+	b.linear("visual.merger.mlp.0", m, m, true)
+	b.linear("visual.merger.mlp.2", s.ProjectionDim, m, true)
 }
 
 func (s Spec) gatedMLP(b *builder, p string, inter int64) {
@@ -419,6 +461,28 @@ func (s Spec) gatedMLP(b *builder, p string, inter int64) {
 func (s Spec) buildMoE(b *builder, p string) {
 	H, E, I := s.Hidden, s.MoE.Experts, s.MoE.Intermediate
 	switch s.Family {
+	case "gpt_oss":
+		// GptOssTopKRouter (weight, bias) and GptOssExperts: the experts
+		// are four stacked parameters with the expert index leading,
+		// gate_up_proj (E, H, 2I) + bias (E, 2I), down_proj (E, I, H) +
+		// bias (E, H) (transformers v4.55.0 modeling_gpt_oss.py). The
+		// published checkpoint stores the two projections in MXFP4
+		// (*_blocks, *_scales); this is the dequantized (bf16) inventory.
+		b.addP(p, "mlp.router.weight", E, H)
+		b.addP(p, "mlp.router.bias", E)
+		b.addP(p, "mlp.experts.gate_up_proj", E, H, 2*I)
+		b.addP(p, "mlp.experts.gate_up_proj_bias", E, 2*I)
+		b.addP(p, "mlp.experts.down_proj", E, I, H)
+		b.addP(p, "mlp.experts.down_proj_bias", E, H)
+	case "llama4_text":
+		// Llama4TextMoe (transformers v4.51.0 modeling_llama4.py):
+		// Llama4TextExperts stacks the experts, gate_up_proj (E, H, 2I)
+		// and down_proj (E, I, H) without bias; the router is a
+		// bias-free linear; shared_expert is a Llama4TextMLP.
+		b.addP(p, "feed_forward.experts.gate_up_proj", E, H, 2*I)
+		b.addP(p, "feed_forward.experts.down_proj", E, I, H)
+		b.addP(p, "feed_forward.router.weight", E, H)
+		s.gatedMLP(b, p+"feed_forward.shared_expert.", s.MoE.SharedIntermediate)
 	case "mixtral":
 		b.addP(p, "block_sparse_moe.gate.weight", E, H)
 		b.repeat(E, func(e int64) {
@@ -492,10 +556,16 @@ func (s Spec) buildPhi(b *builder) {
 
 // buildFalcon is FalconForCausalLM: fused query_key_value of
 // (heads + 2·kv_heads)·head_dim rows (covers multi_query and
-// new_decoder_architecture), parallel attention norms.
+// new_decoder_architecture), parallel attention norms; and
+// BloomForCausalLM, its sequential relative with
+// word_embeddings_layernorm (transformers v4.55.0 modeling_bloom.py).
 func (s Spec) buildFalcon(b *builder) {
 	H, V, D, I := s.Hidden, s.Vocab, s.HeadDim, s.Intermediate
 	b.add("transformer.word_embeddings.weight", V, H)
+	if s.Family == "bloom" {
+		// BloomModel: LayerNorm after the embedding (modeling_bloom.py).
+		b.norm("transformer.word_embeddings_layernorm", H, LayerNorm)
+	}
 	b.stack(s.Layers, nil, func(i int64) {
 		p := "transformer.h." + itoa(i) + "."
 		b.linearP(p, "self_attention.query_key_value", (s.Heads+2*s.KVHeads)*D, H, s.Bias.QKV)
