@@ -79,6 +79,12 @@ var frameworkLogs = []struct {
 		"AllenNLP logs only host memory (\"Peak CPU memory usage MB: 757.584\", the table's cpu_memory_MB row): both skipped as host, so no samples, not \"no leak\""},
 	{"maskrcnn182.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
 		"two unlabelled figures per line (max_memory_allocated, max_memory_cached in MB): which is which is not in the text; reported as no samples, not judged"},
+	{"torchtune2406.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
+		"MISS: torchtune's \"peak_memory_active:47.32… peak_memory_alloc:52.00… peak_memory_reserved:52.00…\" (GiB, no unit in the line) over steps 1–6 is not read: no samples; peak_memory_alloc rises 52.00 → 57.91 GiB (≈0.98 GiB a step, running peak on MPS) while peak_memory_active stays 47.32; the PR thread does not call it a leak"},
+	{"deepspeed890.log", 0, 2, 2, ColAllocated, 150323856, 150323856, false, false, false, "sample",
+		"see_memory_usage MA 0.14 GiB = ⌈150323855.36⌉ before and after get_layer_state_dict; the 2 CPU Virtual Memory lines skipped as host; 2 samples: not judged"},
+	{"primerl1126.log", 0, 1, 0, ColAllocated, 5452596, 5452596, true, false, false, "step",
+		"MISS: \"Peak Mem.: 5.2/23.7 GiB (22.1%)\" is read as 5.2 MiB (⌈5452595.2⌉) by the unit-less assumption: the GiB after the used/total pair is not applied to the first figure (5.2 GiB = 5583457485 B), and 23.7 GiB is not taken as the capacity; 1 sample, not judged"},
 }
 
 // TestReadSamplesFrameworkLogs reads every labelled framework log: the

@@ -245,6 +245,17 @@ var realLogs = []struct {
 	{"nvdiffrast23.log", 0, 0, true, false, "", "torch.cuda.*(i) calls one per line and \"memory (MB) N\": not a format read; reported as no samples, not judged"},
 	{"tf14171.log", 0, 0, true, false, "", "TensorFlow's mbiu (MaxBytesInUse) is not a name read; reported as no samples, not judged"},
 	{"triton2300.log", 5, ColUsed, true, false, "", "kubectl top's own table (MEMORY(bytes), cells 4544Mi) read between shell prompts; host RAM 4544 → 4595 MiB over 5 readings is under the 2% flat tolerance (the thread's leak shows over days)"},
+	{"pytorch1509.log", 0, ColUsed, false, false, "", "MISS: the prose series \"2934M -- 4413M -- 4433M -- 4537M -- 4537M -- 4537M\" (six nvidia-smi readings, cudnn off; 1686M → 1791M with cudnn on) is not read: no samples; the thread is allocator warm-up, not a leak"},
+	{"pytorch4890.log", 0, ColAllocated, true, false, "", "MISS: \"Before model run: 1098\" → 2173 → 2173 (memory_allocated in MB, doubling after the first epoch) has no memory word or unit: no samples"},
+	{"tf38581.log", 0, ColUsed, true, false, "", "host memory (KiB) as one Python list, 1767284 → 19867548 over 25 readings every 10 epochs: one line of bare numbers is not a series; no samples, not judged"},
+	{"gpustat130.log", 0, ColUsed, false, false, "", "MISS: gpustat's per-GPU \"103 / 16384 MB\" (used / total, four GPUs, one reading) is not read: no samples"},
+	{"detectron2_163.log", 0, ColUsed, true, false, "", "MISS: the prose narrative \"At iter 99 … 3200mb …, at iter 219 … 7000mb, at iter 5199 it is 10gb, at iter 15000 … out of memory\" gives no sample (3 figures and an OOM step are there)"},
+	{"ultralytics730.log", 0, ColUsed, true, false, "", "MISS: the prose \"around 2.8 gigabytes of VRAM at epoch 2-5 … 3.92 gigabytes by epoch 58\" gives no sample (\"gigabytes\" spelled out)"},
+	{"yolov7_735.log", 0, ColUsed, true, false, "", "MISS: \"GPU memory usage was **11.1G**\" and \"**15.1G**\" (markdown bold around the figure) give no sample"},
+	{"darknet2937.log", 0, ColUsed, true, false, "", "host memory in prose (8GB → over 16GB by iteration 10,000; 4GB → 8GB for yolov3-tiny), two runs in one sentence: no samples, not judged"},
+	{"wasmedge61.log", 1, ColUsed, true, false, "", "one llama.cpp load log: \"VRAM used: 4095.05 MB\" is read as one used sample (4,095,050,000 B); \"total VRAM used: 4313.06 MB (model …, context …)\" and the kv/compute/scratch buffer sizes are skipped; the thread's growth is across inferences, not in this excerpt: 1 sample, not judged"},
+	{"ultravox165.log", 0, ColUsed, true, false, "", "MISS: prose \"around 19+ GB … escalated to over 30+ GB\" (the \"+\" after the figure, GPU or host not said) gives no sample"},
+	{"whosatmyfeeder314.log", 0, ColUsed, true, false, "", "container resident (host) memory in a markdown table, the later reading (4.815 GiB) before the earlier (633 MiB) and the figures in bold: no samples, not judged"},
 }
 
 // TestReadSamplesRealLogs reads every labelled real log: the labelled
