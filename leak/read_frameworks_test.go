@@ -85,6 +85,8 @@ var frameworkLogs = []struct {
 		"see_memory_usage MA 0.14 GiB = ⌈150323855.36⌉ before and after get_layer_state_dict; the 2 CPU Virtual Memory lines skipped as host; 2 samples: not judged"},
 	{"primerl1126.log", 0, 1, 0, ColAllocated, 5452596, 5452596, true, false, false, "step",
 		"MISS: \"Peak Mem.: 5.2/23.7 GiB (22.1%)\" is read as 5.2 MiB (⌈5452595.2⌉) by the unit-less assumption: the GiB after the used/total pair is not applied to the first figure (5.2 GiB = 5583457485 B), and 23.7 GiB is not taken as the capacity; 1 sample, not judged"},
+	{"yolov5_2552.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
+		"MISS: YOLOv5 results rows without their header (\"0/89     5.61G   0.07745 …\", epoch/total then gpu_mem) over epochs 0–8, gpu_mem flat at 5.61G (= 6023566705 B, binary G), give no sample: the row has no memory word and the G figure is not taken on its own"},
 }
 
 // TestReadSamplesFrameworkLogs reads every labelled framework log: the

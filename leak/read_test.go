@@ -256,6 +256,12 @@ var realLogs = []struct {
 	{"wasmedge61.log", 1, ColUsed, true, false, "", "one llama.cpp load log: \"VRAM used: 4095.05 MB\" is read as one used sample (4,095,050,000 B); \"total VRAM used: 4313.06 MB (model …, context …)\" and the kv/compute/scratch buffer sizes are skipped; the thread's growth is across inferences, not in this excerpt: 1 sample, not judged"},
 	{"ultravox165.log", 0, ColUsed, true, false, "", "MISS: prose \"around 19+ GB … escalated to over 30+ GB\" (the \"+\" after the figure, GPU or host not said) gives no sample"},
 	{"whosatmyfeeder314.log", 0, ColUsed, true, false, "", "container resident (host) memory in a markdown table, the later reading (4.815 GiB) before the earlier (633 MiB) and the figures in bold: no samples, not judged"},
+	{"csnakes745.log", 0, ColUsed, false, false, "", "MISS: a per-iteration host table \"79 | Working: 622.36 MB (+0.00 MB) | Private: 1392.77 MB …\" over iterations 79–87 (working set 622.36 → 622.51 MB, flat; each figure followed by its delta in brackets) gives no sample"},
+	{"invokeai444.log", 0, ColUsed, true, false, "", "MISS: \"0.1GB/24GB VRAM used\" → \"4.9GB/24GB\" → \"7.9GB/24GB\" (idle, model loaded, after generations: used/total) gives no sample; the leak the thread reports (img2img climbing further) is after these"},
+	{"vaapi40.log", 0, ColUsed, true, false, "", "MISS: one nvidia-smi table, \"3210MiB /  8192MiB\" in the Memory-Usage cell after the video was closed, gives no sample (the table is not read)"},
+	{"lightning12703.log", 0, ColUsed, true, false, "", "MISS: percentages in prose (\"22%\" at the start, \"around 68%\" after 900 steps) give no sample; without the device size they give no bytes either"},
+	{"yolov7_367.log", 0, ColUsed, true, false, "", "MISS: \"第一个epoch占用2.59，第二个epoch突增到了7G\" (2.59 without a unit, then 7G, in Chinese prose) gives no sample"},
+	{"detectron2_887.log", 0, ColUsed, true, false, "", "host RAM in prose (\"~15GB of RAM\" until \"all available memory 64GB\"): no samples, not judged"},
 }
 
 // TestReadSamplesRealLogs reads every labelled real log: the labelled
