@@ -87,6 +87,18 @@ var frameworkLogs = []struct {
 		"MISS: \"Peak Mem.: 5.2/23.7 GiB (22.1%)\" is read as 5.2 MiB (⌈5452595.2⌉) by the unit-less assumption: the GiB after the used/total pair is not applied to the first figure (5.2 GiB = 5583457485 B), and 23.7 GiB is not taken as the capacity; 1 sample, not judged"},
 	{"yolov5_2552.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
 		"MISS: YOLOv5 results rows without their header (\"0/89     5.61G   0.07745 …\", epoch/total then gpu_mem) over epochs 0–8, gpu_mem flat at 5.61G (= 6023566705 B, binary G), give no sample: the row has no memory word and the G figure is not taken on its own"},
+	{"mmseg308.log", 0, 5, 0, ColUsed, 19873 * gpumem.MiB, 19873 * gpumem.MiB, false, false, false, "",
+		"MISS (partly): mmcv's TextLoggerHook \"memory: 19873\" is torch.cuda.max_memory_allocated() in MiB (a running peak of allocated), read here as used and not marked Peak; the \"Iter [1100/40000]\" step is not read, so the axis is the timestamps (seconds, stepUnit empty); flat, so the verdict is right; the thread's kill is host memory during evaluation, not in these lines"},
+	{"cmid5.log", 0, 5, 0, ColUsed, 22159 * gpumem.MiB, 22159 * gpumem.MiB, false, false, false, "",
+		"MISS (partly): mmcv's TextLoggerHook \"memory: 22159\" is torch.cuda.max_memory_allocated() in MiB (a running peak of allocated), read here as used and not marked Peak; the \"Iter [200/21600]\" step is not read, so the axis is the timestamps (seconds, stepUnit empty); flat, so the verdict is right"},
+	{"mmseg18.log", 0, 5, 0, ColUsed, 6840 * gpumem.MiB, 6840 * gpumem.MiB, false, false, false, "",
+		"MISS (partly): mmcv's TextLoggerHook \"memory: 6840\" is torch.cuda.max_memory_allocated() in MiB (a running peak of allocated), read here as used and not marked Peak; the \"Iter [4200/40000]\" step is not read, so the axis is the timestamps (seconds, stepUnit empty); flat, so the verdict is right"},
+	{"d2go524.log", 0, 5, 0, ColAllocated, 433 * gpumem.MiB, 433 * gpumem.MiB, true, false, false, "iteration",
+		"detectron2 max_mem 433M flat over iterations 19–99: a running peak, flat"},
+	{"d2go19.log", 0, 5, 0, ColAllocated, 824 * gpumem.MiB, 824 * gpumem.MiB, true, false, false, "iteration",
+		"detectron2 max_mem 824M flat over iterations 19–99 (the \"Starting training\" line gives none): a running peak, flat"},
+	{"detectron2_195.log", 0, 7, 0, ColAllocated, 3961 * gpumem.MiB, 3961 * gpumem.MiB, true, false, false, "iteration",
+		"detectron2 max_mem 3961M flat over iterations 1259–1379: a running peak, flat"},
 }
 
 // TestReadSamplesFrameworkLogs reads every labelled framework log: the
