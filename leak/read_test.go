@@ -262,6 +262,11 @@ var realLogs = []struct {
 	{"lightning12703.log", 0, ColUsed, true, false, "", "MISS: percentages in prose (\"22%\" at the start, \"around 68%\" after 900 steps) give no sample; without the device size they give no bytes either"},
 	{"yolov7_367.log", 0, ColUsed, true, false, "", "MISS: \"第一个epoch占用2.59，第二个epoch突增到了7G\" (2.59 without a unit, then 7G, in Chinese prose) gives no sample"},
 	{"detectron2_887.log", 0, ColUsed, true, false, "", "host RAM in prose (\"~15GB of RAM\" until \"all available memory 64GB\"): no samples, not judged"},
+	{"bcmstat15.log", 0, ColUsed, false, false, "", "bcmstat's Raspberry Pi table: free host memory (MemFreeMB 856–857, a free figure, not usage) and GPU heap deltas (-104, +708, …): no samples, not judged; the thread asks how to read it and reports no leak figure"},
+	{"ogx1474.log", 0, ColUsed, true, false, "", "MISS: prose \"it takes 17gb of GPU memory. One hour usage takes it to 28GB\" gives no sample (lower-case gb, the time in words)"},
+	{"nanochat839.log", 0, ColUsed, false, false, "", "two different measures of one run (peak allocated 1499.78 MiB vs the Metal driver's 11322.84 MiB), not a series: no samples, which is right; reading them as two samples would make a false rise"},
+	{"mambavision55.log", 0, ColUsed, true, false, "", "a rate (~254MB each epoch) and its extrapolation (76.2GB at epoch 300), no readings: no samples, not judged"},
+	{"dingo60.log", 0, ColUsed, true, false, "", "a rate by eye from nvidia-smi -l 1 (\"~ 100 MB / epoch\"), no readings: no samples, not judged"},
 }
 
 // TestReadSamplesRealLogs reads every labelled real log: the labelled
