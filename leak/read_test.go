@@ -267,6 +267,9 @@ var realLogs = []struct {
 	{"nanochat839.log", 0, ColUsed, false, false, "", "two different measures of one run (peak allocated 1499.78 MiB vs the Metal driver's 11322.84 MiB), not a series: no samples, which is right; reading them as two samples would make a false rise"},
 	{"mambavision55.log", 0, ColUsed, true, false, "", "a rate (~254MB each epoch) and its extrapolation (76.2GB at epoch 300), no readings: no samples, not judged"},
 	{"dingo60.log", 0, ColUsed, true, false, "", "a rate by eye from nvidia-smi -l 1 (\"~ 100 MB / epoch\"), no readings: no samples, not judged"},
+	{"ipexllm9675.log", 0, ColUsed, false, false, "", "MISS: xpu-smi dump CSV, header read (\"GPU Memory Used (MiB)\"), but every row is skipped as malformed because its timestamp is a time of day without a date (\"03:27:19.000\": the reader wants a date, RFC 3339 or seconds): no samples where 3 flat readings of 12063.71 MiB are there; the thread's OOM is host memory"},
+	{"qwenvl82.log", 0, ColUsed, true, false, "", "MISS: prose \"from 10k MB to 20k MB after nearly 100 steps\" (k-multiplied MB) gives no sample"},
+	{"packnet47.log", 0, ColUsed, true, false, "", "host memory in prose (\"from 21G to 38G in one epoch\"; the maintainer confirms the leak, an un-detached loss kept per step): no samples, not judged"},
 }
 
 // TestReadSamplesRealLogs reads every labelled real log: the labelled
