@@ -99,6 +99,8 @@ var frameworkLogs = []struct {
 		"detectron2 max_mem 824M flat over iterations 19–99 (the \"Starting training\" line gives none): a running peak, flat"},
 	{"detectron2_195.log", 0, 7, 0, ColAllocated, 3961 * gpumem.MiB, 3961 * gpumem.MiB, true, false, false, "iteration",
 		"detectron2 max_mem 3961M flat over iterations 1259–1379: a running peak, flat"},
+	{"litehrnet32.log", 0, 3, 0, ColAllocated, 400 * gpumem.MiB, 400 * gpumem.MiB, true, false, false, "iteration",
+		"mmpose (mmcv) \"Epoch [1][2350/18726] … memory: 400\": the epoch-based line is read (step 2350–2450, max_memory_allocated as a running peak), unlike mmseg's \"Iter [n/N]\" lines above; 3 samples: not judged"},
 }
 
 // TestReadSamplesFrameworkLogs reads every labelled framework log: the
