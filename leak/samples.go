@@ -440,6 +440,9 @@ type memKey struct {
 	peak     bool
 	rank     int    // a step key's rank: global_step over step over epoch
 	stepUnit string // a step key's unit
+	// unit is the unit the framework prints a figure of this key in
+	// without writing it (torchtune's GiB); 0: the usual unit-less rule.
+	unit gpumem.Bytes
 }
 
 // freeKeys are the keys of free-form lines, by name as [pair] words joined
@@ -474,6 +477,13 @@ var freeKeys = map[string]memKey{
 	"max_memory_reserved": {col: ColReserved, peak: true}, "max_reserved": {col: ColReserved, peak: true},
 	"peak_reserved": {col: ColReserved, peak: true}, "reserved_peak": {col: ColReserved, peak: true},
 	"max_cached": {col: ColReserved, peak: true}, "max_ca": {col: ColReserved, peak: true},
+	// torchtune's get_memory_stats (torchtune/training/memory.py, main:
+	// max_memory_allocated / max_memory_reserved divided by 1024**3),
+	// logged as "peak_memory_alloc:52.00… peak_memory_reserved:52.00…"
+	// without a unit: GiB, running peaks. peak_memory_active (the
+	// active_bytes.all.peak of memory_stats) is neither column.
+	"peak_memory_alloc":    {col: ColAllocated, peak: true, unit: gpumem.GiB},
+	"peak_memory_reserved": {col: ColReserved, peak: true, unit: gpumem.GiB},
 	// Device capacity (HF/optimum-habana "total_memory_available (GB)").
 	"total_memory_available": {col: ColCapacity}, "total_memory": {col: ColCapacity}, "memory_total": {col: ColCapacity},
 	// Steps.
@@ -631,8 +641,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		var v gpumem.Bytes
 		var err error
 		switch {
-		case q.unit == "" && q.hunit != 0:
-			if v = scaleDecimal(q.num, q.hunit, -1); v < 0 {
+		case q.unit == "" && (q.hunit != 0 || k.unit != 0):
+			u := q.hunit
+			if u == 0 {
+				u = k.unit
+			}
+			if v = scaleDecimal(q.num, u, -1); v < 0 {
 				err = gpumem.ErrRange
 			}
 		case q.unit == "" && p.unit != 0 && (name == "current" || name == "peak"):
