@@ -28,6 +28,12 @@ func TestReadSamplesFreeFormKeys(t *testing.T) {
 		{"megatron", "[Rank 0] (after 20 iterations) memory (MB) | allocated: 1024 | max allocated: 2048 | reserved: 3072 | max reserved: 3072", "line 1: step=20 allocated=1.00 GiB reserved=3.00 GiB"},
 		// 'memory_allocated (GB)': 1.5 → 1.5·10⁹ bytes = 1.40 GiB.
 		{"bracket unit", "{'epoch': 1, 'memory_allocated (GB)': 1.5}", "line 1: step=1 allocated=1.40 GiB"},
+		// mmcv's Iter [i/N] is the step; memory: is max_memory_allocated
+		// in MiB: 2048 MiB = 2.00 GiB, a running peak.
+		{"mmcv iter", "2020-12-18 19:36:37,584 - mmseg - INFO - Iter [1100/40000]\tlr: 9.755e-03, time: 0.402, memory: 2048, loss: 0.1652", "line 1: step=1100 time=2020-12-18T19:36:37.584Z allocated=2.00 GiB peak"},
+		{"mmengine iter", "Iter(train) [  50/40000]  lr: 1e-2  memory: 2048  loss: 0.5", "line 1: step=50 allocated=2.00 GiB peak"},
+		// torchtune: unit-less GiB. 1.5 GiB allocated, 2 GiB reserved.
+		{"torchtune", "Step 4 | loss:1.15 lr:2e-05 peak_memory_active:1.25 peak_memory_alloc:1.5 peak_memory_reserved:2.0", "line 1: step=4 allocated=1.50 GiB reserved=2.00 GiB peak"},
 		{"quoted key", `{"step": 7, "memory_reserved": 2147483648}`, "line 1: step=7 reserved=2.00 GiB"},
 		{"returnn", "alloc cur 1GiB alloc peak 4GiB reserved cur 2GiB reserved peak 5GiB", "line 1: allocated=1.00 GiB reserved=2.00 GiB"},
 		{"qualified free", "step 2 free memory: 3GiB used: 1GiB", "line 1: step=2 used=1.00 GiB"},

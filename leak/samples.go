@@ -602,6 +602,10 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		setStep((e-1)*per+it, 4, "iteration")
 		mmdet = true
 	}
+	if it, ok := mmcvIter(line); ok {
+		setStep(it, 4, "iteration")
+		mmdet = true
+	}
 	if v, ok := afterIterations(line); ok {
 		setStep(v, 4, "iteration")
 	}
@@ -784,6 +788,36 @@ func mmdetEpoch(line string) (epoch, iter, per int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return e, it, n, true
+}
+
+// mmcvIter reads the iteration of mmcv's IterBasedRunner TextLoggerHook
+// line "Iter [1100/40000]\tlr: …, memory: 19873, …" and mmengine's
+// "Iter(train) [ 50/40000]" (mmcv/runner/hooks/logger/text.py, v1.x:
+// log_str = f'Iter [{log_dict["iter"]}/{runner.max_iters}]\t'; its
+// memory: is _get_max_memory, torch.cuda.max_memory_allocated() / (1024
+// * 1024): MiB, a running peak of allocated, as in the Epoch lines).
+func mmcvIter(line string) (int64, bool) {
+	i := strings.Index(line, "Iter")
+	if i < 0 || (i > 0 && isIdent(line[i-1])) {
+		return 0, false
+	}
+	j := i + len("Iter")
+	if strings.HasPrefix(line[j:], "(train)") {
+		j += len("(train)")
+	}
+	j = skipSpace(line, j)
+	if j >= len(line) || line[j] != '[' {
+		return 0, false
+	}
+	it, j, ok := readInt(line, j+1)
+	if !ok || j >= len(line) || line[j] != '/' {
+		return 0, false
+	}
+	n, j, ok := readInt(line, j+1)
+	if !ok || j >= len(line) || line[j] != ']' || n < 1 {
+		return 0, false
+	}
+	return it, true
 }
 
 // leadingTime parses a timestamp at the start of a line: "2024-01-15
