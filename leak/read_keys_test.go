@@ -41,6 +41,15 @@ func TestReadSamplesFreeFormKeys(t *testing.T) {
 		{"host qualifier", "step 2 RAM used: 12GB gpu memory: 1GiB", "line 1: step=2 used=1.00 GiB"},
 		{"dotted key", "step 5 memory.used: 1024 MiB", "line 1: step=5 used=1.00 GiB"},
 		{"longest suffix", "Training epoch 4, gpu memory used: 2GiB", "line 1: step=4 used=2.00 GiB"},
+		// used/total: the unit after the pair applies to both, the total
+		// is the capacity. 5.2 GiB and 23.7 GiB.
+		{"used of total keyed", "Step 1 | MFU: 0.4% | Peak Mem.: 5.2/23.7 GiB (22.1%)", "line 1: step=1 allocated=5.20 GiB capacity=23.70 GiB peak"},
+		// nvidia-smi's cell: 3210 MiB = 3.13 GiB of 8192 MiB; 44W / 230W is not a size.
+		{"smi cell", "| 25%   58C    P0    44W / 230W |   3210MiB /  8192MiB |      1%      Default |", "line 1: used=3.13 GiB capacity=8.00 GiB"},
+		// 4.9e9 B = 4.56 GiB of 24e9 B = 22.35 GiB.
+		{"prose used of total", "- Model loaded: 4.9GB/24GB VRAM used", "line 1: used=4.56 GiB capacity=22.35 GiB"},
+		// gpustat: 1024 MiB of 16384 MiB, the unit after the total.
+		{"gpustat", "[0] Tesla P100-PCIE-16GB | 27'C,   0 % |  1024 / 16384 MiB |", "line 1: used=1.00 GiB capacity=16.00 GiB"},
 		// TensorFlow's get_memory_info dict: bytes.
 		{"tf dict", "step 9 {'current': 1073741824, 'peak': 2147483648}", "line 1: step=9 allocated=1.00 GiB"},
 	} {
@@ -50,6 +59,22 @@ func TestReadSamplesFreeFormKeys(t *testing.T) {
 			require.Len(t, got, 1)
 			assert.Equal(t, tc.want, got[0].String())
 		})
+	}
+}
+
+// TestReadSamplesUsedOfTotalNot: a size pair that is not the GPU's used
+// memory of its capacity gives no sample.
+func TestReadSamplesUsedOfTotalNot(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"RAM: 3.2/16 GB", // the host's
+		"Downloading: 45%|####| 1.2G/2.6G [00:10<00:12, 110MB/s]", // a progress bar
+		"Epoch 3/10 loss 2.0",               // no unit
+		"| 25%   58C    P0    44W / 230W |", // watts
+		"9GB/8GB VRAM",                      // more than the total
+	} {
+		_, _, err := ReadSamples(strings.NewReader(in), nil)
+		assert.ErrorIs(t, err, ErrNoSamples, in)
 	}
 }
 

@@ -249,6 +249,10 @@ func (p *sampleParser) summaryRow(t string, n int) error {
 	case "GPU reserved memory":
 		col = ColReserved
 	default:
+		// nvidia-smi's table: the Memory-Usage cell "3210MiB /  8192MiB".
+		if u, c, ok := usedOfTotal(t); ok {
+			p.emit(Sample{Line: n, Used: u, Capacity: c, Has: ColUsed | ColCapacity})
+		}
 		return nil
 	}
 	cur := strings.TrimSpace(cells[1])
@@ -317,7 +321,11 @@ type pair struct {
 	num    string       // the number as written
 	unit   string       // the unit as written, or ""
 	hunit  gpumem.Bytes // the unit in brackets after the key ("'memory_allocated (GB)': 3.82"), or 0
-	end    int
+	// tnum and tunit are the total of a "used/total" figure ("Peak
+	// Mem.: 5.2/23.7 GiB"): the device capacity, in tunit, which is also
+	// the used figure's unit when it has none of its own.
+	tnum, tunit string
+	end         int
 }
 
 // pairs finds key/value pairs: an identifier, optional blanks, an
@@ -407,6 +415,13 @@ func pairs(line string, ps []pair) []pair {
 			end = ue
 		}
 		q := pair{key: key, num: num, unit: unit, hunit: hunit, end: end}
+		if tn, tu, te, ok := ofTotal(line, end); ok {
+			q.tnum, q.tunit, q.end = tn, tu, te
+			if q.unit == "" {
+				q.unit = tu
+			}
+			end = te
+		}
 		q.nwords = copy(q.words[:], prev)
 		q.words[q.nwords] = key
 		q.nwords++
@@ -676,6 +691,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 			s.Capacity = v
 		}
 		s.Has |= col
+		if q.tnum != "" && col&ColMemory != 0 && s.Has&ColCapacity == 0 {
+			if c, err := sampleSize(pair{num: q.tnum, unit: q.tunit}, deepspeed); err == nil && c >= v {
+				s.Capacity = c
+				s.Has |= ColCapacity
+			}
+		}
 		if peak {
 			peakCols |= col
 		} else {
@@ -687,6 +708,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if tm, ok := leadingTime(line); ok {
 		s.Time = tm
 		s.Has |= ColTime
+	}
+	if s.Has&ColMemory == 0 {
+		if u, c, ok := usedOfTotal(line); ok {
+			s.Used, s.Capacity = u, c
+			s.Has |= ColUsed | ColCapacity
+		}
 	}
 	if s.Has&ColMemory == 0 {
 		if s.Has&(ColStep|ColTime) != 0 && reportsOOM(line) {
@@ -718,6 +745,108 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	p.emit(s)
 	return nil
 }
+
+// ofTotal reads the "/total unit" after a figure that ends at i: "5.2/23.7
+// GiB", "0.1GB/24GB", "103 / 16384 MB", "3210MiB /  8192MiB". The total
+// must carry a size unit; it returns the total's number and unit and
+// where it ends.
+func ofTotal(line string, i int) (num, unit string, end int, ok bool) {
+	j := i
+	for j < len(line) && line[j] == ' ' && j-i < 2 {
+		j++
+	}
+	if j >= len(line) || line[j] != '/' {
+		return "", "", 0, false
+	}
+	j = skipSpace(line, j+1)
+	st := j
+	for j < len(line) && isDigit(line[j]) {
+		j++
+	}
+	if j == st {
+		return "", "", 0, false
+	}
+	if j+1 < len(line) && line[j] == '.' && isDigit(line[j+1]) {
+		j += 2
+		for j < len(line) && isDigit(line[j]) {
+			j++
+		}
+	}
+	num = line[st:j]
+	u := j
+	for u < len(line) && line[u] == ' ' && u-j < 2 {
+		u++
+	}
+	ue := u
+	for ue < len(line) && isLetter(line[ue]) {
+		ue++
+	}
+	if ue == u || !isUnit(line[u:ue]) || line[u:ue] == "k" {
+		return "", "", 0, false
+	}
+	return num, line[u:ue], ue, true
+}
+
+// usedOfTotal reads a line's only memory figure when it is a used/total
+// pair of sizes without a key: nvidia-smi's Memory-Usage cell ("3210MiB
+// /  8192MiB"), gpustat's "103 / 16384 MB", prose "0.1GB/24GB VRAM used".
+// The first is the device's used memory, the second its capacity; a
+// unit-less used figure takes the total's unit. Lines that name the host
+// (RAM, CPU, swap, disk) and progress bars ("%|", "/s") are not read.
+func usedOfTotal(line string) (used, capacity gpumem.Bytes, ok bool) {
+	if strings.Contains(line, "%|") || strings.Contains(line, "/s") || !strings.Contains(line, "/") {
+		return 0, 0, false
+	}
+	for w := range strings.FieldsFuncSeq(line, func(r rune) bool { return !isIdentRune(r) }) {
+		for _, h := range [...]string{"ram", "cpu", "host", "swap", "disk", "rss"} {
+			if strings.EqualFold(w, h) {
+				return 0, 0, false
+			}
+		}
+	}
+	for i := 0; i < len(line); i++ {
+		if !isDigit(line[i]) || (i > 0 && (isIdent(line[i-1]) || line[i-1] == '.' || line[i-1] == '/')) {
+			continue
+		}
+		j := i
+		for j < len(line) && isDigit(line[j]) {
+			j++
+		}
+		if j+1 < len(line) && line[j] == '.' && isDigit(line[j+1]) {
+			j += 2
+			for j < len(line) && isDigit(line[j]) {
+				j++
+			}
+		}
+		num := line[i:j]
+		ue := j
+		for ue < len(line) && isLetter(line[ue]) {
+			ue++
+		}
+		unit := line[j:ue]
+		if unit != "" && (!isUnit(unit) || unit == "k") {
+			i = ue
+			continue
+		}
+		tn, tu, _, ok := ofTotal(line, ue)
+		if !ok {
+			i = ue
+			continue
+		}
+		if unit == "" {
+			unit = tu
+		}
+		u, err1 := sampleSize(pair{num: num, unit: unit}, false)
+		c, err2 := sampleSize(pair{num: tn, unit: tu}, false)
+		if err1 != nil || err2 != nil || u > c {
+			return 0, 0, false
+		}
+		return u, c, true
+	}
+	return 0, 0, false
+}
+
+func isIdentRune(r rune) bool { return r < 128 && isIdent(byte(r)) }
 
 // sampleSize converts a pair's value to bytes (see ParseSamples).
 func sampleSize(q pair, deepspeed bool) (gpumem.Bytes, error) {
