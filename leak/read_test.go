@@ -180,6 +180,25 @@ func TestReadSamplesCSVBadRow(t *testing.T) {
 	assert.Equal(t, 3, rep.Examples[0].Line)
 }
 
+// TestReadSamplesTimeOfDay: CSV timestamps without a date are seconds
+// since the first row, a day added when the clock passes midnight.
+func TestReadSamplesTimeOfDay(t *testing.T) {
+	t.Parallel()
+	in := "Timestamp, GPU Memory Used (MiB)\n23:59:00.000, 100\n23:59:30.500, 101\n00:00:30.000, 102\n00:01:00, 103\n"
+	got, _, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	var secs []float64
+	for _, s := range got {
+		secs = append(secs, s.Time.Sub(time.Unix(0, 0)).Seconds())
+	}
+	// 23:59:00 → 0; 23:59:30.5 → 30.5; 00:00:30 next day → 90; 00:01:00 → 120.
+	assert.Equal(t, []float64{0, 30.5, 90, 120}, secs)
+	_, rep, err := ReadSamples(strings.NewReader("Timestamp, GPU Memory Used (MiB)\n25:61:00, 100\n3:27:19x, 100\n"), nil)
+	require.ErrorIs(t, err, ErrNoSamples)
+	assert.Equal(t, 2, rep.ByReason[SkipMalformed])
+}
+
 // TestAnalyzeStepUnit: the axis unit reaches the reason, the forecast and
 // the JSON; an nvidia-smi CSV with timestamps is in seconds.
 func TestAnalyzeStepUnit(t *testing.T) {
@@ -267,7 +286,7 @@ var realLogs = []struct {
 	{"nanochat839.log", 0, ColUsed, false, false, "", "two different measures of one run (peak allocated 1499.78 MiB vs the Metal driver's 11322.84 MiB), not a series: no samples, which is right; reading them as two samples would make a false rise"},
 	{"mambavision55.log", 0, ColUsed, true, false, "", "a rate (~254MB each epoch) and its extrapolation (76.2GB at epoch 300), no readings: no samples, not judged"},
 	{"dingo60.log", 0, ColUsed, true, false, "", "a rate by eye from nvidia-smi -l 1 (\"~ 100 MB / epoch\"), no readings: no samples, not judged"},
-	{"ipexllm9675.log", 0, ColUsed, false, false, "", "MISS: xpu-smi dump CSV, header read (\"GPU Memory Used (MiB)\"), but every row is skipped as malformed because its timestamp is a time of day without a date (\"03:27:19.000\": the reader wants a date, RFC 3339 or seconds): no samples where 3 flat readings of 12063.71 MiB are there; the thread's OOM is host memory"},
+	{"ipexllm9675.log", 3, ColUsed, false, false, "", "xpu-smi dump CSV (\"GPU Memory Used (MiB)\") whose timestamps are times of day without a date (\"03:27:19.000\"): read as seconds since the first row (0, 60, 120 s), 3 flat readings of 12063.71 MiB: too few to judge; the thread's OOM is host memory"},
 	{"qwenvl82.log", 0, ColUsed, true, false, "", "MISS: prose \"from 10k MB to 20k MB after nearly 100 steps\" (k-multiplied MB) gives no sample"},
 	{"packnet47.log", 0, ColUsed, true, false, "", "host memory in prose (\"from 21G to 38G in one epoch\"; the maintainer confirms the leak, an un-detached loss kept per step): no samples, not judged"},
 }

@@ -111,6 +111,13 @@ type sampleParser struct {
 	pendOK   bool
 
 	pairBuf []pair // reused by pairs, line after line
+
+	// Time-of-day cells without a date ("03:27:19.000", xpu-smi dump):
+	// the offset from the first such row, a day added each time the
+	// clock goes back (past midnight).
+	todFirst, todLast time.Duration
+	todDays           int64
+	todOK             bool
 }
 
 func (p *sampleParser) emit(s Sample) {
