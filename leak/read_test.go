@@ -180,6 +180,25 @@ func TestReadSamplesCSVBadRow(t *testing.T) {
 	assert.Equal(t, 3, rep.Examples[0].Line)
 }
 
+// TestReadSamplesComment: a '#' comment quoting memory figures gives no
+// sample, neither read nor skipped, and does not end a CSV table.
+func TestReadSamplesComment(t *testing.T) {
+	t.Parallel()
+	in := "# source: thread (step 5 memory: 3GiB, 3210MiB / 8192MiB)\n  # step 6 allocated: 4GiB\nstep 7 memory: 1GiB\n"
+	got, rep, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "line 3: step=7 used=1.00 GiB", got[0].String())
+	assert.Equal(t, 0, rep.Skipped)
+	strictGot, err := ParseSamples(strings.NewReader("# memory: 3GiB\n"))
+	require.NoError(t, err)
+	assert.Empty(t, strictGot)
+	got, _, err = ReadSamples(strings.NewReader("step,mem_used_mb\n1,100\n# note: 5GiB here\n2,200\n"), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, int64(2), got[1].Step)
+}
+
 // TestReadSamplesTimeOfDay: CSV timestamps without a date are seconds
 // since the first row, a day added when the clock passes midnight.
 func TestReadSamplesTimeOfDay(t *testing.T) {

@@ -152,7 +152,9 @@ func (p *sampleParser) flushStats() {
 
 func (p *sampleParser) line(line string, n int) error {
 	t := strings.TrimSpace(line)
-	if t == "" {
+	if t == "" || t[0] == '#' {
+		// A '#' comment (a log's "# source: …" line) never gives a
+		// sample, whatever figures it quotes.
 		return nil
 	}
 	// A CSV header: nvidia-smi's, or a logger's own.
