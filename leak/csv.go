@@ -358,7 +358,10 @@ func (p *sampleParser) csvRow(t string, n int) (Sample, bool, error) {
 	if sp.time > 0 {
 		tm, ok := tableTime(get(sp.time), sp.timeMS)
 		if !ok {
-			return s, false, gpumem.Errorf(lineField(n), get(sp.time), gpumem.ErrSyntax, "time: want %s, 2006-01-02 15:04:05, RFC 3339 or seconds", smiTime)
+			tm, ok = p.timeOfDay(get(sp.time))
+		}
+		if !ok {
+			return s, false, gpumem.Errorf(lineField(n), get(sp.time), gpumem.ErrSyntax, "time: want %s, 2006-01-02 15:04:05, RFC 3339, a time of day or seconds", smiTime)
 		}
 		s.Time = tm
 		s.Has |= ColTime
@@ -441,6 +444,49 @@ func tableTime(f string, ms bool) (time.Time, bool) {
 		v /= 1000
 	}
 	return time.Unix(0, 0).UTC().Add(time.Duration(v * 1e9)), true
+}
+
+// timeOfDay reads a time cell without a date, "15:04:05[.frac]" (xpu-smi
+// dump's Timestamp), as the time since the first such row, on the Unix
+// epoch: a time earlier than the row before is on the next day (the
+// clock passed midnight), so the axis only runs forward.
+func (p *sampleParser) timeOfDay(f string) (time.Time, bool) {
+	if len(f) < 8 || f[2] != ':' || f[5] != ':' {
+		return time.Time{}, false
+	}
+	tm, err := time.Parse("15:04:05", f[:8])
+	if err != nil {
+		return time.Time{}, false
+	}
+	d := time.Duration(tm.Hour())*time.Hour + time.Duration(tm.Minute())*time.Minute + time.Duration(tm.Second())*time.Second
+	if rest := f[8:]; rest != "" {
+		if (rest[0] != '.' && rest[0] != ',') || len(rest) < 2 {
+			return time.Time{}, false
+		}
+		var frac, scale int64 = 0, 1
+		for k := 1; k < len(rest); k++ {
+			if !isDigit(rest[k]) {
+				return time.Time{}, false
+			}
+			if scale < 1e9 {
+				frac = frac*10 + int64(rest[k]-'0')
+				scale *= 10
+			}
+		}
+		d += time.Duration(frac * (1e9 / scale))
+	}
+	if !p.todOK {
+		p.todFirst, p.todLast, p.todDays, p.todOK = d, d, 0, true
+	}
+	if d < p.todLast {
+		if p.todDays >= 1<<16 {
+			return time.Time{}, false // 179 years of midnights: not a clock
+		}
+		p.todDays++
+	}
+	p.todLast = d
+	off := d - p.todFirst + time.Duration(p.todDays)*24*time.Hour
+	return time.Unix(0, 0).UTC().Add(off), true
 }
 
 // errNotAvailable is nvidia-smi's "[N/A]".

@@ -180,6 +180,44 @@ func TestReadSamplesCSVBadRow(t *testing.T) {
 	assert.Equal(t, 3, rep.Examples[0].Line)
 }
 
+// TestReadSamplesComment: a '#' comment quoting memory figures gives no
+// sample, neither read nor skipped, and does not end a CSV table.
+func TestReadSamplesComment(t *testing.T) {
+	t.Parallel()
+	in := "# source: thread (step 5 memory: 3GiB, 3210MiB / 8192MiB)\n  # step 6 allocated: 4GiB\nstep 7 memory: 1GiB\n"
+	got, rep, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "line 3: step=7 used=1.00 GiB", got[0].String())
+	assert.Equal(t, 0, rep.Skipped)
+	strictGot, err := ParseSamples(strings.NewReader("# memory: 3GiB\n"))
+	require.NoError(t, err)
+	assert.Empty(t, strictGot)
+	got, _, err = ReadSamples(strings.NewReader("step,mem_used_mb\n1,100\n# note: 5GiB here\n2,200\n"), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, int64(2), got[1].Step)
+}
+
+// TestReadSamplesTimeOfDay: CSV timestamps without a date are seconds
+// since the first row, a day added when the clock passes midnight.
+func TestReadSamplesTimeOfDay(t *testing.T) {
+	t.Parallel()
+	in := "Timestamp, GPU Memory Used (MiB)\n23:59:00.000, 100\n23:59:30.500, 101\n00:00:30.000, 102\n00:01:00, 103\n"
+	got, _, err := ReadSamples(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	var secs []float64
+	for _, s := range got {
+		secs = append(secs, s.Time.Sub(time.Unix(0, 0)).Seconds())
+	}
+	// 23:59:00 → 0; 23:59:30.5 → 30.5; 00:00:30 next day → 90; 00:01:00 → 120.
+	assert.Equal(t, []float64{0, 30.5, 90, 120}, secs)
+	_, rep, err := ReadSamples(strings.NewReader("Timestamp, GPU Memory Used (MiB)\n25:61:00, 100\n3:27:19x, 100\n"), nil)
+	require.ErrorIs(t, err, ErrNoSamples)
+	assert.Equal(t, 2, rep.ByReason[SkipMalformed])
+}
+
 // TestAnalyzeStepUnit: the axis unit reaches the reason, the forecast and
 // the JSON; an nvidia-smi CSV with timestamps is in seconds.
 func TestAnalyzeStepUnit(t *testing.T) {
@@ -248,7 +286,7 @@ var realLogs = []struct {
 	{"pytorch1509.log", 0, ColUsed, false, false, "", "MISS: the prose series \"2934M -- 4413M -- 4433M -- 4537M -- 4537M -- 4537M\" (six nvidia-smi readings, cudnn off; 1686M → 1791M with cudnn on) is not read: no samples; the thread is allocator warm-up, not a leak"},
 	{"pytorch4890.log", 0, ColAllocated, true, false, "", "MISS: \"Before model run: 1098\" → 2173 → 2173 (memory_allocated in MB, doubling after the first epoch) has no memory word or unit: no samples"},
 	{"tf38581.log", 0, ColUsed, true, false, "", "host memory (KiB) as one Python list, 1767284 → 19867548 over 25 readings every 10 epochs: one line of bare numbers is not a series; no samples, not judged"},
-	{"gpustat130.log", 0, ColUsed, false, false, "", "MISS: gpustat's per-GPU \"103 / 16384 MB\" (used / total, four GPUs, one reading) is not read: no samples"},
+	{"gpustat130.log", 4, ColUsed, false, false, "", "gpustat's per-GPU \"103 / 16384 MB\" (used / total, the unit after the total applies to both; MB decimal as ParseBytes reads it) on four GPUs, one reading: four samples of 103 MB used, 16384 MB capacity, no step; too few to judge"},
 	{"detectron2_163.log", 0, ColUsed, true, false, "", "MISS: the prose narrative \"At iter 99 … 3200mb …, at iter 219 … 7000mb, at iter 5199 it is 10gb, at iter 15000 … out of memory\" gives no sample (3 figures and an OOM step are there)"},
 	{"ultralytics730.log", 0, ColUsed, true, false, "", "MISS: the prose \"around 2.8 gigabytes of VRAM at epoch 2-5 … 3.92 gigabytes by epoch 58\" gives no sample (\"gigabytes\" spelled out)"},
 	{"yolov7_735.log", 0, ColUsed, true, false, "", "MISS: \"GPU memory usage was **11.1G**\" and \"**15.1G**\" (markdown bold around the figure) give no sample"},
@@ -257,8 +295,8 @@ var realLogs = []struct {
 	{"ultravox165.log", 0, ColUsed, true, false, "", "MISS: prose \"around 19+ GB … escalated to over 30+ GB\" (the \"+\" after the figure, GPU or host not said) gives no sample"},
 	{"whosatmyfeeder314.log", 0, ColUsed, true, false, "", "container resident (host) memory in a markdown table, the later reading (4.815 GiB) before the earlier (633 MiB) and the figures in bold: no samples, not judged"},
 	{"csnakes745.log", 0, ColUsed, false, false, "", "MISS: a per-iteration host table \"79 | Working: 622.36 MB (+0.00 MB) | Private: 1392.77 MB …\" over iterations 79–87 (working set 622.36 → 622.51 MB, flat; each figure followed by its delta in brackets) gives no sample"},
-	{"invokeai444.log", 0, ColUsed, true, false, "", "MISS: \"0.1GB/24GB VRAM used\" → \"4.9GB/24GB\" → \"7.9GB/24GB\" (idle, model loaded, after generations: used/total) gives no sample; the leak the thread reports (img2img climbing further) is after these"},
-	{"vaapi40.log", 0, ColUsed, true, false, "", "MISS: one nvidia-smi table, \"3210MiB /  8192MiB\" in the Memory-Usage cell after the video was closed, gives no sample (the table is not read)"},
+	{"invokeai444.log", 3, ColUsed, true, false, "", "\"0.1GB/24GB VRAM used\" → \"4.9GB/24GB\" → \"7.9GB/24GB\" (idle, model loaded, after generations: used/total, 24 GB the capacity): 3 samples, too few to judge; the leak the thread reports (img2img climbing further) is after these"},
+	{"vaapi40.log", 1, ColUsed, true, false, "", "one nvidia-smi table, \"3210MiB /  8192MiB\" in the Memory-Usage cell after the video was closed: one sample (3210 MiB used of 8192 MiB), not judged; the \"44W / 230W\" power cell is not a size"},
 	{"lightning12703.log", 0, ColUsed, true, false, "", "MISS: percentages in prose (\"22%\" at the start, \"around 68%\" after 900 steps) give no sample; without the device size they give no bytes either"},
 	{"yolov7_367.log", 0, ColUsed, true, false, "", "MISS: \"第一个epoch占用2.59，第二个epoch突增到了7G\" (2.59 without a unit, then 7G, in Chinese prose) gives no sample"},
 	{"detectron2_887.log", 0, ColUsed, true, false, "", "host RAM in prose (\"~15GB of RAM\" until \"all available memory 64GB\"): no samples, not judged"},
@@ -267,7 +305,7 @@ var realLogs = []struct {
 	{"nanochat839.log", 0, ColUsed, false, false, "", "two different measures of one run (peak allocated 1499.78 MiB vs the Metal driver's 11322.84 MiB), not a series: no samples, which is right; reading them as two samples would make a false rise"},
 	{"mambavision55.log", 0, ColUsed, true, false, "", "a rate (~254MB each epoch) and its extrapolation (76.2GB at epoch 300), no readings: no samples, not judged"},
 	{"dingo60.log", 0, ColUsed, true, false, "", "a rate by eye from nvidia-smi -l 1 (\"~ 100 MB / epoch\"), no readings: no samples, not judged"},
-	{"ipexllm9675.log", 0, ColUsed, false, false, "", "MISS: xpu-smi dump CSV, header read (\"GPU Memory Used (MiB)\"), but every row is skipped as malformed because its timestamp is a time of day without a date (\"03:27:19.000\": the reader wants a date, RFC 3339 or seconds): no samples where 3 flat readings of 12063.71 MiB are there; the thread's OOM is host memory"},
+	{"ipexllm9675.log", 3, ColUsed, false, false, "", "xpu-smi dump CSV (\"GPU Memory Used (MiB)\") whose timestamps are times of day without a date (\"03:27:19.000\"): read as seconds since the first row (0, 60, 120 s), 3 flat readings of 12063.71 MiB: too few to judge; the thread's OOM is host memory"},
 	{"qwenvl82.log", 0, ColUsed, true, false, "", "MISS: prose \"from 10k MB to 20k MB after nearly 100 steps\" (k-multiplied MB) gives no sample"},
 	{"packnet47.log", 0, ColUsed, true, false, "", "host memory in prose (\"from 21G to 38G in one epoch\"; the maintainer confirms the leak, an un-detached loss kept per step): no samples, not judged"},
 }

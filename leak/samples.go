@@ -111,6 +111,13 @@ type sampleParser struct {
 	pendOK   bool
 
 	pairBuf []pair // reused by pairs, line after line
+
+	// Time-of-day cells without a date ("03:27:19.000", xpu-smi dump):
+	// the offset from the first such row, a day added each time the
+	// clock goes back (past midnight).
+	todFirst, todLast time.Duration
+	todDays           int64
+	todOK             bool
 }
 
 func (p *sampleParser) emit(s Sample) {
@@ -145,7 +152,9 @@ func (p *sampleParser) flushStats() {
 
 func (p *sampleParser) line(line string, n int) error {
 	t := strings.TrimSpace(line)
-	if t == "" {
+	if t == "" || t[0] == '#' {
+		// A '#' comment (a log's "# source: …" line) never gives a
+		// sample, whatever figures it quotes.
 		return nil
 	}
 	// A CSV header: nvidia-smi's, or a logger's own.
@@ -249,6 +258,10 @@ func (p *sampleParser) summaryRow(t string, n int) error {
 	case "GPU reserved memory":
 		col = ColReserved
 	default:
+		// nvidia-smi's table: the Memory-Usage cell "3210MiB /  8192MiB".
+		if u, c, ok := usedOfTotal(t); ok {
+			p.emit(Sample{Line: n, Used: u, Capacity: c, Has: ColUsed | ColCapacity})
+		}
 		return nil
 	}
 	cur := strings.TrimSpace(cells[1])
@@ -317,7 +330,11 @@ type pair struct {
 	num    string       // the number as written
 	unit   string       // the unit as written, or ""
 	hunit  gpumem.Bytes // the unit in brackets after the key ("'memory_allocated (GB)': 3.82"), or 0
-	end    int
+	// tnum and tunit are the total of a "used/total" figure ("Peak
+	// Mem.: 5.2/23.7 GiB"): the device capacity, in tunit, which is also
+	// the used figure's unit when it has none of its own.
+	tnum, tunit string
+	end         int
 }
 
 // pairs finds key/value pairs: an identifier, optional blanks, an
@@ -407,6 +424,13 @@ func pairs(line string, ps []pair) []pair {
 			end = ue
 		}
 		q := pair{key: key, num: num, unit: unit, hunit: hunit, end: end}
+		if tn, tu, te, ok := ofTotal(line, end); ok {
+			q.tnum, q.tunit, q.end = tn, tu, te
+			if q.unit == "" {
+				q.unit = tu
+			}
+			end = te
+		}
 		q.nwords = copy(q.words[:], prev)
 		q.words[q.nwords] = key
 		q.nwords++
@@ -440,6 +464,9 @@ type memKey struct {
 	peak     bool
 	rank     int    // a step key's rank: global_step over step over epoch
 	stepUnit string // a step key's unit
+	// unit is the unit the framework prints a figure of this key in
+	// without writing it (torchtune's GiB); 0: the usual unit-less rule.
+	unit gpumem.Bytes
 }
 
 // freeKeys are the keys of free-form lines, by name as [pair] words joined
@@ -474,6 +501,13 @@ var freeKeys = map[string]memKey{
 	"max_memory_reserved": {col: ColReserved, peak: true}, "max_reserved": {col: ColReserved, peak: true},
 	"peak_reserved": {col: ColReserved, peak: true}, "reserved_peak": {col: ColReserved, peak: true},
 	"max_cached": {col: ColReserved, peak: true}, "max_ca": {col: ColReserved, peak: true},
+	// torchtune's get_memory_stats (torchtune/training/memory.py, main:
+	// max_memory_allocated / max_memory_reserved divided by 1024**3),
+	// logged as "peak_memory_alloc:52.00… peak_memory_reserved:52.00…"
+	// without a unit: GiB, running peaks. peak_memory_active (the
+	// active_bytes.all.peak of memory_stats) is neither column.
+	"peak_memory_alloc":    {col: ColAllocated, peak: true, unit: gpumem.GiB},
+	"peak_memory_reserved": {col: ColReserved, peak: true, unit: gpumem.GiB},
 	// Device capacity (HF/optimum-habana "total_memory_available (GB)").
 	"total_memory_available": {col: ColCapacity}, "total_memory": {col: ColCapacity}, "memory_total": {col: ColCapacity},
 	// Steps.
@@ -592,6 +626,10 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		setStep((e-1)*per+it, 4, "iteration")
 		mmdet = true
 	}
+	if it, ok := mmcvIter(line); ok {
+		setStep(it, 4, "iteration")
+		mmdet = true
+	}
 	if v, ok := afterIterations(line); ok {
 		setStep(v, 4, "iteration")
 	}
@@ -631,8 +669,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 		var v gpumem.Bytes
 		var err error
 		switch {
-		case q.unit == "" && q.hunit != 0:
-			if v = scaleDecimal(q.num, q.hunit, -1); v < 0 {
+		case q.unit == "" && (q.hunit != 0 || k.unit != 0):
+			u := q.hunit
+			if u == 0 {
+				u = k.unit
+			}
+			if v = scaleDecimal(q.num, u, -1); v < 0 {
 				err = gpumem.ErrRange
 			}
 		case q.unit == "" && p.unit != 0 && (name == "current" || name == "peak"):
@@ -658,6 +700,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 			s.Capacity = v
 		}
 		s.Has |= col
+		if q.tnum != "" && col&ColMemory != 0 && s.Has&ColCapacity == 0 {
+			if c, err := sampleSize(pair{num: q.tnum, unit: q.tunit}, deepspeed); err == nil && c >= v {
+				s.Capacity = c
+				s.Has |= ColCapacity
+			}
+		}
 		if peak {
 			peakCols |= col
 		} else {
@@ -669,6 +717,12 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	if tm, ok := leadingTime(line); ok {
 		s.Time = tm
 		s.Has |= ColTime
+	}
+	if s.Has&ColMemory == 0 {
+		if u, c, ok := usedOfTotal(line); ok {
+			s.Used, s.Capacity = u, c
+			s.Has |= ColUsed | ColCapacity
+		}
 	}
 	if s.Has&ColMemory == 0 {
 		if s.Has&(ColStep|ColTime) != 0 && reportsOOM(line) {
@@ -700,6 +754,108 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	p.emit(s)
 	return nil
 }
+
+// ofTotal reads the "/total unit" after a figure that ends at i: "5.2/23.7
+// GiB", "0.1GB/24GB", "103 / 16384 MB", "3210MiB /  8192MiB". The total
+// must carry a size unit; it returns the total's number and unit and
+// where it ends.
+func ofTotal(line string, i int) (num, unit string, end int, ok bool) {
+	j := i
+	for j < len(line) && line[j] == ' ' && j-i < 2 {
+		j++
+	}
+	if j >= len(line) || line[j] != '/' {
+		return "", "", 0, false
+	}
+	j = skipSpace(line, j+1)
+	st := j
+	for j < len(line) && isDigit(line[j]) {
+		j++
+	}
+	if j == st {
+		return "", "", 0, false
+	}
+	if j+1 < len(line) && line[j] == '.' && isDigit(line[j+1]) {
+		j += 2
+		for j < len(line) && isDigit(line[j]) {
+			j++
+		}
+	}
+	num = line[st:j]
+	u := j
+	for u < len(line) && line[u] == ' ' && u-j < 2 {
+		u++
+	}
+	ue := u
+	for ue < len(line) && isLetter(line[ue]) {
+		ue++
+	}
+	if ue == u || !isUnit(line[u:ue]) || line[u:ue] == "k" {
+		return "", "", 0, false
+	}
+	return num, line[u:ue], ue, true
+}
+
+// usedOfTotal reads a line's only memory figure when it is a used/total
+// pair of sizes without a key: nvidia-smi's Memory-Usage cell ("3210MiB
+// /  8192MiB"), gpustat's "103 / 16384 MB", prose "0.1GB/24GB VRAM used".
+// The first is the device's used memory, the second its capacity; a
+// unit-less used figure takes the total's unit. Lines that name the host
+// (RAM, CPU, swap, disk) and progress bars ("%|", "/s") are not read.
+func usedOfTotal(line string) (used, capacity gpumem.Bytes, ok bool) {
+	if strings.Contains(line, "%|") || strings.Contains(line, "/s") || !strings.Contains(line, "/") {
+		return 0, 0, false
+	}
+	for w := range strings.FieldsFuncSeq(line, func(r rune) bool { return !isIdentRune(r) }) {
+		for _, h := range [...]string{"ram", "cpu", "host", "swap", "disk", "rss"} {
+			if strings.EqualFold(w, h) {
+				return 0, 0, false
+			}
+		}
+	}
+	for i := 0; i < len(line); i++ {
+		if !isDigit(line[i]) || (i > 0 && (isIdent(line[i-1]) || line[i-1] == '.' || line[i-1] == '/')) {
+			continue
+		}
+		j := i
+		for j < len(line) && isDigit(line[j]) {
+			j++
+		}
+		if j+1 < len(line) && line[j] == '.' && isDigit(line[j+1]) {
+			j += 2
+			for j < len(line) && isDigit(line[j]) {
+				j++
+			}
+		}
+		num := line[i:j]
+		ue := j
+		for ue < len(line) && isLetter(line[ue]) {
+			ue++
+		}
+		unit := line[j:ue]
+		if unit != "" && (!isUnit(unit) || unit == "k") {
+			i = ue
+			continue
+		}
+		tn, tu, _, ok := ofTotal(line, ue)
+		if !ok {
+			i = ue
+			continue
+		}
+		if unit == "" {
+			unit = tu
+		}
+		u, err1 := sampleSize(pair{num: num, unit: unit}, false)
+		c, err2 := sampleSize(pair{num: tn, unit: tu}, false)
+		if err1 != nil || err2 != nil || u > c {
+			return 0, 0, false
+		}
+		return u, c, true
+	}
+	return 0, 0, false
+}
+
+func isIdentRune(r rune) bool { return r < 128 && isIdent(byte(r)) }
 
 // sampleSize converts a pair's value to bytes (see ParseSamples).
 func sampleSize(q pair, deepspeed bool) (gpumem.Bytes, error) {
@@ -770,6 +926,36 @@ func mmdetEpoch(line string) (epoch, iter, per int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return e, it, n, true
+}
+
+// mmcvIter reads the iteration of mmcv's IterBasedRunner TextLoggerHook
+// line "Iter [1100/40000]\tlr: …, memory: 19873, …" and mmengine's
+// "Iter(train) [ 50/40000]" (mmcv/runner/hooks/logger/text.py, v1.x:
+// log_str = f'Iter [{log_dict["iter"]}/{runner.max_iters}]\t'; its
+// memory: is _get_max_memory, torch.cuda.max_memory_allocated() / (1024
+// * 1024): MiB, a running peak of allocated, as in the Epoch lines).
+func mmcvIter(line string) (int64, bool) {
+	i := strings.Index(line, "Iter")
+	if i < 0 || (i > 0 && isIdent(line[i-1])) {
+		return 0, false
+	}
+	j := i + len("Iter")
+	if strings.HasPrefix(line[j:], "(train)") {
+		j += len("(train)")
+	}
+	j = skipSpace(line, j)
+	if j >= len(line) || line[j] != '[' {
+		return 0, false
+	}
+	it, j, ok := readInt(line, j+1)
+	if !ok || j >= len(line) || line[j] != '/' {
+		return 0, false
+	}
+	n, j, ok := readInt(line, j+1)
+	if !ok || j >= len(line) || line[j] != ']' || n < 1 {
+		return 0, false
+	}
+	return it, true
 }
 
 // leadingTime parses a timestamp at the start of a line: "2024-01-15
