@@ -291,24 +291,21 @@ func TestServeMaxBodyOption(t *testing.T) {
 }
 
 // TestServeInFlight checks that a request waits for a free slot and gives
-// up when its client does.
+// up when its client does: it never reaches the library without a slot.
+// No clock is read: the slot stays taken until the client cancels.
 func TestServeInFlight(t *testing.T) {
 	t.Parallel()
-	s := newServer(serverOptions{MaxInFlight: 1}).(*server)
+	s := newServer(serverOptions{MaxInFlight: 1, QueueWait: time.Hour}).(*server)
 	s.slots <- struct{}{} // the one slot is taken
 	ctx, cancel := context.WithCancel(context.Background())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/estimate", strings.NewReader(`{"model":"gpt2","train":true}`))
 	w := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() { s.ServeHTTP(w, req); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("the request ran without a free slot")
-	case <-time.After(50 * time.Millisecond):
-	}
 	cancel()
 	<-done
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
+	assert.Zero(t, s.computed.Load(), "the request ran without a free slot")
 	<-s.slots
 	w = do(t, s, http.MethodPost, "/v1/estimate", "", strings.NewReader(`{"model":"gpt2","train":true}`))
 	assert.Equal(t, http.StatusOK, w.Code, w.Body.String())
@@ -509,7 +506,6 @@ func TestServeLoad(t *testing.T) {
 
 	var done, failed atomic.Int64
 	var firstErr atomic.Value
-	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -525,7 +521,6 @@ func TestServeLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	client.CloseIdleConnections()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -533,9 +528,7 @@ func TestServeLoad(t *testing.T) {
 	require.Zero(t, failed.Load(), "first error: %v", firstErr.Load())
 	require.Equal(t, int64(workers*requests), done.Load())
 	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d requests from %d workers in %v: %.0f requests/s on %d CPUs (GOMAXPROCS %d); heap %+d bytes after GC",
-		done.Load(), workers, elapsed.Round(time.Millisecond), float64(done.Load())/elapsed.Seconds(),
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), growth)
+	t.Logf("%d requests from %d workers; heap %+d bytes after GC", done.Load(), workers, growth)
 	// The handler keeps nothing per request; 64 MiB leaves room for the
 	// transport's and the server's pooled buffers without flaking.
 	assert.Less(t, growth, int64(64<<20), "heap growth after %d requests", done.Load())
