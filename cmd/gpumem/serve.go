@@ -931,24 +931,12 @@ func truncate(b []byte, n int) string {
 // jobFields maps the library's names for a budget.Job's fields to the
 // request's.
 func jobFields(jf jobFlags) map[string]string {
+	// The fields a flag sets are named after it (requestField asks
+	// flagFor); these are the ones named otherwise, or by the request
+	// as a whole.
 	m := map[string]string{
-		"Job.Batch": "batch", "Job.SeqLen": "seq", "Job.Generate": "generate", "Job.GradAccum": "grad_accum",
-		"Job.Images": "images", "Job.Precision": "precision", "Job.Optimizer": "optimizer",
-		"Job.Attention": "attention", "Job.Checkpointing": "checkpointing", "Job.Mode": "mode",
-		"Job.Model": "model", "Job.Device": "gpu", "LoRA.Rank": "lora_rank", "LoRA.Targets": "lora_targets",
-		"Job.OptimizerInBackward": "optimizer_in_backward", "Job.Gradients": "optimizer",
-		"Job.OffloadActivations": "offload_activations",
-		"Job.Loss":               "loss", "Job.Loss.Chunks": "loss", "Job.LogitsToKeep": "logits_to_keep",
-		"Job.KVDType": "kv_dtype", "Job.KVBlock": "kv_block", "Finetune.GroupSize": "group_size",
-		"Finetune.Quant": "quant", "Finetune.Method": "quant",
-		"Job.Overhead.CUDA": "cuda", "Job.Overhead.Loading": "lazy_loading",
-		"Job.Runtime": "runtime", "Job.LlamaCpp.GPULayers": "n_gpu_layers", "Job.LlamaCpp.Context": "ctx_size",
-		"Job.LlamaCpp.Parallel": "parallel", "Job.LlamaCpp.UBatch": "ubatch_size",
-		"Job.LlamaCpp.CacheK": "cache_type_k", "Job.LlamaCpp.CacheV": "cache_type_v", "Job.LlamaCpp": "runtime",
-		"Job.VLLM.GPUMemoryUtilization": "gpu_memory_utilization", "Job.VLLM.MaxModelLen": "max_model_len",
-		"Job.VLLM.MaxNumBatchedTokens": "max_num_batched_tokens", "Job.VLLM.MaxNumSeqs": "max_num_seqs",
-		"Job.VLLM.BlockSize": "block_size", "Job.VLLM.KVCacheDType": "kv_cache_dtype",
-		"Job.VLLM.TensorParallel": "tensor_parallel_size", "Job.VLLM": "runtime", "Job.Device.Capacity": "gpu",
+		"Job.Mode": "mode", "Job.Model": "model", "Job.Device": "gpu", "Job.Device.Capacity": "gpu",
+		"Job.LlamaCpp": "runtime",
 	}
 	if jf.frozen {
 		m["Job.Gradients"] = "frozen"
@@ -1056,15 +1044,19 @@ func requestField(field string, fields map[string]string) string {
 	if f, ok := fields[base]; ok {
 		return f
 	}
+	if fl, ok := flagFor(base); ok {
+		// The request field is the flag's name: --grad-accum, grad_accum.
+		if f := strings.ReplaceAll(strings.TrimPrefix(fl, "--"), "-", "_"); requestFields[f] {
+			return f
+		}
+	}
 	last := base[strings.LastIndexByte(base, '.')+1:]
 	if first, _, _ := strings.Cut(base, "."); first == "Spec" || first == "Finetune" {
 		last = first // the model as a whole
 	}
 	switch last {
 	case "Workload", "Shape":
-		if f, ok := fields["Job.SeqLen"]; ok {
-			return f // the sequence, which a pasted job overflows first
-		}
+		return "seq" // the sequence, which a pasted job overflows first
 	case "Spec", "Finetune", "Model", "Inventory":
 		if f, ok := fields["Job.Model"]; ok {
 			return f
@@ -1366,12 +1358,10 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		return writeJSON(out, planErrorJSON(short, dev))
 	}
 	if err != nil {
+		// The Limits fields are named after their flags (flagFor); the
+		// limits as a whole are what allow changes.
 		fields := jobFields(jf)
-		for k, v := range map[string]string{"Limits.MinBatch": "min_batch", "Limits.MaxBatch": "max_batch",
-			"Limits.TargetGlobalBatch": "target_batch", "Limits.MinSeqLen": "min_seq", "Limits.MaxSeqLen": "max_seq",
-			"Limits.HeadroomFraction": "headroom", "Limits.Objective": "maximize", "Limits": "allow"} {
-			fields[k] = v
-		}
+		fields["Limits"] = "allow"
 		return libraryError(err, fields)
 	}
 	return writeJSON(out, planJSON(p, dev))
