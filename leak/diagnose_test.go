@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func corpusText(t *testing.T, name string) string {
+func corpusText(t testing.TB, name string) string {
 	t.Helper()
 	for _, c := range loadCorpus(t) {
 		if c.name == name {

@@ -94,56 +94,28 @@ func unrelatedLog(n int) string {
 
 // longLog is a 1 MB training log with one OOM message near its end.
 func longLog(b *testing.B) string {
-	return unrelatedLog(1<<20) + corpusTextB(b, "capacity_cobra24_rank0") + "\n" + unrelatedLog(2000)
+	return unrelatedLog(1<<20) + corpusText(b, "capacity_cobra24_rank0") + "\n" + unrelatedLog(2000)
 }
 
-func BenchmarkParseOOMLongLog(b *testing.B) {
-	text := longLog(b)
-	b.SetBytes(int64(len(text)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := ParseOOM(text); !ok {
-			b.Fatal("no message")
-		}
-	}
-}
+func BenchmarkParseOOMLongLog(b *testing.B) { benchmarkLongLog(b, ParseOOM) }
 
 // BenchmarkParseOOMLongLogReference measures the former per-anchor search
 // on the same log, for the ratio on one machine at one time.
-func BenchmarkParseOOMLongLogReference(b *testing.B) {
+func BenchmarkParseOOMLongLogReference(b *testing.B) { benchmarkLongLog(b, parseOOMReference) }
+
+func benchmarkLongLog(b *testing.B, parse func(string) (OOM, bool)) {
 	text := longLog(b)
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := parseOOMReference(text); !ok {
+		if _, ok := parse(text); !ok {
 			b.Fatal("no message")
 		}
 	}
 }
 
 // BenchmarkParseOOMReference is BenchmarkParseOOM of the former search.
-func BenchmarkParseOOMReference(b *testing.B) {
-	var msgs []string
-	for _, c := range loadCorpus(b) {
-		msgs = append(msgs, c.text)
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		_, _ = parseOOMReference(msgs[i%len(msgs)])
-		i++
-	}
-}
-
-func corpusTextB(b testing.TB, name string) string {
-	for _, c := range loadCorpus(b) {
-		if c.name == name {
-			return c.text
-		}
-	}
-	b.Fatalf("no corpus file %s", name)
-	return ""
-}
+func BenchmarkParseOOMReference(b *testing.B) { benchmarkCorpus(b, parseOOMReference) }
 
 // TestParseOOMOnePass holds the one-pass ParseOOM and ParseAllOOM to
 // the former anchor-by-anchor search (parseOOMReference,
