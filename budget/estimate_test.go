@@ -212,17 +212,7 @@ func FuzzEstimate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, mode, prec uint8, batch, seq, gen, accum int, attn, ckpt uint8) {
 		j := Job{Model: m, Mode: Mode(mode), Precision: Precision(prec), Optimizer: optimizer.AdamW{}, Batch: batch,
 			SeqLen: seq, Generate: gen, GradAccum: accum, Attention: model.AttentionKernel(attn), Checkpointing: model.Checkpointing(ckpt)}
-		b, err := Estimate(j)
-		if err != nil {
-			var fe *gpumem.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("Estimate error %v names no field", err)
-			}
-			return
-		}
-		if b.Allocated() <= 0 || b.Device() < b.Allocated() || b.Total() != b.Device() {
-			t.Fatalf("Estimate = %+v: inconsistent totals", b)
-		}
+		fuzzEstimate(t, j)
 	})
 }
 
@@ -286,4 +276,22 @@ func TestEstimateOptimizerMatchesInventory(t *testing.T) {
 	state, step, _ := (&accumulator{}).optimizer(&j, nil, gpumem.BF16)
 	assert.Equal(t, wantState, state)
 	assert.Equal(t, wantStep, step)
+}
+
+// fuzzEstimate estimates j for a fuzz target: an error must name a field
+// (ok false), and a breakdown must have consistent totals.
+func fuzzEstimate(t *testing.T, j Job) (Breakdown, bool) {
+	t.Helper()
+	b, err := Estimate(j)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("Estimate error %v names no field", err)
+		}
+		return b, false
+	}
+	if b.Allocated() <= 0 || b.Device() < b.Allocated() || b.Total() != b.Device() || b.Host < 0 {
+		t.Fatalf("Estimate = %+v: inconsistent totals", b)
+	}
+	return b, true
 }
