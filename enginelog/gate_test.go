@@ -130,6 +130,19 @@ func printSlack(f enginelog.Figure, decimals int, unit float64) float64 {
 func TestEngineLogGate(t *testing.T) {
 	entries := readIndex(t)
 	require.GreaterOrEqual(t, len(entries), 100)
+	files, err := filepath.Glob("../testdata/enginelogs/*.log")
+	require.NoError(t, err)
+	indexed := map[string]bool{}
+	for _, e := range entries {
+		require.False(t, indexed[e.File], "%s is indexed twice", e.File)
+		indexed[e.File] = true
+		prefix := map[string]string{"llama.cpp": "llamacpp-", "ollama": "ollama-", "vllm": "vllm-", "sglang": "sglang-"}[e.Engine]
+		require.True(t, prefix != "" && strings.HasPrefix(e.File, prefix), "%s: engine %q", e.File, e.Engine)
+	}
+	for _, f := range files {
+		require.True(t, indexed[filepath.Base(f)], "%s is not in index.jsonl", f)
+	}
+	require.Len(t, files, len(entries))
 	misses := readMisses(t)
 	var rows []row
 	skips := map[string]int{}
