@@ -230,6 +230,16 @@ var (
 	reSGFlagTP   = regexp.MustCompile(`--(?:tensor-parallel-size|tp)[ =](\d+)`)
 )
 
+// find runs re on s when s contains needle, a literal every match holds:
+// most lines match none of the patterns, and a substring test is far
+// cheaper than a regular expression.
+func find(re *regexp.Regexp, s, needle string) []string {
+	if !strings.Contains(s, needle) {
+		return nil
+	}
+	return re.FindStringSubmatch(s)
+}
+
 // size reads a number with a unit the engines use. "MB" and "GB" are the
 // engines' binary units (llama.cpp divides by 1024², vLLM's and SGLang's
 // "GB" by 2^30), so they are read as MiB and GiB.
@@ -287,22 +297,22 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	p := &l.Params
 
 	// llama.cpp.
-	if m := reModelBuf.FindStringSubmatch(s); m != nil {
+	if m := find(reModelBuf, s, "buffer size"); m != nil {
 		if err := add(ModelBuffer, m[1], m[2], "MiB", 0); err != nil {
 			return err
 		}
 	}
-	if m := reKVBuf.FindStringSubmatch(s); m != nil {
+	if m := find(reKVBuf, s, "KV buffer size"); m != nil {
 		if err := add(KVBuffer, m[1], m[2], "MiB", 0); err != nil {
 			return err
 		}
 	}
-	if m := reComputeBuf.FindStringSubmatch(s); m != nil {
+	if m := find(reComputeBuf, s, "compute buffer size"); m != nil {
 		if err := add(ComputeBuffer, m[1], m[2], "MiB", 0); err != nil {
 			return err
 		}
 	}
-	if m := reKVSelf.FindStringSubmatch(s); m != nil {
+	if m := find(reKVSelf, s, "elf size"); m != nil {
 		if err := add(KVSelf, "", m[1], m[2], 0); err != nil {
 			return err
 		}
@@ -310,7 +320,7 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			p.TypeK, p.TypeV = m[3], m[4]
 		}
 	}
-	if m := reKVSize.FindStringSubmatch(s); m != nil {
+	if m := find(reKVSize, s, "llama_kv_cache"); m != nil {
 		if err := add(KVSelf, "", m[1], "MiB", 0); err != nil {
 			return err
 		}
@@ -319,7 +329,7 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 		}
 		p.TypeK, p.TypeV = m[4], m[5]
 	}
-	if m := reVRAMTotal.FindStringSubmatch(s); m != nil {
+	if m := find(reVRAMTotal, s, "total VRAM used"); m != nil {
 		if err := add(VRAMTotal, "", m[1], "MB", 0); err != nil {
 			return err
 		}
@@ -329,30 +339,30 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 		if err := add(VRAMContext, "", m[3], "MB", 0); err != nil {
 			return err
 		}
-	} else if m := reVRAMUsed.FindStringSubmatch(s); m != nil {
+	} else if m := find(reVRAMUsed, s, "VRAM used"); m != nil {
 		if err := add(VRAMUsed, "", m[1], m[2], 0); err != nil {
 			return err
 		}
 	}
-	if m := reMemReq.FindStringSubmatch(s); m != nil {
+	if m := find(reMemReq, s, "mem required"); m != nil {
 		if err := add(HostRequired, "CPU", m[1], m[2], 0); err != nil {
 			return err
 		}
 	}
-	if m := reComputeTot.FindStringSubmatch(s); m != nil {
+	if m := find(reComputeTot, s, "compute buffer total size"); m != nil {
 		if err := add(ComputeTotal, "", m[1], m[2], 0); err != nil {
 			return err
 		}
 	}
-	if m := reAlloc.FindStringSubmatch(s); m != nil {
+	if m := find(reAlloc, s, "alloc_buffer"); m != nil {
 		if err := add(AllocFailed, "CUDA"+m[2], m[1], "MiB", 0); err != nil {
 			return err
 		}
 	}
-	if m := reOffloaded.FindStringSubmatch(s); m != nil {
+	if m := find(reOffloaded, s, "offloaded "); m != nil {
 		p.LayersOffloaded, p.LayersTotal = atoi(m[1]), atoi(m[2])
 	}
-	if m := reCtxParam.FindStringSubmatch(s); m != nil {
+	if m := find(reCtxParam, s, "n_"); m != nil {
 		switch m[1] {
 		case "n_ctx":
 			p.NCtx = atoi(m[2])
@@ -367,7 +377,7 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			p.FlashAttn = &fa
 		}
 	}
-	if m := reKVInit.FindStringSubmatch(s); m != nil {
+	if m := find(reKVInit, s, "kv_size"); m != nil {
 		p.KVSize, p.TypeK, p.TypeV = atoi(m[1]), m[2], m[3]
 	}
 
@@ -395,7 +405,7 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			p.NGPULayers = atoi(m[1])
 		}
 	}
-	if m := reOllamaBuf.FindStringSubmatch(s); m != nil {
+	if m := find(reOllamaBuf, s, "msg=\""); m != nil {
 		kind := map[string]Kind{"model weights": ModelBuffer, "kv cache": KVBuffer, "compute graph": ComputeBuffer}[m[1]]
 		f := strings.Fields(m[3])
 		if len(f) == 2 {
@@ -423,63 +433,63 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	}
 
 	// vLLM.
-	if m := reVWeights.FindStringSubmatch(s); m != nil {
+	if m := find(reVWeights, s, "took"); m != nil {
 		if err := add(Weights, "", m[1], m[2], 2); err != nil {
 			return err
 		}
-	} else if m := reVWeights2.FindStringSubmatch(s); m != nil {
+	} else if m := find(reVWeights2, s, "model weights take"); m != nil {
 		if err := add(Weights, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVNonTorch.FindStringSubmatch(s); m != nil {
+	if m := find(reVNonTorch, s, "non_torch_memory"); m != nil {
 		if err := add(NonTorch, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVAct.FindStringSubmatch(s); m != nil {
+	if m := find(reVAct, s, "activation peak"); m != nil {
 		if err := add(ActivationPeak, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVRest.FindStringSubmatch(s); m != nil {
+	if m := find(reVRest, s, "ache"); m != nil {
 		if err := add(KVCacheMemory, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVTotal.FindStringSubmatch(s); m != nil {
+	if m := find(reVTotal, s, "total_gpu_memory"); m != nil {
 		if err := add(TotalGPUMemory, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVUtil.FindStringSubmatch(s); m != nil {
+	if m := find(reVUtil, s, "gpu_memory_utilization"); m != nil {
 		p.Utilization, _ = strconv.ParseFloat(m[1], 64)
 	}
-	if m := reVBlocks.FindStringSubmatch(s); m != nil {
+	if m := find(reVBlocks, s, "locks: "); m != nil {
 		if err := addCount(GPUBlocks, m[1], 2); err != nil {
 			return err
 		}
 	}
-	if m := reVTokens.FindStringSubmatch(s); m != nil {
+	if m := find(reVTokens, s, "GPU KV cache size"); m != nil {
 		if err := addCount(KVTokens, m[1], 2); err != nil {
 			return err
 		}
 	}
-	if m := reVConc.FindStringSubmatch(s); m != nil {
+	if m := find(reVConc, s, "Maximum concurrency"); m != nil {
 		if err := addCount(Concurrency, m[2], 2); err != nil {
 			return err
 		}
 		p.MaxModelLen = atoi(strings.ReplaceAll(m[1], ",", ""))
 	}
-	if m := reVMaxTok.FindStringSubmatch(s); m != nil {
+	if m := find(reVMaxTok, s, "maximum number of tokens"); m != nil {
 		if err := addCount(KVTokens, m[1], 2); err != nil {
 			return err
 		}
 	}
-	if m := reVSeqLen.FindStringSubmatch(s); m != nil {
+	if m := find(reVSeqLen, s, "max seq len"); m != nil {
 		p.MaxModelLen = atoi(m[1])
 	}
-	if m := reVNeeded.FindStringSubmatch(s); m != nil {
+	if m := find(reVNeeded, s, "KV cache is needed"); m != nil {
 		if err := add(KVNeeded, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
@@ -487,28 +497,28 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			return err
 		}
 	}
-	if m := reVEstimate.FindStringSubmatch(s); m != nil {
+	if m := find(reVEstimate, s, "estimated maximum"); m != nil {
 		if err := addCount(MaxLenEstimate, m[1], 2); err != nil {
 			return err
 		}
 	}
-	if m := reVGraph.FindStringSubmatch(s); m != nil {
+	if m := find(reVGraph, s, "raph"); m != nil {
 		if err := add(CUDAGraph, "", m[1], "GiB", 2); err != nil {
 			return err
 		}
 	}
-	if m := reVFlagMML.FindStringSubmatch(s); m != nil {
+	if m := find(reVFlagMML, s, "max"); m != nil {
 		p.MaxModelLen = atoi(m[1])
 	}
-	if m := reVFlagUtil.FindStringSubmatch(s); m != nil {
+	if m := find(reVFlagUtil, s, "--gpu-memory-utilization"); m != nil {
 		p.Utilization, _ = strconv.ParseFloat(m[1], 64)
 	}
-	if m := reVFlagTP.FindStringSubmatch(s); m != nil {
+	if m := find(reVFlagTP, s, "tensor"); m != nil {
 		p.TensorParallel = atoi(m[1])
 	}
 
 	// SGLang.
-	if m := reSGAlloc.FindStringSubmatch(s); m != nil {
+	if m := find(reSGAlloc, s, "KV Cache is allocated"); m != nil {
 		if err := addCount(SGLangTokens, m[1], 3); err != nil {
 			return err
 		}
@@ -519,7 +529,7 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			return err
 		}
 	}
-	if m := reSGMaxTok.FindStringSubmatch(s); m != nil {
+	if m := find(reSGMaxTok, s, "max_total_num_tokens="); m != nil {
 		if err := addCount(SGLangMaxTokens, m[1], 3); err != nil {
 			return err
 		}
@@ -532,20 +542,20 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			}
 		}
 	}
-	if m := reSGGraph.FindStringSubmatch(s); m != nil {
+	if m := find(reSGGraph, s, "Capture cuda graph end"); m != nil {
 		if err := add(CUDAGraph, "", m[1], "GB", 3); err != nil {
 			return err
 		}
 	}
-	if m := reSGMaxInput.FindStringSubmatch(s); m != nil {
+	if m := find(reSGMaxInput, s, "maximum allowed length"); m != nil {
 		if err := addCount(SGLangMaxInputLen, m[1], 3); err != nil {
 			return err
 		}
 	}
-	if m := reSGFlagMem.FindStringSubmatch(s); m != nil {
+	if m := find(reSGFlagMem, s, "--mem-fraction-static"); m != nil {
 		p.Utilization, _ = strconv.ParseFloat(m[1], 64)
 	}
-	if m := reSGFlagTP.FindStringSubmatch(s); m != nil {
+	if m := find(reSGFlagTP, s, "--t"); m != nil {
 		p.TensorParallel = atoi(m[1])
 	}
 	return nil

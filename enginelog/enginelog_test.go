@@ -112,3 +112,30 @@ func TestParseGarbage(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "longer than")
 }
+
+// BenchmarkParseCorpus parses the 100 logs of testdata/enginelogs.
+func BenchmarkParseCorpus(b *testing.B) {
+	files, err := filepath.Glob("../testdata/enginelogs/*.log")
+	if err != nil || len(files) == 0 {
+		b.Fatal(err)
+	}
+	var texts []string
+	size := 0
+	for _, f := range files {
+		t, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		texts = append(texts, string(t))
+		size += len(t)
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for range b.N {
+		for _, t := range texts {
+			if _, err := Parse(strings.NewReader(t)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
