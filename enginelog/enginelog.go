@@ -188,6 +188,7 @@ var (
 	reKVSize     = regexp.MustCompile(`llama_kv_cache(?:_unified)?: size =\s*` + num + ` MiB \(\s*(\d+) cells,\s*(\d+) layers.*?K \((\w+)\).*?V \((\w+)\)`)
 	reVRAMUsed   = regexp.MustCompile(`(?:llm_load_tensors|llama_model_load_internal): (?:total )?VRAM used:\s*` + num + `\s*(MiB|MB)`)
 	reVRAMTotal  = regexp.MustCompile(`llama_new_context_with_model: total VRAM used:\s*` + num + ` MB \(model:\s*` + num + ` MB, context:\s*` + num + ` MB\)`)
+	reVRAMKV     = regexp.MustCompile(`llama_kv_cache_init: VRAM kv self = ` + num + ` (MiB|MB)`)
 	reMemReq     = regexp.MustCompile(`(?:llm_load_tensors|llama_model_load_internal): mem required\s*=\s*` + num + `\s*(MiB|MB)`)
 	reComputeTot = regexp.MustCompile(`compute buffer total size\s*=\s*` + num + `\s*(MiB|MB)`)
 	reAlloc      = regexp.MustCompile(`ggml_backend_cuda_buffer_type_alloc_buffer: allocating ` + num + ` MiB on device (\d+)`)
@@ -341,6 +342,12 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 		}
 	} else if m := find(reVRAMUsed, s, "VRAM used"); m != nil {
 		if err := add(VRAMUsed, "", m[1], m[2], 0); err != nil {
+			return err
+		}
+	}
+	if m := find(reVRAMKV, s, "VRAM kv self"); m != nil {
+		// 2023 releases: the offloaded layers' cache, on the GPU.
+		if err := add(KVBuffer, "CUDA", m[1], m[2], 0); err != nil {
 			return err
 		}
 	}

@@ -65,6 +65,7 @@ func TestParseLines(t *testing.T) {
 		{"llama_kv_cache_init:      CUDA1 KV buffer size =  3584.00 MiB", Figure{Kind: KVBuffer, Device: "CUDA1", Bytes: mib(3584)}},
 		{"llama_context:  CUDA_Host compute buffer size =    48.02 MiB", Figure{Kind: ComputeBuffer, Device: "CUDA_Host", Bytes: mustBytes(t, "48.02 MiB")}},
 		{"llama_new_context_with_model: kv self size  = 1024.00 MB", Figure{Kind: KVSelf, Bytes: mib(1024)}},
+		{"llama_kv_cache_init: VRAM kv self = 44.00 MB", Figure{Kind: KVBuffer, Device: "CUDA", Bytes: mib(44)}},
 		{"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 144.00 MiB on device 4: cudaMalloc failed: out of memory", Figure{Kind: AllocFailed, Device: "CUDA4", Bytes: mib(144)}},
 		{"INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB", Figure{Kind: Weights, Bytes: mustBytes(t, "67.7229 GiB")}},
 		{"INFO [gpu_worker.py:298] Available KV cache memory: 6.51 GiB", Figure{Kind: KVCacheMemory, Bytes: mustBytes(t, "6.51 GiB")}},
