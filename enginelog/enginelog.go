@@ -100,6 +100,7 @@ type Log struct {
 	Engine  Engine
 	Figures []Figure
 	Params  Params
+	Hparams Hparams // the model's shape, where llama.cpp printed it
 }
 
 // Find returns the figures of kind k.
@@ -298,6 +299,9 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	p := &l.Params
 
 	// llama.cpp.
+	if err := l.Hparams.hparam(s, n); err != nil {
+		return err
+	}
 	if m := find(reModelBuf, s, "buffer size"); m != nil {
 		if err := add(ModelBuffer, m[1], m[2], "MiB", 0); err != nil {
 			return err
