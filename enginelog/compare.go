@@ -138,6 +138,8 @@ type KindStat struct {
 	Kind      string
 	N, Within int
 	Median    float64 // median absolute relative error
+	Bias      float64 // median signed relative error (negative: under-estimates)
+	Under     float64 // the share of rows under-estimated
 	Worst     float64 // the signed error of the largest absolute one
 	WorstFile string
 }
@@ -151,19 +153,27 @@ func Stats(rows []Row) []KindStat {
 	out := make([]KindStat, 0, len(by))
 	for k, rs := range by {
 		errs := make([]float64, len(rs))
+		signed := make([]float64, len(rs))
 		st := KindStat{Kind: k, N: len(rs)}
 		worst := rs[0]
+		under := 0
 		for i, r := range rs {
 			errs[i] = math.Abs(r.Err())
+			signed[i] = r.Err()
 			if r.OK() {
 				st.Within++
+			}
+			if r.Err() < 0 {
+				under++
 			}
 			if math.Abs(r.Err()) > math.Abs(worst.Err()) {
 				worst = r
 			}
 		}
 		sort.Float64s(errs)
-		st.Median = median(errs)
+		sort.Float64s(signed)
+		st.Median, st.Bias = median(errs), median(signed)
+		st.Under = float64(under) / float64(len(rs))
 		st.Worst, st.WorstFile = worst.Err(), worst.File
 		out = append(out, st)
 	}

@@ -75,6 +75,8 @@ func TestCompareStats(t *testing.T) {
 	assert.Equal(t, 2, st[0].Within)
 	assert.InDelta(t, 0.03, st[0].Median, 1e-12)
 	assert.InDelta(t, -0.10, st[0].Worst, 1e-12)
+	assert.InDelta(t, 0.01, st[0].Bias, 1e-12)
+	assert.InDelta(t, 1.0/3, st[0].Under, 1e-12)
 	assert.Equal(t, "b", st[0].WorstFile)
 	assert.Equal(t, 1, st[1].Within)
 	assert.Zero(t, st[1].Median)
