@@ -18,8 +18,9 @@ type Row struct {
 	// Kind is the figure without its device ("KV buffer"): the rows'
 	// statistics are by kind.
 	Kind string
-	// Shape says where the model's shape came from: "catalog <key>" or
-	// "log hparams" (the hyperparameters llama.cpp printed at load).
+	// Shape says where the model's shape came from: "catalog <key>", "log
+	// hparams" (the hyperparameters llama.cpp printed at load) or "thread
+	// hparams" (printed in the same thread, quoted in the index).
 	Shape     string
 	Logged    float64 // bytes, or a count (tokens, blocks, concurrency)
 	Estimated float64
@@ -52,7 +53,8 @@ type Result struct {
 // memory holds (2%), its KV space, activation peak, blocks and
 // concurrency (5%) with budget.VLLMBuffers. The model's shape is the
 // catalog entry the index names, or else the hyperparameters llama.cpp
-// printed in the log itself (Log.Hparams, when complete). Logs with neither,
+// printed in the log itself (Log.Hparams, when complete), or else those
+// the index quotes from the same thread (Entry.Hparams). Logs with none,
 // and figures budget does not model, are skipped with the reason.
 func Compare(c Corpus) (Result, error) {
 	res := Result{Skips: map[string]int{}, Logs: len(c.Entries)}
@@ -61,28 +63,12 @@ func Compare(c Corpus) (Result, error) {
 		if l == nil {
 			return res, fmt.Errorf("enginelog: %s: not read", e.File)
 		}
-		var s model.Spec
-		shape := ""
-		switch {
-		case e.Catalog != nil:
-			var ok bool
-			s, ok = model.Lookup(*e.Catalog)
-			if !ok {
-				return res, fmt.Errorf("enginelog: %s: catalog %q is not a gpumem catalog model", e.File, *e.Catalog)
-			}
-			shape = "catalog " + *e.Catalog
-		case (e.Engine == "llama.cpp" || e.Engine == "ollama") && l.Hparams.Complete():
-			var err error
-			if s, err = l.Hparams.Spec(); err != nil {
-				res.Skips["hparams printed but not a llama-style decoder ("+err.Error()+")"]++
-				continue
-			}
-			shape = "log hparams"
-		case l.Hparams.NLayer > 0:
-			res.Skips["model not in the catalog, hparams incomplete in the log"]++
-			continue
-		default:
-			res.Skips["model not in the catalog, no hparams in the log"]++
+		s, shape, skip, err := shapeOf(e, l)
+		if err != nil {
+			return res, err
+		}
+		if skip != "" {
+			res.Skips[skip]++
 			continue
 		}
 		m, err := budget.NewModel(model.Finetune{Model: s})
@@ -107,6 +93,42 @@ func Compare(c Corpus) (Result, error) {
 		res.Rows = append(res.Rows, rs...)
 	}
 	return res, nil
+}
+
+// shapeOf returns the model a log's figures are compared on, and where it
+// came from: the catalog entry the index names; else the hyperparameters
+// llama.cpp printed in the log; else those the index quotes from the same
+// thread (Entry.Hparams). skip is the reason when there is none.
+func shapeOf(e Entry, l *Log) (s model.Spec, shape, skip string, err error) {
+	if e.Catalog != nil {
+		s, ok := model.Lookup(*e.Catalog)
+		if !ok {
+			return s, "", "", fmt.Errorf("enginelog: %s: catalog %q is not a gpumem catalog model", e.File, *e.Catalog)
+		}
+		return s, "catalog " + *e.Catalog, "", nil
+	}
+	h, shape := l.Hparams, "log hparams"
+	if !h.Complete() && e.Hparams != nil {
+		if h, err = ParseHparams(*e.Hparams); err != nil {
+			return s, "", "", fmt.Errorf("enginelog: %s: hparams: %w", e.File, err)
+		}
+		if !h.Complete() {
+			return s, "", "", fmt.Errorf("enginelog: %s: the hparams quoted in the index are incomplete (want n_layer, n_embd, n_head, n_head_kv, the head sizes, n_ff and n_vocab)", e.File)
+		}
+		shape = "thread hparams"
+	}
+	switch {
+	case !h.Complete() && h.NLayer > 0:
+		return s, "", "model not in the catalog, hparams incomplete in the log", nil
+	case !h.Complete():
+		return s, "", "model not in the catalog, no hparams in the log or its thread", nil
+	case e.Engine != "llama.cpp" && e.Engine != "ollama":
+		return s, "", "llama.cpp hparams in a " + e.Engine + " log", nil
+	}
+	if s, err = h.Spec(); err != nil {
+		return s, "", "hparams of a model that is not a llama-style decoder", nil
+	}
+	return s, shape, "", nil
 }
 
 // Unlisted returns the rows outside their tolerance that misses does not

@@ -47,6 +47,13 @@ type Entry struct {
 	EnforceEager  *bool    `json:"enforce_eager"`
 	MemFraction   *float64 `json:"mem_fraction_static"`
 	Note          *string  `json:"note"`
+	// Hparams are llama.cpp's lines that state the model's shape
+	// (print_info / llm_load_print_meta, or llama_model_loader's GGUF
+	// metadata), verbatim from the same thread when the log's excerpt
+	// does not hold them; HparamsFrom says where in the thread they are
+	// and which run printed them.
+	Hparams     *string `json:"hparams"`
+	HparamsFrom *string `json:"hparams_from"`
 }
 
 // Miss is one line of a corpus's misses.jsonl: a figure the runtime
@@ -105,6 +112,8 @@ func ReadCorpus(fsys fs.FS, dir string) (Corpus, error) {
 			return c, fmt.Errorf("enginelog: %s line %d: file %q is indexed twice", idx, n, e.File)
 		case !strings.HasPrefix(e.URL, "https://github.com/"):
 			return c, fmt.Errorf("enginelog: %s line %d: url %q: want the GitHub thread the log was taken from", idx, n, e.URL)
+		case e.Hparams != nil && (e.HparamsFrom == nil || *e.HparamsFrom == ""):
+			return c, fmt.Errorf("enginelog: %s line %d: hparams without hparams_from (where in the thread they were printed)", idx, n)
 		}
 		indexed[e.File] = true
 		c.Entries = append(c.Entries, e)

@@ -162,6 +162,7 @@ func Parse(r io.Reader) (*Log, error) {
 		}
 		return nil, fmt.Errorf("enginelog: reading line %d: %w", n+1, err)
 	}
+	l.Hparams.resolve()
 	if len(l.Figures) == 0 {
 		return nil, fmt.Errorf("enginelog: %w in %d lines (want llama.cpp's \"buffer size = … MiB\", Ollama's \"memory.required\", vLLM's \"Available KV cache memory\" or \"# GPU blocks\", or SGLang's \"KV Cache is allocated\")", ErrNoFigures, n)
 	}
