@@ -33,12 +33,12 @@ type Hparams struct {
 	NFFShexp   int // n_ff_shexp, the shared expert's
 	NExpShared int // n_expert_shared
 	NVocab     int
-	NSWA       int    // n_swa, the sliding window (0: none)
-	NLoraKV    int    // n_lora_kv, DeepSeek's MLA latent
-	SSMDState  int    // ssm_d_state, a recurrent (Mamba) state
-	FileType   string // "Q4_K - Medium", "BF16"
+	NSWA       int          // n_swa, the sliding window (0: none)
+	NLoraKV    int          // n_lora_kv, DeepSeek's MLA latent
+	SSMDState  int          // ssm_d_state, a recurrent (Mamba) state
+	FileType   string       // "Q4_K - Medium", "BF16"
 	ModelSize  gpumem.Bytes // "model size" ("file size" in 2025) = X GiB
-	Params     float64 // "model params = 8.03 B", in parameters
+	Params     float64      // "model params = 8.03 B", in parameters
 	Varies     []string
 
 	ggufVocab int // the metadata's token count
