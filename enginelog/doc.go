@@ -2,7 +2,7 @@
 // when they load a model — llama.cpp (and Ollama and KoboldCpp, which run
 // it), vLLM and SGLang — into [Figure] values, so that they can be
 // compared with what gpumem's runtime models predict (budget.LlamaCppBuffers,
-// budget.VLLMBuffers).
+// budget.VLLMBuffers): [Compare].
 //
 // [Parse] reads a log (any prefix before the engine's own text — a
 // timestamp, a container name, "ollama  | " — is ignored) line by line and
@@ -50,8 +50,29 @@
 // GB", the CUDA graph capture's "mem usage=X GB" and the request limit
 // "maximum allowed length (N tokens)".
 //
-// The corpus of testdata/enginelogs (one verbatim excerpt of a public
-// GitHub thread per file, with index.jsonl naming its source and the job
-// the thread states) is read by the package's tests, and its figures are
-// compared with gpumem's runtime models there (TestEngineLogGate).
+// # The model's shape
+//
+// llama.cpp prints the model's hyperparameters while it loads it:
+// "print_info: n_layer = 32" (llm_load_print_meta in 2024, and
+// llama_model_load_internal in 2023), and before them the GGUF's own
+// metadata ("llama_model_loader: - kv 14: llama.block_count u32 = 80").
+// Parse reads both into [Hparams] (Log.Hparams), applying llama.cpp's
+// defaults for what a GGUF leaves out (the head size n_embd / n_head, one
+// KV head per head, n_vocab the token list's length;
+// llama_model::load_hparams, src/llama-model.cpp). [Hparams.Spec] builds a
+// llama-style decoder from them and refuses, rather than guesses, a shape
+// the printed values do not decide (a sliding window, DeepSeek's latent
+// cache, a recurrent state, per-layer values).
+//
+// # The corpus and the comparison
+//
+// [ReadCorpus] reads a folder of logs (testdata/enginelogs: one verbatim
+// excerpt of a public GitHub thread per file, with index.jsonl naming its
+// source, the job the thread states, the catalog model or the lines of
+// the thread that print its shape, and misses.jsonl). [Compare] compares
+// every figure whose job it can state with budget.LlamaCppBuffers and
+// budget.VLLMBuffers and returns a [Row] per figure, the logs skipped by
+// reason, and [Stats] by figure kind; [Result.Unlisted] is the ratchet on
+// misses.jsonl. The package's TestEngineLogGate holds the runtime models to
+// it, and gpumem accuracy reports it as its own source.
 package enginelog
