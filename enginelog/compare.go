@@ -47,7 +47,8 @@ type Result struct {
 }
 
 // Compare compares gpumem's runtime models with every figure of the corpus
-// whose job can be stated to budget: llama.cpp's (and Ollama's) KV cache
+// whose job can be stated to budget: llama.cpp's (and Ollama's) layer
+// slots and repeating layers offloaded at the job's -ngl (exact), KV cache
 // (exact arithmetic, 2%), weights (2%) and compute buffer (5%) with
 // budget.LlamaCppBuffers; vLLM's weights (2%), the KV tokens its logged KV
 // memory holds (2%), its KV space, activation peak, blocks and
@@ -254,9 +255,9 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 	if ctx == 0 && e.NCtx != nil {
 		ctx = *e.NCtx
 	}
-	if ctx == 0 {
-		skips["n_ctx not stated"]++
-		return nil, nil
+	noCtx := ctx == 0
+	if noCtx {
+		ctx = 1 // the layers' placement does not depend on the context
 	}
 	par := p.NSeqMax
 	if par == 0 && e.NParallel != nil {
@@ -305,6 +306,39 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 	}
 	var out []Row
 	mib := float64(1 << 20)
+
+	// The layers' placement: llama.cpp puts the last -ngl of the n_layer + 1
+	// slots (the repeating layers, then the output layer) on the GPU and
+	// prints "offloading N repeating layers" and "offloaded N/M layers"
+	// (llama_model::load_tensors, src/llama-model.cpp); budget's Layers and
+	// Slots are the same counts.
+	ngl := p.NGPULayers
+	if ngl == 0 && e.NGPULayers != nil {
+		ngl = *e.NGPULayers
+	}
+	if p.LayersTotal > 0 {
+		out = append(out, row(e.File, "layer slots (n_layer + 1)", float64(p.LayersTotal), float64(full.Slots), 0, 0))
+	}
+	if p.HasRepeating && ngl > 0 {
+		at, err := job(ngl)
+		if err != nil {
+			return nil, err
+		}
+		rep := at.Layers
+		if at.OutputOnGPU {
+			rep--
+		}
+		if p.LayersRepeating == 0 {
+			skips["a logged zero (no relative error)"]++
+		} else {
+			out = append(out, row(e.File, "repeating layers offloaded at -ngl", float64(p.LayersRepeating), float64(rep), 0, 0))
+		}
+	}
+
+	if noCtx {
+		skips["n_ctx not stated"]++
+		return out, nil
+	}
 
 	// The whole KV cache.
 	if f, ok := l.Last(KVSelf); ok {

@@ -89,6 +89,8 @@ type Params struct {
 	FlashAttn                      *bool
 	TypeK, TypeV                   string // llama.cpp cache types ("f16", "q8_0")
 	LayersOffloaded, LayersTotal   int    // "offloaded N/M layers to GPU"
+	LayersRepeating                int    // "offloading N repeating layers to GPU"
+	HasRepeating                   bool   // the log prints LayersRepeating (which may be 0)
 	NGPULayers                     int    // --n-gpu-layers of an Ollama runner's command line
 	MaxModelLen                    int    // vLLM max_model_len / max seq len, SGLang context_len
 	Utilization                    float64
@@ -195,6 +197,7 @@ var (
 	reComputeTot = regexp.MustCompile(`compute buffer total size\s*=\s*` + num + `\s*(MiB|MB)`)
 	reAlloc      = regexp.MustCompile(`ggml_backend_cuda_buffer_type_alloc_buffer: allocating ` + num + ` MiB on device (\d+)`)
 	reOffloaded  = regexp.MustCompile(`offloaded (\d+)/(\d+) layers to GPU`)
+	reRepeating  = regexp.MustCompile(`offloading (\d+) repeating layers to GPU`)
 	reCtxParam   = regexp.MustCompile(`(?:llama_new_context_with_model|llama_context|llama_init_from_model):\s+(n_ctx|n_batch|n_ubatch|n_seq_max|flash_attn)\s*=\s*(\w+)`)
 	reKVInit     = regexp.MustCompile(`kv_size = (\d+), .*type_k = '(\w+)', type_v = '(\w+)'`)
 
@@ -373,6 +376,9 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	}
 	if m := find(reOffloaded, s, "offloaded "); m != nil {
 		p.LayersOffloaded, p.LayersTotal = atoi(m[1]), atoi(m[2])
+	}
+	if m := find(reRepeating, s, "repeating layers"); m != nil {
+		p.LayersRepeating, p.HasRepeating = atoi(m[1]), true
 	}
 	if m := find(reCtxParam, s, "n_"); m != nil {
 		switch m[1] {

@@ -91,6 +91,16 @@ time=x msg="starting llama server" cmd="ollama_llama_server --model m --ctx-size
 	assert.Equal(t, 12, l.Params.NGPULayers)
 	require.NotNil(t, l.Params.FlashAttn)
 	assert.False(t, *l.Params.FlashAttn)
+
+	// The layers' placement, a zero count included.
+	l, err = Parse(strings.NewReader("load_tensors: offloading 0 repeating layers to GPU\nload_tensors: offloaded 0/35 layers to GPU\nllama_kv_cache_init: CUDA0 KV buffer size = 1.00 MiB"))
+	require.NoError(t, err)
+	assert.True(t, l.Params.HasRepeating)
+	assert.Zero(t, l.Params.LayersRepeating)
+	assert.Equal(t, 35, l.Params.LayersTotal)
+	l, err = Parse(strings.NewReader(`time=x level=INFO source=ggml.go:351 msg="offloading 40 repeating layers to GPU"` + "\nllama_kv_cache_init: CUDA0 KV buffer size = 1.00 MiB"))
+	require.NoError(t, err)
+	assert.Equal(t, 40, l.Params.LayersRepeating)
 }
 
 func mustBytes(t *testing.T, s string) gpumem.Bytes {

@@ -180,7 +180,7 @@ func (e *engineLogs) print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\n%-9s  %-*s  %3s  %7s  %7s  %7s  %7s  %s\n", "source", width, "figure", "n", "median", "bias", "under", "within", "worst")
 	for _, st := range stats {
-		fmt.Fprintf(out, "%-9s  %-*s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %3d/%-3d  %+5.1f%% %s\n", "enginelog", width, st.Kind, st.N,
+		fmt.Fprintf(out, "%-9s  %-*s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %3d/%-3d  %+6.1f%% %s\n", "enginelog", width, st.Kind, st.N,
 			100*st.Median, 100*st.Bias, 100*st.Under, st.Within, st.N, 100*st.Worst, strings.TrimSuffix(st.WorstFile, ".log"))
 	}
 }
@@ -226,8 +226,8 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 	if len(set.Cases) > 0 || (eng != nil && len(eng.res.Rows) > 0) {
 		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
 		if eng != nil && len(eng.res.Rows) > 0 {
-			fmt.Fprintln(out, "within: engine-log figures inside their tolerance (KV cache and weights 2%, the rest 5%, plus the log's")
-			fmt.Fprintln(out, "print rounding), the others listed with their mechanism in testdata/enginelogs/misses.jsonl;")
+			fmt.Fprintln(out, "within: engine-log figures inside their tolerance (layer counts exact, KV cache and weights 2%, the rest")
+			fmt.Fprintln(out, "5%, plus the log's print rounding), the others listed with their mechanism in testdata/enginelogs/misses.jsonl;")
 		}
 		fmt.Fprintln(out, "under: the share of cases under-estimated.")
 	}
