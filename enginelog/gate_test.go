@@ -87,3 +87,19 @@ func TestCompareStats(t *testing.T) {
 	assert.Equal(t, []string{"a |  is within tolerance", "z | x is no longer compared"}, stale)
 	assert.False(t, math.IsNaN(st[0].Median))
 }
+
+// BenchmarkCompareCorpus compares the corpus's figures with budget's
+// runtime models, as gpumem accuracy does (the logs read and parsed once).
+func BenchmarkCompareCorpus(b *testing.B) {
+	c, err := enginelog.ReadCorpus(os.DirFS("../testdata"), "enginelogs")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := enginelog.Compare(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
