@@ -40,6 +40,7 @@ type Hparams struct {
 	ModelSize  gpumem.Bytes // "model size" ("file size" in 2025) = X GiB
 	Params     float64      // "model params = 8.03 B", in parameters
 	Varies     []string
+	Conflicts  []string // values printed twice, differently (two models in one log)
 
 	ggufVocab int // the metadata's token count
 	nGQA      int // n_gqa, n_head / n_head_kv
@@ -192,13 +193,19 @@ func (h *Hparams) field(key string) *int {
 	}[key]
 }
 
-// set sets the count key to v.
+// set sets the count key to v. A second, different value (a log that
+// loads two models, such as a draft model for speculative decoding) is
+// recorded in Conflicts, and Spec refuses the shape.
 func (h *Hparams) set(key, v string, line int) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return fmt.Errorf("enginelog: line %d: %s = %q: want a count", line, key, v)
 	}
-	*h.field(key) = n
+	f := h.field(key)
+	if *f != 0 && *f != n {
+		h.Conflicts = append(h.Conflicts, fmt.Sprintf("%s %d and %d", key, *f, n))
+	}
+	*f = n
 	return nil
 }
 
@@ -223,11 +230,14 @@ var ErrNotLlamaStyle = errors.New("not a llama-style decoder")
 // modelled; a 16-bit one's biases and norms are not printed). It refuses,
 // with ErrNotLlamaStyle, what the values do not decide: a per-layer value
 // ("[…]"), a sliding window, DeepSeek's latent cache, a recurrent state,
-// or K and V heads of different sizes.
+// K and V heads of different sizes, or the values of two models (a log
+// that loads a draft model too).
 func (h Hparams) Spec() (model.Spec, error) {
 	switch {
 	case !h.Complete():
 		return model.Spec{}, fmt.Errorf("enginelog: hparams incomplete: %w", ErrNotLlamaStyle)
+	case len(h.Conflicts) > 0:
+		return model.Spec{}, fmt.Errorf("enginelog: two models' hparams in one log (%s): %w", strings.Join(h.Conflicts, ", "), ErrNotLlamaStyle)
 	case len(h.Varies) > 0:
 		return model.Spec{}, fmt.Errorf("enginelog: per-layer %s: %w", strings.Join(h.Varies, ", "), ErrNotLlamaStyle)
 	case h.NSWA > 0:

@@ -114,7 +114,15 @@ func TestHparamsSpecRefuses(t *testing.T) {
 		assert.True(t, errors.Is(err, ErrNotLlamaStyle), "%s: %v", name, err)
 		assert.ErrorContains(t, err, name, name)
 	}
-	h, err := ParseHparams("print_info: n_head_kv        = [8, 8, 0, 8]")
+	h, err := ParseHparams("print_info: n_layer          = 64\nprint_info: n_layer          = 64\nprint_info: n_layer          = 28")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n_layer 64 and 28"}, h.Conflicts)
+	two := base
+	two.Conflicts = h.Conflicts
+	_, err = two.Spec()
+	assert.ErrorIs(t, err, ErrNotLlamaStyle)
+	assert.ErrorContains(t, err, "two models")
+	h, err = ParseHparams("print_info: n_head_kv        = [8, 8, 0, 8]")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"n_head_kv"}, h.Varies)
 
