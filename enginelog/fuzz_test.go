@@ -24,6 +24,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("llama_new_context_with_model: KV self size  = 99999999999999999999999.00 MiB")
 	f.Add(`msg="offload to cuda" memory.required.kv="1.0 GiB" memory.available="[2.2 GiB 3.0"`)
 	f.Add("GPU KV cache size: 1,2,3 tokens")
+	f.Add("llama_model_loader: - kv   9:  glm4.block_count u32 = 61\nllama_model_loader: - kv  13:  glm4.attention.head_count u32 = 0\nprint_info: n_embd = 6144\nprint_info: n_vocab = 151552\nprint_info: n_ff = 23040\nprint_info: model size = 1e309 GiB\nllama_kv_cache_init: CUDA0 KV buffer size = 1.00 MiB")
 	f.Fuzz(func(t *testing.T, in string) {
 		l, err := Parse(strings.NewReader(in))
 		if err != nil {
@@ -45,6 +46,13 @@ func FuzzParse(f *testing.F) {
 		case LlamaCpp, Ollama, VLLM, SGLang:
 		default:
 			t.Fatalf("engine %q", l.Engine)
+		}
+		// A shape is built, or refused with an error, never guessed: a
+		// built one holds the printed counts.
+		if s, err := l.Hparams.Spec(); err == nil {
+			if s.Layers != int64(l.Hparams.NLayer) || s.KVHeads != int64(l.Hparams.NHeadKV) || s.HeadDim != int64(l.Hparams.NEmbdHeadK) {
+				t.Fatalf("spec %+v from %+v", s, l.Hparams)
+			}
 		}
 	})
 }
