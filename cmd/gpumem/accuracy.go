@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/gpumem/gpumem/enginelog"
 	"github.com/gpumem/gpumem/internal/accuracy"
 )
 
@@ -52,17 +53,22 @@ func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	violations := accuracy.Check(set)
+	eng, err := loadEngineLogs(*data)
+	if err != nil {
+		return err
+	}
+	violations = append(violations, eng.violations()...)
 	if *chart != "" {
 		if err := writeAccuracyChart(*chart, set); err != nil {
 			return err
 		}
 	}
 	if *asJSON {
-		if err := writeAccuracyJSON(out, set, accuracy.Summarize(set.Cases, key), violations); err != nil {
+		if err := writeAccuracyJSON(out, set, accuracy.Summarize(set.Cases, key), eng, violations); err != nil {
 			return err
 		}
 	} else {
-		printAccuracy(out, set, key, *by, violations)
+		printAccuracy(out, set, key, *by, eng, violations)
 	}
 	if len(violations) > 0 {
 		return errGate
@@ -85,6 +91,9 @@ func loadAccuracy(dir string) (accuracy.Set, error) {
 		return accuracy.Set{}, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
 	}
 	if len(rows) == 0 && len(stated) == 0 {
+		if _, err := fs.Stat(fsys, engineLogDir); err == nil {
+			return accuracy.Set{}, nil // engine logs alone
+		}
 		return accuracy.Set{}, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl) and no stated figures (published/jobs.jsonl)", errUsage, dir)
 	}
 	return accuracy.Compare(rows, stated), nil
@@ -104,7 +113,79 @@ func shortGPU(s string) string {
 	return s
 }
 
-func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) string, by string, violations []string) {
+// engineLogDir is the corpus of serving-engine load logs under --data.
+const engineLogDir = "enginelogs"
+
+// engineLogs is the corpus of --data's enginelogs/ compared with budget's
+// runtime models (enginelog.Compare); nil when the folder is absent.
+type engineLogs struct {
+	corpus enginelog.Corpus
+	res    enginelog.Result
+}
+
+// loadEngineLogs reads and compares --data's enginelogs/, if any.
+func loadEngineLogs(dir string) (*engineLogs, error) {
+	fsys := os.DirFS(dir)
+	if _, err := fs.Stat(fsys, engineLogDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	c, err := enginelog.ReadCorpus(fsys, engineLogDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+	}
+	res, err := enginelog.Compare(c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+	}
+	return &engineLogs{c, res}, nil
+}
+
+// violations are the engine-log figures outside their tolerance that
+// misses.jsonl does not list, and the listed ones that no longer miss.
+func (e *engineLogs) violations() []string {
+	if e == nil {
+		return nil
+	}
+	nm, stale := e.res.Unlisted(e.corpus.Misses)
+	var out []string
+	for _, r := range nm {
+		out = append(out, fmt.Sprintf("enginelog %s: %s logged %.4g, estimated %.4g (%+.1f%%, tolerance %.0f%%), not listed in %s/misses.jsonl",
+			r.File, r.Figure, r.Logged, r.Estimated, 100*r.Err(), 100*r.Tol, engineLogDir))
+	}
+	for _, s := range stale {
+		out = append(out, fmt.Sprintf("enginelog %s/misses.jsonl: %s", engineLogDir, s))
+	}
+	return out
+}
+
+// print writes the engine-log figures' table, by figure kind.
+func (e *engineLogs) print(out io.Writer) {
+	logs := map[string]bool{}
+	within := 0
+	for _, r := range e.res.Rows {
+		logs[r.File] = true
+		if r.OK() {
+			within++
+		}
+	}
+	fmt.Fprintf(out, "enginelog: %d figures from %d of %d serving-engine load logs (testdata/%s), %d within tolerance, %d listed misses\n",
+		len(e.res.Rows), len(logs), e.res.Logs, engineLogDir, within, len(e.corpus.Misses))
+	stats := enginelog.Stats(e.res.Rows)
+	if len(stats) == 0 {
+		return
+	}
+	width := len("figure")
+	for _, st := range stats {
+		width = max(width, len(st.Kind))
+	}
+	fmt.Fprintf(out, "\n%-9s  %-*s  %3s  %7s  %7s  %7s  %7s  %s\n", "source", width, "figure", "n", "median", "bias", "under", "within", "worst")
+	for _, st := range stats {
+		fmt.Fprintf(out, "%-9s  %-*s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %3d/%-3d  %+6.1f%% %s\n", "enginelog", width, st.Kind, st.N,
+			100*st.Median, 100*st.Bias, 100*st.Under, st.Within, st.N, 100*st.Worst, strings.TrimSuffix(st.WorstFile, ".log"))
+	}
+}
+
+func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) string, by string, eng *engineLogs, violations []string) {
 	count := map[string]int{}
 	for _, c := range set.Cases {
 		count[c.Source]++
@@ -135,7 +216,19 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		for _, g := range accuracy.Summarize(set.Cases, nil) {
 			row(g) // Summarize names the single group "all"
 		}
+	}
+	if eng != nil {
+		if len(set.Cases) > 0 {
+			fmt.Fprintln(out)
+		}
+		eng.print(out)
+	}
+	if len(set.Cases) > 0 || (eng != nil && len(eng.res.Rows) > 0) {
 		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
+		if eng != nil && len(eng.res.Rows) > 0 {
+			fmt.Fprintln(out, "within: engine-log figures inside their tolerance (layer counts exact, KV cache and weights 2%, the rest")
+			fmt.Fprintln(out, "5%, plus the log's print rounding), the others listed with their mechanism in testdata/enginelogs/misses.jsonl;")
+		}
 		fmt.Fprintln(out, "under: the share of cases under-estimated.")
 	}
 	var exempt []accuracy.Case
@@ -186,7 +279,40 @@ type accuracyJSON struct {
 	Cases      []caseJSON     `json:"cases"`
 	OOMs       []oomJSON      `json:"ooms"`
 	Failures   []failureJSON  `json:"failures"`
+	EngineLogs *engineJSON    `json:"engine_logs,omitempty"`
 	Violations []string       `json:"violations"`
+}
+
+// engineJSON is the engine-log comparison of --json.
+type engineJSON struct {
+	Logs    int              `json:"logs"`
+	Skips   map[string]int   `json:"skipped"`
+	Stats   []engineStatJSON `json:"figures_by_kind"`
+	Figures []engineRowJSON  `json:"figures"`
+}
+
+type engineStatJSON struct {
+	Kind      string  `json:"kind"`
+	N         int     `json:"n"`
+	Within    int     `json:"within_tolerance"`
+	Median    float64 `json:"median_abs_error"`
+	Bias      float64 `json:"median_error"`
+	Under     float64 `json:"under_fraction"`
+	Worst     float64 `json:"worst_error"`
+	WorstFile string  `json:"worst_file"`
+}
+
+type engineRowJSON struct {
+	File      string  `json:"file"`
+	Figure    string  `json:"figure"`
+	Kind      string  `json:"kind"`
+	Shape     string  `json:"shape"`
+	Measured  float64 `json:"measured"`
+	Estimated float64 `json:"estimated"`
+	Error     float64 `json:"error"`
+	Tolerance float64 `json:"tolerance"`
+	Within    bool    `json:"within_tolerance"`
+	Miss      string  `json:"listed_miss,omitempty"`
 }
 
 type groupJSON struct {
@@ -229,7 +355,7 @@ type failureJSON struct {
 	Error  string `json:"error"`
 }
 
-func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group, violations []string) error {
+func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group, eng *engineLogs, violations []string) error {
 	// round keeps the JSON short: errors to 0.01%.
 	round := func(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Cases: []caseJSON{},
@@ -253,6 +379,18 @@ func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group,
 	}
 	for _, f := range set.Failures {
 		v.Failures = append(v.Failures, failureJSON{f.Source, f.ID, f.Err.Error()})
+	}
+	if eng != nil {
+		e := &engineJSON{Logs: eng.res.Logs, Skips: eng.res.Skips, Stats: []engineStatJSON{}, Figures: []engineRowJSON{}}
+		for _, st := range enginelog.Stats(eng.res.Rows) {
+			e.Stats = append(e.Stats, engineStatJSON{st.Kind, st.N, st.Within, round(st.Median), round(st.Bias), round(st.Under),
+				round(st.Worst), st.WorstFile})
+		}
+		for _, r := range eng.res.Rows {
+			e.Figures = append(e.Figures, engineRowJSON{r.File, r.Figure, r.Kind, r.Shape, r.Logged, r.Estimated, round(r.Err()),
+				r.Tol, r.OK(), eng.corpus.Misses[r.Key()].Mechanism})
+		}
+		v.EngineLogs = e
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")

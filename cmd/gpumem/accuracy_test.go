@@ -22,7 +22,8 @@ func TestAccuracy(t *testing.T) {
 	t.Parallel()
 	code, out, stderr := runCLI(t, "", "accuracy", "--data", "../../testdata")
 	require.Equal(t, exitOK, code, stderr)
-	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met"} {
+	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met",
+		"enginelog  KV cache (all layers)", "serving-engine load logs (testdata/enginelogs)"} {
 		assert.Contains(t, out, want)
 	}
 	stated, err := accuracy.ReadPublished(os.DirFS("../../testdata"), "published")
@@ -40,12 +41,40 @@ func TestAccuracy(t *testing.T) {
 			Estimated int64   `json:"estimated"`
 			Error     float64 `json:"error"`
 		} `json:"cases"`
+		EngineLogs struct {
+			Logs  int `json:"logs"`
+			Stats []struct {
+				Kind string `json:"kind"`
+				N    int    `json:"n"`
+			} `json:"figures_by_kind"`
+			Figures []struct {
+				File      string  `json:"file"`
+				Measured  float64 `json:"measured"`
+				Estimated float64 `json:"estimated"`
+				Error     float64 `json:"error"`
+				Within    bool    `json:"within_tolerance"`
+				Miss      string  `json:"listed_miss"`
+			} `json:"figures"`
+		} `json:"engine_logs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
 	require.Len(t, v.Cases, len(stated))
 	require.Len(t, v.Groups, len(stated), "--by id: one group per case")
 	for _, c := range v.Cases {
 		assert.InDelta(t, float64(c.Estimated-c.Measured)/float64(c.Measured), c.Error, 1e-4, c.ID)
+	}
+	// The engine logs: their own source, every figure counted in one kind,
+	// and every figure outside its tolerance a listed miss.
+	assert.GreaterOrEqual(t, v.EngineLogs.Logs, 100)
+	require.NotEmpty(t, v.EngineLogs.Figures)
+	n := 0
+	for _, st := range v.EngineLogs.Stats {
+		n += st.N
+	}
+	assert.Equal(t, len(v.EngineLogs.Figures), n)
+	for _, f := range v.EngineLogs.Figures {
+		assert.InDelta(t, (f.Estimated-f.Measured)/f.Measured, f.Error, 1e-4, f.File)
+		assert.Equal(t, f.Within, f.Miss == "", "%s: a figure outside its tolerance is a listed miss, and only such a figure", f.File)
 	}
 
 	png := filepath.Join(t.TempDir(), "acc.png")
@@ -73,6 +102,38 @@ func TestAccuracyGate(t *testing.T) {
 	assert.Contains(t, out, "gate: missed (1)")
 	assert.Contains(t, out, "published x: allocated estimate")
 	assert.Contains(t, stderr, "miss the accuracy gate")
+
+	// An engine log whose figure misses its tolerance without a line in
+	// misses.jsonl misses the gate; with its line it meets it.
+	eng := t.TempDir()
+	logs := filepath.Join(eng, "enginelogs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	const file = "ollama-ollama-11711.log"
+	b, err := os.ReadFile(filepath.Join("../../testdata/enginelogs", file))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(logs, file), b, 0o600))
+	idx, err := os.ReadFile("../../testdata/enginelogs/index.jsonl")
+	require.NoError(t, err)
+	var line string
+	for _, l := range strings.Split(string(idx), "\n") {
+		if strings.Contains(l, `"file":"`+file+`"`) {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line)
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "index.jsonl"), []byte(line+"\n"), 0o600))
+	code, out, _ = runCLI(t, "", "accuracy", "--data", eng)
+	assert.Equal(t, exitDoesNotFit, code, out)
+	assert.Contains(t, out, "enginelog ollama-ollama-11711.log: Ollama memory.required.kv")
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "misses.jsonl"),
+		[]byte(`{"file":"`+file+`","figure":"Ollama memory.required.kv","mechanism":"sliding-window layers"}`+"\n"), 0o600))
+	code, out, _ = runCLI(t, "", "accuracy", "--data", eng)
+	assert.Equal(t, exitOK, code, out)
+	assert.Contains(t, out, "enginelog  Ollama memory.required.kv")
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "index.jsonl"), []byte(`{"file":"x.log"}`+"\n"), 0o600))
+	code, _, stderr = runCLI(t, "", "accuracy", "--data", eng)
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, stderr, "enginelogs/index.jsonl line 1")
 
 	for _, tc := range []struct {
 		args []string

@@ -174,8 +174,12 @@ is estimated at the level it measured (allocated, reserved or device); the
 table gives, per group, the median and worst absolute relative error, the
 median signed error and the share under-estimated. The gate: no allocated
 estimate more than 5% below its measurement, each measured level's median
-within 10%, every measured OOM predicted not to fit. Run it from the
-repository root (DIR defaults to testdata).`,
+within 10%, every measured OOM predicted not to fit. Serving-engine load logs
+(DIR/enginelogs: llama.cpp, Ollama, vLLM, SGLang) are their own source: each
+figure (KV cache, buffers, weights, layers offloaded, vLLM blocks) against
+the llama.cpp or vLLM runtime model, by figure kind, and the gate misses on a
+figure outside its tolerance that DIR/enginelogs/misses.jsonl does not list.
+Run it from the repository root (DIR defaults to testdata).`,
 		examples: []string{
 			"gpumem accuracy",
 			"gpumem accuracy --by gpu --chart accuracy.png",
