@@ -94,9 +94,15 @@ func TestOllamaPublished70B(t *testing.T) {
 	assert.Equal(t, r.GraphPartial, r.GraphFull, "more than one GPU: the partial estimate for both")
 	assert.Equal(t, 4, r.GPUs)
 	assert.False(t, r.Full)
-	require.Len(t, r.TensorSplit, 4)
-	for _, n := range r.TensorSplit {
-		assert.InDelta(t, r.Layers/4, n, 1, "the blocks are dealt to the GPUs in turn")
+	// The log's placement too, with the weights in Q8_0 (the log's
+	// memory.weights.nonrepeating="1.0 GiB" is a Q8_0 output layer):
+	// layers.offload=44 layers.split=11,11,11,11
+	// memory.required.allocations="[21.8 GiB 21.8 GiB 21.8 GiB 21.8 GiB]".
+	assert.Equal(t, 44, r.Layers)
+	assert.Equal(t, []int{11, 11, 11, 11}, r.TensorSplit)
+	assert.Equal(t, 1.0, humanGiB(r.Output))
+	for _, a := range r.GPUSizes {
+		assert.Equal(t, 21.8, humanGiB(a))
 	}
 }
 

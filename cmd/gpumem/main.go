@@ -202,8 +202,18 @@ func flagFor(field string) (string, bool) {
 		return "--parallel", true
 	case "Job.LlamaCpp.UBatch":
 		return "--ubatch-size", true
-	case "Job.LlamaCpp.CacheK":
+	case "Job.LlamaCpp.CacheK", "Ollama.KVCacheType":
 		return "--cache-type-k", true
+	case "Ollama.NumCtx":
+		return "--ctx-size", true
+	case "Ollama.NumBatch":
+		return "--ubatch-size", true
+	case "Ollama.NumParallel":
+		return "--parallel", true
+	case "Ollama.NumGPU":
+		return "--n-gpu-layers", true
+	case "free", "free[0]":
+		return "--memory", true
 	case "Job.LlamaCpp.CacheV":
 		return "--cache-type-v", true
 	case "Job.VLLM.GPUMemoryUtilization":

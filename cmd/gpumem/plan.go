@@ -65,6 +65,28 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := checkPlanGiven(fs, &jf, *allow); err != nil {
 		return err
 	}
+	if isOllama(jf.llama.runtime) {
+		// Ollama's placement: the layers that fit at --ctx-size and the
+		// longest context with all of them (budget.OllamaLayers).
+		if !jf.train && !jf.loadOnly {
+			jf.infer = true
+		}
+		gpus := jf.gpus
+		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+		j, dev, err := jf.job()
+		if err != nil {
+			return err
+		}
+		p, _, err := planOllama(j, dev, gpus, func(s string) string { return "--" + s })
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(out, p.json())
+		}
+		p.write(out)
+		return nil
+	}
 	if jf.loadOnly {
 		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
 	}

@@ -1300,6 +1300,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	} else if req.StatesOnly {
 		return badField("states_only", "only with \"model\": %q", largestName)
 	}
+	if isOllama(req.Runtime) && req.Mode == "" && !req.Train {
+		req.Infer = true // Ollama serves: the mode goes without saying
+	}
 	jf, spec, err := s.flagsFrom(req.estimateRequest)
 	if err != nil {
 		return err
@@ -1307,9 +1310,25 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
+	ollamaGPUs := jf.gpus
+	if isOllama(jf.llama.runtime) {
+		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+	}
 	j, dev, err := jf.jobWith(spec, s.prepared.prepare(modelSource(req.estimateRequest), &jf))
 	if err != nil {
 		return libraryError(err, jobFields(jf))
+	}
+	if isOllama(jf.llama.runtime) {
+		// Ollama's placement (gpumem plan --runtime ollama).
+		s.computed.Add(1)
+		p, flag, err := planOllama(j, dev, ollamaGPUs, func(flag string) string { return strings.ReplaceAll(flag, "-", "_") })
+		if flag != "" {
+			return badField(strings.ReplaceAll(flag, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if err != nil {
+			return libraryError(err, jobFields(jf))
+		}
+		return writeJSON(out, p.json())
 	}
 	if j.Runtime == budget.LlamaCpp {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
