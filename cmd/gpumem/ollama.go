@@ -81,8 +81,15 @@ func (p *ollamaPlan) write(out io.Writer) {
 	if model == "" {
 		model = "the model"
 	}
-	fmt.Fprintf(out, "%s (%s, %d layers with the output layer) under Ollama %s's placement on %d × %s (%s free each):\n",
-		model, r.Arch, r.Slots, budget.OllamaVersion, p.gpus, clean(p.dev.Name), p.dev.Free().Human())
+	on := fmt.Sprintf("%s (%s free)", clean(p.dev.Name), p.dev.Free().Human())
+	if strings.HasSuffix(p.dev.Name, "of free memory") {
+		on = clean(p.dev.Name) // --memory
+	}
+	if p.gpus > 1 {
+		on = fmt.Sprintf("%d × %s (%s free each)", p.gpus, clean(p.dev.Name), p.dev.Free().Human())
+	}
+	fmt.Fprintf(out, "%s (%s, %d layers with the output layer) under Ollama %s's placement on %s:\n",
+		model, r.Arch, r.Slots, budget.OllamaVersion, on)
 	fmt.Fprintf(out, "  num_ctx %s, num_batch %d, %d parallel, flash attention %v: %d/%d layers on the GPU",
 		group3(int64(r.Context)), r.Batch, r.Parallel, r.FlashAttn, r.Layers, r.Slots)
 	if r.GPUs > 1 {
