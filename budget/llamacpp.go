@@ -25,11 +25,15 @@ const (
 	// and a KV cache of the memory gpu_memory_utilization leaves (see
 	// [VLLMOptions] and [VLLMBuffers]).
 	VLLM
+	// SGLang is SGLang serving a model: the weights and a KV pool of the
+	// memory mem_fraction_static leaves (see [SGLangOptions] and
+	// [SGLangBuffers]).
+	SGLang
 )
 
-var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp", VLLM: "vllm"}
+var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp", VLLM: "vllm", SGLang: "sglang"}
 
-// String returns "pytorch", "llama.cpp" or "vllm".
+// String returns "pytorch", "llama.cpp", "vllm" or "sglang".
 func (r Runtime) String() string {
 	if int(r) < len(runtimeNames) {
 		return runtimeNames[r]
@@ -41,7 +45,7 @@ func (r Runtime) String() string {
 func (r Runtime) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // ParseRuntime reads "pytorch" (or "transformers", "torch"),
-// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama") and "vllm".
+// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama"), "vllm" and "sglang".
 func ParseRuntime(s string) (Runtime, error) {
 	switch s {
 	case "pytorch", "torch", "transformers":
@@ -50,8 +54,10 @@ func ParseRuntime(s string) (Runtime, error) {
 		return LlamaCpp, nil
 	case "vllm", "vLLM":
 		return VLLM, nil
+	case "sglang", "SGLang":
+		return SGLang, nil
 	}
-	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
+	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch, llama.cpp, vllm or sglang")
 }
 
 // LlamaCppOptions are llama.cpp's context and model parameters that size
@@ -147,8 +153,8 @@ func LlamaCppBuffers(j Job) (LlamaCppReport, error) {
 // validateLlamaCpp checks the llama.cpp options of j.
 func (j *Job) validateLlamaCpp() error {
 	o := &j.LlamaCpp
-	if j.Runtime > VLLM {
-		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp or VLLM")
+	if j.Runtime > SGLang {
+		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp, VLLM or SGLang")
 	}
 	if j.Runtime != LlamaCpp {
 		if *o != (LlamaCppOptions{}) {

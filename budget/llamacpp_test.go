@@ -149,13 +149,13 @@ func TestLlamaCppInvalid(t *testing.T) {
 }
 
 func TestParseRuntime(t *testing.T) {
-	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp, "vllm": VLLM} {
+	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp, "vllm": VLLM, "sglang": SGLang} {
 		got, err := ParseRuntime(s)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 		assert.Equal(t, want.String(), runtimeNames[want])
 	}
-	_, err := ParseRuntime("sglang")
+	_, err := ParseRuntime("tensorrt-llm")
 	assert.Error(t, err)
 }
 

@@ -55,6 +55,7 @@ type jobFlags struct {
 	lazy              optBool
 	llama             llamaFlags // --runtime and llama.cpp's flags
 	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
+	sglang            sglangFlags
 
 	// profile is --profile: an overhead profile file written by gpumem
 	// calibrate, applied as the job's Overhead.
@@ -84,8 +85,8 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&v.batchedTokens, "max-num-batched-tokens", 0, "with --runtime vllm: the tokens of vLLM's profile run (default 2048)")
 	fs.IntVar(&v.maxNumSeqs, "max-num-seqs", 0, "with --runtime vllm: the sequences of vLLM's profile sampler run (default 256)")
 	fs.IntVar(&v.blockSize, "block-size", 0, "with --runtime vllm: tokens per KV block (default 16)")
-	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm: auto (the weights' dtype, default), fp8, fp8_e4m3 or fp8_e5m2")
-	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
+	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
+	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
 // apply sets j's vLLM options (j.Runtime is set). On error it returns the
@@ -106,6 +107,28 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.kvCacheDType != "" {
 		given["kv-cache-dtype"] = v.kvCacheDType
+	}
+	if j.Runtime == budget.SGLang {
+		// SGLang names these two as vLLM does; the others are vLLM's.
+		for _, name := range vllmFlagNames {
+			if val, ok := given[name]; ok && name != "tensor-parallel-size" && name != "kv-cache-dtype" {
+				return name, fmt.Errorf("%w: --%s %s: it is a vLLM option (SGLang's are --mem-fraction-static, --max-total-tokens, --page-size, --context-length, --tensor-parallel-size and --kv-cache-dtype)", errUsage, name, val)
+			}
+		}
+		if v.tensorParallel < 0 {
+			return "tensor-parallel-size", fmt.Errorf("%w: --tensor-parallel-size %d: must not be negative", errUsage, v.tensorParallel)
+		}
+		j.SGLang.TensorParallel = v.tensorParallel
+		switch v.kvCacheDType {
+		case "", "auto":
+		case "fp8_e5m2":
+			j.SGLang.KVCacheDType = gpumem.FP8E5M2
+		case "fp8_e4m3":
+			j.SGLang.KVCacheDType = gpumem.FP8E4M3
+		default:
+			return "kv-cache-dtype", fmt.Errorf("%w: --kv-cache-dtype %q: SGLang takes auto, fp8_e5m2 or fp8_e4m3", errUsage, v.kvCacheDType)
+		}
+		return "", nil
 	}
 	if j.Runtime != budget.VLLM {
 		for _, name := range vllmFlagNames {
@@ -312,6 +335,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
 	f.llama.register(fs)
 	f.vllm.register(fs)
+	f.sglang.register(fs)
 	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
 	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
 	fs.StringVar(&f.profile, "profile", "", "apply the overhead `FILE` gpumem calibrate wrote from your GPUs' measurements (CUDA context, fragmentation, cuBLAS workspace) instead of the defaults")
@@ -466,6 +490,12 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	if _, err := f.vllm.apply(&j); err != nil {
 		return j, dev, err
 	}
+	if _, err := f.sglang.apply(&j); err != nil {
+		return j, dev, err
+	}
+	if j.Runtime == budget.SGLang && (f.kvDType != "" || f.kvBlock != 0) {
+		return j, dev, fmt.Errorf("%w: --kv-dtype/--kv-block: SGLang's pool is typed by --kv-cache-dtype and paged by --page-size", errUsage)
+	}
 	if j.Runtime == budget.VLLM && (f.kvDType != "" || f.kvBlock != 0) {
 		return j, dev, fmt.Errorf("%w: --kv-dtype/--kv-block: vLLM's cache is typed by --kv-cache-dtype and paged by --block-size", errUsage)
 	}
@@ -522,9 +552,9 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		}
 		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
 	}
-	if j.Runtime == budget.VLLM {
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		if dev.Capacity == 0 {
-			return j, dev, fmt.Errorf("%w: --runtime vllm: vLLM sizes its KV cache from the GPU's total memory: give --gpu or --memory", errUsage)
+			return j, dev, fmt.Errorf("%w: --runtime %s: %s sizes its KV cache from the GPU's memory: give --gpu or --memory", errUsage, j.Runtime, j.Runtime)
 		}
 		if j.Device.Capacity == 0 {
 			j.Device.Capacity = dev.Capacity
@@ -900,6 +930,8 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "%s%s: llama.cpp inference", describe(j), headNote(j.Model.Spec()))
 	} else if j.Runtime == budget.VLLM {
 		fmt.Fprintf(out, "%s%s: vLLM serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
+	} else if j.Runtime == budget.SGLang {
+		fmt.Fprintf(out, "%s%s: SGLang serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else {
 		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	}
@@ -981,6 +1013,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		}
 		fmt.Fprintln(out)
 	}
+	if e.sglang != nil {
+		writeSGLang(out, j, e.sglang)
+	}
 	for _, c := range need.Components() {
 		if c.Bytes != 0 {
 			row(c.Name, c.Bytes)
@@ -1035,6 +1070,9 @@ func contextNote(j budget.Job) string {
 // verdict is nil when the job fits (or no device was named), else an
 // error wrapping gpumem.ErrDoesNotFit: the command exits 1.
 func (e estimation) verdict() error {
+	if e.sglang != nil && e.sglang.Refused != "" {
+		return fmt.Errorf("%w: SGLang refuses to start on %s: %s", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.sglang.Refused)
+	}
 	if e.vllm != nil && e.vllm.Refused != "" {
 		return fmt.Errorf("%w: vLLM refuses max_model_len %d on %s: %s", gpumem.ErrDoesNotFit, e.vllm.MaxModelLen, clean(e.dev.Name), e.vllm.Refused)
 	}
@@ -1054,6 +1092,7 @@ type estimation struct {
 	shortfall gpumem.Bytes           // headroom included
 	llama     *budget.LlamaCppReport // the llama.cpp buffers (Runtime LlamaCpp)
 	vllm      *budget.VLLMReport     // vLLM's KV cache sizing (Runtime VLLM)
+	sglang    *budget.SGLangReport   // SGLang's KV pool (Runtime SGLang)
 }
 
 // estimate estimates j and checks the fit on dev when it has a capacity,
@@ -1090,6 +1129,20 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 		if r.Refused != "" {
 			e.fits = false
 			e.shortfall = gpumem.Bytes(max(checked.SatSub(int64(r.Needed), int64(r.KVMemory)), 1))
+		}
+		return e, nil
+	}
+	if j.Runtime == budget.SGLang {
+		r, err := budget.SGLangBuffers(j)
+		if err != nil {
+			return estimation{}, err
+		}
+		e.sglang = &r
+		// SGLang sizes its pool to the GPU: it fits when the pool holds a
+		// token, short by one token's cell when not.
+		if r.Refused != "" {
+			e.fits = false
+			e.shortfall = gpumem.Bytes(max(checked.SatSub(int64(r.CellBytes), int64(r.Rest)), 1))
 		}
 		return e, nil
 	}
@@ -1132,6 +1185,9 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"gpu_blocks": v.Blocks, "kv_tokens": v.Tokens, "max_model_len": v.MaxModelLen,
 			"max_concurrency": v.Concurrency, "min_utilization": v.MinUtilization, "refused": v.Refused,
 		}
+	}
+	if sg := e.sglang; sg != nil {
+		r["sglang"] = sglangJSON(sg)
 	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name

@@ -202,7 +202,7 @@ func TestEstimateLlamaCpp(t *testing.T) {
 		{[]string{"--infer", "--n-gpu-layers", "-3"}, "--n-gpu-layers -3"},
 		{[]string{"--infer", "--ctx-size", "-1"}, "--ctx-size -1"},
 		{[]string{"--infer", "--cache-type-v", "q4_k"}, "--cache-type-v"},
-		{[]string{"--infer", "--runtime", "sglang"}, `--runtime "sglang"`},
+		{[]string{"--infer", "--runtime", "tensorrt-llm"}, `--runtime "tensorrt-llm"`},
 		{[]string{"--train", "--runtime", "llama.cpp"}, "--runtime llama.cpp"},
 		{[]string{"--infer", "--runtime", "pytorch", "--flash-attn"}, "--flash-attn"},
 		{[]string{"--infer", "--generate", "8", "--kv-dtype", "q8_0"}, "--kv-dtype q8_0"},

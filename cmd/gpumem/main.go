@@ -228,9 +228,19 @@ func flagFor(field string) (string, bool) {
 		return "--block-size", true
 	case "Job.VLLM.KVCacheDType":
 		return "--kv-cache-dtype", true
-	case "Job.VLLM.TensorParallel":
+	case "Job.SGLang.MemFractionStatic":
+		return "--mem-fraction-static", true
+	case "Job.SGLang.MaxTotalTokens":
+		return "--max-total-tokens", true
+	case "Job.SGLang.PageSize":
+		return "--page-size", true
+	case "Job.SGLang.ContextLength":
+		return "--context-length", true
+	case "Job.SGLang.KVCacheDType":
+		return "--kv-cache-dtype", true
+	case "Job.SGLang.TensorParallel", "Job.VLLM.TensorParallel":
 		return "--tensor-parallel-size", true
-	case "Job.VLLM", "Job.Device.Capacity":
+	case "Job.VLLM", "Job.SGLang", "Job.Device.Capacity":
 		return "--runtime", true
 	case "Job.Overhead.CUDA":
 		return "--cuda", true

@@ -108,7 +108,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if j.Runtime == budget.LlamaCpp {
 		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", errUsage, jf.llama.runtime)
 	}
-	if j.Runtime == budget.VLLM {
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give gpumem estimate its --gpu-memory-utilization and --max-model-len", errUsage, jf.llama.runtime)
 	}
 	if err := checkJob(j); err != nil {

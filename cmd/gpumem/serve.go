@@ -612,6 +612,15 @@ type estimateRequest struct {
 	BlockSize            int     `json:"block_size"`
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
+
+	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
+	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
+	// on; kv_cache_dtype and tensor_parallel_size apply too); the job
+	// needs gpu or memory.
+	MemFractionStatic float64 `json:"mem_fraction_static"`
+	MaxTotalTokens    int     `json:"max_total_tokens"`
+	PageSize          int     `json:"page_size"`
+	ContextLength     int     `json:"context_length"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -752,6 +761,8 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
 		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize}
+	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
+		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
 		// The llama.cpp fields are checked here, so that an error names
 		// the request's field.
@@ -768,8 +779,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		if name, err := jf.vllm.apply(&probe); err != nil {
 			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
 		}
-		if probe.Runtime == budget.VLLM && req.GPU == "" && len(req.Memory) == 0 {
-			return jf, spec, badField("gpu", "runtime %q: vLLM sizes its KV cache from the GPU's total memory: give gpu or memory", req.Runtime)
+		if name, err := jf.sglang.apply(&probe); err != nil {
+			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if (probe.Runtime == budget.VLLM || probe.Runtime == budget.SGLang) && req.GPU == "" && len(req.Memory) == 0 {
+			return jf, spec, badField("gpu", "runtime %q: %s sizes its KV cache from the GPU's memory: give gpu or memory", req.Runtime, probe.Runtime)
 		}
 	}
 	var err error
@@ -1333,7 +1347,7 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if j.Runtime == budget.LlamaCpp {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
 	}
-	if j.Runtime == budget.VLLM {
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.llama.runtime)
 	}
 	if err := alive(r.Context()); err != nil {
