@@ -193,7 +193,7 @@ type LlamaCppReport struct {
 	Compute     gpumem.Bytes // the GPU compute buffers (llamaCppCompute)
 	GPUs        int          // the GPUs used (1 with LlamaSplitNone)
 	Devices     [LlamaMaxDevices]LlamaCppDevice
-	Busiest     int // the index in Devices of the GPU with the most memory
+	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
 	Layers      int          // layers on the GPU, the output layer included ("offloaded N/M layers to GPU")
 	Slots       int          // n_layer + 1
