@@ -174,10 +174,14 @@ type llamaFlags struct {
 	ubatch         int    // --ubatch-size; 0: 512
 	flashAttn      bool   // --flash-attn
 	cacheK, cacheV string // --cache-type-k, --cache-type-v
+	splitMode      string // --split-mode: layer (default), row or none
+	tensorSplit    string // --tensor-split: comma-separated shares
+	mainGPU        int    // --main-gpu
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
-var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v"}
+var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
+	"split-mode", "tensor-split", "main-gpu"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -188,6 +192,9 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.flashAttn, "flash-attn", false, "with --runtime llama.cpp: llama.cpp's --flash-attn on (no n_ctx × n_ubatch × n_head score matrix)")
 	fs.StringVar(&l.cacheK, "cache-type-k", "", "with --runtime llama.cpp: llama.cpp's -ctk: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl")
 	fs.StringVar(&l.cacheV, "cache-type-v", "", "with --runtime llama.cpp: llama.cpp's -ctv (as --cache-type-k)")
+	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
+	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
+	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
 // apply sets j's Runtime and llama.cpp options; gguf says the model came
@@ -228,6 +235,15 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	}
 	if l.cacheV != "" {
 		given["cache-type-v"] = l.cacheV
+	}
+	if l.splitMode != "" {
+		given["split-mode"] = l.splitMode
+	}
+	if l.tensorSplit != "" {
+		given["tensor-split"] = l.tensorSplit
+	}
+	if l.mainGPU != 0 {
+		given["main-gpu"] = strconv.Itoa(l.mainGPU)
 	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
@@ -271,6 +287,36 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 		}
 		*c.dst = dt
 	}
+	if l.splitMode != "" {
+		m, err := budget.ParseLlamaSplitMode(l.splitMode)
+		if err != nil {
+			return "split-mode", fmt.Errorf("%w: --split-mode %q: want layer, row or none", errUsage, l.splitMode)
+		}
+		o.SplitMode = m
+	}
+	if l.tensorSplit != "" {
+		parts := strings.Split(l.tensorSplit, ",")
+		if len(parts) > budget.LlamaMaxDevices {
+			return "tensor-split", fmt.Errorf("%w: --tensor-split %s: at most %d GPUs", errUsage, l.tensorSplit, budget.LlamaMaxDevices)
+		}
+		sum := 0.0
+		for i, p := range parts {
+			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+				return "tensor-split", fmt.Errorf("%w: --tensor-split %s: %q is not a share (want numbers of at least 0, such as 3,1)", errUsage, l.tensorSplit, p)
+			}
+			o.TensorSplit[i] = f
+			sum += f
+		}
+		if sum == 0 {
+			return "tensor-split", fmt.Errorf("%w: --tensor-split %s: every share is zero", errUsage, l.tensorSplit)
+		}
+		o.GPUs = len(parts)
+	}
+	if l.mainGPU < 0 {
+		return "main-gpu", fmt.Errorf("%w: --main-gpu %d: must not be negative", errUsage, l.mainGPU)
+	}
+	o.MainGPU = l.mainGPU
 	return "", nil
 }
 
@@ -506,7 +552,26 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		}
 		return j, dev, fmt.Errorf("%w: %s %s: llama.cpp's cache is typed by --cache-type-k and --cache-type-v, and not paged", errUsage, name, v)
 	}
-	par, off, err := f.layout.layout(f.gpus, f.zero)
+	gpus := f.gpus
+	if j.Runtime == budget.LlamaCpp {
+		// llama.cpp's GPUs split the model (--split-mode), they are not
+		// data-parallel ranks.
+		o := &j.LlamaCpp
+		switch {
+		case o.GPUs > 1 && gpus > 1 && gpus != o.GPUs:
+			return j, dev, fmt.Errorf("%w: --gpus %d: --tensor-split %s names %d GPUs", errUsage, gpus, f.llama.tensorSplit, o.GPUs)
+		case gpus > 1:
+			o.GPUs = gpus
+		}
+		if o.MainGPU >= max(o.GPUs, 1) {
+			return j, dev, fmt.Errorf("%w: --main-gpu %d: there are %d GPUs (give --gpus)", errUsage, o.MainGPU, max(o.GPUs, 1))
+		}
+		if f.llama.splitMode != "" && o.GPUs <= 1 && o.SplitMode != budget.LlamaSplitNone {
+			return j, dev, fmt.Errorf("%w: --split-mode %s: one GPU has nothing to split (give --gpus N)", errUsage, f.llama.splitMode)
+		}
+		gpus = 1
+	}
+	par, off, err := f.layout.layout(gpus, f.zero)
 	if err != nil {
 		return j, dev, err
 	}
@@ -983,6 +1048,18 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		lrow("GPU KV buffer", l.KV)
 		lrow("GPU compute buffer", l.Compute)
 		lrow("CUDA context", l.Context)
+		if l.GPUs > 1 {
+			fmt.Fprintf(out, "  over %d GPUs, --split-mode %s (the buffers above are their sums; the estimate below is GPU %d's):\n",
+				l.GPUs, j.LlamaCpp.SplitMode, l.Busiest)
+			for i := range l.GPUs {
+				d := l.Devices[i]
+				tail := ""
+				if d.Output {
+					tail = " + output"
+				}
+				fmt.Fprintf(out, "    CUDA%d (%d layers%s): model %s, KV %s, compute %s\n", i, d.Layers, tail, mib(d.Weights), mib(d.KV), mib(d.Compute))
+			}
+		}
 		lrow("host model buffer (token_embd ...)", l.HostWeights)
 		if l.HostKV > 0 {
 			lrow("host KV buffer", l.HostKV)
@@ -1176,6 +1253,16 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
 			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
 			"kv_cells": l.Cells, "n_ubatch": l.UBatch,
+		}
+		if l.GPUs > 1 {
+			devs := make([]map[string]any, l.GPUs)
+			for i := range devs {
+				d := l.Devices[i]
+				devs[i] = map[string]any{"weights": int64(d.Weights), "kv": int64(d.KV), "compute": int64(d.Compute),
+					"layers": d.Layers, "output": d.Output}
+			}
+			r["llamacpp"].(map[string]any)["devices"] = devs
+			r["llamacpp"].(map[string]any)["busiest"] = l.Busiest
 		}
 	}
 	if v := e.vllm; v != nil {

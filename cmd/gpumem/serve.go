@@ -600,6 +600,12 @@ type estimateRequest struct {
 	FlashAttn  bool   `json:"flash_attn"`
 	CacheTypeK string `json:"cache_type_k"`
 	CacheTypeV string `json:"cache_type_v"`
+	// SplitMode, TensorSplit and MainGPU are llama.cpp's --split-mode,
+	// --tensor-split (one share per GPU: their count is the GPUs) and
+	// --main-gpu.
+	SplitMode   string    `json:"split_mode"`
+	TensorSplit []float64 `json:"tensor_split"`
+	MainGPU     int       `json:"main_gpu"`
 
 	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
 	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
@@ -757,6 +763,17 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		ubatch: req.UBatchSize, flashAttn: req.FlashAttn, cacheK: req.CacheTypeK, cacheV: req.CacheTypeV}
 	if req.NGPULayers != nil {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
+	}
+	jf.llama.splitMode, jf.llama.mainGPU = req.SplitMode, req.MainGPU
+	if req.TensorSplit != nil {
+		if len(req.TensorSplit) == 0 {
+			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
+		}
+		parts := make([]string, len(req.TensorSplit))
+		for i, f := range req.TensorSplit {
+			parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		jf.llama.tensorSplit = strings.Join(parts, ",")
 	}
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
