@@ -134,6 +134,9 @@ func (j *Job) validateSGLang() error {
 	default:
 		return gpumem.Errorf("Job.SGLang.KVCacheDType", o.KVCacheDType, gpumem.ErrInvalid, "not an SGLang cache dtype (auto, fp8_e5m2, fp8_e4m3)")
 	}
+	if err := checkTPHeads(j, "Job.SGLang.TensorParallel", o.TensorParallel, "SGLang"); err != nil {
+		return err
+	}
 	if j.Device.Capacity <= 0 {
 		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "SGLang sizes its pool from the GPU's free memory: give the device")
 	}
