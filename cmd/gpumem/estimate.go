@@ -74,10 +74,13 @@ type vllmFlags struct {
 	blockSize      int     // --block-size; 0: 16
 	kvCacheDType   string  // --kv-cache-dtype; "" or auto: the weights' dtype
 	tensorParallel int     // --tensor-parallel-size; 0: 1
+	cudaGraphMem   string  // --cuda-graph-memory: vLLM's "Estimated CUDA graph memory"
+	enforceEager   bool    // --enforce-eager
 }
 
 // vllmFlagNames are the flags that only a vLLM job takes.
-var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size"}
+var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size",
+	"cuda-graph-memory", "enforce-eager"}
 
 func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
@@ -86,6 +89,8 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&v.maxNumSeqs, "max-num-seqs", 0, "with --runtime vllm: the sequences of vLLM's profile sampler run (default 256)")
 	fs.IntVar(&v.blockSize, "block-size", 0, "with --runtime vllm: tokens per KV block (default 16)")
 	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
+	fs.StringVar(&v.cudaGraphMem, "cuda-graph-memory", "", "with --runtime vllm: vLLM's \"Estimated CUDA graph memory\" from a log of the same model and settings (v0.21+ subtract it from the KV cache), e.g. 1.58GiB")
+	fs.BoolVar(&v.enforceEager, "enforce-eager", false, "with --runtime vllm: vLLM's --enforce-eager, no CUDA graphs")
 	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
@@ -107,6 +112,12 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.kvCacheDType != "" {
 		given["kv-cache-dtype"] = v.kvCacheDType
+	}
+	if v.cudaGraphMem != "" {
+		given["cuda-graph-memory"] = v.cudaGraphMem
+	}
+	if v.enforceEager {
+		given["enforce-eager"] = "true"
 	}
 	if j.Runtime == budget.SGLang {
 		// SGLang names these two as vLLM does; the others are vLLM's.
@@ -151,6 +162,17 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 		}
 	}
 	o := &j.VLLM
+	if v.cudaGraphMem != "" {
+		b, err := gpumem.ParseBytes(v.cudaGraphMem)
+		if err != nil || b < 0 {
+			return "cuda-graph-memory", fmt.Errorf("%w: --cuda-graph-memory %q: want a size such as 1.58GiB", errUsage, v.cudaGraphMem)
+		}
+		if v.enforceEager && b > 0 {
+			return "cuda-graph-memory", fmt.Errorf("%w: --cuda-graph-memory %s: --enforce-eager captures no CUDA graphs", errUsage, v.cudaGraphMem)
+		}
+		o.CUDAGraphMemory = b
+	}
+	o.EnforceEager = v.enforceEager
 	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
 	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
 	switch v.kvCacheDType {
@@ -1080,11 +1102,18 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		if v.NonTorch > 0 {
 			vrow("non-torch memory", gib(v.NonTorch))
 		}
+		if v.CUDAGraphs > 0 {
+			vrow("Estimated CUDA graph memory", gib(v.CUDAGraphs))
+		}
 		vrow("Available KV cache memory", gib(v.KVMemory))
 		vrow("# GPU blocks", group3(v.Blocks))
 		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
 		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
 		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		if v.CUDAGraphs > 0 {
+			fmt.Fprintf(out, "  the current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling; %.4f keeps the cache of earlier releases\n",
+				v.EquivalentUtilization+(v.CompensatingUtilization-v.EquivalentUtilization)/2, v.EquivalentUtilization, v.CompensatingUtilization)
+		}
 		if v.Refused != "" {
 			fmt.Fprintf(out, "vLLM would refuse to start: ValueError: %s\n", v.Refused)
 		}
@@ -1271,6 +1300,8 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"non_torch": int64(v.NonTorch), "kv_cache_memory": int64(v.KVMemory), "page_bytes": int64(v.PageBytes),
 			"gpu_blocks": v.Blocks, "kv_tokens": v.Tokens, "max_model_len": v.MaxModelLen,
 			"max_concurrency": v.Concurrency, "min_utilization": v.MinUtilization, "refused": v.Refused,
+			"cuda_graph_memory": int64(v.CUDAGraphs), "equivalent_utilization": v.EquivalentUtilization,
+			"compensating_utilization": v.CompensatingUtilization,
 		}
 	}
 	if sg := e.sglang; sg != nil {

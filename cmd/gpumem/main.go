@@ -226,6 +226,8 @@ func flagFor(field string) (string, bool) {
 		return "--max-num-seqs", true
 	case "Job.VLLM.BlockSize":
 		return "--block-size", true
+	case "Job.VLLM.CUDAGraphMemory":
+		return "--cuda-graph-memory", true
 	case "Job.VLLM.KVCacheDType":
 		return "--kv-cache-dtype", true
 	case "Job.SGLang.MemFractionStatic":

@@ -618,6 +618,10 @@ type estimateRequest struct {
 	BlockSize            int     `json:"block_size"`
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
+	// CUDAGraphMemory and EnforceEager are vLLM's --cuda-graph-memory
+	// (a size, "1.58GiB") and --enforce-eager.
+	CUDAGraphMemory string `json:"cuda_graph_memory"`
+	EnforceEager    bool   `json:"enforce_eager"`
 
 	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
 	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
@@ -777,7 +781,8 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
-		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize}
+		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
+		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager}
 	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
 		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
@@ -1316,6 +1321,9 @@ type planRequest struct {
 	// StatesOnly is plan --states-only: with "model": "gpt:largest",
 	// count the ZeRO paper's model states alone.
 	StatesOnly bool `json:"states_only"`
+	// Concurrency is plan --concurrency: with "runtime": "vllm", the
+	// requests of max_model_len vLLM must hold at once.
+	Concurrency float64 `json:"concurrency"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1363,6 +1371,20 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	}
 	if j.Runtime == budget.LlamaCpp {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
+	}
+	if j.Runtime == budget.VLLM && req.Concurrency != 0 {
+		if dev.Capacity == 0 {
+			return badField("gpu", "give gpu or memory to plan for")
+		}
+		s.computed.Add(1)
+		p, err := planVLLM(j, dev, req.Concurrency)
+		if err != nil {
+			return libraryError(err, jobFields(jf))
+		}
+		return writeJSON(out, p.json())
+	}
+	if req.Concurrency != 0 {
+		return badField("concurrency", "concurrency = %g: only with \"runtime\": \"vllm\"", req.Concurrency)
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.llama.runtime)
