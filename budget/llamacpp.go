@@ -113,6 +113,11 @@ type LlamaCppOptions struct {
 	TensorSplit [LlamaMaxDevices]float64
 	// MainGPU is --main-gpu: the one GPU used with LlamaSplitNone.
 	MainGPU int
+	// NoMmap is --no-mmap: the CPU tensors are read into a "CPU model
+	// buffer" of their own size instead of mapping the file, whose
+	// mapping llama.cpp reports as "CPU_Mapped model buffer" (see
+	// LlamaCppReport.HostMapped).
+	NoMmap bool
 }
 
 // LlamaMaxDevices is LLAMA_MAX_DEVICES (include/llama.h): the most GPUs
@@ -191,7 +196,17 @@ type LlamaCppReport struct {
 	KV          gpumem.Bytes // the offloaded layers' K and V caches
 	HostKV      gpumem.Bytes // the CPU layers' caches
 	Compute     gpumem.Bytes // the GPU compute buffers (llamaCppCompute)
-	GPUs        int          // the GPUs used (1 with LlamaSplitNone)
+	// HostMapped is, with mmap (the default), what llama.cpp prints as
+	// "CPU_Mapped model buffer size": the span of the file from the first
+	// to the last byte of the tensors left on the CPU (llama_model_loader
+	// maps that range), which covers the offloaded tensors between them:
+	// with some layers offloaded it is more than HostWeights. It is
+	// HostWeights with NoMmap, and for a model without a GGUF inventory.
+	// CPU weight repacking (the CPU_REPACK and AMX buffer types, which
+	// take the CPU layers' matrices out of the mapping into buffers of
+	// their own) is not modelled.
+	HostMapped gpumem.Bytes
+	GPUs       int // the GPUs used (1 with LlamaSplitNone)
 	Devices     [LlamaMaxDevices]LlamaCppDevice
 	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
@@ -448,6 +463,24 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		return r, werr
 	}
 	r.HostWeights = gpumem.Bytes(host)
+	r.HostMapped = r.HostWeights
+	if s.Inventory != nil && !o.NoMmap {
+		onHost := func(t *gpumem.Tensor) bool {
+			_, comp, il := model.Component(t.Name)
+			switch comp {
+			case "layer":
+				return !onGPU(il)
+			case "embeddings":
+				return true
+			}
+			return !r.OutputOnGPU
+		}
+		span, err := ggufSpan(s.Inventory, ggufAlignment, onHost)
+		if err != nil {
+			return r, err
+		}
+		r.HostMapped = span
+	}
 
 	// KV cache.
 	nSeq := o.Parallel
@@ -559,6 +592,41 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	ov := j.Overhead.resolve(false, j.Device)
 	r.Context = ov.Context
 	return r, nil
+}
+
+// ggufAlignment is GGUF_DEFAULT_ALIGNMENT (ggml/include/gguf.h): tensor
+// data offsets are multiples of it unless general.alignment says
+// otherwise.
+const ggufAlignment = 32
+
+// ggufSpan is the bytes of a GGUF file's data section from the start of
+// the first tensor keep selects to the end of the last, the tensors laid
+// out in inv's order, each at an offset aligned to align (gguf's
+// writer). It is zero when keep selects none.
+func ggufSpan(inv []gpumem.Tensor, align int64, keep func(*gpumem.Tensor) bool) (gpumem.Bytes, error) {
+	var off, first, last int64 = 0, -1, 0
+	for i := range inv {
+		t := &inv[i]
+		b, err := t.Bytes()
+		if err != nil {
+			return 0, err
+		}
+		if keep(t) {
+			if first < 0 {
+				first = off
+			}
+			last = off + int64(b)
+		}
+		end, ok := checked.Add(off, int64(b))
+		if !ok {
+			return 0, errOverflow("GGUF data")
+		}
+		off = (end + align - 1) / align * align
+	}
+	if first < 0 {
+		return 0, nil
+	}
+	return gpumem.Bytes(last - first), nil
 }
 
 // llamaSplit is the split points of llama_model::load_tensors: the

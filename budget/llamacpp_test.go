@@ -308,3 +308,22 @@ func TestLlamaCppSplitNoneAndInvalid(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestLlamaCppMmapSpan: with mmap llama.cpp maps, and reports as
+// CPU_Mapped, the file span of the CPU tensors: at -ngl 16 token_embd
+// (first in this file) to the end of layer 16, which takes in
+// output_norm and output, offloaded but lying between them; --no-mmap
+// reads the CPU tensors alone.
+func TestLlamaCppMmapSpan(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096, GPULayers: 16}))
+	require.NoError(t, err)
+	assert.Equal(t, r.HostWeights+430_940_160+16_384, r.HostMapped)
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096, GPULayers: 16, NoMmap: true}))
+	require.NoError(t, err)
+	assert.Equal(t, r.HostWeights, r.HostMapped)
+	// Every layer offloaded: token_embd alone, as llama.cpp's logs show.
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096}))
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(295_501_824), r.HostMapped)
+}
