@@ -205,8 +205,8 @@ type LlamaCppReport struct {
 	// CPU weight repacking (the CPU_REPACK and AMX buffer types, which
 	// take the CPU layers' matrices out of the mapping into buffers of
 	// their own) is not modelled.
-	HostMapped gpumem.Bytes
-	GPUs       int // the GPUs used (1 with LlamaSplitNone)
+	HostMapped  gpumem.Bytes
+	GPUs        int // the GPUs used (1 with LlamaSplitNone)
 	Devices     [LlamaMaxDevices]LlamaCppDevice
 	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
