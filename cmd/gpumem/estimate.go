@@ -199,11 +199,12 @@ type llamaFlags struct {
 	splitMode      string // --split-mode: layer (default), row or none
 	tensorSplit    string // --tensor-split: comma-separated shares
 	mainGPU        int    // --main-gpu
+	noMmap         bool   // --no-mmap
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
-	"split-mode", "tensor-split", "main-gpu"}
+	"split-mode", "tensor-split", "main-gpu", "no-mmap"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -216,6 +217,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.cacheV, "cache-type-v", "", "with --runtime llama.cpp: llama.cpp's -ctv (as --cache-type-k)")
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
+	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -266,6 +268,9 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	}
 	if l.mainGPU != 0 {
 		given["main-gpu"] = strconv.Itoa(l.mainGPU)
+	}
+	if l.noMmap {
+		given["no-mmap"] = "true"
 	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
@@ -338,7 +343,7 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.mainGPU < 0 {
 		return "main-gpu", fmt.Errorf("%w: --main-gpu %d: must not be negative", errUsage, l.mainGPU)
 	}
-	o.MainGPU = l.mainGPU
+	o.MainGPU, o.NoMmap = l.mainGPU, l.noMmap
 	return "", nil
 }
 
@@ -1083,6 +1088,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			}
 		}
 		lrow("host model buffer (token_embd ...)", l.HostWeights)
+		if l.HostMapped != l.HostWeights {
+			lrow("CPU_Mapped (mmap: the file span)", l.HostMapped)
+		}
 		if l.HostKV > 0 {
 			lrow("host KV buffer", l.HostKV)
 		}
@@ -1281,7 +1289,7 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"gpu_weights": int64(l.GPUWeights), "host_weights": int64(l.HostWeights), "kv": int64(l.KV),
 			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
 			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
-			"kv_cells": l.Cells, "n_ubatch": l.UBatch,
+			"kv_cells": l.Cells, "n_ubatch": l.UBatch, "host_mapped": int64(l.HostMapped),
 		}
 		if l.GPUs > 1 {
 			devs := make([]map[string]any, l.GPUs)

@@ -324,3 +324,23 @@ func TestEstimateLlamaCppSplit(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
 	assert.Equal(t, "tensor_split", e["field"])
 }
+
+// TestEstimateLlamaCppNoMmap: --no-mmap makes the host buffer the CPU
+// tensors alone; the JSON reports the mapping's span as host_mapped.
+func TestEstimateLlamaCppNoMmap(t *testing.T) {
+	path := writeLlamaGGUF(t, gpumem.Q8_0)
+	for _, args := range [][]string{{"--n-gpu-layers", "1"}, {"--n-gpu-layers", "1", "--no-mmap"}} {
+		code, out, errOut := runCLI(t, "", append([]string{"estimate", "--gguf", path, "--infer", "--ctx-size", "512", "--json"}, args...)...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		l := got["llamacpp"].(map[string]any)
+		assert.GreaterOrEqual(t, l["host_mapped"].(float64), l["host_weights"].(float64), "%v", args)
+		if len(args) == 3 {
+			assert.Equal(t, l["host_weights"], l["host_mapped"])
+		}
+	}
+	code, _, errOut := runCLI(t, "", "estimate", "--model", "gpt2", "--infer", "--no-mmap")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--no-mmap")
+}

@@ -603,6 +603,8 @@ type estimateRequest struct {
 	// SplitMode, TensorSplit and MainGPU are llama.cpp's --split-mode,
 	// --tensor-split (one share per GPU: their count is the GPUs) and
 	// --main-gpu.
+	// NoMmap is llama.cpp's --no-mmap.
+	NoMmap      bool      `json:"no_mmap"`
 	SplitMode   string    `json:"split_mode"`
 	TensorSplit []float64 `json:"tensor_split"`
 	MainGPU     int       `json:"main_gpu"`
@@ -768,7 +770,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if req.NGPULayers != nil {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
-	jf.llama.splitMode, jf.llama.mainGPU = req.SplitMode, req.MainGPU
+	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {
 			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
