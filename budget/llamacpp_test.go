@@ -327,3 +327,15 @@ func TestLlamaCppMmapSpan(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(295_501_824), r.HostMapped)
 }
+
+// BenchmarkLlamaCppEstimateSplit: Estimate of a llama.cpp job over four
+// GPUs with a row split (every tensor placed per GPU).
+func BenchmarkLlamaCppEstimateSplit(b *testing.B) {
+	j := llamaCppJob(llama3Q4KMModel(&testing.T{}), LlamaCppOptions{Context: 8192, GPUs: 4, SplitMode: LlamaSplitRow})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Estimate(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -173,3 +173,16 @@ func TestOllamaInvalid(t *testing.T) {
 	_, err = OllamaLayers(q, []gpumem.Bytes{24 << 30}, OllamaOptions{})
 	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
 }
+
+// BenchmarkOllamaMaxContext: the bisection over num_ctx for Llama-3-8B
+// Q4_K_M on one GPU (each step is estimateGPULayers over 291 tensors).
+func BenchmarkOllamaMaxContext(b *testing.B) {
+	m := llama3Q4KMModel(&testing.T{})
+	free := []gpumem.Bytes{12 << 30}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := OllamaMaxContext(m, free, OllamaOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
