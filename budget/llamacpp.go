@@ -419,17 +419,9 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		// A folded model: its layers' bytes are spread evenly.
 		for i := range m.groups {
 			g := &m.groups[i]
-			d := g.fixed
-			if d == gpumem.Invalid {
-				d = s.DType
-			}
-			b, err := d.Size(g.elems)
+			total, err := m.storedBytes(g, "llama.cpp weights")
 			if err != nil {
 				return r, err
-			}
-			total, ok := checked.Mul(int64(b), g.count)
-			if !ok {
-				return r, errOverflow("llama.cpp weights")
 			}
 			matrix := len(g.shape) == 2
 			var rows int64
@@ -592,6 +584,25 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	ov := j.Overhead.resolve(false, j.Device)
 	r.Context = ov.Context
 	return r, nil
+}
+
+// storedBytes is the bytes of g's tensors as the model stores them (a
+// quantized base in its type, the rest in the spec's dtype), as an
+// engine loads a checkpoint; what names the figure in an overflow error.
+func (m *Model) storedBytes(g *group, what string) (int64, error) {
+	d := g.fixed
+	if d == gpumem.Invalid {
+		d = m.spec.DType
+	}
+	b, err := d.Size(g.elems)
+	if err != nil {
+		return 0, err
+	}
+	total, ok := checked.Mul(int64(b), g.count)
+	if !ok {
+		return 0, errOverflow(what)
+	}
+	return total, nil
 }
 
 // ggufAlignment is GGUF_DEFAULT_ALIGNMENT (ggml/include/gguf.h): tensor

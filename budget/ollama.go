@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gpumem/gpumem"
-	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -206,17 +205,9 @@ func ollamaRead(m *Model) (ollamaModel, error) {
 	} else {
 		for i := range m.groups {
 			g := &m.groups[i]
-			d := g.fixed
-			if d == gpumem.Invalid {
-				d = s.DType
-			}
-			b, err := d.Size(g.elems)
+			total, err := m.storedBytes(g, "Ollama weights")
 			if err != nil {
 				return om, err
-			}
-			total, ok := checked.Mul(int64(b), g.count)
-			if !ok {
-				return om, errOverflow("Ollama weights")
 			}
 			switch g.comp {
 			case compLayer:

@@ -105,14 +105,9 @@ func (j *Job) validateSGLang() error {
 		}
 		return nil
 	}
-	if j.Mode != Prefill && j.Mode != Generation {
-		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "SGLang runs inference: want Prefill or Generation")
-	}
-	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
-		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "an SGLang job's tensor parallelism is SGLang.TensorParallel")
-	}
-	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
-		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "an SGLang pool's type and page are SGLang.KVCacheDType and PageSize")
+	if err := j.validateServing("SGLang", "an SGLang job's tensor parallelism is SGLang.TensorParallel",
+		"an SGLang pool's type and page are SGLang.KVCacheDType and PageSize"); err != nil {
+		return err
 	}
 	f := o.MemFractionStatic
 	switch {
@@ -137,10 +132,7 @@ func (j *Job) validateSGLang() error {
 	if err := checkTPHeads(j, "Job.SGLang.TensorParallel", o.TensorParallel, "SGLang"); err != nil {
 		return err
 	}
-	if j.Device.Capacity <= 0 {
-		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "SGLang sizes its pool from the GPU's free memory: give the device")
-	}
-	return nil
+	return j.needsDevice("SGLang sizes its pool from the GPU's free memory: give the device")
 }
 
 // sglangBuffers sizes j's SGLang pool; j is valid.

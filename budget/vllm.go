@@ -116,14 +116,9 @@ func (j *Job) validateVLLM() error {
 		}
 		return nil
 	}
-	if j.Mode != Prefill && j.Mode != Generation {
-		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "vLLM runs inference: want Prefill or Generation")
-	}
-	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
-		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "a vLLM job's tensor parallelism is VLLM.TensorParallel")
-	}
-	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
-		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "a vLLM cache's type and block are VLLM.KVCacheDType and VLLM.BlockSize")
+	if err := j.validateServing("vLLM", "a vLLM job's tensor parallelism is VLLM.TensorParallel",
+		"a vLLM cache's type and block are VLLM.KVCacheDType and VLLM.BlockSize"); err != nil {
+		return err
 	}
 	u := o.GPUMemoryUtilization
 	switch {
@@ -154,8 +149,31 @@ func (j *Job) validateVLLM() error {
 	default:
 		return gpumem.Errorf("Job.VLLM.KVCacheDType", o.KVCacheDType, gpumem.ErrInvalid, "not a vLLM cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
 	}
+	return j.needsDevice("vLLM sizes its cache from the GPU's total memory: give the device")
+}
+
+// validateServing checks what a serving engine's job must be: inference,
+// on one GPU as far as Job.Parallel goes (the engine's own option says
+// how many), with the cache typed by the engine's options (the messages
+// say which).
+func (j *Job) validateServing(engine, parallel, cache string) error {
+	if j.Mode != Prefill && j.Mode != Generation {
+		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "%s runs inference: want Prefill or Generation", engine)
+	}
+	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "%s", parallel)
+	}
+	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
+		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "%s", cache)
+	}
+	return nil
+}
+
+// needsDevice refuses a job without a device capacity: an engine that
+// sizes its cache from the GPU's memory.
+func (j *Job) needsDevice(why string) error {
 	if j.Device.Capacity <= 0 {
-		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "vLLM sizes its cache from the GPU's total memory: give the device")
+		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "%s", why)
 	}
 	return nil
 }
