@@ -105,6 +105,23 @@
 // quantization): the activation model does not yet tell a frozen or
 // quantized linear layer from a trained one, nor count LoRA's dropout.
 //
+// # Serving engines
+//
+// Job.Runtime chooses an engine whose own buffers Estimate reports instead of
+// PyTorch's allocator: LlamaCpp ([LlamaCppBuffers]: the model, KV and compute
+// buffers per device, over several GPUs by --split-mode layer or row and
+// --tensor-split, and the CPU_Mapped span of mmap), VLLM ([VLLMBuffers]: the
+// KV cache gpu_memory_utilization leaves, with the CUDA graphs' estimate that
+// v0.21 and later subtract; [VLLMUtilizationFor] and [VLLMMaxModelLenFor]
+// answer the inverse for a target concurrency) and SGLang ([SGLangBuffers]:
+// the KV pool of mem_fraction_static, as profile_max_num_token computes it).
+// [OllamaLayers] and [OllamaMaxContext] reproduce Ollama v0.12.11's
+// placement: the layers it offloads at a context, and the longest context
+// with all of them. llama.cpp's KV and model buffers are checked against its
+// own logs and against runs of the real llama.cpp on the CPU
+// (testdata/llamacpp); the compute buffer is an approximation whose error
+// those tests print.
+//
 // # More than one GPU
 //
 // [Parallel] describes a layout: data parallelism with DeepSpeed ZeRO

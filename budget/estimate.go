@@ -48,6 +48,9 @@ func Estimate(j Job) (Breakdown, error) {
 	if j.Runtime == VLLM {
 		return estimateVLLM(&j)
 	}
+	if j.Runtime == SGLang {
+		return estimateSGLang(&j)
+	}
 	if err := j.Parallel.validateFor(&j); err != nil {
 		return Breakdown{}, err
 	}

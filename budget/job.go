@@ -315,6 +315,10 @@ type Job struct {
 	// the weights, the profile run's peak in Activations and the blocks
 	// of KV cache gpu_memory_utilization leaves in KVCache.
 	VLLM VLLMOptions
+	// SGLang are SGLang's server arguments (Runtime SGLang only). With
+	// SGLang, Estimate returns one rank's weights and the KV pool
+	// mem_fraction_static leaves (SGLangBuffers).
+	SGLang SGLangOptions
 	// Device chooses device-specific defaults: the CUDA context by its
 	// compute capability (Device.Compute, or the catalog's for its Name;
 	// DefaultContext) and the Hopper cuBLAS workspace. The zero Device is

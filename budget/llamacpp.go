@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/gpumem/gpumem"
@@ -25,11 +26,15 @@ const (
 	// and a KV cache of the memory gpu_memory_utilization leaves (see
 	// [VLLMOptions] and [VLLMBuffers]).
 	VLLM
+	// SGLang is SGLang serving a model: the weights and a KV pool of the
+	// memory mem_fraction_static leaves (see [SGLangOptions] and
+	// [SGLangBuffers]).
+	SGLang
 )
 
-var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp", VLLM: "vllm"}
+var runtimeNames = [...]string{PyTorch: "pytorch", LlamaCpp: "llama.cpp", VLLM: "vllm", SGLang: "sglang"}
 
-// String returns "pytorch", "llama.cpp" or "vllm".
+// String returns "pytorch", "llama.cpp", "vllm" or "sglang".
 func (r Runtime) String() string {
 	if int(r) < len(runtimeNames) {
 		return runtimeNames[r]
@@ -41,7 +46,7 @@ func (r Runtime) String() string {
 func (r Runtime) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // ParseRuntime reads "pytorch" (or "transformers", "torch"),
-// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama") and "vllm".
+// "llama.cpp" (or "llamacpp", "llama-cpp", "ollama"), "vllm" and "sglang".
 func ParseRuntime(s string) (Runtime, error) {
 	switch s {
 	case "pytorch", "torch", "transformers":
@@ -50,8 +55,10 @@ func ParseRuntime(s string) (Runtime, error) {
 		return LlamaCpp, nil
 	case "vllm", "vLLM":
 		return VLLM, nil
+	case "sglang", "SGLang":
+		return SGLang, nil
 	}
-	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
+	return 0, gpumem.Errorf("Runtime", s, gpumem.ErrInvalid, "want pytorch, llama.cpp, vllm or sglang")
 }
 
 // LlamaCppOptions are llama.cpp's context and model parameters that size
@@ -92,18 +99,116 @@ type LlamaCppOptions struct {
 	// Q4_1, Q5_0, Q5_1 and IQ4_NL are accepted (common/arg.cpp
 	// kv_cache_types).
 	CacheK, CacheV gpumem.DType
+	// GPUs is how many GPUs like Job.Device llama.cpp sees (the devices
+	// of --device, or CUDA_VISIBLE_DEVICES); zero means 1. See
+	// SplitMode.
+	GPUs int
+	// SplitMode is --split-mode: how the offloaded layers are spread
+	// over the GPUs (LlamaSplitLayer, the zero value, is llama.cpp's
+	// default).
+	SplitMode LlamaSplitMode
+	// TensorSplit is --tensor-split: the share of each GPU (any scale);
+	// all zero means by free memory, which for GPUs alike is an even
+	// split. Entries past GPUs must be zero.
+	TensorSplit [LlamaMaxDevices]float64
+	// MainGPU is --main-gpu: the one GPU used with LlamaSplitNone.
+	MainGPU int
+	// NoMmap is --no-mmap: the CPU tensors are read into a "CPU model
+	// buffer" of their own size instead of mapping the file, whose
+	// mapping llama.cpp reports as "CPU_Mapped model buffer" (see
+	// LlamaCppReport.HostMapped).
+	NoMmap bool
+}
+
+// LlamaMaxDevices is LLAMA_MAX_DEVICES (include/llama.h): the most GPUs
+// a tensor split describes.
+const LlamaMaxDevices = 16
+
+// LlamaSplitMode is llama.cpp's --split-mode (enum llama_split_mode).
+type LlamaSplitMode uint8
+
+const (
+	// LlamaSplitLayer (--split-mode layer, the default) gives each GPU
+	// whole layers, their weights and KV cache: layer il of the
+	// offloaded ones (the output layer is il = n_layer) goes to the
+	// first GPU whose cumulative, normalised tensor-split share exceeds
+	// (il − i_gpu_start) / act_gpu_layers (std::upper_bound over the
+	// split points in llama_model::load_tensors, src/llama-model.cpp).
+	LlamaSplitLayer LlamaSplitMode = iota
+	// LlamaSplitRow (--split-mode row) assigns the layers as
+	// LlamaSplitLayer does, but the layers' weight matrices go to the
+	// backend's split buffer type (make_gpu_buft_list), which spreads
+	// their rows over every GPU by the tensor split (ggml-cuda's
+	// ggml_backend_cuda_split_buffer_type); the KV cache and the other
+	// tensors stay on the layer's GPU, and every GPU runs every
+	// offloaded layer's matrix products, so each has the compute buffer
+	// of the whole graph.
+	LlamaSplitRow
+	// LlamaSplitNone (--split-mode none) uses MainGPU alone: the other
+	// devices are removed (llama_model_load_from_file_impl, src/llama.cpp).
+	LlamaSplitNone
+)
+
+var llamaSplitNames = [...]string{LlamaSplitLayer: "layer", LlamaSplitRow: "row", LlamaSplitNone: "none"}
+
+// String returns "layer", "row" or "none".
+func (m LlamaSplitMode) String() string {
+	if int(m) < len(llamaSplitNames) {
+		return llamaSplitNames[m]
+	}
+	return "LlamaSplitMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseLlamaSplitMode reads "layer", "row" or "none".
+func ParseLlamaSplitMode(s string) (LlamaSplitMode, error) {
+	for i, n := range llamaSplitNames {
+		if s == n {
+			return LlamaSplitMode(i), nil
+		}
+	}
+	return 0, gpumem.Errorf("Job.LlamaCpp.SplitMode", s, gpumem.ErrInvalid, "want layer, row or none")
+}
+
+// LlamaCppDevice is one GPU's buffers: "CUDAn model buffer size" (with
+// row split, its "CUDA_Split" share too), "CUDAn KV buffer size" and
+// "CUDAn compute buffer size".
+type LlamaCppDevice struct {
+	Weights, KV, Compute gpumem.Bytes
+	Layers               int  // repeating layers assigned to it
+	Output               bool // the output layer is on it
+}
+
+// Total is the device's buffers (without the CUDA context).
+func (d LlamaCppDevice) Total() gpumem.Bytes {
+	return gpumem.Bytes(checked.SatSum(int64(d.Weights), int64(d.KV), int64(d.Compute)))
 }
 
 // LlamaCppReport is one llama.cpp job's buffers as llama.cpp prints them
 // at load: "CUDA0 model buffer size" (GPUWeights), "CPU_Mapped model
 // buffer size" (HostWeights), "CUDA0 KV buffer size" (KV), "CUDA0 compute
 // buffer size" (Compute), and the CUDA context besides them.
+//
+// With more than one GPU, GPUWeights, KV and Compute are the sums over
+// the GPUs, and Devices[:GPUs] the buffers of each.
 type LlamaCppReport struct {
 	GPUWeights  gpumem.Bytes // the offloaded layers' and (when offloaded) the output layer's tensors
 	HostWeights gpumem.Bytes // token_embd and the layers left on the CPU
 	KV          gpumem.Bytes // the offloaded layers' K and V caches
 	HostKV      gpumem.Bytes // the CPU layers' caches
-	Compute     gpumem.Bytes // the GPU compute buffer (llamaCppCompute)
+	Compute     gpumem.Bytes // the GPU compute buffers (llamaCppCompute)
+	// HostMapped is, with mmap (the default), what llama.cpp prints as
+	// "CPU_Mapped model buffer size": the span of the file from the first
+	// to the last byte of the tensors left on the CPU (llama_model_loader
+	// maps that range), which covers the offloaded tensors between them:
+	// with some layers offloaded it is more than HostWeights. It is
+	// HostWeights with NoMmap, and for a model without a GGUF inventory.
+	// CPU weight repacking (the CPU_REPACK and AMX buffer types, which
+	// take the CPU layers' matrices out of the mapping into buffers of
+	// their own) is not modelled.
+	HostMapped  gpumem.Bytes
+	GPUs        int // the GPUs used (1 with LlamaSplitNone)
+	Devices     [LlamaMaxDevices]LlamaCppDevice
+	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
 	Layers      int          // layers on the GPU, the output layer included ("offloaded N/M layers to GPU")
 	Slots       int          // n_layer + 1
@@ -147,8 +252,8 @@ func LlamaCppBuffers(j Job) (LlamaCppReport, error) {
 // validateLlamaCpp checks the llama.cpp options of j.
 func (j *Job) validateLlamaCpp() error {
 	o := &j.LlamaCpp
-	if j.Runtime > VLLM {
-		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp or VLLM")
+	if j.Runtime > SGLang {
+		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp, VLLM or SGLang")
 	}
 	if j.Runtime != LlamaCpp {
 		if *o != (LlamaCppOptions{}) {
@@ -160,7 +265,23 @@ func (j *Job) validateLlamaCpp() error {
 		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "llama.cpp runs inference: want Prefill or Generation")
 	}
 	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
-		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrUnsupported, "llama.cpp's layer and row split over GPUs is not modelled")
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "llama.cpp's GPUs are LlamaCpp.GPUs, split by LlamaCpp.SplitMode")
+	}
+	switch {
+	case o.GPUs < 0 || o.GPUs > LlamaMaxDevices:
+		return gpumem.Errorf("Job.LlamaCpp.GPUs", o.GPUs, gpumem.ErrInvalid, "want 1 to 16 GPUs (zero: 1)")
+	case o.SplitMode > LlamaSplitNone:
+		return gpumem.Errorf("Job.LlamaCpp.SplitMode", o.SplitMode, gpumem.ErrInvalid, "want layer, row or none")
+	case o.MainGPU < 0 || o.MainGPU >= max(o.GPUs, 1):
+		return gpumem.Errorf("Job.LlamaCpp.MainGPU", o.MainGPU, gpumem.ErrInvalid, "want a GPU index from 0 to GPUs − 1")
+	}
+	for i, f := range o.TensorSplit {
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0) || f < 0:
+			return gpumem.Errorf("Job.LlamaCpp.TensorSplit", f, gpumem.ErrInvalid, "a GPU's share must be a finite number, at least 0")
+		case f > 0 && i >= max(o.GPUs, 1):
+			return gpumem.Errorf("Job.LlamaCpp.TensorSplit", f, gpumem.ErrInvalid, "a share for GPU %d of %d", i, max(o.GPUs, 1))
+		}
 	}
 	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
 		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "a llama.cpp cache's type is LlamaCpp.CacheK and CacheV")
@@ -226,15 +347,46 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	onGPU := func(il int) bool { return il >= start }
 	r.OutputOnGPU = onGPU(nLayer)
 	r.Layers = ngl
+	sp := llamaSplitPoints(&o)
+	r.GPUs = sp.n
+	dev := func(il int) int { return sp.device(il-start, ngl) }
+	row := o.SplitMode == LlamaSplitRow && sp.n > 1
 
-	// Weights.
-	var gpu, host int64
-	add := func(dst *int64, b int64) error {
-		var ok bool
-		if *dst, ok = checked.Add(*dst, b); !ok {
-			return errOverflow("llama.cpp weights")
+	// Weights. place puts b bytes of a tensor of slot il (−1: the host)
+	// on its device; a row-split matrix of rows rows is spread over the
+	// GPUs by the split.
+	var host int64
+	var werr error
+	place := func(il int, b, rows int64, matrix bool) {
+		if werr != nil {
+			return
 		}
-		return nil
+		if il < 0 || !onGPU(il) {
+			var ok bool
+			if host, ok = checked.Add(host, b); !ok {
+				werr = errOverflow("llama.cpp weights")
+			}
+			return
+		}
+		if row && matrix && rows > 0 {
+			lo := int64(0)
+			for d := 0; d < sp.n; d++ {
+				hi := rows
+				if d < sp.n-1 {
+					hi = int64(float64(rows) * float64(sp.points[d]))
+				}
+				share := (b / rows) * (hi - lo)
+				if d == sp.n-1 {
+					share = b - (b/rows)*lo
+				}
+				lo = hi
+				w := &r.Devices[d].Weights
+				*w = gpumem.Bytes(checked.SatSum(int64(*w), share))
+			}
+			return
+		}
+		w := &r.Devices[dev(il)].Weights
+		*w = gpumem.Bytes(checked.SatSum(int64(*w), b))
 	}
 	hasOutput := false
 	var embd int64
@@ -245,80 +397,82 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 				return r, err
 			}
 			_, comp, il := model.Component(t.Name)
-			dst := &host
+			matrix := len(t.Shape) == 2
+			var rows int64
+			if matrix {
+				rows = t.Shape[0]
+			}
 			switch {
 			case comp == "layer":
-				if onGPU(il) {
-					dst = &gpu
-				}
+				place(il, int64(b), rows, matrix)
 			case comp == "embeddings":
 				embd += int64(b)
+				place(-1, int64(b), 0, false)
 			default: // output, output_norm
 				if t.Name == "output.weight" || t.Name == "lm_head.weight" {
 					hasOutput = true
 				}
-				if r.OutputOnGPU {
-					dst = &gpu
-				}
-			}
-			if err := add(dst, int64(b)); err != nil {
-				return r, err
+				place(nLayer, int64(b), rows, matrix)
 			}
 		}
 	} else {
 		// A folded model: its layers' bytes are spread evenly.
 		for i := range m.groups {
 			g := &m.groups[i]
-			d := g.fixed
-			if d == gpumem.Invalid {
-				d = s.DType
-			}
-			b, err := d.Size(g.elems)
+			total, err := m.storedBytes(g, "llama.cpp weights")
 			if err != nil {
 				return r, err
 			}
-			total, ok := checked.Mul(int64(b), g.count)
-			if !ok {
-				return r, errOverflow("llama.cpp weights")
+			matrix := len(g.shape) == 2
+			var rows int64
+			if matrix {
+				rows = g.shape[0]
 			}
 			switch g.comp {
 			case compLayer:
 				if nLayer > 0 {
-					n := int64(ngl - 1) // the output slot is the last one offloaded
-					on, ok := checked.Mul(total/int64(nLayer), n)
-					if !ok {
-						return r, errOverflow("llama.cpp weights")
+					per := total / int64(nLayer)
+					for il := range nLayer {
+						place(il, per, rows, matrix)
 					}
-					if err := add(&gpu, on); err != nil {
-						return r, err
-					}
-					if err := add(&host, total-on); err != nil {
-						return r, err
-					}
+					place(-1, total-per*int64(nLayer), 0, false)
 				}
 			case compEmbed:
 				embd += total
-				if err := add(&host, total); err != nil {
-					return r, err
-				}
+				place(-1, total, 0, false)
 			default:
 				hasOutput = hasOutput || g.comp == compHead && len(g.shape) == 2
-				dst := &host
-				if r.OutputOnGPU {
-					dst = &gpu
-				}
-				if err := add(dst, total); err != nil {
-					return r, err
-				}
+				place(nLayer, total, rows, matrix)
 			}
 		}
 	}
 	if !hasOutput && r.OutputOnGPU {
-		if err := add(&gpu, embd); err != nil {
+		// The tied embedding's copy as the output layer: the vocabulary
+		// rows.
+		place(nLayer, embd, lm.Vocab, true)
+	}
+	if werr != nil {
+		return r, werr
+	}
+	r.HostWeights = gpumem.Bytes(host)
+	r.HostMapped = r.HostWeights
+	if s.Inventory != nil && !o.NoMmap {
+		onHost := func(t *gpumem.Tensor) bool {
+			_, comp, il := model.Component(t.Name)
+			switch comp {
+			case "layer":
+				return !onGPU(il)
+			case "embeddings":
+				return true
+			}
+			return !r.OutputOnGPU
+		}
+		span, err := ggufSpan(s.Inventory, ggufAlignment, onHost)
+		if err != nil {
 			return r, err
 		}
+		r.HostMapped = span
 	}
-	r.GPUWeights, r.HostWeights = gpumem.Bytes(gpu), gpumem.Bytes(host)
 
 	// KV cache.
 	nSeq := o.Parallel
@@ -378,12 +532,18 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		return r, errOverflow("llama.cpp KV cache")
 	}
 	gpuLayers := int64(min(max(ngl-1, 0), nLayer))
-	kvGPU, ok1 := checked.Mul(perLayer, gpuLayers)
-	kvHost, ok2 := checked.Mul(perLayer, int64(nLayer)-gpuLayers)
-	if !ok1 || !ok2 {
+	for il := nLayer - int(gpuLayers); il < nLayer; il++ {
+		d := &r.Devices[dev(il)]
+		d.Layers++
+	}
+	if r.OutputOnGPU {
+		r.Devices[dev(nLayer)].Output = true
+	}
+	kvHost, ok := checked.Mul(perLayer, int64(nLayer)-gpuLayers)
+	if !ok {
 		return r, errOverflow("llama.cpp KV cache")
 	}
-	r.KV, r.HostKV = gpumem.Bytes(kvGPU), gpumem.Bytes(kvHost)
+	r.HostKV = gpumem.Bytes(kvHost)
 
 	// Compute buffer.
 	ub := int64(o.UBatch)
@@ -392,14 +552,142 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	}
 	ub = min(ub, nCtx)
 	r.UBatch = int(ub)
-	c, err := llamaCppCompute(lm, cells, ub, o.FlashAttention, gpuLayers > 0, r.OutputOnGPU)
-	if err != nil {
-		return r, err
+	var whole gpumem.Bytes // every offloaded stage: a row-split GPU's
+	if row {
+		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, gpuLayers > 0, r.OutputOnGPU); err != nil {
+			return r, err
+		}
 	}
-	r.Compute = c
+	var busiest gpumem.Bytes
+	for i := range r.GPUs {
+		d := &r.Devices[i]
+		kv, ok := checked.Mul(perLayer, int64(d.Layers))
+		if !ok {
+			return r, errOverflow("llama.cpp KV cache")
+		}
+		d.KV = gpumem.Bytes(kv)
+		switch {
+		case row:
+			d.Compute = whole
+		case d.Layers > 0 || d.Output:
+			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers > 0, d.Output); err != nil {
+				return r, err
+			}
+		}
+		r.GPUWeights = gpumem.Bytes(checked.SatSum(int64(r.GPUWeights), int64(d.Weights)))
+		r.KV = gpumem.Bytes(checked.SatSum(int64(r.KV), int64(d.KV)))
+		r.Compute = gpumem.Bytes(checked.SatSum(int64(r.Compute), int64(d.Compute)))
+		if t := d.Total(); i == 0 || t > busiest {
+			busiest, r.Busiest = t, i
+		}
+	}
 	ov := j.Overhead.resolve(false, j.Device)
 	r.Context = ov.Context
 	return r, nil
+}
+
+// storedBytes is the bytes of g's tensors as the model stores them (a
+// quantized base in its type, the rest in the spec's dtype), as an
+// engine loads a checkpoint; what names the figure in an overflow error.
+func (m *Model) storedBytes(g *group, what string) (int64, error) {
+	d := g.fixed
+	if d == gpumem.Invalid {
+		d = m.spec.DType
+	}
+	b, err := d.Size(g.elems)
+	if err != nil {
+		return 0, err
+	}
+	total, ok := checked.Mul(int64(b), g.count)
+	if !ok {
+		return 0, errOverflow(what)
+	}
+	return total, nil
+}
+
+// ggufAlignment is GGUF_DEFAULT_ALIGNMENT (ggml/include/gguf.h): tensor
+// data offsets are multiples of it unless general.alignment says
+// otherwise.
+const ggufAlignment = 32
+
+// ggufSpan is the bytes of a GGUF file's data section from the start of
+// the first tensor keep selects to the end of the last, the tensors laid
+// out in inv's order, each at an offset aligned to align (gguf's
+// writer). It is zero when keep selects none.
+func ggufSpan(inv []gpumem.Tensor, align int64, keep func(*gpumem.Tensor) bool) (gpumem.Bytes, error) {
+	var off, first, last int64 = 0, -1, 0
+	for i := range inv {
+		t := &inv[i]
+		b, err := t.Bytes()
+		if err != nil {
+			return 0, err
+		}
+		if keep(t) {
+			if first < 0 {
+				first = off
+			}
+			last = off + int64(b)
+		}
+		end, ok := checked.Add(off, int64(b))
+		if !ok {
+			return 0, errOverflow("GGUF data")
+		}
+		off = (end + align - 1) / align * align
+	}
+	if first < 0 {
+		return 0, nil
+	}
+	return gpumem.Bytes(last - first), nil
+}
+
+// llamaSplit is the split points of llama_model::load_tensors: the
+// cumulative, normalised shares of the GPUs, in float as llama.cpp
+// computes them.
+type llamaSplit struct {
+	n      int
+	points [LlamaMaxDevices]float32
+}
+
+// llamaSplitPoints returns o's split points: --tensor-split, or even
+// shares (the free memory of GPUs alike) when it is all zero; one GPU
+// with LlamaSplitNone.
+func llamaSplitPoints(o *LlamaCppOptions) llamaSplit {
+	sp := llamaSplit{n: max(o.GPUs, 1)}
+	if o.SplitMode == LlamaSplitNone {
+		sp.n = 1
+	}
+	var shares [LlamaMaxDevices]float32
+	all0 := true
+	for i := range sp.n {
+		if sp.n > 1 && o.TensorSplit[i] != 0 {
+			all0 = false
+		}
+	}
+	var sum float32
+	for i := range sp.n {
+		shares[i] = 1
+		if !all0 {
+			shares[i] = float32(o.TensorSplit[i])
+		}
+		sum += shares[i]
+		sp.points[i] = sum
+	}
+	for i := range sp.n {
+		sp.points[i] /= sum
+	}
+	return sp
+}
+
+// device is the GPU of the k-th offloaded slot of act:
+// std::upper_bound(splits, float(k)/act) in llama_model::load_tensors.
+func (sp *llamaSplit) device(k, act int) int {
+	x := float32(k) / float32(act)
+	for i := range sp.n {
+		if sp.points[i] > x {
+			return i
+		}
+	}
+	return sp.n - 1 // past the last point: llama.cpp would index past its devices
 }
 
 // llamaCppCompute approximates the GPU compute buffer: ggml-alloc
@@ -489,7 +777,8 @@ func llamaCppCompute(lm model.Spec, nKV, ub int64, flash, layers, output bool) (
 
 // estimateLlamaCpp is Estimate for Runtime LlamaCpp: the GPU model buffer
 // in Weights, the KV buffer in KVCache, the compute buffer in Workspace,
-// the CUDA context in Context, and the CPU model and KV buffers in Host.
+// the CUDA context in Context, and the CPU model and KV buffers in Host;
+// over several GPUs, those of the most loaded one.
 // ggml's buffers are allocated once at their full size, so there is no
 // fragmentation and Allocated is the peak of every phase.
 func estimateLlamaCpp(j *Job) (Breakdown, error) {
@@ -498,7 +787,8 @@ func estimateLlamaCpp(j *Job) (Breakdown, error) {
 		return Breakdown{}, err
 	}
 	var b Breakdown
-	b.Weights, b.KVCache, b.Workspace, b.Context = r.GPUWeights, r.KV, r.Compute, r.Context
+	d := &r.Devices[r.Busiest] // one GPU: the most loaded
+	b.Weights, b.KVCache, b.Workspace, b.Context = d.Weights, d.KV, d.Compute, r.Context
 	b.Host = gpumem.Bytes(checked.SatSum(int64(r.HostWeights), int64(r.HostKV)))
 	b.HostNode = b.Host
 	b.Phase = Forward

@@ -149,13 +149,13 @@ func TestLlamaCppInvalid(t *testing.T) {
 }
 
 func TestParseRuntime(t *testing.T) {
-	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp, "vllm": VLLM} {
+	for s, want := range map[string]Runtime{"pytorch": PyTorch, "llama.cpp": LlamaCpp, "ollama": LlamaCpp, "vllm": VLLM, "sglang": SGLang} {
 		got, err := ParseRuntime(s)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 		assert.Equal(t, want.String(), runtimeNames[want])
 	}
-	_, err := ParseRuntime("sglang")
+	_, err := ParseRuntime("tensorrt-llm")
 	assert.Error(t, err)
 }
 
@@ -183,4 +183,159 @@ func TestLlamaCppParallel(t *testing.T) {
 	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 10000}))
 	require.NoError(t, err)
 	assert.Equal(t, 10240, r.Cells)
+}
+
+// TestLlamaCppLayerSplit: --split-mode layer over two GPUs. Even shares
+// put the split point at 0.5: slot k of the 33 offloaded goes to GPU 0
+// while k/33 < 0.5, so layers 0–16 there, 17–31 and the output layer on
+// GPU 1; --tensor-split 3,1 moves the point to 0.75 (layers 0–24).
+func TestLlamaCppLayerSplit(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	one, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192}))
+	require.NoError(t, err)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192, GPUs: 2}))
+	require.NoError(t, err)
+	require.Equal(t, 2, r.GPUs)
+	d0, d1 := r.Devices[0], r.Devices[1]
+	assert.Equal(t, 17, d0.Layers)
+	assert.Equal(t, 15, d1.Layers)
+	assert.False(t, d0.Output)
+	assert.True(t, d1.Output)
+	// 8192 cells × 2048 × 2 bytes = 32 MiB a layer.
+	assert.Equal(t, gpumem.Bytes(17*32*mib), d0.KV)
+	assert.Equal(t, gpumem.Bytes(15*32*mib), d1.KV)
+	// The weights are those of one GPU, shared out.
+	assert.Equal(t, one.GPUWeights, d0.Weights+d1.Weights)
+	assert.Equal(t, one.HostWeights, r.HostWeights)
+	// Layers 0–3 and 7, 10, 13, 16 have Q6_K attn_v and ffn_down
+	// (use_more_bits): 8 × 138,936,320 + 9 × 122,716,160.
+	assert.Equal(t, gpumem.Bytes(8*138_936_320+9*122_716_160), d0.Weights)
+	// GPU 0 runs layers only; GPU 1 the output too: its buffer is the
+	// larger of the layers' and the logits' stage, as on one GPU.
+	assert.Equal(t, one.Compute, d1.Compute)
+	assert.LessOrEqual(t, d0.Compute, d1.Compute)
+	assert.Equal(t, 1, r.Busiest)
+
+	ts := LlamaCppOptions{Context: 8192, GPUs: 2}
+	ts.TensorSplit[0], ts.TensorSplit[1] = 3, 1
+	r, err = LlamaCppBuffers(llamaCppJob(m, ts))
+	require.NoError(t, err)
+	assert.Equal(t, 25, r.Devices[0].Layers)
+	assert.Equal(t, 7, r.Devices[1].Layers)
+	assert.Equal(t, 0, r.Busiest)
+
+	// Estimate reports the most loaded GPU.
+	b, err := Estimate(llamaCppJob(m, ts))
+	require.NoError(t, err)
+	assert.Equal(t, r.Devices[0].Weights, b.Weights)
+	assert.Equal(t, r.Devices[0].KV, b.KVCache)
+	assert.Equal(t, r.Devices[0].Compute, b.Workspace)
+
+	// Partial offload: -ngl 17 is the output layer and layers 16–31,
+	// dealt over the two GPUs from slot 16 on.
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192, GPUs: 2, GPULayers: 17}))
+	require.NoError(t, err)
+	assert.Equal(t, 9, r.Devices[0].Layers) // k/17 < 0.5: k = 0..8
+	assert.Equal(t, 7, r.Devices[1].Layers)
+	assert.Equal(t, gpumem.Bytes(16*32*mib), r.HostKV)
+}
+
+// TestLlamaCppSplitPublished checks the layer assignment against a
+// published llama.cpp log of a 48-layer model with 4 KV heads of 128
+// (Qwen3-30B-A3B) on four GPUs (github.com/ggml-org/llama.cpp issue
+// 13661, 2025-05): "CUDA2 KV buffer size = 703.50 MiB", "CUDA3 KV
+// buffer size = 644.88 MiB" at n_ctx 30016 (58.625 MiB a layer: 12 and
+// 11 layers) and four equal compute buffers (1958.63 MiB) under
+// --split-mode row. Even shares give GPU 0 layers 0–12, GPU 1 13–24,
+// GPU 2 25–36 and GPU 3 37–47 with the output layer.
+func TestLlamaCppSplitPublished(t *testing.T) {
+	s, ok := model.Lookup("qwen3-30b-a3b")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 30016, GPUs: 4, SplitMode: LlamaSplitRow}))
+	require.NoError(t, err)
+	perLayer := float64(30016*4*128*2*2) / mib
+	assert.InDelta(t, 58.625, perLayer, 1e-9)
+	assert.Equal(t, int(703.50/perLayer+0.5), r.Devices[2].Layers)
+	assert.Equal(t, int(644.88/perLayer+0.5), r.Devices[3].Layers)
+	assert.Equal(t, []int{13, 12, 12, 11}, []int{r.Devices[0].Layers, r.Devices[1].Layers, r.Devices[2].Layers, r.Devices[3].Layers})
+	for i := 1; i < 4; i++ {
+		assert.Equal(t, r.Devices[0].Compute, r.Devices[i].Compute, "row split: every GPU runs the whole graph")
+	}
+	// The matrices' rows are spread evenly: the GPUs' weights differ
+	// only by the small tensors of the layers each holds.
+	one, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 30016}))
+	require.NoError(t, err)
+	var sum gpumem.Bytes
+	for i := range 4 {
+		sum += r.Devices[i].Weights
+		assert.InEpsilon(t, float64(one.GPUWeights)/4, float64(r.Devices[i].Weights), 0.01)
+	}
+	assert.InEpsilon(t, float64(one.GPUWeights), float64(sum), 1e-9)
+}
+
+func TestLlamaCppSplitNoneAndInvalid(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	one, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192}))
+	require.NoError(t, err)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192, GPUs: 4, SplitMode: LlamaSplitNone, MainGPU: 2}))
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.GPUs)
+	assert.Equal(t, one.GPUWeights, r.Devices[0].Weights)
+
+	for _, tc := range []struct {
+		field string
+		o     func(o *LlamaCppOptions)
+	}{
+		{"Job.LlamaCpp.GPUs", func(o *LlamaCppOptions) { o.GPUs = 17 }},
+		{"Job.LlamaCpp.MainGPU", func(o *LlamaCppOptions) { o.GPUs, o.MainGPU = 2, 2 }},
+		{"Job.LlamaCpp.SplitMode", func(o *LlamaCppOptions) { o.SplitMode = 9 }},
+		{"Job.LlamaCpp.TensorSplit", func(o *LlamaCppOptions) { o.GPUs, o.TensorSplit[2] = 2, 1 }},
+		{"Job.LlamaCpp.TensorSplit", func(o *LlamaCppOptions) { o.GPUs, o.TensorSplit[0] = 2, -1 }},
+	} {
+		o := LlamaCppOptions{Context: 8192}
+		tc.o(&o)
+		_, err := Estimate(llamaCppJob(m, o))
+		var fe *gpumem.FieldError
+		require.True(t, errors.As(err, &fe), "%s: %v", tc.field, err)
+		assert.Equal(t, tc.field, fe.Field)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := Estimate(llamaCppJob(m, LlamaCppOptions{Context: 8192, GPUs: 3, SplitMode: LlamaSplitRow})); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestLlamaCppMmapSpan: with mmap llama.cpp maps, and reports as
+// CPU_Mapped, the file span of the CPU tensors: at -ngl 16 token_embd
+// (first in this file) to the end of layer 16, which takes in
+// output_norm and output, offloaded but lying between them; --no-mmap
+// reads the CPU tensors alone.
+func TestLlamaCppMmapSpan(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096, GPULayers: 16}))
+	require.NoError(t, err)
+	assert.Equal(t, r.HostWeights+430_940_160+16_384, r.HostMapped)
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096, GPULayers: 16, NoMmap: true}))
+	require.NoError(t, err)
+	assert.Equal(t, r.HostWeights, r.HostMapped)
+	// Every layer offloaded: token_embd alone, as llama.cpp's logs show.
+	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096}))
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(295_501_824), r.HostMapped)
+}
+
+// BenchmarkLlamaCppEstimateSplit: Estimate of a llama.cpp job over four
+// GPUs with a row split (every tensor placed per GPU).
+func BenchmarkLlamaCppEstimateSplit(b *testing.B) {
+	j := llamaCppJob(llama3Q4KMModel(&testing.T{}), LlamaCppOptions{Context: 8192, GPUs: 4, SplitMode: LlamaSplitRow})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Estimate(j); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

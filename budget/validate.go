@@ -30,6 +30,9 @@ func (j *Job) validate() error {
 	if err := j.validateVLLM(); err != nil {
 		return err
 	}
+	if err := j.validateSGLang(); err != nil {
+		return err
+	}
 	if j.Mode == Load {
 		if err := j.validateLoad(); err != nil {
 			return err

@@ -43,6 +43,17 @@ type VLLMOptions struct {
 	// buffers and the like, not the CUDA context, which vLLM's baseline
 	// snapshot already holds); zero means none.
 	NonTorch gpumem.Bytes
+	// CUDAGraphMemory is vLLM's own estimate of its CUDA graphs' memory
+	// ("Estimated CUDA graph memory: X GiB total"), which releases from
+	// v0.21.0 measure by capturing graphs before sizing the cache and
+	// subtract from it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the
+	// default). Give it from a log of the same model and settings; zero
+	// means none subtracted, as in earlier releases, which capture the
+	// graphs after the cache, in the memory utilization leaves.
+	CUDAGraphMemory gpumem.Bytes
+	// EnforceEager is --enforce-eager: no CUDA graphs, so no
+	// CUDAGraphMemory.
+	EnforceEager bool
 }
 
 // VLLMReport is one rank's memory as vLLM sizes it at start-up
@@ -71,6 +82,16 @@ type VLLMReport struct {
 	// Refused is the ValueError vLLM raises when one request of
 	// MaxModelLen tokens does not fit in KVMemory, or "" when it fits.
 	Refused string
+	// CUDAGraphs is the CUDA graph memory subtracted from the cache
+	// (VLLMOptions.CUDAGraphMemory, zero with EnforceEager).
+	CUDAGraphs gpumem.Bytes
+	// EquivalentUtilization is the gpu_memory_utilization that gives the
+	// same cache without the graphs subtracted, utilization − CUDAGraphs
+	// / total memory, and CompensatingUtilization the one that restores
+	// the cache of a release that does not subtract them, utilization +
+	// CUDAGraphs / total (the "is equivalent to" line of gpu_worker.py,
+	// v0.21.0 and later).
+	EquivalentUtilization, CompensatingUtilization float64
 }
 
 // VLLMBuffers returns how vLLM sizes j's KV cache on one rank; j must
@@ -95,14 +116,9 @@ func (j *Job) validateVLLM() error {
 		}
 		return nil
 	}
-	if j.Mode != Prefill && j.Mode != Generation {
-		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "vLLM runs inference: want Prefill or Generation")
-	}
-	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
-		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "a vLLM job's tensor parallelism is VLLM.TensorParallel")
-	}
-	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
-		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "a vLLM cache's type and block are VLLM.KVCacheDType and VLLM.BlockSize")
+	if err := j.validateServing("vLLM", "a vLLM job's tensor parallelism is VLLM.TensorParallel",
+		"a vLLM cache's type and block are VLLM.KVCacheDType and VLLM.BlockSize"); err != nil {
+		return err
 	}
 	u := o.GPUMemoryUtilization
 	switch {
@@ -120,14 +136,44 @@ func (j *Job) validateVLLM() error {
 		return gpumem.Errorf("Job.VLLM.TensorParallel", o.TensorParallel, gpumem.ErrInvalid, "want 1 to 1024 GPUs (zero: 1)")
 	case o.NonTorch < 0:
 		return gpumem.Errorf("Job.VLLM.NonTorch", o.NonTorch, gpumem.ErrInvalid, "must not be negative")
+	case o.CUDAGraphMemory < 0:
+		return gpumem.Errorf("Job.VLLM.CUDAGraphMemory", o.CUDAGraphMemory, gpumem.ErrInvalid, "must not be negative")
+	case o.CUDAGraphMemory > 0 && o.EnforceEager:
+		return gpumem.Errorf("Job.VLLM.CUDAGraphMemory", o.CUDAGraphMemory, gpumem.ErrInvalid, "--enforce-eager captures no CUDA graphs")
+	}
+	if err := checkTPHeads(j, "Job.VLLM.TensorParallel", o.TensorParallel, "vLLM"); err != nil {
+		return err
 	}
 	switch o.KVCacheDType {
 	case gpumem.Invalid, gpumem.FP16, gpumem.BF16, gpumem.FP32, gpumem.FP8E4M3, gpumem.FP8E5M2:
 	default:
 		return gpumem.Errorf("Job.VLLM.KVCacheDType", o.KVCacheDType, gpumem.ErrInvalid, "not a vLLM cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
 	}
+	return j.needsDevice("vLLM sizes its cache from the GPU's total memory: give the device")
+}
+
+// validateServing checks what a serving engine's job must be: inference,
+// on one GPU as far as Job.Parallel goes (the engine's own option says
+// how many), with the cache typed by the engine's options (the messages
+// say which).
+func (j *Job) validateServing(engine, parallel, cache string) error {
+	if j.Mode != Prefill && j.Mode != Generation {
+		return gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid, "%s runs inference: want Prefill or Generation", engine)
+	}
+	if j.Parallel.GPUs() > 1 || j.Offload != 0 {
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrInvalid, "%s", parallel)
+	}
+	if j.KVDType != gpumem.Invalid || j.KVBlock != 0 {
+		return gpumem.Errorf("Job.KVDType", j.KVDType, gpumem.ErrInvalid, "%s", cache)
+	}
+	return nil
+}
+
+// needsDevice refuses a job without a device capacity: an engine that
+// sizes its cache from the GPU's memory.
+func (j *Job) needsDevice(why string) error {
 	if j.Device.Capacity <= 0 {
-		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "vLLM sizes its cache from the GPU's total memory: give the device")
+		return gpumem.Errorf("Job.Device.Capacity", j.Device.Capacity, gpumem.ErrInvalid, "%s", why)
 	}
 	return nil
 }
@@ -144,9 +190,13 @@ func (j *Job) validateVLLM() error {
 // subtracted: they live in the 1 − utilization left over, as do the CUDA
 // graphs, which are captured after the cache is allocated (capture_model
 // in compile_or_warm_up_model, after initialize_kv_cache), so
-// enforce_eager does not change the cache's size there. (Releases from
-// 2026 can estimate the graphs' memory beforehand,
-// VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; not modelled.)
+// enforce_eager does not change the cache's size there. Releases from
+// v0.21.0 estimate the graphs' memory beforehand by capturing some
+// (profile_cudagraph_memory) and subtract it:
+// available_kv_cache_memory = requested − non_kv_cache_memory −
+// cudagraph_memory_estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1,
+// their default); that estimate is a measurement, taken here from
+// VLLMOptions.CUDAGraphMemory.
 //
 // The blocks (get_num_blocks, vllm/v1/core/kv_cache_utils.py): one page is
 // block_size × (K + V bytes per token per layer) for each attention layer,
@@ -188,7 +238,12 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 	r.Activations = act
 	r.NonTorch = o.NonTorch
 
-	kv := int64(r.Requested) - checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch))
+	if !o.EnforceEager {
+		r.CUDAGraphs = o.CUDAGraphMemory
+	}
+	d := float64(r.CUDAGraphs) / float64(j.Device.Capacity)
+	r.EquivalentUtilization, r.CompensatingUtilization = u-d, u+d
+	kv := int64(r.Requested) - checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch), int64(r.CUDAGraphs))
 	r.KVMemory = gpumem.Bytes(max(kv, 0))
 
 	c := j.Model.kv
@@ -221,7 +276,7 @@ func vllmBuffers(j *Job) (VLLMReport, error) {
 		return r, errOverflow("vLLM KV need")
 	}
 	r.Needed = gpumem.Bytes(need)
-	r.MinUtilization = float64(checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch), need)) /
+	r.MinUtilization = float64(checked.SatSum(int64(r.Weights), int64(r.Activations), int64(r.NonTorch), int64(r.CUDAGraphs), need)) /
 		float64(j.Device.Capacity)
 	switch {
 	case r.KVMemory <= 0:
@@ -309,7 +364,8 @@ func estimateVLLM(j *Job) (Breakdown, error) {
 		return Breakdown{}, err
 	}
 	var b Breakdown
-	b.Weights, b.Activations, b.Buffers = r.Weights, r.Activations, r.NonTorch
+	b.Weights, b.Activations = r.Weights, r.Activations
+	b.Buffers = gpumem.Bytes(checked.SatSum(int64(r.NonTorch), int64(r.CUDAGraphs)))
 	kvb, ok := checked.Mul(r.Blocks, int64(r.PageBytes))
 	if !ok {
 		return Breakdown{}, errOverflow("vLLM KV cache")

@@ -55,6 +55,7 @@ type jobFlags struct {
 	lazy              optBool
 	llama             llamaFlags // --runtime and llama.cpp's flags
 	vllm              vllmFlags  // vLLM's flags (--runtime vllm)
+	sglang            sglangFlags
 
 	// profile is --profile: an overhead profile file written by gpumem
 	// calibrate, applied as the job's Overhead.
@@ -73,10 +74,13 @@ type vllmFlags struct {
 	blockSize      int     // --block-size; 0: 16
 	kvCacheDType   string  // --kv-cache-dtype; "" or auto: the weights' dtype
 	tensorParallel int     // --tensor-parallel-size; 0: 1
+	cudaGraphMem   string  // --cuda-graph-memory: vLLM's "Estimated CUDA graph memory"
+	enforceEager   bool    // --enforce-eager
 }
 
 // vllmFlagNames are the flags that only a vLLM job takes.
-var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size"}
+var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size",
+	"cuda-graph-memory", "enforce-eager"}
 
 func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
@@ -84,8 +88,10 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&v.batchedTokens, "max-num-batched-tokens", 0, "with --runtime vllm: the tokens of vLLM's profile run (default 2048)")
 	fs.IntVar(&v.maxNumSeqs, "max-num-seqs", 0, "with --runtime vllm: the sequences of vLLM's profile sampler run (default 256)")
 	fs.IntVar(&v.blockSize, "block-size", 0, "with --runtime vllm: tokens per KV block (default 16)")
-	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm: auto (the weights' dtype, default), fp8, fp8_e4m3 or fp8_e5m2")
-	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
+	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
+	fs.StringVar(&v.cudaGraphMem, "cuda-graph-memory", "", "with --runtime vllm: vLLM's \"Estimated CUDA graph memory\" from a log of the same model and settings (v0.21+ subtract it from the KV cache), e.g. 1.58GiB")
+	fs.BoolVar(&v.enforceEager, "enforce-eager", false, "with --runtime vllm: vLLM's --enforce-eager, no CUDA graphs")
+	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
 // apply sets j's vLLM options (j.Runtime is set). On error it returns the
@@ -106,6 +112,34 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.kvCacheDType != "" {
 		given["kv-cache-dtype"] = v.kvCacheDType
+	}
+	if v.cudaGraphMem != "" {
+		given["cuda-graph-memory"] = v.cudaGraphMem
+	}
+	if v.enforceEager {
+		given["enforce-eager"] = "true"
+	}
+	if j.Runtime == budget.SGLang {
+		// SGLang names these two as vLLM does; the others are vLLM's.
+		for _, name := range vllmFlagNames {
+			if val, ok := given[name]; ok && name != "tensor-parallel-size" && name != "kv-cache-dtype" {
+				return name, fmt.Errorf("%w: --%s %s: it is a vLLM option (SGLang's are --mem-fraction-static, --max-total-tokens, --page-size, --context-length, --tensor-parallel-size and --kv-cache-dtype)", errUsage, name, val)
+			}
+		}
+		if v.tensorParallel < 0 {
+			return "tensor-parallel-size", fmt.Errorf("%w: --tensor-parallel-size %d: must not be negative", errUsage, v.tensorParallel)
+		}
+		j.SGLang.TensorParallel = v.tensorParallel
+		switch v.kvCacheDType {
+		case "", "auto":
+		case "fp8_e5m2":
+			j.SGLang.KVCacheDType = gpumem.FP8E5M2
+		case "fp8_e4m3":
+			j.SGLang.KVCacheDType = gpumem.FP8E4M3
+		default:
+			return "kv-cache-dtype", fmt.Errorf("%w: --kv-cache-dtype %q: SGLang takes auto, fp8_e5m2 or fp8_e4m3", errUsage, v.kvCacheDType)
+		}
+		return "", nil
 	}
 	if j.Runtime != budget.VLLM {
 		for _, name := range vllmFlagNames {
@@ -128,6 +162,17 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 		}
 	}
 	o := &j.VLLM
+	if v.cudaGraphMem != "" {
+		b, err := gpumem.ParseBytes(v.cudaGraphMem)
+		if err != nil || b < 0 {
+			return "cuda-graph-memory", fmt.Errorf("%w: --cuda-graph-memory %q: want a size such as 1.58GiB", errUsage, v.cudaGraphMem)
+		}
+		if v.enforceEager && b > 0 {
+			return "cuda-graph-memory", fmt.Errorf("%w: --cuda-graph-memory %s: --enforce-eager captures no CUDA graphs", errUsage, v.cudaGraphMem)
+		}
+		o.CUDAGraphMemory = b
+	}
+	o.EnforceEager = v.enforceEager
 	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
 	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
 	switch v.kvCacheDType {
@@ -151,10 +196,15 @@ type llamaFlags struct {
 	ubatch         int    // --ubatch-size; 0: 512
 	flashAttn      bool   // --flash-attn
 	cacheK, cacheV string // --cache-type-k, --cache-type-v
+	splitMode      string // --split-mode: layer (default), row or none
+	tensorSplit    string // --tensor-split: comma-separated shares
+	mainGPU        int    // --main-gpu
+	noMmap         bool   // --no-mmap
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
-var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v"}
+var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
+	"split-mode", "tensor-split", "main-gpu", "no-mmap"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -165,6 +215,10 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.flashAttn, "flash-attn", false, "with --runtime llama.cpp: llama.cpp's --flash-attn on (no n_ctx × n_ubatch × n_head score matrix)")
 	fs.StringVar(&l.cacheK, "cache-type-k", "", "with --runtime llama.cpp: llama.cpp's -ctk: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl")
 	fs.StringVar(&l.cacheV, "cache-type-v", "", "with --runtime llama.cpp: llama.cpp's -ctv (as --cache-type-k)")
+	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
+	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
+	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
+	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
 // apply sets j's Runtime and llama.cpp options; gguf says the model came
@@ -205,6 +259,18 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	}
 	if l.cacheV != "" {
 		given["cache-type-v"] = l.cacheV
+	}
+	if l.splitMode != "" {
+		given["split-mode"] = l.splitMode
+	}
+	if l.tensorSplit != "" {
+		given["tensor-split"] = l.tensorSplit
+	}
+	if l.mainGPU != 0 {
+		given["main-gpu"] = strconv.Itoa(l.mainGPU)
+	}
+	if l.noMmap {
+		given["no-mmap"] = "true"
 	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
@@ -248,6 +314,36 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 		}
 		*c.dst = dt
 	}
+	if l.splitMode != "" {
+		m, err := budget.ParseLlamaSplitMode(l.splitMode)
+		if err != nil {
+			return "split-mode", fmt.Errorf("%w: --split-mode %q: want layer, row or none", errUsage, l.splitMode)
+		}
+		o.SplitMode = m
+	}
+	if l.tensorSplit != "" {
+		parts := strings.Split(l.tensorSplit, ",")
+		if len(parts) > budget.LlamaMaxDevices {
+			return "tensor-split", fmt.Errorf("%w: --tensor-split %s: at most %d GPUs", errUsage, l.tensorSplit, budget.LlamaMaxDevices)
+		}
+		sum := 0.0
+		for i, p := range parts {
+			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+				return "tensor-split", fmt.Errorf("%w: --tensor-split %s: %q is not a share (want numbers of at least 0, such as 3,1)", errUsage, l.tensorSplit, p)
+			}
+			o.TensorSplit[i] = f
+			sum += f
+		}
+		if sum == 0 {
+			return "tensor-split", fmt.Errorf("%w: --tensor-split %s: every share is zero", errUsage, l.tensorSplit)
+		}
+		o.GPUs = len(parts)
+	}
+	if l.mainGPU < 0 {
+		return "main-gpu", fmt.Errorf("%w: --main-gpu %d: must not be negative", errUsage, l.mainGPU)
+	}
+	o.MainGPU, o.NoMmap = l.mainGPU, l.noMmap
 	return "", nil
 }
 
@@ -312,6 +408,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.memory, "memory", "", "check the fit in this much free memory (e.g. 80GiB, 24GB)")
 	f.llama.register(fs)
 	f.vllm.register(fs)
+	f.sglang.register(fs)
 	fs.StringVar(&f.cuda, "cuda", "", "the CUDA version of the PyTorch build (torch.version.cuda: 12.1, or the wheel's cu121), which sizes the CUDA context (default: a current CUDA 12)")
 	fs.Var(&f.lazy, "lazy-loading", "CUDA lazy module loading (CUDA_MODULE_LOADING=LAZY); --lazy-loading=false for EAGER, whose context holds every kernel (default: lazy from CUDA 11.7, eager before)")
 	fs.StringVar(&f.profile, "profile", "", "apply the overhead `FILE` gpumem calibrate wrote from your GPUs' measurements (CUDA context, fragmentation, cuBLAS workspace) instead of the defaults")
@@ -466,6 +563,12 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	if _, err := f.vllm.apply(&j); err != nil {
 		return j, dev, err
 	}
+	if _, err := f.sglang.apply(&j); err != nil {
+		return j, dev, err
+	}
+	if j.Runtime == budget.SGLang && (f.kvDType != "" || f.kvBlock != 0) {
+		return j, dev, fmt.Errorf("%w: --kv-dtype/--kv-block: SGLang's pool is typed by --kv-cache-dtype and paged by --page-size", errUsage)
+	}
 	if j.Runtime == budget.VLLM && (f.kvDType != "" || f.kvBlock != 0) {
 		return j, dev, fmt.Errorf("%w: --kv-dtype/--kv-block: vLLM's cache is typed by --kv-cache-dtype and paged by --block-size", errUsage)
 	}
@@ -476,7 +579,26 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		}
 		return j, dev, fmt.Errorf("%w: %s %s: llama.cpp's cache is typed by --cache-type-k and --cache-type-v, and not paged", errUsage, name, v)
 	}
-	par, off, err := f.layout.layout(f.gpus, f.zero)
+	gpus := f.gpus
+	if j.Runtime == budget.LlamaCpp {
+		// llama.cpp's GPUs split the model (--split-mode), they are not
+		// data-parallel ranks.
+		o := &j.LlamaCpp
+		switch {
+		case o.GPUs > 1 && gpus > 1 && gpus != o.GPUs:
+			return j, dev, fmt.Errorf("%w: --gpus %d: --tensor-split %s names %d GPUs", errUsage, gpus, f.llama.tensorSplit, o.GPUs)
+		case gpus > 1:
+			o.GPUs = gpus
+		}
+		if o.MainGPU >= max(o.GPUs, 1) {
+			return j, dev, fmt.Errorf("%w: --main-gpu %d: there are %d GPUs (give --gpus)", errUsage, o.MainGPU, max(o.GPUs, 1))
+		}
+		if f.llama.splitMode != "" && o.GPUs <= 1 && o.SplitMode != budget.LlamaSplitNone {
+			return j, dev, fmt.Errorf("%w: --split-mode %s: one GPU has nothing to split (give --gpus N)", errUsage, f.llama.splitMode)
+		}
+		gpus = 1
+	}
+	par, off, err := f.layout.layout(gpus, f.zero)
 	if err != nil {
 		return j, dev, err
 	}
@@ -522,9 +644,9 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		}
 		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
 	}
-	if j.Runtime == budget.VLLM {
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		if dev.Capacity == 0 {
-			return j, dev, fmt.Errorf("%w: --runtime vllm: vLLM sizes its KV cache from the GPU's total memory: give --gpu or --memory", errUsage)
+			return j, dev, fmt.Errorf("%w: --runtime %s: %s sizes its KV cache from the GPU's memory: give --gpu or --memory", errUsage, j.Runtime, j.Runtime)
 		}
 		if j.Device.Capacity == 0 {
 			j.Device.Capacity = dev.Capacity
@@ -900,6 +1022,8 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "%s%s: llama.cpp inference", describe(j), headNote(j.Model.Spec()))
 	} else if j.Runtime == budget.VLLM {
 		fmt.Fprintf(out, "%s%s: vLLM serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
+	} else if j.Runtime == budget.SGLang {
+		fmt.Fprintf(out, "%s%s: SGLang serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else {
 		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
 	}
@@ -951,7 +1075,22 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		lrow("GPU KV buffer", l.KV)
 		lrow("GPU compute buffer", l.Compute)
 		lrow("CUDA context", l.Context)
+		if l.GPUs > 1 {
+			fmt.Fprintf(out, "  over %d GPUs, --split-mode %s (the buffers above are their sums; the estimate below is GPU %d's):\n",
+				l.GPUs, j.LlamaCpp.SplitMode, l.Busiest)
+			for i := range l.GPUs {
+				d := l.Devices[i]
+				tail := ""
+				if d.Output {
+					tail = " + output"
+				}
+				fmt.Fprintf(out, "    CUDA%d (%d layers%s): model %s, KV %s, compute %s\n", i, d.Layers, tail, mib(d.Weights), mib(d.KV), mib(d.Compute))
+			}
+		}
 		lrow("host model buffer (token_embd ...)", l.HostWeights)
+		if l.HostMapped != l.HostWeights {
+			lrow("CPU_Mapped (mmap: the file span)", l.HostMapped)
+		}
 		if l.HostKV > 0 {
 			lrow("host KV buffer", l.HostKV)
 		}
@@ -971,15 +1110,25 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		if v.NonTorch > 0 {
 			vrow("non-torch memory", gib(v.NonTorch))
 		}
+		if v.CUDAGraphs > 0 {
+			vrow("Estimated CUDA graph memory", gib(v.CUDAGraphs))
+		}
 		vrow("Available KV cache memory", gib(v.KVMemory))
 		vrow("# GPU blocks", group3(v.Blocks))
 		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
 		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
 		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		if v.CUDAGraphs > 0 {
+			fmt.Fprintf(out, "  the current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling; %.4f keeps the cache of earlier releases\n",
+				v.EquivalentUtilization+(v.CompensatingUtilization-v.EquivalentUtilization)/2, v.EquivalentUtilization, v.CompensatingUtilization)
+		}
 		if v.Refused != "" {
 			fmt.Fprintf(out, "vLLM would refuse to start: ValueError: %s\n", v.Refused)
 		}
 		fmt.Fprintln(out)
+	}
+	if e.sglang != nil {
+		writeSGLang(out, j, e.sglang)
 	}
 	for _, c := range need.Components() {
 		if c.Bytes != 0 {
@@ -1035,6 +1184,9 @@ func contextNote(j budget.Job) string {
 // verdict is nil when the job fits (or no device was named), else an
 // error wrapping gpumem.ErrDoesNotFit: the command exits 1.
 func (e estimation) verdict() error {
+	if e.sglang != nil && e.sglang.Refused != "" {
+		return fmt.Errorf("%w: SGLang refuses to start on %s: %s", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.sglang.Refused)
+	}
 	if e.vllm != nil && e.vllm.Refused != "" {
 		return fmt.Errorf("%w: vLLM refuses max_model_len %d on %s: %s", gpumem.ErrDoesNotFit, e.vllm.MaxModelLen, clean(e.dev.Name), e.vllm.Refused)
 	}
@@ -1054,6 +1206,7 @@ type estimation struct {
 	shortfall gpumem.Bytes           // headroom included
 	llama     *budget.LlamaCppReport // the llama.cpp buffers (Runtime LlamaCpp)
 	vllm      *budget.VLLMReport     // vLLM's KV cache sizing (Runtime VLLM)
+	sglang    *budget.SGLangReport   // SGLang's KV pool (Runtime SGLang)
 }
 
 // estimate estimates j and checks the fit on dev when it has a capacity,
@@ -1093,6 +1246,20 @@ func estimateWith(j budget.Job, dev gpumem.Device, hr headroom) (estimation, err
 		}
 		return e, nil
 	}
+	if j.Runtime == budget.SGLang {
+		r, err := budget.SGLangBuffers(j)
+		if err != nil {
+			return estimation{}, err
+		}
+		e.sglang = &r
+		// SGLang sizes its pool to the GPU: it fits when the pool holds a
+		// token, short by one token's cell when not.
+		if r.Refused != "" {
+			e.fits = false
+			e.shortfall = gpumem.Bytes(max(checked.SatSub(int64(r.CellBytes), int64(r.Rest)), 1))
+		}
+		return e, nil
+	}
 	if dev.Capacity > 0 {
 		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
 		if short := gpumem.Bytes(checked.SatSub(int64(need.Required()), usable)); short > 0 {
@@ -1122,7 +1289,17 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"gpu_weights": int64(l.GPUWeights), "host_weights": int64(l.HostWeights), "kv": int64(l.KV),
 			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
 			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
-			"kv_cells": l.Cells, "n_ubatch": l.UBatch,
+			"kv_cells": l.Cells, "n_ubatch": l.UBatch, "host_mapped": int64(l.HostMapped),
+		}
+		if l.GPUs > 1 {
+			devs := make([]map[string]any, l.GPUs)
+			for i := range devs {
+				d := l.Devices[i]
+				devs[i] = map[string]any{"weights": int64(d.Weights), "kv": int64(d.KV), "compute": int64(d.Compute),
+					"layers": d.Layers, "output": d.Output}
+			}
+			r["llamacpp"].(map[string]any)["devices"] = devs
+			r["llamacpp"].(map[string]any)["busiest"] = l.Busiest
 		}
 	}
 	if v := e.vllm; v != nil {
@@ -1131,7 +1308,12 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"non_torch": int64(v.NonTorch), "kv_cache_memory": int64(v.KVMemory), "page_bytes": int64(v.PageBytes),
 			"gpu_blocks": v.Blocks, "kv_tokens": v.Tokens, "max_model_len": v.MaxModelLen,
 			"max_concurrency": v.Concurrency, "min_utilization": v.MinUtilization, "refused": v.Refused,
+			"cuda_graph_memory": int64(v.CUDAGraphs), "equivalent_utilization": v.EquivalentUtilization,
+			"compensating_utilization": v.CompensatingUtilization,
 		}
+	}
+	if sg := e.sglang; sg != nil {
+		r["sglang"] = sglangJSON(sg)
 	}
 	if e.dev.Capacity > 0 {
 		r["device"] = e.dev.Name

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,7 +203,7 @@ func TestEstimateLlamaCpp(t *testing.T) {
 		{[]string{"--infer", "--n-gpu-layers", "-3"}, "--n-gpu-layers -3"},
 		{[]string{"--infer", "--ctx-size", "-1"}, "--ctx-size -1"},
 		{[]string{"--infer", "--cache-type-v", "q4_k"}, "--cache-type-v"},
-		{[]string{"--infer", "--runtime", "sglang"}, `--runtime "sglang"`},
+		{[]string{"--infer", "--runtime", "tensorrt-llm"}, `--runtime "tensorrt-llm"`},
 		{[]string{"--train", "--runtime", "llama.cpp"}, "--runtime llama.cpp"},
 		{[]string{"--infer", "--runtime", "pytorch", "--flash-attn"}, "--flash-attn"},
 		{[]string{"--infer", "--generate", "8", "--kv-dtype", "q8_0"}, "--kv-dtype q8_0"},
@@ -253,4 +254,93 @@ func TestPlanLlamaCpp(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
 	assert.Equal(t, 400, w.Code)
 	assert.Equal(t, "runtime", m["field"])
+}
+
+// TestEstimateLlamaCppSplit: --gpus and --tensor-split spread the layers
+// over GPUs (llama.cpp's --split-mode layer), the JSON lists each GPU,
+// the estimate is the most loaded one, and POST /v1/estimate takes the
+// same as split_mode and tensor_split.
+func TestEstimateLlamaCppSplit(t *testing.T) {
+	path := writeLlamaGGUF(t, gpumem.Q8_0)
+	split := func(ts string) (map[string]any, []any) {
+		code, out, errOut := runCLI(t, "", "estimate", "--gguf", path, "--infer", "--ctx-size", "1024", "--tensor-split", ts, "--json")
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		devs := got["llamacpp"].(map[string]any)["devices"].([]any)
+		require.Len(t, devs, 2)
+		return got, devs
+	}
+	// 3 slots (2 layers and the output): slot k on GPU 0 while k/3 is
+	// below the split point, 0.5 for 1,1 and 0.75 for 3,1.
+	_, devs := split("3,1")
+	d1 := devs[1].(map[string]any)
+	assert.Equal(t, float64(0), d1["layers"])
+	assert.Equal(t, false, d1["output"])
+	assert.Equal(t, float64(0), d1["compute"])
+	got, devs := split("1,1")
+	l := got["llamacpp"].(map[string]any)
+	d0, d1 := devs[0].(map[string]any), devs[1].(map[string]any)
+	assert.Equal(t, float64(2), d0["layers"])
+	assert.Equal(t, float64(0), d1["layers"])
+	assert.Equal(t, true, d1["output"])
+	comps := got["components"].(map[string]any)
+	busiest := devs[int(l["busiest"].(float64))].(map[string]any)
+	assert.Equal(t, busiest["weights"], comps["weights"])
+
+	code, text, errOut := runCLI(t, "", "estimate", "--gguf", path, "--infer", "--ctx-size", "1024", "--gpus", "2", "--split-mode", "row")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, text, "over 2 GPUs, --split-mode row")
+	assert.Contains(t, text, "CUDA1 (")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--split-mode", "tensor", "--gpus", "2"}, "--split-mode"},
+		{[]string{"--tensor-split", "1,x"}, "--tensor-split"},
+		{[]string{"--tensor-split", "0,0"}, "every share is zero"},
+		{[]string{"--tensor-split", "1,1", "--gpus", "3"}, "--gpus 3"},
+		{[]string{"--split-mode", "row"}, "one GPU has nothing to split"},
+		{[]string{"--main-gpu", "2", "--gpus", "2", "--split-mode", "none"}, "--main-gpu 2"},
+		{[]string{"--runtime", "pytorch", "--tensor-split", "1,1"}, "it is a llama.cpp option"},
+	} {
+		code, _, errOut := runCLI(t, "", append([]string{"estimate", "--gguf", path, "--infer", "--ctx-size", "1024"}, c.args...)...)
+		assert.Equal(t, 2, code, "%v", c.args)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+
+	h := newServer(serverOptions{})
+	rec := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(
+		`{"model":"llama-3.1-8b","mode":"infer","runtime":"llama.cpp","ctx_size":8192,"tensor_split":[1,1],"split_mode":"layer"}`))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	code, cli, errOut := runCLI(t, "", "estimate", "--model", "llama-3.1-8b", "--infer", "--runtime", "llama.cpp", "--ctx-size", "8192", "--tensor-split", "1,1", "--split-mode", "layer", "--json")
+	require.Equal(t, 0, code, errOut)
+	assert.JSONEq(t, cli, rec.Body.String())
+	rec = do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(
+		`{"model":"llama-3.1-8b","mode":"infer","runtime":"llama.cpp","tensor_split":[1,-1]}`))
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+	assert.Equal(t, "tensor_split", e["field"])
+}
+
+// TestEstimateLlamaCppNoMmap: --no-mmap makes the host buffer the CPU
+// tensors alone; the JSON reports the mapping's span as host_mapped.
+func TestEstimateLlamaCppNoMmap(t *testing.T) {
+	path := writeLlamaGGUF(t, gpumem.Q8_0)
+	for _, args := range [][]string{{"--n-gpu-layers", "1"}, {"--n-gpu-layers", "1", "--no-mmap"}} {
+		code, out, errOut := runCLI(t, "", append([]string{"estimate", "--gguf", path, "--infer", "--ctx-size", "512", "--json"}, args...)...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		l := got["llamacpp"].(map[string]any)
+		assert.GreaterOrEqual(t, l["host_mapped"].(float64), l["host_weights"].(float64), "%v", args)
+		if len(args) == 3 {
+			assert.Equal(t, l["host_weights"], l["host_mapped"])
+		}
+	}
+	code, _, errOut := runCLI(t, "", "estimate", "--model", "gpt2", "--infer", "--no-mmap")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--no-mmap")
 }

@@ -202,8 +202,18 @@ func flagFor(field string) (string, bool) {
 		return "--parallel", true
 	case "Job.LlamaCpp.UBatch":
 		return "--ubatch-size", true
-	case "Job.LlamaCpp.CacheK":
+	case "Job.LlamaCpp.CacheK", "Ollama.KVCacheType":
 		return "--cache-type-k", true
+	case "Ollama.NumCtx":
+		return "--ctx-size", true
+	case "Ollama.NumBatch":
+		return "--ubatch-size", true
+	case "Ollama.NumParallel":
+		return "--parallel", true
+	case "Ollama.NumGPU":
+		return "--n-gpu-layers", true
+	case "free", "free[0]":
+		return "--memory", true
 	case "Job.LlamaCpp.CacheV":
 		return "--cache-type-v", true
 	case "Job.VLLM.GPUMemoryUtilization":
@@ -216,11 +226,23 @@ func flagFor(field string) (string, bool) {
 		return "--max-num-seqs", true
 	case "Job.VLLM.BlockSize":
 		return "--block-size", true
+	case "Job.VLLM.CUDAGraphMemory":
+		return "--cuda-graph-memory", true
 	case "Job.VLLM.KVCacheDType":
 		return "--kv-cache-dtype", true
-	case "Job.VLLM.TensorParallel":
+	case "Job.SGLang.MemFractionStatic":
+		return "--mem-fraction-static", true
+	case "Job.SGLang.MaxTotalTokens":
+		return "--max-total-tokens", true
+	case "Job.SGLang.PageSize":
+		return "--page-size", true
+	case "Job.SGLang.ContextLength":
+		return "--context-length", true
+	case "Job.SGLang.KVCacheDType":
+		return "--kv-cache-dtype", true
+	case "Job.SGLang.TensorParallel", "Job.VLLM.TensorParallel":
 		return "--tensor-parallel-size", true
-	case "Job.VLLM", "Job.Device.Capacity":
+	case "Job.VLLM", "Job.SGLang", "Job.Device.Capacity":
 		return "--runtime", true
 	case "Job.Overhead.CUDA":
 		return "--cuda", true

@@ -49,6 +49,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	hfArgs := fs.Bool("hf-args", false, "also print the Hugging Face TrainingArguments flags of the plan (training)")
 	accFile := fs.String("accelerate", "", "also write the plan's accelerate FSDP config YAML to this file (with --fsdp)")
 	megatron := fs.Bool("megatron", false, "also print the plan's Megatron-LM flags (tensor/pipeline layouts)")
+	concurrency := fs.Float64("concurrency", 0, "with --runtime vllm: requests of --max-model-len vLLM must hold at once; plan prints the least --gpu-memory-utilization for it and the longest --max-model-len at the utilization given")
 	statesOnly := fs.Bool("states-only", false, "with --model gpt:largest: count the model states alone (ZeRO paper: 16 bytes per parameter with mixed-precision Adam, sharded by the given layout) against the whole --gpu memory")
 	var cf chartFlags
 	cf.register(fs)
@@ -64,6 +65,28 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	if err := checkPlanGiven(fs, &jf, *allow); err != nil {
 		return err
+	}
+	if isOllama(jf.llama.runtime) {
+		// Ollama's placement: the layers that fit at --ctx-size and the
+		// longest context with all of them (budget.OllamaLayers).
+		if !jf.train && !jf.loadOnly {
+			jf.infer = true
+		}
+		gpus := jf.gpus
+		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+		j, dev, err := jf.job()
+		if err != nil {
+			return err
+		}
+		p, _, err := planOllama(j, dev, gpus, func(s string) string { return "--" + s })
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(out, p.json())
+		}
+		p.write(out)
+		return nil
 	}
 	if jf.loadOnly {
 		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
@@ -86,8 +109,22 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if j.Runtime == budget.LlamaCpp {
 		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", errUsage, jf.llama.runtime)
 	}
-	if j.Runtime == budget.VLLM {
-		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give gpumem estimate its --gpu-memory-utilization and --max-model-len", errUsage, jf.llama.runtime)
+	if j.Runtime == budget.VLLM && *concurrency != 0 {
+		p, err := planVLLM(j, dev, *concurrency)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(out, p.json())
+		}
+		p.write(out, j)
+		return nil
+	}
+	if *concurrency != 0 {
+		return fmt.Errorf("%w: --concurrency %g: only with --runtime vllm", errUsage, *concurrency)
+	}
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give --concurrency N (or gpumem estimate its --gpu-memory-utilization and --max-model-len), for SGLang gpumem estimate its --mem-fraction-static", errUsage, jf.llama.runtime)
 	}
 	if err := checkJob(j); err != nil {
 		return err

@@ -600,6 +600,14 @@ type estimateRequest struct {
 	FlashAttn  bool   `json:"flash_attn"`
 	CacheTypeK string `json:"cache_type_k"`
 	CacheTypeV string `json:"cache_type_v"`
+	// SplitMode, TensorSplit and MainGPU are llama.cpp's --split-mode,
+	// --tensor-split (one share per GPU: their count is the GPUs) and
+	// --main-gpu.
+	// NoMmap is llama.cpp's --no-mmap.
+	NoMmap      bool      `json:"no_mmap"`
+	SplitMode   string    `json:"split_mode"`
+	TensorSplit []float64 `json:"tensor_split"`
+	MainGPU     int       `json:"main_gpu"`
 
 	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
 	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
@@ -612,6 +620,19 @@ type estimateRequest struct {
 	BlockSize            int     `json:"block_size"`
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
+	// CUDAGraphMemory and EnforceEager are vLLM's --cuda-graph-memory
+	// (a size, "1.58GiB") and --enforce-eager.
+	CUDAGraphMemory string `json:"cuda_graph_memory"`
+	EnforceEager    bool   `json:"enforce_eager"`
+
+	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
+	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
+	// on; kv_cache_dtype and tensor_parallel_size apply too); the job
+	// needs gpu or memory.
+	MemFractionStatic float64 `json:"mem_fraction_static"`
+	MaxTotalTokens    int     `json:"max_total_tokens"`
+	PageSize          int     `json:"page_size"`
+	ContextLength     int     `json:"context_length"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -749,9 +770,23 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if req.NGPULayers != nil {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
+	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
+	if req.TensorSplit != nil {
+		if len(req.TensorSplit) == 0 {
+			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
+		}
+		parts := make([]string, len(req.TensorSplit))
+		for i, f := range req.TensorSplit {
+			parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		jf.llama.tensorSplit = strings.Join(parts, ",")
+	}
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
-		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize}
+		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
+		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager}
+	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
+		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
 		// The llama.cpp fields are checked here, so that an error names
 		// the request's field.
@@ -768,8 +803,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		if name, err := jf.vllm.apply(&probe); err != nil {
 			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
 		}
-		if probe.Runtime == budget.VLLM && req.GPU == "" && len(req.Memory) == 0 {
-			return jf, spec, badField("gpu", "runtime %q: vLLM sizes its KV cache from the GPU's total memory: give gpu or memory", req.Runtime)
+		if name, err := jf.sglang.apply(&probe); err != nil {
+			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if (probe.Runtime == budget.VLLM || probe.Runtime == budget.SGLang) && req.GPU == "" && len(req.Memory) == 0 {
+			return jf, spec, badField("gpu", "runtime %q: %s sizes its KV cache from the GPU's memory: give gpu or memory", req.Runtime, probe.Runtime)
 		}
 	}
 	var err error
@@ -1285,6 +1323,9 @@ type planRequest struct {
 	// StatesOnly is plan --states-only: with "model": "gpt:largest",
 	// count the ZeRO paper's model states alone.
 	StatesOnly bool `json:"states_only"`
+	// Concurrency is plan --concurrency: with "runtime": "vllm", the
+	// requests of max_model_len vLLM must hold at once.
+	Concurrency float64 `json:"concurrency"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1300,6 +1341,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	} else if req.StatesOnly {
 		return badField("states_only", "only with \"model\": %q", largestName)
 	}
+	if isOllama(req.Runtime) && req.Mode == "" && !req.Train {
+		req.Infer = true // Ollama serves: the mode goes without saying
+	}
 	jf, spec, err := s.flagsFrom(req.estimateRequest)
 	if err != nil {
 		return err
@@ -1307,14 +1351,44 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
+	ollamaGPUs := jf.gpus
+	if isOllama(jf.llama.runtime) {
+		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+	}
 	j, dev, err := jf.jobWith(spec, s.prepared.prepare(modelSource(req.estimateRequest), &jf))
 	if err != nil {
 		return libraryError(err, jobFields(jf))
 	}
+	if isOllama(jf.llama.runtime) {
+		// Ollama's placement (gpumem plan --runtime ollama).
+		s.computed.Add(1)
+		p, flag, err := planOllama(j, dev, ollamaGPUs, func(flag string) string { return strings.ReplaceAll(flag, "-", "_") })
+		if flag != "" {
+			return badField(strings.ReplaceAll(flag, "-", "_"), "%s", forRequest(err.Error()))
+		}
+		if err != nil {
+			return libraryError(err, jobFields(jf))
+		}
+		return writeJSON(out, p.json())
+	}
 	if j.Runtime == budget.LlamaCpp {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
 	}
-	if j.Runtime == budget.VLLM {
+	if j.Runtime == budget.VLLM && req.Concurrency != 0 {
+		if dev.Capacity == 0 {
+			return badField("gpu", "give gpu or memory to plan for")
+		}
+		s.computed.Add(1)
+		p, err := planVLLM(j, dev, req.Concurrency)
+		if err != nil {
+			return libraryError(err, jobFields(jf))
+		}
+		return writeJSON(out, p.json())
+	}
+	if req.Concurrency != 0 {
+		return badField("concurrency", "concurrency = %g: only with \"runtime\": \"vllm\"", req.Concurrency)
+	}
+	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.llama.runtime)
 	}
 	if err := alive(r.Context()); err != nil {

@@ -1,0 +1,20 @@
+// run.mjs loads a GGUF file in the llama.cpp that node-llama-cpp bundles,
+// on the CPU, creates one context and prints llama.cpp's own log (its
+// buffer sizes among it), then the llama.cpp release it ran.
+//
+//	node run.mjs MODEL.gguf N_CTX N_UBATCH on|off mmap|no-mmap
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+const [model, ctx, ubatch, fa, mmap] = process.argv.slice(2);
+const llama = await getLlama({
+    gpu: false, build: "never", logLevel: LlamaLogLevel.debug,
+    logger: (level, msg) => process.stdout.write(msg.endsWith("\n") ? msg : msg + "\n"),
+});
+const m = await llama.loadModel({modelPath: model, gpuLayers: 0, useMmap: mmap !== "no-mmap"});
+const c = await m.createContext({
+    contextSize: Number(ctx), batchSize: Number(ubatch), flashAttention: fa === "on", sequences: 1,
+});
+console.log(`# engine: ggml-org/llama.cpp ${llama.llamaCppRelease.release}, CPU backend`);
+await c.dispose();
+await m.dispose();
+await llama.dispose();
