@@ -273,6 +273,9 @@ type Spec struct {
 
 	// DiT holds a diffusion transformer's conditioning sizes (cogvideox).
 	DiT DiT
+	// UNet is the architecture of a diffusers UNet2DConditionModel
+	// (Family FamilyUNet) or AutoencoderKL (FamilyVAE); nil otherwise.
+	UNet *UNet
 
 	// Vision is the vision tower of a multimodal model.
 	Vision *Spec
@@ -398,6 +401,9 @@ func (s Spec) validateFields(path string) error {
 			return gpumem.Errorf(path+".ProjectionDim", s.ProjectionDim, gpumem.ErrInvalid, "must be positive")
 		}
 		return nil
+	}
+	if l == layoutUNet || l == layoutVAE {
+		return s.validateUNet(path)
 	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {

@@ -32,6 +32,8 @@ const (
 	layoutCLIPText     // clip_text_model
 	layoutMultimodal   // llava, clip, gemma3
 	layoutCogVideoX    // diffusers CogVideoXTransformer3DModel
+	layoutUNet         // diffusers UNet2DConditionModel
+	layoutVAE          // diffusers AutoencoderKL
 )
 
 func layoutOf(s Spec) layout {
@@ -68,13 +70,17 @@ func layoutOf(s Spec) layout {
 		return layoutMultimodal
 	case "cogvideox":
 		return layoutCogVideoX
+	case FamilyUNet:
+		return layoutUNet
+	case FamilyVAE:
+		return layoutVAE
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE:
 		return false
 	}
 	return true
@@ -295,6 +301,10 @@ func (s Spec) build(b *builder) {
 		s.buildMultimodal(b)
 	case layoutCogVideoX:
 		s.buildCogVideoX(b)
+	case layoutUNet:
+		s.buildUNet(b)
+	case layoutVAE:
+		s.buildVAE(b)
 	}
 }
 
@@ -920,6 +930,9 @@ func (s Spec) buildCLIPFamily(b *builder) {
 	})
 	if l == layoutCLIPText {
 		b.normP(p0, "final_layer_norm", H, LayerNorm)
+		if s.ProjectionDim > 0 {
+			b.add("text_projection.weight", s.ProjectionDim, H)
+		}
 		return
 	}
 	b.normP(p0, "post_layernorm", H, LayerNorm)
