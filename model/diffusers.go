@@ -86,6 +86,12 @@ type UNet struct {
 	SampleSize int64
 	// ScalingFactor is the VAE's scaling_factor as written (informational).
 	ScalingFactor float64
+	// ForceUpcast is the VAE's force_upcast: the Stable Diffusion XL
+	// pipelines decode in fp32 when the VAE is fp16 (upcast_vae).
+	ForceUpcast bool
+	// UpcastAttention is the UNet's upcast_attention (SD 2.x): the
+	// eager attention computes its scores and softmax in fp32.
+	UpcastAttention bool
 }
 
 // Levels returns the number of resolution levels.
@@ -285,6 +291,7 @@ func (c *config) unet(s *Spec) error {
 		u.TimeEmbed = e.i(mulField(c.field("block_out_channels"), u.Channels[0], 4))
 	}
 	u.LinearProjection = e.b(c.boolv(false, "use_linear_projection"))
+	u.UpcastAttention = e.b(c.boolv(false, "upcast_attention"))
 	u.SampleSize = e.i(c.intv(0, "sample_size"))
 	if add, _ := c.str("addition_embed_type", ""); add == "text_time" {
 		u.AddTimeEmbed = e.i(c.posv(256, "addition_time_embed_dim"))
@@ -325,6 +332,7 @@ func (c *config) vae(s *Spec) error {
 	u.QuantConv = e.b(c.boolv(true, "use_quant_conv"))
 	u.PostQuantConv = e.b(c.boolv(true, "use_post_quant_conv"))
 	u.MidBlock = e.b(c.boolv(true, "mid_block_add_attention"))
+	u.ForceUpcast = e.b(c.boolv(true, "force_upcast"))
 	if e.err != nil {
 		return e.err
 	}
