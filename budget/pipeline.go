@@ -65,9 +65,12 @@ type Pipeline struct {
 	Height, Width int
 	// TextTokens is the text encoders' sequence (zero: 77).
 	TextTokens int
-	// Attention is model.SDPA (AttnProcessor2_0, the default with torch
-	// 2; xformers' memory-efficient kernel saves the same), or
-	// model.Eager (AttnProcessor, which materializes the scores).
+	// Attention is the UNet's attention processor: model.SDPA
+	// (AttnProcessor2_0, the default with torch 2; xformers'
+	// memory-efficient kernel saves the same), or model.Eager
+	// (AttnProcessor, as unet.set_default_attn_processor() sets it,
+	// which materializes the scores). The VAE keeps its default,
+	// AttnProcessor2_0.
 	Attention model.AttentionKernel
 	// Checkpointing is unet.enable_gradient_checkpointing().
 	Checkpointing bool
@@ -228,7 +231,7 @@ func EstimatePipeline(p Pipeline) (PipelineEstimate, error) {
 		unet := acc.sum(unetW, casts)
 		if p.VAE.valid() {
 			va, err := vspec.VAEActivations(model.DiffusionWorkload{Batch: B, Height: int64(p.Height), Width: int64(p.Width),
-				DType: vaeDT, Attention: p.Attention})
+				DType: vaeDT, Attention: model.SDPA})
 			if err != nil {
 				return PipelineEstimate{}, pipelineField(err)
 			}
@@ -310,7 +313,7 @@ func (p *Pipeline) decode(vaeDT, cDT gpumem.DType, lh, lw int64) (acts, weights 
 	e := int64(dt.Bits() / 8)
 	scale := int64(1) << (len(u.Channels) - 1)
 	outOne := e * u.Out * lh * scale * lw * scale // one decoded image
-	w := model.DiffusionWorkload{Batch: B, Height: lh, Width: lw, DType: dt, Attention: p.Attention, Decode: true}
+	w := model.DiffusionWorkload{Batch: B, Height: lh, Width: lw, DType: dt, Attention: model.SDPA, Decode: true}
 	// tile_latent_min_size: sample_size / 2^(levels-1).
 	tile := u.SampleSize / scale
 	if p.VAETiling && tile > 0 && (lh > tile || lw > tile) {

@@ -156,9 +156,10 @@ func (d *diffWalk) unitBackward(unitSaved, largest int64) {
 	d.bwd = max(d.bwd, t)
 }
 
-// resnet is ResnetBlock2D(ci → co) over n = B·H·W positions; in is the
-// input's bytes (held by the caller).
-func (d *diffWalk) resnet(ci, co, n int64) {
+// resnet is ResnetBlock2D(ci → co) over n = B·H·W positions; held
+// says the input is already counted among the live tensors (inference:
+// a skip connection, or the up blocks' concatenation).
+func (d *diffWalk) resnet(ci, co, n int64, held bool) {
 	e, f := d.e, d.f
 	if d.w.Train {
 		var s int64
@@ -186,9 +187,19 @@ func (d *diffWalk) resnet(ci, co, n int64) {
 		d.unitBackward(s, d.m(max(f, e), max(ci, co), n))
 		return
 	}
-	// Inference: the input stays alive (input_tensor) beside norm and
-	// SiLU outputs, conv1's input and output, the shortcut, the sum.
-	d.note(d.m(e, n, max(2*ci, ci+co, 3*co)))
+	// Inference: the input stays alive (the caller's hidden_states)
+	// beside norm1's and SiLU's outputs, then conv1's input and output,
+	// and at the end conv_shortcut's output, the second conv's, their
+	// sum and its division by output_scale_factor.
+	end := 3 * co
+	if ci != co {
+		end += co
+	}
+	x := int64(0)
+	if !held {
+		x = d.m(e, ci, n)
+	}
+	d.note(x + d.m(e, n, max(2*ci, ci+co, end)))
 }
 
 // attention adds one attention over sq queries and sk keys per sample
@@ -353,7 +364,7 @@ func (s Spec) UNetActivations(w DiffusionWorkload) (DiffusionActivations, error)
 			if j == 0 {
 				ci = in
 			}
-			d.resnet(ci, out, np)
+			d.resnet(ci, out, np, true)
 			if u.Cross[i] {
 				d.transformer(out, d.m(h, wd), u.TransformerLayers[i], u.Heads[i], u.CrossDim[i])
 			}
@@ -372,9 +383,9 @@ func (s Spec) UNetActivations(w DiffusionWorkload) (DiffusionActivations, error)
 	cl := u.Channels[n-1]
 	if u.MidBlock {
 		np := d.m(B, h, wd)
-		d.resnet(cl, cl, np)
+		d.resnet(cl, cl, np, true)
 		d.transformer(cl, d.m(h, wd), u.TransformerLayers[n-1], u.Heads[n-1], u.CrossDim[n-1])
-		d.resnet(cl, cl, np)
+		d.resnet(cl, cl, np, false)
 	}
 	out = cl
 	for i := 0; i < n; i++ {
@@ -390,15 +401,17 @@ func (s Spec) UNetActivations(w DiffusionWorkload) (DiffusionActivations, error)
 				skips = skips[:len(skips)-1]
 				cs = last / max(d.m(e, np), 1)
 				if !w.Train {
-					// The popped skip stays bound (res_hidden_states)
-					// beside the concatenation during the resnet.
+					// torch.cat of the hidden state and the popped skip,
+					// which stays bound (res_hidden_states) beside the
+					// concatenation during the resnet.
 					d.live -= last
-					d.note(last + d.m(e, prev+cs, np))
-					d.hold(last + d.m(e, prev+cs, np))
-					d.resnet(prev+cs, out, np)
-					d.live -= last + d.m(e, prev+cs, np)
+					cat := d.m(e, prev+cs, np)
+					d.note(d.m(e, prev, np) + last + cat)
+					d.hold(last + cat)
+					d.resnet(prev+cs, out, np, true)
+					d.live -= last + cat
 				} else {
-					d.resnet(prev+cs, out, np)
+					d.resnet(prev+cs, out, np, true)
 				}
 			}
 			prev = out
@@ -438,15 +451,16 @@ func (s Spec) VAEActivations(w DiffusionWorkload) (DiffusionActivations, error) 
 	c0, cl := u.Channels[0], u.Channels[n-1]
 	h, wd := w.Height, w.Width
 	mid := func(np int64) {
-		d.resnet(cl, cl, np)
+		d.resnet(cl, cl, np, false)
 		if u.MidBlock {
 			// Attention(cl, heads=1) with its group_norm, the residual
 			// kept, over h·w tokens.
-			d.note(d.m(e, cl, np) + d.m(e, cl, np))
+			// The residual input and the group_norm's output beside
+			// q, k, v, the output and its copy.
 			_, l := d.attention(cl, d.m(h, wd), d.m(h, wd), 1, true)
-			d.note(d.m(e, cl, np) + l)
+			d.note(2*d.m(e, cl, np) + l)
 		}
-		d.resnet(cl, cl, np)
+		d.resnet(cl, cl, np, false)
 	}
 	if w.Decode {
 		np := d.m(B, h, wd)
@@ -462,7 +476,7 @@ func (s Spec) VAEActivations(w DiffusionWorkload) (DiffusionActivations, error) 
 				if j == 0 {
 					ci = prev
 				}
-				d.resnet(ci, out, np)
+				d.resnet(ci, out, np, false)
 			}
 			if i < n-1 {
 				h, wd = h*2, wd*2
@@ -485,7 +499,7 @@ func (s Spec) VAEActivations(w DiffusionWorkload) (DiffusionActivations, error) 
 			if j == 0 {
 				ci = in
 			}
-			d.resnet(ci, out, np)
+			d.resnet(ci, out, np, false)
 		}
 		if i < n-1 {
 			// Downsample2D pads (0, 1, 0, 1) before its stride-2 conv.

@@ -41,7 +41,7 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.vaeSlicing, "vae-slicing", false, "with --pipeline --infer: enable_vae_slicing, the VAE decodes one image at a time")
 	fs.BoolVar(&p.vaeTiling, "vae-tiling", false, "with --pipeline --infer: enable_vae_tiling, the VAE decodes in overlapping tiles of its sample_size")
 	fs.BoolVar(&p.cacheLatents, "cache-latents", false, "with --pipeline --train: latents encoded beforehand and the VAE not on the GPU (the DreamBooth scripts' --cache_latents)")
-	fs.BoolVar(&p.precomputeText, "precompute-text", false, "with --pipeline --train: prompt embeddings computed beforehand and the text encoders freed (the DreamBooth LoRA scripts without --train_text_encoder)")
+	fs.BoolVar(&p.precomputeText, "precompute-text", false, "with --pipeline: prompt embeddings computed beforehand and the text encoders not on the GPU (the DreamBooth LoRA scripts without --train_text_encoder; a pipeline loaded with text_encoder=None)")
 	fs.StringVar(&p.frozenDType, "frozen-dtype", "", "with --pipeline: the storage of the frozen VAE, text encoders and LoRA base (weight_dtype; default the compute dtype)")
 	fs.StringVar(&p.vaeDType, "vae-dtype", "", "with --pipeline: the VAE's storage when it differs (the SDXL scripts keep it in fp32)")
 }
@@ -195,7 +195,7 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		for _, x := range []struct {
 			flag string
 			on   bool
-		}{{"cache-latents", p.cacheLatents}, {"precompute-text", p.precomputeText}} {
+		}{{"cache-latents", p.cacheLatents}} {
 			if x.on {
 				return pl, dev, fmt.Errorf("%w: --%s: a training script's option (give --train)", errUsage, x.flag)
 			}
