@@ -536,6 +536,10 @@ func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
 	}
+	if l := layoutOf(s); l == layoutUNet || l == layoutVAE {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
+			"a diffusers UNet or VAE runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline NAME or --diffusers DIR)")
+	}
 	if s.Head >= numHeads || !s.headSupported(s.Head) {
 		return gpumem.Errorf(path+".Head", s.Head.String(), gpumem.ErrUnsupported, "%s has no %s head modelled", s.Family, s.Head)
 	}

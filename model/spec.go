@@ -855,6 +855,14 @@ func Component(name string) (part, comp string, layer int) {
 	case strings.Contains(name, "decoder."):
 		part = "decoder"
 	}
+	if p, l, ok := diffusersBlock(name); ok {
+		// A diffusers UNet's or VAE's resolution blocks: part "down",
+		// "mid" or "up" (inside the VAE's encoder or decoder).
+		if part == "" {
+			part = p
+		}
+		return part, "layer", l
+	}
 	if l, ok := layerIndex(name); ok {
 		return part, "layer", l
 	}
@@ -874,6 +882,25 @@ func Component(name string) (part, comp string, layer int) {
 		return part, "head", -1
 	}
 	return part, "other", -1
+}
+
+// diffusersBlock finds a diffusers block segment ("down_blocks.N",
+// "up_blocks.N", "mid_block") of a tensor name.
+func diffusersBlock(name string) (part string, index int, ok bool) {
+	prev := ""
+	for len(name) > 0 {
+		seg, rest, _ := strings.Cut(name, ".")
+		switch {
+		case seg == "mid_block":
+			return "mid", 0, true
+		case prev == "down_blocks" || prev == "up_blocks":
+			if n, err := strconv.Atoi(seg); err == nil && n >= 0 && len(seg) <= 4 {
+				return strings.TrimSuffix(prev, "_blocks"), n, true
+			}
+		}
+		prev, name = seg, rest
+	}
+	return "", 0, false
 }
 
 // layerIndex finds the number after the first "layers", "layer", "h",
