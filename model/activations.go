@@ -536,6 +536,9 @@ func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
 	}
+	if l := layoutOf(s); l == layoutFlux {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux transformer are not modelled (its parameters are)")
+	}
 	if l := layoutOf(s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
 			"a diffusers UNet or VAE runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline NAME or --diffusers DIR)")

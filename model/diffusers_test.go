@@ -29,10 +29,14 @@ func TestDiffusersStructure(t *testing.T) {
 		{"sd-1.5-unet", 686, "SD 1.5 UNet schema"},
 		{"sd-2.1-unet", 686, "SD 2 UNet schema"},
 		{"sdxl-text-encoder-2", 517, "CLIP bigG schema"},
+		// Not a published count: FluxTransformer2DModel's definition, 19
+		// double-stream blocks of 32 tensors, 38 single-stream of 14, and
+		// 20 outside them.
+		{"flux.1-dev-transformer", 19*32 + 38*14 + 20, "FluxTransformer2DModel"},
 	} {
 		s, ok := Lookup(tc.name)
 		require.True(t, ok, tc.name)
-		assert.Len(t, s.Tensors(), tc.tensors, "%s (%s)", tc.name, tc.source)
+		assert.Equal(t, tc.tensors, len(s.Tensors()), "%s (%s)", tc.name, tc.source)
 	}
 	shapes := map[string]map[string][]int64{
 		"sd-1.5-unet": {
@@ -60,6 +64,13 @@ func TestDiffusersStructure(t *testing.T) {
 			"quant_conv.weight":                          {8, 8, 1, 1},
 		},
 		"sdxl-text-encoder-2": {"text_projection.weight": {1280, 1280}},
+		"flux.1-dev-transformer": {
+			"x_embedder.weight": {3072, 64},
+			"transformer_blocks.18.norm1_context.linear.weight": {18432, 3072},
+			"single_transformer_blocks.37.proj_out.weight":      {3072, 15360},
+			"time_text_embed.guidance_embedder.linear_1.weight": {3072, 256},
+			"proj_out.weight": {64, 3072},
+		},
 	}
 	for name, want := range shapes {
 		s, _ := Lookup(name)

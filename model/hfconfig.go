@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	FamilyUNet, FamilyVAE,
+	FamilyUNet, FamilyVAE, FamilyFlux,
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -363,6 +363,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 			mt = FamilyUNet
 		case "AutoencoderKL":
 			mt = FamilyVAE
+		case "FluxTransformer2DModel":
+			mt = FamilyFlux
 		}
 	}
 	s := Spec{Family: mt, DType: dt}
@@ -452,6 +454,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.unet(&s)
 	case FamilyVAE:
 		e.err = c.vae(&s)
+	case FamilyFlux:
+		e.err = c.flux(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:

@@ -145,6 +145,14 @@ type DiT struct {
 	TemporalCompression int64
 	// NoPatchBias drops the patch embedding's bias (patch_bias false).
 	NoPatchBias bool
+	// SingleLayers is Flux's num_single_layers (single-stream blocks
+	// after the Layers double-stream ones).
+	SingleLayers int64
+	// PooledDim is Flux's pooled_projection_dim (the CLIP pooled text
+	// embedding); Guidance its guidance_embeds (FLUX.1-dev's distilled
+	// guidance embedder).
+	PooledDim int64
+	Guidance  bool
 }
 
 // Spec is a model architecture in the terms that decide its memory: the
@@ -556,6 +564,22 @@ func (s Spec) validateFields(path string) error {
 			if err := pos("Positions", s.Positions); err != nil {
 				return err
 			}
+		}
+	case layoutFlux:
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"Image.Patch", s.Image.Patch}, {"Image.Channels", s.Image.Channels}, {"DiT.TextEmbed", s.DiT.TextEmbed},
+			{"DiT.OutChannels", s.DiT.OutChannels}, {"DiT.PooledDim", s.DiT.PooledDim}} {
+			if err := pos(f.name, f.v); err != nil {
+				return err
+			}
+		}
+		if err := nonneg("DiT.SingleLayers", s.DiT.SingleLayers); err != nil {
+			return err
+		}
+		if s.DiT.SingleLayers > maxLayers {
+			return gpumem.Errorf(path+".DiT.SingleLayers", s.DiT.SingleLayers, gpumem.ErrRange, "more than %d layers", maxLayers)
 		}
 	case layoutCogVideoX:
 		for _, f := range []struct {

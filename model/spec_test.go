@@ -100,6 +100,9 @@ var publishedParams = []struct {
 	{"sdxl-unet", 2_567_463_684, "SDXL DreamBooth LoRA training log \"unet params = 2567463684\"; model summary \"StableDiffusionXL Base : 레이어 수: 1680, 파라미터 수: 2567463684\""},
 	{"sdxl-vae", 83_653_863, "model summary \"VAE : 레이어 수: 248, 파라미터 수: 83653863\" (SDXL base)"},
 	{"sdxl-text-encoder", 123_060_480, "SDXL component table params_total=123060480 (clip_l)"},
+	// FluxTransformer2DModel (model/flux.go).
+	{"flux.1-dev-transformer", 11_901_408_320, "Hub black-forest-labs/FLUX.1-dev transformer safetensors total 11901408320 (model registry \"totalParams: 11901408320\"; unsloth/FLUX.1-dev-GGUF gguf total 11901408320)"},
+	{"flux.1-schnell-transformer", 11_891_178_560, "model registry bf16Mirror(\"black-forest-labs/FLUX.1-schnell\", ... totalParams: 11891178560): no guidance embedder"},
 	{"sdxl-text-encoder-2", 694_659_840, "pipeline component table \"text_encoder_2 ... 694659840\" (CLIPTextModelWithProjection, ViT-bigG); SDXL conditioning parameter_count 817720320 = 123060480 + 694659840"},
 	{"flan-t5-base", 247_577_856, "keras-hub flan_t5_base preset \"params\": 247577856; \"247577856 - Number of FLAN T5 base parameters\""},
 	{"t5-small", 60_506_624, "keras-hub T5-Small preset \"params\": 60506624"},

@@ -34,6 +34,7 @@ const (
 	layoutCogVideoX    // diffusers CogVideoXTransformer3DModel
 	layoutUNet         // diffusers UNet2DConditionModel
 	layoutVAE          // diffusers AutoencoderKL
+	layoutFlux         // diffusers FluxTransformer2DModel
 )
 
 func layoutOf(s Spec) layout {
@@ -74,13 +75,15 @@ func layoutOf(s Spec) layout {
 		return layoutUNet
 	case FamilyVAE:
 		return layoutVAE
+	case FamilyFlux:
+		return layoutFlux
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux:
 		return false
 	}
 	return true
@@ -305,6 +308,8 @@ func (s Spec) build(b *builder) {
 		s.buildUNet(b)
 	case layoutVAE:
 		s.buildVAE(b)
+	case layoutFlux:
+		s.buildFlux(b)
 	}
 }
 
