@@ -536,6 +536,9 @@ func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
 	}
+	if l := layoutOf(s); l == layoutMamba {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "Mamba's selective-scan activations are not modelled (its parameters and its generation state, Spec.MambaState, are)")
+	}
 	if l := layoutOf(s); l == layoutFlux {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux transformer are not modelled (its parameters are)")
 	}

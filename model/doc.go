@@ -32,7 +32,9 @@
 // (T5EncoderModel), CLIPTextModelWithProjection, and diffusers'
 // CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL and
 // FluxTransformer2DModel configs (by their "_class_name"; Flux's
-// parameters only, model/flux.go).
+// parameters only, model/flux.go), and mamba (MambaForCausalLM,
+// model/mamba.go: parameters and the generation state,
+// [Spec.MambaState]; the selective scan's activations are not modelled).
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])
 // (diffusers 0.40.0.dev0, commit 58eb52c0; model/diffusers.go) are
@@ -110,7 +112,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 82 well-known models, each stored as its
+// [Lookup] and [Catalog] give 84 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -130,14 +132,15 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 70 published counts of
+// Parameter counts are exact against 72 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
 // Phi-2/3, GPT-2, StarCoder, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5,
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder, the Stable Diffusion 1.5, 2.1 and XL UNets,
-// VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers),
+// VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers,
+// Mamba-130m and -2.8b),
 // against three published PEFT LoRA
 // trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
 // DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);

@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	FamilyUNet, FamilyVAE, FamilyFlux,
+	FamilyUNet, FamilyVAE, FamilyFlux, "mamba",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -456,6 +456,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.vae(&s)
 	case FamilyFlux:
 		e.err = c.flux(&s)
+	case "mamba":
+		e.err = c.mamba(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:

@@ -281,6 +281,9 @@ type Spec struct {
 
 	// DiT holds a diffusion transformer's conditioning sizes (cogvideox).
 	DiT DiT
+	// SSM is a Mamba model's selective state-space mixer (family
+	// "mamba").
+	SSM SSM
 	// UNet is the architecture of a diffusers UNet2DConditionModel
 	// (Family FamilyUNet) or AutoencoderKL (FamilyVAE); nil otherwise.
 	UNet *UNet
@@ -412,6 +415,9 @@ func (s Spec) validateFields(path string) error {
 	}
 	if l == layoutUNet || l == layoutVAE {
 		return s.validateUNet(path)
+	}
+	if l == layoutMamba {
+		return s.validateMamba(path)
 	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {

@@ -100,6 +100,9 @@ var publishedParams = []struct {
 	{"sdxl-unet", 2_567_463_684, "SDXL DreamBooth LoRA training log \"unet params = 2567463684\"; model summary \"StableDiffusionXL Base : 레이어 수: 1680, 파라미터 수: 2567463684\""},
 	{"sdxl-vae", 83_653_863, "model summary \"VAE : 레이어 수: 248, 파라미터 수: 83653863\" (SDXL base)"},
 	{"sdxl-text-encoder", 123_060_480, "SDXL component table params_total=123060480 (clip_l)"},
+	// MambaForCausalLM (model/mamba.go).
+	{"mamba-130m", 129_135_360, "parameter table \"mamba-130m-hf\"=\"129135360\"; \"assert sum(p.numel() for p in self.parameters()) == ... == 129135360\" (state-spaces/mamba-130m-hf, 242 tensors)"},
+	{"mamba-2.8b", 2_768_345_600, "\"Loading model state-spaces/mamba-2.8b / Number of parameters: 2768345600\"; parameter table \"mamba-2_8b-hf\"=\"2768345600\""},
 	// FluxTransformer2DModel (model/flux.go).
 	{"flux.1-dev-transformer", 11_901_408_320, "Hub black-forest-labs/FLUX.1-dev transformer safetensors total 11901408320 (model registry \"totalParams: 11901408320\"; unsloth/FLUX.1-dev-GGUF gguf total 11901408320)"},
 	{"flux.1-schnell-transformer", 11_891_178_560, "model registry bf16Mirror(\"black-forest-labs/FLUX.1-schnell\", ... totalParams: 11891178560): no guidance embedder"},

@@ -35,6 +35,7 @@ const (
 	layoutUNet         // diffusers UNet2DConditionModel
 	layoutVAE          // diffusers AutoencoderKL
 	layoutFlux         // diffusers FluxTransformer2DModel
+	layoutMamba        // transformers MambaForCausalLM
 )
 
 func layoutOf(s Spec) layout {
@@ -77,6 +78,8 @@ func layoutOf(s Spec) layout {
 		return layoutVAE
 	case FamilyFlux:
 		return layoutFlux
+	case "mamba":
+		return layoutMamba
 	}
 	return layoutLlama
 }
@@ -310,6 +313,8 @@ func (s Spec) build(b *builder) {
 		s.buildVAE(b)
 	case layoutFlux:
 		s.buildFlux(b)
+	case layoutMamba:
+		s.buildMamba(b)
 	}
 }
 
