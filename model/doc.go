@@ -33,8 +33,10 @@
 // CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL and
 // FluxTransformer2DModel configs (by their "_class_name"; Flux's
 // parameters only, model/flux.go), and mamba (MambaForCausalLM,
-// model/mamba.go: parameters and the generation state,
-// [Spec.MambaState]; the selective scan's activations are not modelled).
+// model/mamba.go: parameters, the generation state [Spec.MambaState]
+// that budget counts instead of a KV cache, and the activations of the
+// mamba_ssm fused kernels' MambaInnerFn, derived by hand without an
+// oracle).
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])
 // (diffusers 0.40.0.dev0, commit 58eb52c0; model/diffusers.go) are

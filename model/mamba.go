@@ -119,3 +119,84 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	}
 	return dt.Size(n)
 }
+
+// mamba fills a for MambaForCausalLM (transformers modeling_mamba.py,
+// MambaMixer.cuda_kernels_forward with the mamba_ssm and causal_conv1d
+// kernels installed; mamba_ssm ops/selective_scan_interface.py at
+// 0e8d22c, MambaInnerFn with its default checkpoint_lvl 1). Per block of
+// T = batch·seq tokens, in the compute dtype (e bytes):
+//
+//	MambaBlock       the residual stream is fp32 (residual_in_fp32);
+//	                 the norm's input is its cast to the weights' dtype
+//	MambaRMSNorm     as LlamaRMSNorm: fp32 copy 4·T·h, rsqrt 4·T, the
+//	                 cast back e·T·h
+//	in_proj          its input, the norm's output                  e·T·h
+//	MambaInnerFn     xz, in_proj's output made contiguous        e·T·2I
+//	                 x_dbl, x_proj's output               e·T·(R + 2N)
+//	                 B and C, contiguous [b, 1, N, l] copies    2·e·T·N
+//	                 out, the scan's output before the z gate     e·T·I
+//	                 scan_intermediates, fp32 [b, I, ⌈l/2048⌉, 2N]
+//	                 A = -exp(A_log.float()), fp32                4·I·N
+//	                 (conv1d_out and delta are recomputed in backward)
+//
+// The forward transient is in_proj's output beside its copy, the
+// convolution's output, delta and the gated output (5·e·T·I); backward
+// holds dxz, the recomputed conv1d_out and delta, dout_y, ddelta,
+// dconv1d_out and out_z (8·e·T·I). A pass without gradients (the
+// prompt of generation) runs the same kernels unrecorded: in_proj's
+// output, the convolution, x_dbl, delta and the scan's output
+// (5·e·T·I + e·T·(R + 2N)). Under full checkpointing a block keeps its
+// fp32 input (4·T·h).
+func (c *actCalc) mamba(a *Activations, s Spec, w Workload, e int64) {
+	T := c.m(w.Batch, w.SeqLen)
+	H, I, N, R := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.DTRank
+	chunks, _ := checked.CeilDiv(w.SeqLen, 2048)
+	norm := c.normSaved(actRMS, T, H, e)
+	saved := c.a(norm, c.m(e, T, H), c.m(e, T, 2*I), c.m(e, T, R+2*N), c.m(2*e, T, N), c.m(e, T, I),
+		c.m(4, w.Batch, I, chunks, 2*N), c.m(4, I, N))
+	fwd := c.m(5*e, T, I)
+	bwd := c.m(8*e, T, I)
+	noGrad := c.a(c.m(5*e, T, I), c.m(e, T, R+2*N), c.m(e, T, H))
+	input := c.m(4, T, H)
+	l := LayerActivations{Kind: "mamba", Count: s.Layers, Tokens: w.SeqLen, Saved: gpumem.Bytes(saved),
+		Input: gpumem.Bytes(input), Forward: gpumem.Bytes(fwd), Backward: gpumem.Bytes(bwd)}
+	kept := saved
+	switch {
+	case !w.Train:
+		l.Saved, l.Input, l.Backward = 0, 0, 0
+		l.Forward = gpumem.Bytes(noGrad)
+		kept = 0
+	case w.Checkpointing == FullCheckpointing:
+		kept = input
+		l.Forward = gpumem.Bytes(noGrad)
+		l.Backward = gpumem.Bytes(c.a(saved, bwd))
+	}
+	l.Kept, l.KeptTotal = gpumem.Bytes(kept), gpumem.Bytes(c.m(kept, s.Layers))
+	c.push(l)
+	a.Tokens = w.SeqLen
+	if w.Train {
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actRMS, T, H, e)))
+	}
+	c.head(a, s, w, e, T, T, false)
+	c.finish(a, w)
+}
+
+// checkMamba refuses the workload options the Mamba activation model
+// does not cover.
+func (w Workload) checkMamba() error {
+	switch w.Checkpointing {
+	case NoCheckpointing, FullCheckpointing:
+	default:
+		return gpumem.Errorf("Workload.Checkpointing", w.Checkpointing, gpumem.ErrUnsupported, "a Mamba block is checkpointed whole (full) or not at all")
+	}
+	if w.TensorParallel > 1 || w.SequenceParallel || w.ContextParallel > 1 {
+		return gpumem.Errorf("Workload.TensorParallel", w.TensorParallel, gpumem.ErrUnsupported, "Mamba's activations are modelled on one GPU")
+	}
+	if w.Dropout || w.Images > 0 {
+		return gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrUnsupported, "a Mamba language model has no dropout or image input")
+	}
+	if w.Loss.Kind != FullLoss {
+		return gpumem.Errorf("Workload.Loss", w.Loss, gpumem.ErrUnsupported, "Mamba is modelled with the full cross-entropy")
+	}
+	return nil
+}

@@ -37,8 +37,40 @@ func TestMamba(t *testing.T) {
 	var fe *gpumem.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "config.time_step_rank", fe.Field)
-	_, err = s.Activations(Workload{Batch: 1, SeqLen: 16, DType: gpumem.BF16})
+	_, err = s.Activations(Workload{Batch: 1, SeqLen: 16, DType: gpumem.BF16, Train: true, Checkpointing: SelectiveCheckpointing})
 	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
 	_, err = s.MambaState(0, gpumem.BF16)
 	assert.Error(t, err)
+}
+
+// TestMambaActivationsByHand checks one block's saved bytes against the
+// derivation in model/mamba.go for h = 64, I = 128, N = 16, R = 4,
+// batch 2 × 8 tokens (T = 16) in bf16:
+//
+//	MambaRMSNorm   4·16·64 + 4·16 + 2·16·64          6,208
+//	in_proj input  2·16·64                           2,048
+//	xz             2·16·256                          8,192
+//	x_dbl          2·16·(4 + 32)                     1,152
+//	B, C           2·2·16·16                         1,024
+//	out            2·16·128                          4,096
+//	scan x         4·2·128·1 chunk·32               32,768
+//	A              4·128·16                          8,192
+//	                                                63,680
+func TestMambaActivationsByHand(t *testing.T) {
+	t.Parallel()
+	s, err := FromHFConfig(strings.NewReader(`{"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2,
+		"vocab_size": 100, "time_step_rank": 4}`))
+	require.NoError(t, err)
+	a, err := s.Activations(Workload{Batch: 2, SeqLen: 8, DType: gpumem.BF16, Train: true})
+	require.NoError(t, err)
+	require.Len(t, a.Layers, 1)
+	assert.Equal(t, gpumem.Bytes(63_680), a.Layers[0].Saved)
+	assert.Equal(t, gpumem.Bytes(2*63_680), a.LayersTotal())
+	// The head: the logits of 16 tokens × 100 in bf16, the fp32
+	// log-softmax, norm_f like a block's norm.
+	assert.Equal(t, gpumem.Bytes(2*16*100), a.Logits)
+	assert.Equal(t, gpumem.Bytes(6_208), a.FinalNorm)
+	ck, err := s.Activations(Workload{Batch: 2, SeqLen: 8, DType: gpumem.BF16, Train: true, Checkpointing: FullCheckpointing})
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(4*16*64), ck.Layers[0].Kept, "the fp32 residual input")
 }
