@@ -546,8 +546,8 @@ func (s Spec) checkAct(path string) error {
 	if layoutOf(s) == layoutMamba {
 		return s.validateMamba(path)
 	}
-	if l := layoutOf(s); l == layoutFlux {
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux transformer are not modelled (its parameters are)")
+	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
 	}
 	if l := layoutOf(s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,

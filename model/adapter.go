@@ -479,7 +479,7 @@ func (f Finetune) trainable(all []Run) ([]Run, error) {
 		switch {
 		case strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight"):
 			out = append(out, r)
-		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
+		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias") || t.Name == "pos_embed.pos_embed":
 			// Quantization constants and buffers never train.
 		case f.Train == nil && f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")):
 			// Without a Train predicate a quantized weight is frozen: an

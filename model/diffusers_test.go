@@ -135,3 +135,42 @@ func TestDiffusersConfigErrors(t *testing.T) {
 		assert.ErrorIs(t, err, tc.err, tc.config)
 	}
 }
+
+// TestSD3 checks SD3-medium's MMDiT against its published parameter
+// count, sum(p.numel() for p in parameters()), which leaves out the
+// pos_embed buffer: "transformer ... 2028328000" in an inspection table
+// of stable-diffusion-3-medium-diffusers (text_encoder_2 694659840 and
+// text_encoder_3 4762310656 in the same table match the catalog's).
+func TestSD3(t *testing.T) {
+	t.Parallel()
+	s, ok := Lookup("sd3-medium-transformer")
+	require.True(t, ok)
+	n, err := Finetune{Model: s}.TrainableParams()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2_028_328_000), n)
+	shapes := map[string][]int64{}
+	for _, tn := range s.Tensors() {
+		shapes[tn.Name] = tn.Shape
+	}
+	assert.Equal(t, []int64{1, 192 * 192, 1536}, shapes["pos_embed.pos_embed"])
+	assert.Equal(t, []int64{3072, 1536}, shapes["transformer_blocks.23.norm1_context.linear.weight"], "the last block's AdaLayerNormContinuous")
+	assert.Nil(t, shapes["transformer_blocks.23.attn.to_add_out.weight"], "context_pre_only")
+	assert.Equal(t, []int64{1536, 1536}, shapes["transformer_blocks.22.attn.to_add_out.weight"])
+	// SD 3.5's dual attention and qk norms.
+	d, err := FromHFConfig(strings.NewReader(`{"_class_name": "SD3Transformer2DModel", "num_layers": 3,
+		"num_attention_heads": 2, "attention_head_dim": 8, "caption_projection_dim": 16, "qk_norm": "rms_norm",
+		"dual_attention_layers": [0]}`))
+	require.NoError(t, err)
+	names := map[string][]int64{}
+	for _, tn := range d.Tensors() {
+		names[tn.Name] = tn.Shape
+	}
+	assert.Equal(t, []int64{9 * 16, 16}, names["transformer_blocks.0.norm1.linear.weight"])
+	assert.Equal(t, []int64{16, 16}, names["transformer_blocks.0.attn2.to_q.weight"])
+	assert.Equal(t, []int64{8}, names["transformer_blocks.1.attn.norm_added_k.weight"])
+	assert.Nil(t, names["transformer_blocks.1.attn2.to_q.weight"])
+	_, err = FromHFConfig(strings.NewReader(`{"_class_name": "SD3Transformer2DModel", "dual_attention_layers": [40]}`))
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "config.dual_attention_layers[0]", fe.Field)
+}

@@ -30,9 +30,11 @@
 // deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
 // qwen2_5_vl, T5 encoder-only checkpoints
 // (T5EncoderModel), CLIPTextModelWithProjection, and diffusers'
-// CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL and
-// FluxTransformer2DModel configs (by their "_class_name"; Flux's
-// parameters only, model/flux.go), and mamba (MambaForCausalLM,
+// CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL,
+// FluxTransformer2DModel and SD3Transformer2DModel configs (by their
+// "_class_name"; Flux's and SD3's parameters only, model/flux.go and
+// model/sd3.go, SD3's persistent pos_embed buffer listed but not
+// trained), and mamba (MambaForCausalLM,
 // model/mamba.go: parameters, the generation state [Spec.MambaState]
 // that budget counts instead of a KV cache, and the activations of the
 // mamba_ssm fused kernels' MambaInnerFn, derived by hand without an
@@ -114,7 +116,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 84 well-known models, each stored as its
+// [Lookup] and [Catalog] give 85 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -134,7 +136,7 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 72 published counts of
+// Parameter counts are exact against 73 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
@@ -142,7 +144,7 @@
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder, the Stable Diffusion 1.5, 2.1 and XL UNets,
 // VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers,
-// Mamba-130m and -2.8b),
+// Mamba-130m and -2.8b, SD3-medium's MMDiT without its buffer),
 // against three published PEFT LoRA
 // trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
 // DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);

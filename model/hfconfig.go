@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	FamilyUNet, FamilyVAE, FamilyFlux, "mamba",
+	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilySD3,
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -365,6 +365,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 			mt = FamilyVAE
 		case "FluxTransformer2DModel":
 			mt = FamilyFlux
+		case "SD3Transformer2DModel":
+			mt = FamilySD3
 		}
 	}
 	s := Spec{Family: mt, DType: dt}
@@ -458,6 +460,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.flux(&s)
 	case "mamba":
 		e.err = c.mamba(&s)
+	case FamilySD3:
+		e.err = c.sd3(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:

@@ -571,7 +571,7 @@ func (s Spec) validateFields(path string) error {
 				return err
 			}
 		}
-	case layoutFlux:
+	case layoutFlux, layoutSD3:
 		for _, f := range []struct {
 			name string
 			v    int64

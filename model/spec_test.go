@@ -133,6 +133,10 @@ var computedParams = []struct {
 	want int64
 	how  string
 }{
+	// SD3-medium's MMDiT: the published 2,028,328,000 (sum of
+	// parameters(), TestSD3) plus the persistent pos_embed buffer the
+	// checkpoint stores, 192²·1536 = 56,623,104 values.
+	{"sd3-medium-transformer", 2_084_951_104, "published parameters 2,028,328,000 + pos_embed buffer 56,623,104"},
 	// SD 2.1's text encoder (CLIPTextModel of OpenCLIP ViT-H, 23 of its
 	// 24 layers), H=1024, I=4096: embeddings 49408·1024 + 77·1024 =
 	// 50,672,640; per layer q/k/v/out 4·(1024²+1024) = 4,198,400, fc1

@@ -36,6 +36,7 @@ const (
 	layoutVAE          // diffusers AutoencoderKL
 	layoutFlux         // diffusers FluxTransformer2DModel
 	layoutMamba        // transformers MambaForCausalLM
+	layoutSD3          // diffusers SD3Transformer2DModel
 )
 
 func layoutOf(s Spec) layout {
@@ -80,13 +81,15 @@ func layoutOf(s Spec) layout {
 		return layoutFlux
 	case "mamba":
 		return layoutMamba
+	case FamilySD3:
+		return layoutSD3
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutSD3:
 		return false
 	}
 	return true
@@ -315,6 +318,8 @@ func (s Spec) build(b *builder) {
 		s.buildFlux(b)
 	case layoutMamba:
 		s.buildMamba(b)
+	case layoutSD3:
+		s.buildSD3(b)
 	}
 }
 
