@@ -152,3 +152,20 @@ func TestPipelineErrors(t *testing.T) {
 		assert.Equal(t, tc.field, fe.Field)
 	}
 }
+
+// BenchmarkEstimatePipeline estimates an SDXL LoRA training step (the
+// UNet's and VAE's activation walks over their levels).
+func BenchmarkEstimatePipeline(b *testing.B) {
+	d, _ := model.LookupPipeline("sdxl")
+	var p Pipeline
+	p.UNet, _ = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: 4}})
+	p.VAE, _ = NewModel(model.Finetune{Model: d.VAE})
+	p.Mode, p.Precision, p.Optimizer = Training, AMPFP16, optimizer.AdamW{}
+	p.Batch, p.Height, p.Width, p.Checkpointing = 1, 1024, 1024, true
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EstimatePipeline(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
