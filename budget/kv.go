@@ -39,6 +39,14 @@ func kvGeometry(s model.Spec) attention.KVCache {
 // replicated, below t; MLA's decompressed heads like query heads);
 // a pipeline stage holds its ceil(layers/pp) layers' cache.
 func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
+	if j.Model.spec.Family == "mamba" {
+		// A Mamba model caches no keys or values: MambaCache's conv and
+		// ssm states, whatever the sequence length (model.Spec.MambaState).
+		if j.KVDType != gpumem.Invalid {
+			dt = j.KVDType
+		}
+		return j.Model.spec.MambaState(int64(j.Batch), dt)
+	}
 	c := j.Model.kv
 	c.DType = dt
 	if j.KVDType != gpumem.Invalid {

@@ -493,6 +493,11 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	if err != nil {
 		return Activations{}, err
 	}
+	if layoutOf(s) == layoutMamba {
+		if err := w.checkMamba(); err != nil {
+			return Activations{}, err
+		}
+	}
 	if cp := w.ContextParallel; cp > 1 {
 		// Each rank holds its SeqLen/cp tokens of every tensor; the
 		// fused kernel saves the rank's q, k, v, output and log-sum-exp
@@ -506,6 +511,8 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.multimodal(&a, s, w, e)
 	case layoutT5, layoutWhisper:
 		c.encDec(&a, s, w, e)
+	case layoutMamba:
+		c.mamba(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
 		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
 		if s.Head == HeadImageCls {
@@ -535,6 +542,16 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
+	}
+	if layoutOf(s) == layoutMamba {
+		return s.validateMamba(path)
+	}
+	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
+	}
+	if l := layoutOf(s); l == layoutUNet || l == layoutVAE {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
+			"a diffusers UNet or VAE runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline NAME or --diffusers DIR)")
 	}
 	if s.Head >= numHeads || !s.headSupported(s.Head) {
 		return gpumem.Errorf(path+".Head", s.Head.String(), gpumem.ErrUnsupported, "%s has no %s head modelled", s.Family, s.Head)

@@ -23,6 +23,10 @@ var peftDefaultTargets = map[string][]string{
 	"qwen3": {"q_proj", "v_proj"}, "qwen3_moe": {"q_proj", "v_proj"},
 }
 
+// diffusersUNetTargets are the UNet modules the diffusers LoRA scripts
+// adapt.
+var diffusersUNetTargets = []string{"to_k", "to_q", "to_v", "to_out.0"}
+
 // AllLinear is the LoRA target that selects every linear layer but the
 // output head, as PEFT's target_modules="all-linear".
 const AllLinear = "all-linear"
@@ -85,6 +89,14 @@ func (l LoRA) targets(s Spec) ([]string, error) {
 			return nil, gpumem.Errorf("LoRA.Targets", l.Targets, gpumem.ErrInvalid, "empty target list")
 		}
 		return l.Targets, nil
+	}
+	if s.Family == FamilyUNet {
+		// diffusers' LoRA training scripts (examples/text_to_image/
+		// train_text_to_image_lora.py, examples/dreambooth/
+		// train_dreambooth_lora.py and _sdxl.py) adapt the UNet's
+		// attention projections: LoraConfig(target_modules=["to_k",
+		// "to_q", "to_v", "to_out.0"]).
+		return diffusersUNetTargets, nil
 	}
 	t, ok := peftDefaultTargets[s.Family]
 	if !ok {
@@ -467,7 +479,7 @@ func (f Finetune) trainable(all []Run) ([]Run, error) {
 		switch {
 		case strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight"):
 			out = append(out, r)
-		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias"):
+		case isQuantConstant(t.Name) || strings.HasSuffix(t.Name, "e_score_correction_bias") || t.Name == "pos_embed.pos_embed":
 			// Quantization constants and buffers never train.
 		case f.Train == nil && f.Quant != gpumem.Invalid && (t.DType == f.Quant || strings.HasSuffix(t.Name, ".qweight")):
 			// Without a Train predicate a quantized weight is frozen: an

@@ -29,7 +29,27 @@
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
 // deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
 // qwen2_5_vl, T5 encoder-only checkpoints
-// (T5EncoderModel), and diffusers' CogVideoXTransformer3DModel configs.
+// (T5EncoderModel), CLIPTextModelWithProjection, and diffusers'
+// CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL,
+// FluxTransformer2DModel and SD3Transformer2DModel configs (by their
+// "_class_name"; Flux's and SD3's parameters only, model/flux.go and
+// model/sd3.go, SD3's persistent pos_embed buffer listed but not
+// trained), and mamba (MambaForCausalLM,
+// model/mamba.go: parameters, the generation state [Spec.MambaState]
+// that budget counts instead of a KV cache, and the activations of the
+// mamba_ssm fused kernels' MambaInnerFn, derived by hand without an
+// oracle).
+//
+// UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])
+// (diffusers 0.40.0.dev0, commit 58eb52c0; model/diffusers.go) are
+// described by [Spec.UNet]: per-level channels, resnets, cross-attention
+// Transformer2DModels with their heads, transformer_layers_per_block and
+// text width, SDXL's text_time addition embedding, the VAE's encoder,
+// decoder and quant convolutions. The Stable Diffusion 1.5, 2.1 and XL
+// UNets, VAEs and text encoders are in the catalog. LoRA on a UNet
+// targets to_k, to_q, to_v and to_out.0 by default, as diffusers' LoRA
+// training scripts do. Their activations are budget's diffusion
+// pipeline's (budget.EstimatePipeline), not [Spec.Activations].
 //
 // gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
 // model: per-head attention sinks, biased q/k/v/o, a biased router and
@@ -96,7 +116,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 61 well-known models, each stored as its
+// [Lookup] and [Catalog] give 85 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -108,22 +128,26 @@
 // causal masks, position ids); DeepSeek's multi-token-prediction layer,
 // which transformers does not load; GPTQ/AWQ packed layouts (their
 // quantization_config is recorded, the exact tensors come from the
-// safetensors header); model types not listed above (other diffusion transformers, VAEs,
-// UNets); the vision tower of multimodal configs other than llava, clip
+// safetensors header); model types not listed above (other diffusion transformers,
+// other VAEs and UNet classes, ControlNets); the vision tower of multimodal configs other than llava, clip
 // and gemma3. Heads and head size cannot
 // be separated from a checkpoint's shapes alone, so inventories read
 // without a config leave them zero (GGUF metadata provides them).
 //
 // # Accuracy
 //
-// Parameter counts are exact against 59 published counts of
+// Parameter counts are exact against 73 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
 // Phi-2/3, GPT-2, StarCoder, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5,
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
-// transformer and T5 encoder), against three published PEFT LoRA
-// trainable counts and one published MoE active count (Qwen3-30B-A3B);
+// transformer and T5 encoder, the Stable Diffusion 1.5, 2.1 and XL UNets,
+// VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers,
+// Mamba-130m and -2.8b, SD3-medium's MMDiT without its buffer),
+// against three published PEFT LoRA
+// trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
+// DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);
 // two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand
 // in the tests from the module definitions. DeepSeek-V3's published
 // 671,026,419,200 includes the 14,848 values of e_score_correction_bias,

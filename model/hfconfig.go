@@ -32,6 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
+	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilySD3,
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -111,6 +112,14 @@ var specKeys = map[string]string{
 	"ProjectionDim": "projection_dim",
 }
 
+// unetKeys maps UNet fields to the diffusers config keys they come from.
+var unetKeys = map[string]string{
+	"Channels": "block_out_channels", "LayersPerBlock": "layers_per_block", "Heads": "attention_head_dim",
+	"TransformerLayers": "transformer_layers_per_block", "UpTransformerLayers": "reverse_transformer_layers_per_block",
+	"CrossDim": "cross_attention_dim", "In": "in_channels", "Out": "out_channels", "Groups": "norm_num_groups",
+	"TimeEmbed": "time_embedding_dim", "Latent": "latent_channels", "AddEmbedIn": "projection_class_embeddings_input_dim",
+}
+
 // configField renames a Spec validation error's field to the config key
 // ("Spec.Text.KVHeads" → "config.text_config.num_key_value_heads (Spec.Text.KVHeads)").
 func configField(err error) error {
@@ -130,6 +139,12 @@ func configField(err error) error {
 		}
 	}
 	key, ok := specKeys[rest]
+	if u, isUNet := strings.CutPrefix(rest, "UNet."); isUNet {
+		base, index, _ := strings.Cut(u, "[")
+		if key, ok = unetKeys[base]; ok && index != "" {
+			key += "[" + index
+		}
+	}
 	if !ok {
 		return err
 	}
@@ -341,8 +356,17 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 	}
 	if mt == "" {
 		// diffusers configs name a class instead of a model_type.
-		if cls, _ := c.str("_class_name", ""); cls == "CogVideoXTransformer3DModel" {
+		switch cls, _ := c.str("_class_name", ""); cls {
+		case "CogVideoXTransformer3DModel":
 			mt = "cogvideox"
+		case "UNet2DConditionModel":
+			mt = FamilyUNet
+		case "AutoencoderKL":
+			mt = FamilyVAE
+		case "FluxTransformer2DModel":
+			mt = FamilyFlux
+		case "SD3Transformer2DModel":
+			mt = FamilySD3
 		}
 	}
 	s := Spec{Family: mt, DType: dt}
@@ -428,6 +452,16 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		return c.llava(s)
 	case "cogvideox":
 		e.err = c.cogvideox(&s)
+	case FamilyUNet:
+		e.err = c.unet(&s)
+	case FamilyVAE:
+		e.err = c.vae(&s)
+	case FamilyFlux:
+		e.err = c.flux(&s)
+	case "mamba":
+		e.err = c.mamba(&s)
+	case FamilySD3:
+		e.err = c.sd3(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:
@@ -1258,6 +1292,16 @@ func (c *config) encoder(s *Spec) error {
 		return gpumem.Errorf(c.field("num_attention_heads"), s.Heads, gpumem.ErrInvalid, "does not divide hidden_size = %d", s.Hidden)
 	}
 	if s.Family == "clip_text_model" {
+		// CLIPTextModelWithProjection (SDXL's second text encoder) adds
+		// text_projection, a bias-free Linear to projection_dim
+		// (transformers modeling_clip.py).
+		archs, err := c.architectures()
+		if err != nil {
+			return err
+		}
+		if slices.Contains(archs, "CLIPTextModelWithProjection") {
+			s.ProjectionDim = e.i(c.posv(512, "projection_dim"))
+		}
 		s.Vocab = e.i(c.posv(49408, "vocab_size"))
 		s.Positions = e.i(c.posv(77, "max_position_embeddings"))
 		s.MaxPositions = s.Positions

@@ -145,6 +145,14 @@ type DiT struct {
 	TemporalCompression int64
 	// NoPatchBias drops the patch embedding's bias (patch_bias false).
 	NoPatchBias bool
+	// SingleLayers is Flux's num_single_layers (single-stream blocks
+	// after the Layers double-stream ones).
+	SingleLayers int64
+	// PooledDim is Flux's pooled_projection_dim (the CLIP pooled text
+	// embedding); Guidance its guidance_embeds (FLUX.1-dev's distilled
+	// guidance embedder).
+	PooledDim int64
+	Guidance  bool
 }
 
 // Spec is a model architecture in the terms that decide its memory: the
@@ -273,6 +281,12 @@ type Spec struct {
 
 	// DiT holds a diffusion transformer's conditioning sizes (cogvideox).
 	DiT DiT
+	// SSM is a Mamba model's selective state-space mixer (family
+	// "mamba").
+	SSM SSM
+	// UNet is the architecture of a diffusers UNet2DConditionModel
+	// (Family FamilyUNet) or AutoencoderKL (FamilyVAE); nil otherwise.
+	UNet *UNet
 
 	// Vision is the vision tower of a multimodal model.
 	Vision *Spec
@@ -398,6 +412,12 @@ func (s Spec) validateFields(path string) error {
 			return gpumem.Errorf(path+".ProjectionDim", s.ProjectionDim, gpumem.ErrInvalid, "must be positive")
 		}
 		return nil
+	}
+	if l == layoutUNet || l == layoutVAE {
+		return s.validateUNet(path)
+	}
+	if l == layoutMamba {
+		return s.validateMamba(path)
 	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {
@@ -550,6 +570,22 @@ func (s Spec) validateFields(path string) error {
 			if err := pos("Positions", s.Positions); err != nil {
 				return err
 			}
+		}
+	case layoutFlux, layoutSD3:
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"Image.Patch", s.Image.Patch}, {"Image.Channels", s.Image.Channels}, {"DiT.TextEmbed", s.DiT.TextEmbed},
+			{"DiT.OutChannels", s.DiT.OutChannels}, {"DiT.PooledDim", s.DiT.PooledDim}} {
+			if err := pos(f.name, f.v); err != nil {
+				return err
+			}
+		}
+		if err := nonneg("DiT.SingleLayers", s.DiT.SingleLayers); err != nil {
+			return err
+		}
+		if s.DiT.SingleLayers > maxLayers {
+			return gpumem.Errorf(path+".DiT.SingleLayers", s.DiT.SingleLayers, gpumem.ErrRange, "more than %d layers", maxLayers)
 		}
 	case layoutCogVideoX:
 		for _, f := range []struct {
@@ -849,6 +885,14 @@ func Component(name string) (part, comp string, layer int) {
 	case strings.Contains(name, "decoder."):
 		part = "decoder"
 	}
+	if p, l, ok := diffusersBlock(name); ok {
+		// A diffusers UNet's or VAE's resolution blocks: part "down",
+		// "mid" or "up" (inside the VAE's encoder or decoder).
+		if part == "" {
+			part = p
+		}
+		return part, "layer", l
+	}
 	if l, ok := layerIndex(name); ok {
 		return part, "layer", l
 	}
@@ -868,6 +912,25 @@ func Component(name string) (part, comp string, layer int) {
 		return part, "head", -1
 	}
 	return part, "other", -1
+}
+
+// diffusersBlock finds a diffusers block segment ("down_blocks.N",
+// "up_blocks.N", "mid_block") of a tensor name.
+func diffusersBlock(name string) (part string, index int, ok bool) {
+	prev := ""
+	for len(name) > 0 {
+		seg, rest, _ := strings.Cut(name, ".")
+		switch {
+		case seg == "mid_block":
+			return "mid", 0, true
+		case prev == "down_blocks" || prev == "up_blocks":
+			if n, err := strconv.Atoi(seg); err == nil && n >= 0 && len(seg) <= 4 {
+				return strings.TrimSuffix(prev, "_blocks"), n, true
+			}
+		}
+		prev, name = seg, rest
+	}
+	return "", 0, false
 }
 
 // layerIndex finds the number after the first "layers", "layer", "h",

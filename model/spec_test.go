@@ -93,6 +93,23 @@ var publishedParams = []struct {
 	{"mt5-small", 300_176_768, "param_size_full \"mt5-small\": {\"embedding\": 256114688, \"full\": 300176768}"},
 	{"cogvideox-5b-text-encoder", 4_762_310_656, "T5EncoderModel (t5-v1_1-xxl) text_encoder {'params': 4762310656}; PixArt conditioning parameter_count 4762310656"},
 	{"cogvideox-5b-transformer", 5_570_283_072, "CogVideoX-5b full finetuning log \"trainable parameters\": 5570283072"},
+	// Stable Diffusion components, read from their diffusers and
+	// transformers configs (model/diffusers.go).
+	{"sd-1.5-unet", 859_520_964, "diffusers ModelMixin.num_parameters docstring: UNet2DConditionModel.from_pretrained(\"stable-diffusion-v1-5/stable-diffusion-v1-5\", subfolder=\"unet\").num_parameters(only_trainable=True) → 859520964"},
+	{"sd-1.5-vae", 83_653_863, "DeepSpeed-MII README \"SD param count: text_encoder: 123060480 unet: 859520964 vae: 83653863\""},
+	{"sd-1.5-text-encoder", 123_060_480, "DeepSpeed-MII README \"SD param count: text_encoder: 123060480\""},
+	{"sd-2.1-unet", 865_910_724, "buddy-mlir Stable Diffusion 2.1 example: the UNet's flat weight buffer MemRef<float, 1> arg0_unet({865910724}) at 96×96 latents"},
+	{"sd-2.1-vae", 83_653_863, "same AutoencoderKL as SD 1.5 (DeepSpeed-MII README vae: 83653863)"},
+	{"sdxl-unet", 2_567_463_684, "SDXL DreamBooth LoRA training log \"unet params = 2567463684\"; model summary \"StableDiffusionXL Base : 레이어 수: 1680, 파라미터 수: 2567463684\""},
+	{"sdxl-vae", 83_653_863, "model summary \"VAE : 레이어 수: 248, 파라미터 수: 83653863\" (SDXL base)"},
+	{"sdxl-text-encoder", 123_060_480, "SDXL component table params_total=123060480 (clip_l)"},
+	// MambaForCausalLM (model/mamba.go).
+	{"mamba-130m", 129_135_360, "parameter table \"mamba-130m-hf\"=\"129135360\"; \"assert sum(p.numel() for p in self.parameters()) == ... == 129135360\" (state-spaces/mamba-130m-hf, 242 tensors)"},
+	{"mamba-2.8b", 2_768_345_600, "\"Loading model state-spaces/mamba-2.8b / Number of parameters: 2768345600\"; parameter table \"mamba-2_8b-hf\"=\"2768345600\""},
+	// FluxTransformer2DModel (model/flux.go).
+	{"flux.1-dev-transformer", 11_901_408_320, "Hub black-forest-labs/FLUX.1-dev transformer safetensors total 11901408320 (model registry \"totalParams: 11901408320\"; unsloth/FLUX.1-dev-GGUF gguf total 11901408320)"},
+	{"flux.1-schnell-transformer", 11_891_178_560, "model registry bf16Mirror(\"black-forest-labs/FLUX.1-schnell\", ... totalParams: 11891178560): no guidance embedder"},
+	{"sdxl-text-encoder-2", 694_659_840, "pipeline component table \"text_encoder_2 ... 694659840\" (CLIPTextModelWithProjection, ViT-bigG); SDXL conditioning parameter_count 817720320 = 123060480 + 694659840"},
 	{"flan-t5-base", 247_577_856, "keras-hub flan_t5_base preset \"params\": 247577856; \"247577856 - Number of FLAN T5 base parameters\""},
 	{"t5-small", 60_506_624, "keras-hub T5-Small preset \"params\": 60506624"},
 	{"t5-base", 222_903_552, "keras-hub T5-Base preset \"params\": 222903552"},
@@ -119,6 +136,16 @@ var computedParams = []struct {
 	want int64
 	how  string
 }{
+	// SD3-medium's MMDiT: the published 2,028,328,000 (sum of
+	// parameters(), TestSD3) plus the persistent pos_embed buffer the
+	// checkpoint stores, 192²·1536 = 56,623,104 values.
+	{"sd3-medium-transformer", 2_084_951_104, "published parameters 2,028,328,000 + pos_embed buffer 56,623,104"},
+	// SD 2.1's text encoder (CLIPTextModel of OpenCLIP ViT-H, 23 of its
+	// 24 layers), H=1024, I=4096: embeddings 49408·1024 + 77·1024 =
+	// 50,672,640; per layer q/k/v/out 4·(1024²+1024) = 4,198,400, fc1
+	// 1024·4096+4096, fc2 4096·1024+1024, two LayerNorms 4·1024: 12,596,224;
+	// × 23 = 289,713,152; final LayerNorm 2,048. Total 340,387,840.
+	{"sd-2.1-text-encoder", 340_387_840, "recount of CLIPTextModel with the config's sizes"},
 	// gpt-oss (transformers v4.55.0 modeling_gpt_oss.py), H=2880, 64
 	// query heads and 8 KV heads of 64, V=201088, experts of I=2880, all
 	// projections biased. Per layer: q 2880·4096+4096 = 11,800,576;

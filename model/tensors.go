@@ -32,6 +32,11 @@ const (
 	layoutCLIPText     // clip_text_model
 	layoutMultimodal   // llava, clip, gemma3
 	layoutCogVideoX    // diffusers CogVideoXTransformer3DModel
+	layoutUNet         // diffusers UNet2DConditionModel
+	layoutVAE          // diffusers AutoencoderKL
+	layoutFlux         // diffusers FluxTransformer2DModel
+	layoutMamba        // transformers MambaForCausalLM
+	layoutSD3          // diffusers SD3Transformer2DModel
 )
 
 func layoutOf(s Spec) layout {
@@ -68,13 +73,23 @@ func layoutOf(s Spec) layout {
 		return layoutMultimodal
 	case "cogvideox":
 		return layoutCogVideoX
+	case FamilyUNet:
+		return layoutUNet
+	case FamilyVAE:
+		return layoutVAE
+	case FamilyFlux:
+		return layoutFlux
+	case "mamba":
+		return layoutMamba
+	case FamilySD3:
+		return layoutSD3
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutSD3:
 		return false
 	}
 	return true
@@ -295,6 +310,16 @@ func (s Spec) build(b *builder) {
 		s.buildMultimodal(b)
 	case layoutCogVideoX:
 		s.buildCogVideoX(b)
+	case layoutUNet:
+		s.buildUNet(b)
+	case layoutVAE:
+		s.buildVAE(b)
+	case layoutFlux:
+		s.buildFlux(b)
+	case layoutMamba:
+		s.buildMamba(b)
+	case layoutSD3:
+		s.buildSD3(b)
 	}
 }
 
@@ -920,6 +945,9 @@ func (s Spec) buildCLIPFamily(b *builder) {
 	})
 	if l == layoutCLIPText {
 		b.normP(p0, "final_layer_norm", H, LayerNorm)
+		if s.ProjectionDim > 0 {
+			b.add("text_projection.weight", s.ProjectionDim, H)
+		}
 		return
 	}
 	b.normP(p0, "post_layernorm", H, LayerNorm)

@@ -971,11 +971,16 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	headroomFlag := fs.String("headroom", "", "memory to leave unused when checking the fit: a fraction of the free memory (0.05) or a size (2GiB); 0 for none; default 5%, as plan")
 	var cf chartFlags
 	cf.register(fs)
+	var pf pipelineFlags
+	pf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := cf.check(fs); err != nil {
 		return err
+	}
+	if pf.given() || pf.usedWithout(fs) != "" {
+		return estimatePipelineFlags(fs, &pf, &jf, &cf, *headroomFlag, *asJSON, out)
 	}
 	if err := jf.checkGiven(fs); err != nil {
 		return err

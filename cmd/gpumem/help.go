@@ -71,6 +71,8 @@ reported).`,
 			"gpumem estimate --model llama-3-8b --train --batch 8 --seq 8192 --attention flash --loss liger --gpu h100",
 			"gpumem estimate --model llama-3-8b --infer --batch 16 --seq 8192 --logits-to-keep 1 --gpu h100",
 			"gpumem estimate --model bert-large --train --seq 512 --gpu v100 --cuda 11.2   # an eager CUDA 11 context",
+			"gpumem estimate --pipeline sdxl --train --lora-rank 4 --checkpointing full --gpu rtx4090   # diffusers DreamBooth LoRA",
+			"gpumem estimate --pipeline sd-1.5 --infer --batch 4 --vae-slicing --cpu-offload --gpu t4",
 		},
 		exit: "0 fits with the headroom (or no GPU named), 1 does not fit, 2 bad flags or input.",
 	}
@@ -213,7 +215,7 @@ and after (the profile).`,
 func serveHelp() help {
 	return help{
 		usage: "gpumem serve [--addr HOST:PORT] [--max-body SIZE] [--max-inflight N] [--json]",
-		about: `Serve estimate, plan, oom and leak (POST /v1/estimate, /v1/plan, /v1/oom,
+		about: `Serve estimate, plan, oom and leak (POST /v1/estimate, /v1/pipeline, /v1/plan, /v1/oom,
 /v1/leak) and the catalogs (GET /v1/models, /v1/devices) as an HTTP JSON
 service, for schedulers not written in Go. The replies are the --json output
 of the commands; the requests and status codes are in cmd/gpumem/README.md.

@@ -91,6 +91,8 @@ type inspection struct {
 	WeightsBytes    int64            `json:"weights_bytes"`
 	ByDType         map[string]int64 `json:"bytes_by_dtype"`
 	Parts           []partSummary    `json:"parts"`
+	// UNet is a diffusers UNet's or VAE's per-level architecture.
+	UNet *model.UNet `json:"unet,omitempty"`
 
 	Optimizer           string `json:"optimizer,omitempty"`
 	OptimizerStateBytes *int64 `json:"optimizer_state_bytes,omitempty"`
@@ -172,7 +174,7 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 	s := ft.Model
 	lm := s.LM()
 	r := inspection{
-		Name: s.Name, Family: s.Family, Layers: lm.Layers, Hidden: lm.Hidden, Heads: lm.Heads, KVHeads: lm.KVHeads,
+		UNet: s.UNet, Name: s.Name, Family: s.Family, Layers: lm.Layers, Hidden: lm.Hidden, Heads: lm.Heads, KVHeads: lm.KVHeads,
 		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(),
 		ByDType: map[string]int64{},
 	}
@@ -229,8 +231,13 @@ func (r inspection) print(w io.Writer) error {
 		name = "(unnamed)"
 	}
 	fmt.Fprintf(tw, "model\t%s (%s)\n", name, clean(r.Family))
-	fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
-		r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
+	if u := r.UNet; u != nil {
+		fmt.Fprintf(tw, "geometry\t%d levels, channels %v, layers per block %v, heads %v, transformer layers %v, cross-attention width %v\n",
+			u.Levels(), u.Channels, u.LayersPerBlock, u.Heads, u.TransformerLayers, u.CrossDim)
+	} else {
+		fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
+			r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
+	}
 	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))
 	dts := make([]string, 0, len(r.ByDType))
 	for d := range r.ByDType {

@@ -194,6 +194,7 @@ func (s *server) table() []route {
 	return []route{
 		{http.MethodPost, "/v1/estimate", nil, s.estimate},
 		{http.MethodPost, "/v1/plan", nil, s.plan},
+		{http.MethodPost, "/v1/pipeline", nil, s.pipeline},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
 		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit"}, s.leak},
 		{http.MethodGet, "/v1/models", nil, static(s.models)},

@@ -130,6 +130,17 @@ func Compare(rows []Row, stated []Stated) Set {
 	slices.Sort(set.GPUs)
 	for i := range stated {
 		s := &stated[i]
+		if s.Job.Pipeline != nil {
+			b, family, err := s.Job.estimatePipeline(s.Env)
+			if err != nil {
+				set.Failures = append(set.Failures, Failure{Published, s.ID, err})
+				continue
+			}
+			set.Cases = append(set.Cases, Case{Source: Published, ID: s.ID, Family: family, GPU: s.GPU,
+				Label: s.Label, Measured: gpumem.Bytes(s.Value), Predicted: level(b, s.Label), Phase: b.Phase.String(),
+				Exempt: s.Unmodelled})
+			continue
+		}
 		j, err := s.Job.Budget()
 		if err == nil && s.Env != nil {
 			err = environment(&j, s.Env.GPU, "", s.Env.CUDA, s.Env.ModuleLoading)

@@ -95,6 +95,10 @@ type Job struct {
 	Parallel *budget.Parallel `json:"parallel"`
 	Offload  string           `json:"offload"`
 
+	// Pipeline makes the job a diffusers pipeline (budget.Pipeline;
+	// see PipelineJob); published runs only.
+	Pipeline *PipelineJob `json:"pipeline"`
+
 	// OptimizerInBackward is torchtune's optimizer_in_bwd, Momentum and
 	// Nesterov torch.optim.SGD's settings, OffloadActivations torchtune's
 	// enable_activation_offloading (budget.Job's fields of the same
