@@ -3,6 +3,8 @@ package model
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -606,5 +608,18 @@ func BenchmarkParams(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocsCountPublishedParams holds the documentation's claim to the
+// table above: the package doc, the module doc and the README each say
+// how many published parameter counts are matched exactly.
+func TestDocsCountPublishedParams(t *testing.T) {
+	want := fmt.Sprintf("%d published counts", len(publishedParams))
+	for _, file := range []string{"doc.go", "../doc.go", "../README.md"} {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "//", " ")), " ")
+		require.Contains(t, text, want, "%s must say %q (len(publishedParams))", file, want)
 	}
 }
