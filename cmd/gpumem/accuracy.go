@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,6 +138,7 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		}
 		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
 		fmt.Fprintln(out, "under: the share of cases under-estimated.")
+		printFeatures(out, set.Cases)
 	}
 	var exempt []accuracy.Case
 	for _, c := range set.Cases {
@@ -170,6 +172,49 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 	}
 }
 
+// printFeatures prints the errors by the real-stack feature each case's
+// job exercises (accuracy.Features): a case counts under each of its
+// features, so the rows overlap; exempt cases are counted apart.
+func printFeatures(out io.Writer, cases []accuracy.Case) {
+	var held []accuracy.Case
+	exempt := map[string]int{}
+	for _, c := range cases {
+		if c.Exempt != "" {
+			for _, f := range c.Features {
+				exempt[c.Source+" "+f]++
+			}
+			continue
+		}
+		held = append(held, c)
+	}
+	groups := accuracy.SummarizeFeatures(held)
+	if len(groups) == 0 {
+		return
+	}
+	width := len("feature")
+	for _, g := range groups {
+		width = max(width, len(g.Key))
+	}
+	fmt.Fprintf(out, "\nby feature (the job fields a case sets; a case counts under each of its features; exempt cases apart):\n")
+	fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3s  %7s  %7s  %7s  %s\n", "source", width, "feature", "level", "n", "median", "bias", "under", "worst")
+	for _, g := range groups {
+		fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, g.Key, g.Label, g.N,
+			100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
+	}
+	var keys []string
+	for k := range exempt {
+		keys = append(keys, k)
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %d", k, exempt[k])
+		}
+		fmt.Fprintf(out, "exempt, by feature: %s\n", strings.Join(parts, ", "))
+	}
+}
+
 func sum(m map[string]int) int {
 	n := 0
 	for _, v := range m {
@@ -183,6 +228,7 @@ type accuracyJSON struct {
 	Statuses   map[string]int `json:"measured_statuses"`
 	GPUs       []string       `json:"measured_gpus"`
 	Groups     []groupJSON    `json:"groups"`
+	Features   []groupJSON    `json:"features"`
 	Cases      []caseJSON     `json:"cases"`
 	OOMs       []oomJSON      `json:"ooms"`
 	Failures   []failureJSON  `json:"failures"`
@@ -202,16 +248,17 @@ type groupJSON struct {
 }
 
 type caseJSON struct {
-	Source    string  `json:"source"`
-	ID        string  `json:"id"`
-	Family    string  `json:"family"`
-	GPU       string  `json:"gpu"`
-	Level     string  `json:"level"`
-	Measured  int64   `json:"measured"`
-	Estimated int64   `json:"estimated"`
-	Error     float64 `json:"error"`
-	Phase     string  `json:"phase"`
-	Exempt    string  `json:"exempt,omitempty"`
+	Source    string   `json:"source"`
+	ID        string   `json:"id"`
+	Family    string   `json:"family"`
+	GPU       string   `json:"gpu"`
+	Level     string   `json:"level"`
+	Measured  int64    `json:"measured"`
+	Estimated int64    `json:"estimated"`
+	Error     float64  `json:"error"`
+	Phase     string   `json:"phase"`
+	Exempt    string   `json:"exempt,omitempty"`
+	Features  []string `json:"features"`
 }
 
 type oomJSON struct {
@@ -232,7 +279,7 @@ type failureJSON struct {
 func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group, violations []string) error {
 	// round keeps the JSON short: errors to 0.01%.
 	round := func(x float64) float64 { return math.Round(x*1e4) / 1e4 }
-	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Cases: []caseJSON{},
+	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Features: []groupJSON{}, Cases: []caseJSON{},
 		OOMs: []oomJSON{}, Failures: []failureJSON{}, Violations: violations}
 	if v.GPUs == nil {
 		v.GPUs = []string{}
@@ -244,9 +291,19 @@ func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group,
 		v.Groups = append(v.Groups, groupJSON{g.Source, g.Key, g.Label, g.N, round(g.Median), round(g.MedianSigned),
 			round(g.Worst), g.WorstID, round(g.Under)})
 	}
+	var held []accuracy.Case
+	for _, c := range set.Cases {
+		if c.Exempt == "" {
+			held = append(held, c)
+		}
+	}
+	for _, g := range accuracy.SummarizeFeatures(held) {
+		v.Features = append(v.Features, groupJSON{g.Source, g.Key, g.Label, g.N, round(g.Median), round(g.MedianSigned),
+			round(g.Worst), g.WorstID, round(g.Under)})
+	}
 	for _, c := range set.Cases {
 		v.Cases = append(v.Cases, caseJSON{c.Source, c.ID, c.Family, c.GPU, c.Label, int64(c.Measured), int64(c.Predicted),
-			round(c.Err()), c.Phase, c.Exempt})
+			round(c.Err()), c.Phase, c.Exempt, c.Features})
 	}
 	for _, o := range set.OOMs {
 		v.OOMs = append(v.OOMs, oomJSON{o.ID, o.GPU, int64(o.Capacity), int64(o.Need), o.Fits, o.Phase})

@@ -42,6 +42,9 @@ type Case struct {
 	// the margin (published figures whose window holds memory the
 	// estimate does not model).
 	Exempt string
+	// Features are the real-stack features the case's job exercises
+	// (Features).
+	Features []string
 }
 
 // Err returns the relative error (Predicted − Measured) / Measured:
@@ -124,7 +127,8 @@ func Compare(rows []Row, stated []Stated) Set {
 				continue
 			}
 			set.Cases = append(set.Cases, Case{Source: Measured, ID: r.ID, Family: family, GPU: r.Env.GPU, Label: l,
-				Measured: gpumem.Bytes(*m), Predicted: level(b, l), Phase: b.Phase.String()})
+				Measured: gpumem.Bytes(*m), Predicted: level(b, l), Phase: b.Phase.String(),
+				Features: Features(&r.Job, l)})
 		}
 	}
 	slices.Sort(set.GPUs)
@@ -144,7 +148,7 @@ func Compare(rows []Row, stated []Stated) Set {
 		}
 		set.Cases = append(set.Cases, Case{Source: Published, ID: s.ID, Family: j.Model.Spec().Family, GPU: s.GPU,
 			Label: s.Label, Measured: gpumem.Bytes(s.Value), Predicted: level(b, s.Label), Phase: b.Phase.String(),
-			Exempt: s.Unmodelled})
+			Exempt: s.Unmodelled, Features: Features(&s.Job, s.Label)})
 	}
 	return set
 }
@@ -227,14 +231,24 @@ type Group struct {
 // computes each group's errors. key returns a case's group ("" puts every
 // case in one group, which Summarize names "all").
 func Summarize(cases []Case, key func(Case) string) []Group {
+	keys := make([]string, len(cases))
+	for i, c := range cases {
+		if key != nil {
+			keys[i] = key(c)
+		}
+	}
+	return summarizeKeys(cases, keys)
+}
+
+// summarizeKeys is Summarize with the key of each case given: keys[i]
+// is cases[i]'s ("" is "all").
+func summarizeKeys(cases []Case, keys []string) []Group {
 	type gk struct{ source, key, label string }
 	groups := map[gk][]Case{}
-	for _, c := range cases {
+	for i, c := range cases {
 		k := gk{c.Source, "all", c.Label}
-		if key != nil {
-			if s := key(c); s != "" {
-				k.key = s
-			}
+		if keys[i] != "" {
+			k.key = keys[i]
 		}
 		groups[k] = append(groups[k], c)
 	}

@@ -103,6 +103,16 @@ type Job struct {
 	Momentum            float64 `json:"momentum"`
 	Nesterov            bool    `json:"nesterov"`
 	OffloadActivations  bool    `json:"offload_activations"`
+
+	// Loss is the training step's loss, a model.ParseLoss name (full,
+	// chunked, chunked:N, liger, cce; empty: full); LogitsToKeep is a
+	// prefill job's logits_to_keep; Frozen freezes every parameter and
+	// differentiates to the input only (budget.InputGradients). A
+	// training job whose optimizer is "none" computes the gradients and
+	// steps nothing (budget.NoStep). Published runs only.
+	Loss         string `json:"loss"`
+	LogitsToKeep int    `json:"logits_to_keep"`
+	Frozen       bool   `json:"frozen"`
 }
 
 // UnmarshalJSON decodes a job, refusing fields the vocabulary does not
@@ -185,7 +195,23 @@ func (j *Job) Budget() (budget.Job, error) {
 	}
 	switch {
 	case b.Mode == budget.Training && j.Optimizer == nil:
-		return b, gpumem.Errorf(field("optimizer"), nil, gpumem.ErrInvalid, "a training job needs an optimizer")
+		return b, gpumem.Errorf(field("optimizer"), nil, gpumem.ErrInvalid, "a training job needs an optimizer (none: no step)")
+	case b.Mode != budget.Training && j.Frozen:
+		return b, gpumem.Errorf(field("frozen"), true, gpumem.ErrInvalid, "only a training job has a backward pass to freeze")
+	case b.Mode == budget.Training && (j.Frozen || strings.EqualFold(*j.Optimizer, "none")):
+		if j.Frozen && !strings.EqualFold(*j.Optimizer, "none") {
+			return b, gpumem.Errorf(field("optimizer"), *j.Optimizer, gpumem.ErrInvalid, "a frozen job steps nothing: want none")
+		}
+		if j.OptimizerImpl != "" {
+			return b, gpumem.Errorf(field("optimizer_impl"), j.OptimizerImpl, gpumem.ErrInvalid, "a job without an optimizer step has no implementation to choose")
+		}
+		if j.Frozen && j.LoRARank > 0 {
+			return b, gpumem.Errorf(field("frozen"), true, gpumem.ErrInvalid, "every parameter is frozen, LoRA adapters too: leave out lora_rank")
+		}
+		b.Gradients = budget.NoStep
+		if j.Frozen {
+			b.Gradients = budget.InputGradients
+		}
 	case b.Mode == budget.Training:
 		o, ok := optimizer.Lookup(*j.Optimizer)
 		if !ok {
@@ -332,6 +358,15 @@ func (j *Job) Budget() (budget.Job, error) {
 		b.Optimizer = sgd
 	}
 	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
+	if j.Loss != "" {
+		if b.Loss, err = model.ParseLoss(j.Loss); err != nil {
+			return b, gpumem.Errorf(field("loss"), j.Loss, gpumem.ErrInvalid, "want full, chunked, chunked:N, liger or cce")
+		}
+	}
+	if j.LogitsToKeep < 0 {
+		return b, gpumem.Errorf(field("logits_to_keep"), j.LogitsToKeep, gpumem.ErrRange, "must not be negative")
+	}
+	b.LogitsToKeep = j.LogitsToKeep
 	return b, nil
 }
 
