@@ -32,6 +32,7 @@ const (
 	FeatureCheckpointing  = "checkpointing"    // checkpointing full or selective
 	FeatureGradAccum      = "grad-accum"       // grad_accum > 1
 	FeatureParallel       = "parallel"         // parallel or offload
+	FeatureCompile        = "compile"          // compile: torch.compile, not modelled (an upper bound)
 	Plain                 = "plain"            // none of the above
 )
 
@@ -108,6 +109,9 @@ func Features(j *Job, label string) []string {
 	}
 	if j.Parallel != nil || j.Offload != "" {
 		add(FeatureParallel)
+	}
+	if j.Compile {
+		add(FeatureCompile)
 	}
 	if label == Device {
 		add(FeatureContext)

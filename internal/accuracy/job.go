@@ -113,6 +113,12 @@ type Job struct {
 	Loss         string `json:"loss"`
 	LogitsToKeep int    `json:"logits_to_keep"`
 	Frozen       bool   `json:"frozen"`
+	// Compile records that the run was compiled (torch.compile: torchtune's
+	// compile=True). gpumem does not model compilation, which fuses
+	// elementwise chains and the loss and saves fewer intermediates, so the
+	// estimate of such a run is an upper bound; the field only marks the
+	// case (Features: compile).
+	Compile bool `json:"compile"`
 }
 
 // UnmarshalJSON decodes a job, refusing fields the vocabulary does not
