@@ -198,6 +198,16 @@ type Finetune struct {
 	// routers and the output head stay as they are (transformers
 	// get_keys_to_not_convert).
 	Quant gpumem.DType
+	// QuantizeHead stores an untied output head quantized too, as
+	// bitsandbytes NF4, FP4 or INT8 weights: Lightning's
+	// BitsandbytesPrecision (lightning/fabric/plugins/precision/
+	// bitsandbytes.py, convert_module with no ignore_modules) and lit-gpt's
+	// quantization() context (lit_gpt/utils.py at 6ba8a51e), which litgpt's
+	// generate and finetune scripts use, replace every torch.nn.Linear,
+	// lm_head included. It needs Quant NF4, FP4 or INT8 and a model whose
+	// head is not tied to its embedding (an embedding is never
+	// quantized).
+	QuantizeHead bool
 	// Method is the library whose layout stores Quant, as
 	// quantization_config's quant_method names it ([Quantization.Method]):
 	//   - "bitsandbytes" (the default for NF4, FP4 and INT8): NF4/FP4 as
@@ -363,6 +373,12 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 	if f.Unfused && !bnb4 {
 		return nil, gpumem.Errorf("Finetune.Unfused", f.Unfused, gpumem.ErrInvalid, "it selects bitsandbytes' 4-bit kernels; set Quant nf4 or fp4")
 	}
+	if f.QuantizeHead && (method != "bitsandbytes" || f.Model.TiedEmbeddings) {
+		if method != "bitsandbytes" {
+			return nil, gpumem.Errorf("Finetune.QuantizeHead", true, gpumem.ErrInvalid, "it quantizes the head as bitsandbytes does; set Quant nf4, fp4 or int8")
+		}
+		return nil, gpumem.Errorf("Finetune.QuantizeHead", true, gpumem.ErrInvalid, "%s ties its head to the embedding, which is not quantized", f.Model.Family)
+	}
 	fp8 := f.Quant == gpumem.FP8E4M3 || f.Quant == gpumem.FP8E5M2
 	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {
 		return nil, gpumem.Errorf("Finetune.FP8Block", b, gpumem.ErrInvalid, "both sizes positive, or both zero for per-tensor scales")
@@ -406,14 +422,14 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 			}
 			continue
 		}
-		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && !isHead(module) {
+		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && (!isHead(module) || f.QuantizeHead) {
 			// Linear8bitLt: int8 weight, one fp32 absmax per output row.
 			t.DType = gpumem.INT8
 			out = append(out, Run{t, r.Count, r.Layers},
 				Run{gpumem.Tensor{Name: module + ".SCB", Shape: []int64{o}, DType: gpumem.FP32}, r.Count, r.Layers})
 			continue
 		}
-		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
+		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && (!isHead(module) || (f.QuantizeHead && bnb4)) {
 			n, err := t.Elems()
 			if err != nil {
 				return nil, err

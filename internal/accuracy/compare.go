@@ -142,12 +142,31 @@ func Compare(rows []Row, stated []Stated) Set {
 		if err == nil {
 			b, err = budget.Estimate(j)
 		}
+		predicted, phase := level(b, s.Label), b.Phase.String()
+		if err == nil && s.Job.WithLoad {
+			// The window holds the load before the run: its peak is the
+			// larger of the two.
+			var lb budget.Breakdown
+			lj := s.Job.Load()
+			var l budget.Job
+			if l, err = lj.Budget(); err == nil && s.Env != nil {
+				err = environment(&l, s.Env.GPU, "", s.Env.CUDA, s.Env.ModuleLoading)
+			}
+			if err == nil {
+				lb, err = budget.Estimate(l)
+			}
+			if err != nil {
+				err = fmt.Errorf("with_load: %w", err)
+			} else if p := level(lb, s.Label); p > predicted {
+				predicted, phase = p, lb.Phase.String()
+			}
+		}
 		if err != nil {
 			set.Failures = append(set.Failures, Failure{Published, s.ID, err})
 			continue
 		}
 		set.Cases = append(set.Cases, Case{Source: Published, ID: s.ID, Family: j.Model.Spec().Family, GPU: s.GPU,
-			Label: s.Label, Measured: gpumem.Bytes(s.Value), Predicted: level(b, s.Label), Phase: b.Phase.String(),
+			Label: s.Label, Measured: gpumem.Bytes(s.Value), Predicted: predicted, Phase: phase,
 			Exempt: s.Unmodelled, Features: Features(&s.Job, s.Label)})
 	}
 	return set

@@ -25,6 +25,7 @@ const (
 	FeatureKVDType        = "kv-dtype:"        // kv_dtype, followed by the dtype
 	FeatureKVBlock        = "kv-block"         // kv_block
 	FeatureLoad           = "load-only"        // mode load
+	FeatureWithLoad       = "with-load"        // with_load: the window holds the load, then the run
 	FeatureContext        = "cuda-context"     // a device-level figure: the CUDA context is in it
 	FeatureLoRA           = "lora"             // lora_rank > 0
 	FeatureEightBit       = "optimizer:8-bit"  // a bitsandbytes 8-bit optimizer
@@ -88,6 +89,9 @@ func Features(j *Job, label string) []string {
 	}
 	if j.Quant != "" {
 		add(FeatureQuant + j.Quant)
+	}
+	if j.WithLoad {
+		add(FeatureWithLoad)
 	}
 	if j.KVDType != "" {
 		add(FeatureKVDType + j.KVDType)

@@ -119,6 +119,30 @@ type Job struct {
 	// estimate of such a run is an upper bound; the field only marks the
 	// case (Features: compile).
 	Compile bool `json:"compile"`
+	// QuantHead quantizes the untied output head with the other linears
+	// (model.Finetune.QuantizeHead: Lightning's BitsandbytesPrecision and
+	// lit-gpt's quantization() replace every nn.Linear).
+	QuantHead bool `json:"quant_head"`
+	// WithLoad says that the figure's window opens before the weights are
+	// loaded (a script that loads and then runs, printing
+	// max_memory_allocated at the end, with no reset between): the peak
+	// is the larger of the load's (the same job in mode load) and the
+	// run's.
+	WithLoad bool `json:"with_load"`
+}
+
+// Load returns the job that loads j's model and runs nothing: what the
+// window of a WithLoad figure holds before the run.
+func (j *Job) Load() Job {
+	l := Job{Model: j.Model, Catalog: j.Catalog, Config: j.Config, ConfigOverrides: j.ConfigOverrides, Kind: j.Kind,
+		Mode: "load", Precision: j.Precision, Attention: j.Attention, Checkpointing: j.Checkpointing,
+		LoRARank: j.LoRARank, LoRATargets: j.LoRATargets, LoRADType: j.LoRADType, Quant: j.Quant, GroupSize: j.GroupSize,
+		Unquantized: j.Unquantized, BnbComputeDType: j.BnbComputeDType, BnbUnfused: j.BnbUnfused, ContextBytes: j.ContextBytes,
+		Head: j.Head, QuantHead: j.QuantHead}
+	if j.Mode == "train" {
+		l.Optimizer = j.Optimizer
+	}
+	return l
 }
 
 // UnmarshalJSON decodes a job, refusing fields the vocabulary does not
@@ -302,6 +326,7 @@ func (j *Job) Budget() (budget.Job, error) {
 		}
 	}
 	ft.Unfused = j.BnbUnfused
+	ft.QuantizeHead = j.QuantHead
 	if b.Model, err = budget.NewModel(ft); err != nil {
 		return b, err
 	}

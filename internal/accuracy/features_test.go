@@ -1,0 +1,119 @@
+package accuracy
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
+)
+
+// stateJob decodes a job of the published vocabulary on llama-3.2-1b,
+// with extra fields spliced in.
+func stateJob(t *testing.T, extra string) *Job {
+	t.Helper()
+	j := new(Job)
+	require.NoError(t, json.Unmarshal([]byte(`{"model": "llama-3.2-1b", "catalog": "llama-3.2-1b", "kind": "causal",
+		"mode": "train", "batch": 1, "seq": 512, "precision": "bf16", "optimizer": "adamw", "attention": "sdpa"`+extra+`}`), j))
+	return j
+}
+
+// TestJobRealStackFields: loss, logits_to_keep, frozen and optimizer
+// none reach budget.Job, and values that make no sense name their field.
+func TestJobRealStackFields(t *testing.T) {
+	b, err := stateJob(t, `, "loss": "chunked:4"`).Budget()
+	require.NoError(t, err)
+	require.Equal(t, model.Loss{Kind: model.ChunkedLoss, Chunks: 4}, b.Loss)
+
+	b, err = stateJob(t, `, "optimizer": "none"`).Budget()
+	require.NoError(t, err)
+	require.Equal(t, budget.NoStep, b.Gradients)
+	require.Nil(t, b.Optimizer)
+
+	b, err = stateJob(t, `, "optimizer": "none", "frozen": true`).Budget()
+	require.NoError(t, err)
+	require.Equal(t, budget.InputGradients, b.Gradients)
+
+	var inference Job
+	require.NoError(t, json.Unmarshal([]byte(`{"model": "llama-3.2-1b", "catalog": "llama-3.2-1b", "kind": "causal",
+		"mode": "prefill", "batch": 1, "seq": 512, "precision": "bf16", "attention": "sdpa", "logits_to_keep": 1}`), &inference))
+	b, err = inference.Budget()
+	require.NoError(t, err)
+	require.Equal(t, 1, b.LogitsToKeep)
+
+	for _, tc := range []struct{ extra, field string }{
+		{`, "loss": "chunked:0"`, "job.loss"},
+		{`, "loss": "focal"`, "job.loss"},
+		{`, "frozen": true`, "job.optimizer"},
+		{`, "optimizer": "none", "frozen": true, "lora_rank": 8`, "job.frozen"},
+		{`, "optimizer": "none", "optimizer_impl": "fused"`, "job.optimizer_impl"},
+		{`, "logits_to_keep": -1`, "job.logits_to_keep"},
+	} {
+		_, err := stateJob(t, tc.extra).Budget()
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe, tc.extra)
+		require.Equal(t, tc.field, fe.Field, tc.extra)
+	}
+	inference.Frozen = true
+	_, err = inference.Budget()
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "job.frozen", fe.Field)
+}
+
+// TestFeatures: a case's features follow from its job's fields, not
+// from its id, and a job that sets none is plain.
+func TestFeatures(t *testing.T) {
+	require.Equal(t, []string{Plain}, Features(stateJob(t, ""), Allocated))
+	j := stateJob(t, `, "loss": "chunked", "optimizer_in_backward": true, "offload_activations": true,
+		"checkpointing": "full", "optimizer": "adamw8bit", "compile": true`)
+	require.Equal(t, []string{FeatureChunkedLoss, FeatureOptimizerInBwd, FeatureEightBit, FeatureOffloadAct,
+		FeatureCheckpointing, FeatureCompile}, Features(j, Allocated))
+	j = stateJob(t, `, "optimizer": "sgd", "momentum": 0.9, "optimizer_impl": "forloop"`)
+	require.Equal(t, []string{FeatureOptimizerImpl + "forloop", FeatureMomentum, FeatureContext}, Features(j, Device))
+	j = stateJob(t, `, "lora_rank": 8, "quant": "nf4", "optimizer": "paged_adamw_32bit", "loss": "liger"`)
+	require.Equal(t, []string{FeatureFusedLoss, FeaturePaged, FeatureQuant + "nf4", FeatureLoRA}, Features(j, Reserved))
+}
+
+// TestSummarizeFeatures: a case counts under each of its features, and
+// the groups keep the source and the level apart.
+func TestSummarizeFeatures(t *testing.T) {
+	cases := []Case{
+		{Source: Published, ID: "a", Label: Allocated, Measured: 100, Predicted: 110, Features: []string{"x", "y"}},
+		{Source: Published, ID: "b", Label: Allocated, Measured: 100, Predicted: 90, Features: []string{"x"}},
+		{Source: Measured, ID: "c", Label: Allocated, Measured: 100, Predicted: 100, Features: []string{"x"}},
+	}
+	gs := SummarizeFeatures(cases)
+	require.Len(t, gs, 3)
+	require.Equal(t, Group{Source: Measured, Key: "x", Label: Allocated, N: 1, WorstID: "c"}, gs[0])
+	require.Equal(t, "x", gs[1].Key)
+	require.Equal(t, 2, gs[1].N)
+	require.InDelta(t, 0.5, gs[1].Under, 1e-12)
+	require.Equal(t, "y", gs[2].Key)
+	require.Equal(t, 1, gs[2].N)
+	require.InDelta(t, 0.1, gs[2].Worst, 1e-12)
+}
+
+// TestWithLoad: a figure whose window holds the load takes the larger of
+// the load's and the run's peaks. lit-gpt's int8 Falcon-7B: the load of
+// the quantized head sets it; without with_load the estimate is the
+// generation's, which is lower.
+func TestWithLoad(t *testing.T) {
+	stated, err := ReadPublished(testdata, "published")
+	require.NoError(t, err)
+	i := slices.IndexFunc(stated, func(s Stated) bool { return s.ID == "litgpt-quant-falcon7b-int8" })
+	require.GreaterOrEqual(t, i, 0)
+	s := stated[i]
+	require.True(t, s.Job.WithLoad)
+	with := Compare(nil, []Stated{s}).Cases[0]
+	s.Job.WithLoad = false
+	without := Compare(nil, []Stated{s}).Cases[0]
+	require.Equal(t, "loaded", with.Phase)
+	require.Greater(t, with.Predicted, without.Predicted)
+	require.Contains(t, with.Features, FeatureWithLoad)
+	require.NotContains(t, without.Features, FeatureWithLoad)
+}
