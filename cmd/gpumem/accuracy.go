@@ -136,9 +136,9 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		for _, g := range accuracy.Summarize(set.Cases, nil) {
 			row(g) // Summarize names the single group "all"
 		}
+		printFeatures(out, set.Cases)
 		fmt.Fprintln(out, "\nmedian and worst: absolute relative error; bias: median signed error (negative: under-estimates);")
 		fmt.Fprintln(out, "under: the share of cases under-estimated.")
-		printFeatures(out, set.Cases)
 	}
 	var exempt []accuracy.Case
 	for _, c := range set.Cases {
@@ -195,7 +195,7 @@ func printFeatures(out io.Writer, cases []accuracy.Case) {
 	for _, g := range groups {
 		width = max(width, len(g.Key))
 	}
-	fmt.Fprintf(out, "\nby feature (the job fields a case sets; a case counts under each of its features; exempt cases apart):\n")
+	fmt.Fprintf(out, "\nby feature (from the job's fields; a case counts under each of its features; exempt cases apart):\n")
 	fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3s  %7s  %7s  %7s  %s\n", "source", width, "feature", "level", "n", "median", "bias", "under", "worst")
 	for _, g := range groups {
 		fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, g.Key, g.Label, g.N,
