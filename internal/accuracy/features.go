@@ -1,6 +1,7 @@
 package accuracy
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gpumem/gpumem/model"
@@ -22,7 +23,7 @@ const (
 	FeatureOffloadAct     = "offload-act"      // offload_activations
 	FeatureHead           = "head:"            // head, followed by its name
 	FeatureQuant          = "quant:"           // quant, followed by its kind
-	FeatureKVDType        = "kv-dtype:"        // kv_dtype, followed by the dtype
+	FeatureKVDType        = "kv-dtype:"        // kv_dtype or llama.cpp's cache types, followed by the dtype
 	FeatureKVBlock        = "kv-block"         // kv_block
 	FeatureLoad           = "load-only"        // mode load
 	FeatureWithLoad       = "with-load"        // with_load: the window holds the load, then the run
@@ -34,6 +35,7 @@ const (
 	FeatureGradAccum      = "grad-accum"       // grad_accum > 1
 	FeatureParallel       = "parallel"         // parallel or offload
 	FeatureCompile        = "compile"          // compile: torch.compile, not modelled (an upper bound)
+	FeatureRuntime        = "runtime:"         // runtime, followed by the engine (llama.cpp)
 	Plain                 = "plain"            // none of the above
 )
 
@@ -96,6 +98,13 @@ func Features(j *Job, label string) []string {
 	if j.KVDType != "" {
 		add(FeatureKVDType + j.KVDType)
 	}
+	if a := j.LlamaCpp; a != nil {
+		for _, c := range []string{a.CacheK, a.CacheV} {
+			if c != "" && !slices.Contains(f, FeatureKVDType+strings.ToLower(c)) {
+				add(FeatureKVDType + strings.ToLower(c))
+			}
+		}
+	}
 	if j.KVBlock > 0 {
 		add(FeatureKVBlock)
 	}
@@ -116,6 +125,9 @@ func Features(j *Job, label string) []string {
 	}
 	if j.Compile {
 		add(FeatureCompile)
+	}
+	if j.Runtime != "" && !strings.EqualFold(j.Runtime, "pytorch") {
+		add(FeatureRuntime + strings.ToLower(j.Runtime))
 	}
 	if label == Device {
 		add(FeatureContext)

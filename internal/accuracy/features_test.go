@@ -117,3 +117,37 @@ func TestWithLoad(t *testing.T) {
 	require.Contains(t, with.Features, FeatureWithLoad)
 	require.NotContains(t, without.Features, FeatureWithLoad)
 }
+
+// TestJobLlamaCpp: runtime and llamacpp reach budget.Job, misplaced or
+// misspelt options name their field, and a kv_cache figure is compared
+// with the estimate's KV cache: llama.cpp's q8_0 cache for
+// Qwen2.5-Coder-32B at 32768 cells is 4352 MiB to the byte.
+func TestJobLlamaCpp(t *testing.T) {
+	j := stateJob(t, `, "mode": "generate", "generate": 1, "optimizer": null, "runtime": "llama.cpp",
+		"llamacpp": {"ctx_size": 4096, "flash_attn": true, "cache_type_k": "q8_0", "cache_type_v": "q4_0"}`)
+	b, err := j.Budget()
+	require.NoError(t, err)
+	require.Equal(t, budget.LlamaCpp, b.Runtime)
+	require.Equal(t, budget.LlamaCppOptions{Context: 4096, FlashAttention: true, CacheK: gpumem.Q8_0, CacheV: gpumem.Q4_0}, b.LlamaCpp)
+	require.Equal(t, []string{FeatureKVDType + "q8_0", FeatureKVDType + "q4_0", FeatureRuntime + "llama.cpp"}, Features(j, KVCache))
+
+	for _, tc := range []struct{ extra, field string }{
+		{`, "mode": "generate", "generate": 1, "optimizer": null, "llamacpp": {"ctx_size": 4096}`, "job.llamacpp"},
+		{`, "mode": "generate", "generate": 1, "optimizer": null, "runtime": "llama.cpp", "llamacpp": {"cache_type_k": "q9"}`, "job.llamacpp.cache_type_k"},
+		{`, "mode": "generate", "generate": 1, "optimizer": null, "runtime": "onnx"`, "job.runtime"},
+	} {
+		_, err := stateJob(t, tc.extra).Budget()
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe, tc.extra)
+		require.Equal(t, tc.field, fe.Field, tc.extra)
+	}
+
+	stated, err := ReadPublished(testdata, "published")
+	require.NoError(t, err)
+	i := slices.IndexFunc(stated, func(s Stated) bool { return s.ID == "llamacpp-issue11200-qwen25coder32b-q8kv-ctx32768" })
+	require.GreaterOrEqual(t, i, 0)
+	c := Compare(nil, stated[i:i+1]).Cases[0]
+	require.Equal(t, KVCache, c.Label)
+	require.Equal(t, gpumem.Bytes(4352<<20), c.Measured)
+	require.Equal(t, c.Measured, c.Predicted)
+}

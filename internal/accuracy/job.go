@@ -129,6 +129,24 @@ type Job struct {
 	// is the larger of the load's (the same job in mode load) and the
 	// run's.
 	WithLoad bool `json:"with_load"`
+
+	// Runtime is the engine (a budget.ParseRuntime name: "llama.cpp";
+	// empty: PyTorch), and LlamaCpp llama.cpp's context parameters
+	// (budget.LlamaCppOptions) for a llama.cpp job.
+	Runtime  string        `json:"runtime"`
+	LlamaCpp *LlamaCppArgs `json:"llamacpp"`
+}
+
+// LlamaCppArgs are llama.cpp's flags that size its buffers, named after
+// them (budget.LlamaCppOptions).
+type LlamaCppArgs struct {
+	GPULayers      int    `json:"n_gpu_layers"`
+	Context        int    `json:"ctx_size"`
+	Parallel       int    `json:"parallel"`
+	UBatch         int    `json:"ubatch_size"`
+	FlashAttention bool   `json:"flash_attn"`
+	CacheK         string `json:"cache_type_k"`
+	CacheV         string `json:"cache_type_v"`
 }
 
 // Load returns the job that loads j's model and runs nothing: what the
@@ -389,6 +407,9 @@ func (j *Job) Budget() (budget.Job, error) {
 		b.Optimizer = sgd
 	}
 	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
+	if err := j.runtime(&b); err != nil {
+		return b, err
+	}
 	if j.Loss != "" {
 		if b.Loss, err = model.ParseLoss(j.Loss); err != nil {
 			return b, gpumem.Errorf(field("loss"), j.Loss, gpumem.ErrInvalid, "want full, chunked, chunked:N, liger or cce")
@@ -399,6 +420,38 @@ func (j *Job) Budget() (budget.Job, error) {
 	}
 	b.LogitsToKeep = j.LogitsToKeep
 	return b, nil
+}
+
+// runtime sets the engine of the job and llama.cpp's options.
+func (j *Job) runtime(b *budget.Job) error {
+	var err error
+	if j.Runtime != "" {
+		if b.Runtime, err = budget.ParseRuntime(j.Runtime); err != nil {
+			return gpumem.Errorf(field("runtime"), j.Runtime, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
+		}
+	}
+	if j.LlamaCpp == nil {
+		return nil
+	}
+	if b.Runtime != budget.LlamaCpp {
+		return gpumem.Errorf(field("llamacpp"), j.Runtime, gpumem.ErrInvalid, "llama.cpp's options need runtime llama.cpp")
+	}
+	a := j.LlamaCpp
+	o := budget.LlamaCppOptions{GPULayers: a.GPULayers, Context: a.Context, Parallel: a.Parallel, UBatch: a.UBatch,
+		FlashAttention: a.FlashAttention}
+	for _, c := range []struct {
+		name, v string
+		dt      *gpumem.DType
+	}{{"cache_type_k", a.CacheK, &o.CacheK}, {"cache_type_v", a.CacheV, &o.CacheV}} {
+		if c.v == "" {
+			continue
+		}
+		if *c.dt, err = gpumem.ParseDType(c.v); err != nil {
+			return gpumem.Errorf(field("llamacpp."+c.name), c.v, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	b.LlamaCpp = o
+	return nil
 }
 
 // checkEncoderDecoder checks that the encoder and decoder lengths the
