@@ -161,7 +161,7 @@ func TestModelKeyCoversFinetune(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
+		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "QuantizeHead", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
 			"Blockwise", "FP8Block", "Train"}},
 		{model.LoRA{}, []string{"Rank", "Targets", "DType"}},
 	} {
