@@ -269,6 +269,20 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// then the logits with the loss's fp32 upcast.
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward, kernel: kFwd})
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
+		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
+		if !ok {
+			acc.add(0, errOverflow("kept inputs"))
+		}
+		// The step's own kept inputs outlive backward: at its last
+		// block they are all still there.
+		cands[4].acts = acc.sum(cands[4].acts, kept)
+		if j.HoldsPreviousStep {
+			// The previous step's logits until the new ones are
+			// assigned (the forward, the head's output included), and
+			// the inputs its graph kept until the new loss is.
+			cands[0].acts, cands[0].logits = acc.sum(body, kept), act.logits
+			cands[1].acts, cands[1].logits = acc.sum(body, kept), acc.sum(act.logits, max(act.logits, act.lossForward))
+		}
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.

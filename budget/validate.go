@@ -66,6 +66,9 @@ func (j *Job) validate() error {
 	if j.Checkpointing > model.OffloadActivations {
 		return gpumem.Errorf("Job.Checkpointing", j.Checkpointing, gpumem.ErrInvalid, "want none, full, selective, every-k or offload")
 	}
+	if j.HoldsPreviousStep && j.Mode != Training {
+		return gpumem.Errorf("Job.HoldsPreviousStep", true, gpumem.ErrInvalid, "it is a training loop's; a %s job has no previous step's graph", j.Mode)
+	}
 	if j.OffloadActivations {
 		switch {
 		case j.Mode != Training:

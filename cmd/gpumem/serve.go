@@ -1490,6 +1490,8 @@ type modelKey struct {
 	unquantized gpumem.DType
 	compute     gpumem.DType
 	unfused     bool
+	keepsInputs bool
+	quantFrom   gpumem.DType
 	blockwise   gpumem.Blockwise
 	fp8Block    [2]int64
 	// trainNone: Finetune.Train is set, which jobFor does for one
@@ -1517,7 +1519,8 @@ func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (b
 		k := modelKey{source: source, head: f.head, labels: f.labels,
 			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
 			quant: ft.Quant, quantHead: ft.QuantizeHead, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
-			compute: ft.ComputeDType, unfused: ft.Unfused, blockwise: ft.Blockwise, fp8Block: ft.FP8Block,
+			compute: ft.ComputeDType, unfused: ft.Unfused, keepsInputs: ft.KeepsInputs, quantFrom: ft.QuantFrom,
+			blockwise: ft.Blockwise, fp8Block: ft.FP8Block,
 			trainNone: ft.Train != nil}
 		if m, ok := c.get(k); ok {
 			return m, nil

@@ -162,7 +162,7 @@ func TestModelKeyCoversFinetune(t *testing.T) {
 		want []string
 	}{
 		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "QuantizeHead", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
-			"Blockwise", "FP8Block", "Train"}},
+			"KeepsInputs", "QuantFrom", "Blockwise", "FP8Block", "Train"}},
 		{model.LoRA{}, []string{"Rank", "Targets", "DType"}},
 	} {
 		if got := fields(c.v); !slices.Equal(got, c.want) {

@@ -27,6 +27,8 @@ const (
 	FeatureKVBlock        = "kv-block"         // kv_block
 	FeatureLoad           = "load-only"        // mode load
 	FeatureWithLoad       = "with-load"        // with_load: the window holds the load, then the run
+	FeatureKeptInputs     = "bnb-kept-inputs"  // bnb_keeps_inputs: bitsandbytes < 0.43.2 keeps 4-bit layers' inputs
+	FeatureHeldStep       = "held-step"        // holds_previous_step: the loop keeps the last step's logits and loss
 	FeatureContext        = "cuda-context"     // a device-level figure: the CUDA context is in it
 	FeatureLoRA           = "lora"             // lora_rank > 0
 	FeatureEightBit       = "optimizer:8-bit"  // a bitsandbytes 8-bit optimizer
@@ -94,6 +96,12 @@ func Features(j *Job, label string) []string {
 	}
 	if j.WithLoad {
 		add(FeatureWithLoad)
+	}
+	if j.BnbKeepsInputs {
+		add(FeatureKeptInputs)
+	}
+	if j.HoldsPreviousStep {
+		add(FeatureHeldStep)
 	}
 	if j.KVDType != "" {
 		add(FeatureKVDType + j.KVDType)

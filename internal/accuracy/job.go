@@ -75,6 +75,17 @@ type Job struct {
 	// in forward (model.Finetune.Unfused).
 	BnbComputeDType string `json:"bnb_compute_dtype"`
 	BnbUnfused      bool   `json:"bnb_unfused"`
+	// BnbKeepsInputs selects bitsandbytes before 0.43.2, whose 4-bit
+	// layers keep their inputs until the graph is freed
+	// (model.Finetune.KeepsInputs), and HoldsPreviousStep says that the
+	// training loop references the previous step's logits and loss
+	// during the next forward (budget.Job.HoldsPreviousStep).
+	BnbKeepsInputs bool `json:"bnb_keeps_inputs"`
+	// BnbQuantFrom is the dtype the 4-bit weights were quantized from
+	// (model.Finetune.QuantFrom; empty: unquantized, else the compute
+	// dtype).
+	BnbQuantFrom      string `json:"bnb_quant_from"`
+	HoldsPreviousStep bool   `json:"holds_previous_step"`
 	// KVDType and KVBlock are budget.Job's KV cache options (a generate
 	// job's cache dtype, and its page size in tokens).
 	KVDType string `json:"kv_dtype"`
@@ -155,7 +166,7 @@ func (j *Job) Load() Job {
 	l := Job{Model: j.Model, Catalog: j.Catalog, Config: j.Config, ConfigOverrides: j.ConfigOverrides, Kind: j.Kind,
 		Mode: "load", Precision: j.Precision, Attention: j.Attention, Checkpointing: j.Checkpointing,
 		LoRARank: j.LoRARank, LoRATargets: j.LoRATargets, LoRADType: j.LoRADType, Quant: j.Quant, GroupSize: j.GroupSize,
-		Unquantized: j.Unquantized, BnbComputeDType: j.BnbComputeDType, BnbUnfused: j.BnbUnfused, ContextBytes: j.ContextBytes,
+		Unquantized: j.Unquantized, BnbComputeDType: j.BnbComputeDType, BnbUnfused: j.BnbUnfused, BnbKeepsInputs: j.BnbKeepsInputs, BnbQuantFrom: j.BnbQuantFrom, ContextBytes: j.ContextBytes,
 		Head: j.Head, QuantHead: j.QuantHead}
 	if j.Mode == "train" {
 		l.Optimizer = j.Optimizer
@@ -344,6 +355,12 @@ func (j *Job) Budget() (budget.Job, error) {
 		}
 	}
 	ft.Unfused = j.BnbUnfused
+	ft.KeepsInputs = j.BnbKeepsInputs
+	if j.BnbQuantFrom != "" {
+		if ft.QuantFrom, err = gpumem.ParseDType(j.BnbQuantFrom); err != nil {
+			return b, gpumem.Errorf(field("bnb_quant_from"), j.BnbQuantFrom, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
 	ft.QuantizeHead = j.QuantHead
 	if b.Model, err = budget.NewModel(ft); err != nil {
 		return b, err
@@ -407,6 +424,7 @@ func (j *Job) Budget() (budget.Job, error) {
 		b.Optimizer = sgd
 	}
 	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
+	b.HoldsPreviousStep = j.HoldsPreviousStep
 	if err := j.runtime(&b); err != nil {
 		return b, err
 	}
