@@ -162,7 +162,7 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		fmt.Fprintf(out, "\nOOM rows: %d, predicted not to fit: %d\n", len(set.OOMs), len(set.OOMs)-missed)
 	}
 	if len(violations) == 0 {
-		fmt.Fprintf(out, "\ngate: met (no allocated or KV cache estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
+		fmt.Fprintf(out, "\ngate: met (no allocated, KV cache or weights estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
 			100*accuracy.MaxUnder, 100*accuracy.MaxMedian)
 		return
 	}
@@ -322,6 +322,7 @@ var levelColors = map[string]color.RGBA{
 	accuracy.Reserved:  {0xff, 0x7f, 0x0e, 0xff},
 	accuracy.Device:    {0x2c, 0xa0, 0x2c, 0xff},
 	accuracy.KVCache:   {0x94, 0x67, 0xbd, 0xff},
+	accuracy.Weights:   {0x8c, 0x56, 0x4b, 0xff},
 }
 
 // writeAccuracyChart draws estimated against measured memory, log-log,
@@ -384,7 +385,7 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 		}
 	}
 	for _, src := range []string{accuracy.Measured, accuracy.Published} {
-		for _, lvl := range append(accuracy.Labels[:], accuracy.KVCache) {
+		for _, lvl := range append(accuracy.Labels[:], accuracy.KVCache, accuracy.Weights) {
 			for _, exempt := range []bool{false, true} {
 				var pts plotter.XYs
 				for _, c := range set.Cases {

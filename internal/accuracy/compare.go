@@ -21,6 +21,12 @@ const (
 	// an engine allocates (Breakdown.KVCache), which a published log
 	// states exactly.
 	KVCache = "kv_cache"
+	// Weights is a component too: the memory an engine reports its
+	// weights took once loaded (vLLM's "Model loading took X GiB", the
+	// torch memory the loader allocated), against Breakdown.Weights: the
+	// storage of quantized checkpoints (int8, AWQ, GPTQ, fp8) as the
+	// engine holds them.
+	Weights = "weights"
 )
 
 // Labels lists the levels in their order.
@@ -231,6 +237,8 @@ func level(b budget.Breakdown, l string) gpumem.Bytes {
 	switch l {
 	case KVCache:
 		return b.KVCache
+	case Weights:
+		return b.Weights
 	case Allocated:
 		return b.Allocated()
 	case Reserved:
@@ -289,8 +297,11 @@ func summarizeKeys(cases []Case, keys []string) []Group {
 }
 
 func labelRank(l string) int {
-	if l == KVCache {
+	switch l {
+	case KVCache:
 		return len(Labels)
+	case Weights:
+		return len(Labels) + 1
 	}
 	return slices.Index(Labels[:], l)
 }
@@ -329,7 +340,7 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// The accuracy gate (issue #10): no allocated-level (or KV cache)
+// The accuracy gate (issue #10): no allocated-level (or KV cache, or weights)
 // estimate more than MaxUnder below its measurement, and no level's median absolute error
 // above MaxMedian.
 const (
@@ -338,7 +349,7 @@ const (
 )
 
 // Check returns what the set violates of the gate, one sentence each:
-// a row or figure that could not be estimated, an allocated (or KV cache)
+// a row or figure that could not be estimated, an allocated (or KV cache, or weights)
 // estimate more than MaxUnder below its measurement (exempt cases aside), a measured
 // level whose median absolute error exceeds MaxMedian, and an OOM row
 // predicted to fit. Published figures are held to the margin but not to
@@ -358,7 +369,7 @@ func Check(set Set) []string {
 		if c.Source == Measured {
 			held = append(held, c)
 		}
-		if (c.Label == Allocated || c.Label == KVCache) && c.Err() < -MaxUnder {
+		if (c.Label == Allocated || c.Label == KVCache || c.Label == Weights) && c.Err() < -MaxUnder {
 			out = append(out, fmt.Sprintf("%s %s: %s estimate %s is %.1f%% below the measured %s (the margin is %.0f%%)",
 				c.Source, c.ID, c.Label, c.Predicted.Human(), -100*c.Err(), c.Measured.Human(), 100*MaxUnder))
 		}

@@ -85,7 +85,8 @@ type Stated struct {
 	// ID is the figure's id in peaks.jsonl.
 	ID string `json:"id"`
 	// Label is the level the figure measures: allocated, reserved or
-	// device, or kv_cache for the size of an engine's KV cache. It must
+	// device, or kv_cache for the size of an engine's KV cache, or
+	// weights for the memory its loaded weights take. It must
 	// agree with the figure's metric.
 	Label string `json:"label"`
 	Job   Job    `json:"job"`
@@ -226,6 +227,8 @@ func labelOf(metric string) string {
 		return Device
 	case "kv_cache":
 		return KVCache
+	case "weights":
+		return Weights
 	}
 	return ""
 }

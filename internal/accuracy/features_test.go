@@ -151,3 +151,27 @@ func TestJobLlamaCpp(t *testing.T) {
 	require.Equal(t, gpumem.Bytes(4352<<20), c.Measured)
 	require.Equal(t, c.Measured, c.Predicted)
 }
+
+// TestWeightsLabel: a weights figure is compared with the estimate's
+// weights, and an under-estimate of it misses the gate as an allocated
+// one does. vLLM's "Loading model weights took 67.7229 GB" (GiB) for
+// Llama-3.1-70B W8A8 against int8 linears with one fp32 scale per row.
+func TestWeightsLabel(t *testing.T) {
+	stated, err := ReadPublished(testdata, "published")
+	require.NoError(t, err)
+	i := slices.IndexFunc(stated, func(s Stated) bool { return s.ID == "vllm-pr12569-llama31-70b-w8a8-weights" })
+	require.GreaterOrEqual(t, i, 0)
+	set := Compare(nil, stated[i:i+1])
+	require.Empty(t, set.Failures)
+	c := set.Cases[0]
+	require.Equal(t, Weights, c.Label)
+	require.Contains(t, c.Features, FeatureQuant+"int8")
+	require.InDelta(t, 0, c.Err(), 0.005, "estimated %s, measured %s", c.Predicted.Human(), c.Measured.Human())
+	require.Empty(t, Check(set))
+
+	// The same figure 10% larger: the estimate is more than 5% under.
+	c.Measured = c.Measured * 11 / 10
+	v := Check(Set{Cases: []Case{c}})
+	require.Len(t, v, 1)
+	require.Contains(t, v[0], "weights estimate")
+}
