@@ -175,3 +175,30 @@ func TestWeightsLabel(t *testing.T) {
 	require.Len(t, v, 1)
 	require.Contains(t, v[0], "weights estimate")
 }
+
+// TestLoadParallel: a load job keeps its parallel layout (the weights of
+// one rank): vLLM's "model weights take 7.48GiB" for Meta-Llama-3-8B at
+// -tp 2 is half of the 14.96 GiB of -tp 1, and so is the estimate.
+func TestLoadParallel(t *testing.T) {
+	j := new(Job)
+	require.NoError(t, json.Unmarshal([]byte(`{"model": "llama-3-8b", "catalog": "llama-3-8b", "kind": "causal",
+		"mode": "load", "precision": "bf16", "attention": "sdpa", "parallel": {"TensorParallel": 2}}`), j))
+	b, err := j.Budget()
+	require.NoError(t, err)
+	require.Equal(t, 2, b.Parallel.TensorParallel)
+
+	stated, err := ReadPublished(testdata, "published")
+	require.NoError(t, err)
+	var got []Case
+	for _, id := range []string{"vllm-llama3-8b-tp1-weights", "vllm-llama3-8b-tp2-weights"} {
+		i := slices.IndexFunc(stated, func(s Stated) bool { return s.ID == id })
+		require.GreaterOrEqual(t, i, 0, id)
+		set := Compare(nil, stated[i:i+1])
+		require.Empty(t, set.Failures)
+		got = append(got, set.Cases[0])
+	}
+	for _, c := range got {
+		require.InDelta(t, 0, c.Err(), 0.005, "%s: estimated %s, measured %s", c.ID, c.Predicted.Human(), c.Measured.Human())
+	}
+	require.InDelta(t, float64(got[0].Predicted)/2, float64(got[1].Predicted), float64(got[0].Predicted)/100)
+}

@@ -380,6 +380,10 @@ func (j *Job) Budget() (budget.Job, error) {
 		if j.Batch != 0 || j.Seq != nil || j.Generate != 0 || j.GradAccum > 1 {
 			return b, gpumem.Errorf(field("batch"), j.Batch, gpumem.ErrInvalid, "a load job runs no batch, sequence or generation")
 		}
+		// The model's split over the ranks applies to its weights.
+		if j.Parallel != nil {
+			b.Parallel = *j.Parallel
+		}
 		return b, nil
 	}
 	if j.Batch < 1 {
