@@ -273,9 +273,6 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if !ok {
 			acc.add(0, errOverflow("kept inputs"))
 		}
-		// The step's own kept inputs outlive backward: at its last
-		// block they are all still there.
-		cands[4].acts = acc.sum(cands[4].acts, kept)
 		if j.HoldsPreviousStep {
 			// The previous step's logits until the new ones are
 			// assigned (the forward, the head's output included), and
@@ -289,7 +286,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd})
+		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
+		// backward: at its last block they are all still there.
+		add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.firstBlock+act.outside-act.logits-act.headGrad, kept), attn: act.backward, kernel: kBwd})
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),

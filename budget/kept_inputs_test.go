@@ -66,6 +66,15 @@ func TestKeptInputs(t *testing.T) {
 	assert.Equal(t, max(body+act.forward+kFwd+act.logits, body+act.logits+max(act.logits, act.lossForward))-before,
 		heldPlain.Phases[Forward]-base.Phases[Forward])
 
+	// The kept inputs are sized for a whole model: a split one is refused.
+	tp := job(keeps, false)
+	tp.Parallel = Parallel{TensorParallel: 2}
+	_, err = Estimate(tp)
+	var pe *gpumem.FieldError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	assert.Equal(t, "Job.Parallel", pe.Field)
+	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
+
 	inf := job(keeps, true)
 	inf.Mode, inf.Optimizer = Prefill, nil
 	_, err = Estimate(inf)
