@@ -311,8 +311,14 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// The embeddings step last, once the blocks are released.
 			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
-			// Optimizer step: every gradient and the step's temporaries.
-			add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+			// Optimizer step: every gradient and the step's temporaries;
+			// a loop that holds its step (HoldsPreviousStep) still holds
+			// the logits and the graph's kept inputs.
+			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep}
+			if j.HoldsPreviousStep {
+				c.acts, c.logits = kept, act.logits
+			}
+			add(c)
 		}
 	} else {
 		ph := Forward

@@ -231,7 +231,8 @@ type Job struct {
 	// 0.43.2 (model.Finetune.KeepsInputs). During the forward the
 	// estimate adds the previous logits, as the model returned them
 	// (freed when the new logits are assigned), and those kept inputs
-	// (freed when the new loss is). Training only.
+	// (freed when the new loss is), and holds the step's own through its
+	// optimizer step. Training only.
 	HoldsPreviousStep bool
 	// Attention is the attention implementation (zero: Hugging Face's
 	// eager attention, with the softmax dtype its family uses).

@@ -61,6 +61,9 @@ func TestKeptInputs(t *testing.T) {
 	held := est(job(keeps, true))
 	assert.Equal(t, after-before, held.Phases[Forward]-keptOnly.Phases[Forward])
 	assert.Greater(t, held.Allocated(), keptOnly.Allocated())
+	// The optimizer step of a held step still has its logits and kept
+	// inputs.
+	assert.Equal(t, kept+act.logits, held.Phases[Step]-keptOnly.Phases[Step])
 	// Held without kept inputs: the previous logits only.
 	heldPlain := est(job(plain, true))
 	assert.Equal(t, max(body+act.forward+kFwd+act.logits, body+act.logits+max(act.logits, act.lossForward))-before,
