@@ -202,3 +202,26 @@ func TestLoadParallel(t *testing.T) {
 	}
 	require.InDelta(t, float64(got[0].Predicted)/2, float64(got[1].Predicted), float64(got[0].Predicted)/100)
 }
+
+// TestJobKeptInputs: bnb_keeps_inputs, bnb_quant_from and
+// holds_previous_step reach model.Finetune and budget.Job, name their
+// features, and a bad dtype names its field.
+func TestJobKeptInputs(t *testing.T) {
+	j := stateJob(t, `, "lora_rank": 8, "quant": "nf4", "bnb_unfused": true, "bnb_keeps_inputs": true,
+		"bnb_quant_from": "fp16", "holds_previous_step": true, "optimizer": "paged_adamw_32bit"`)
+	b, err := j.Budget()
+	require.NoError(t, err)
+	require.True(t, b.HoldsPreviousStep)
+	f := Features(j, Allocated)
+	require.Contains(t, f, FeatureKeptInputs)
+	require.Contains(t, f, FeatureHeldStep)
+
+	_, err = stateJob(t, `, "lora_rank": 8, "quant": "nf4", "bnb_quant_from": "fp12"`).Budget()
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "job.bnb_quant_from", fe.Field)
+	// Kept inputs without the unfused kernels: model.Finetune refuses.
+	_, err = stateJob(t, `, "lora_rank": 8, "quant": "nf4", "bnb_keeps_inputs": true`).Budget()
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "Finetune.KeepsInputs", fe.Field)
+}
