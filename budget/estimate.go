@@ -272,13 +272,26 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// then the logits with the loss's fp32 upcast.
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward, kernel: kFwd})
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
+		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
+		if !ok {
+			acc.add(0, errOverflow("kept inputs"))
+		}
+		if j.HoldsPreviousStep {
+			// The previous step's logits until the new ones are
+			// assigned (the forward, the head's output included), and
+			// the inputs its graph kept until the new loss is.
+			cands[0].acts, cands[0].logits = acc.sum(body, kept), act.logits
+			cands[1].acts, cands[1].logits = acc.sum(body, kept), acc.sum(act.logits, max(act.logits, act.lossForward))
+		}
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd})
+		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
+		// backward: at its last block they are all still there.
+		add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.firstBlock+act.outside-act.logits-act.headGrad, kept), attn: act.backward, kernel: kBwd})
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),
@@ -301,8 +314,14 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// The embeddings step last, once the blocks are released.
 			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
-			// Optimizer step: every gradient and the step's temporaries.
-			add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+			// Optimizer step: every gradient and the step's temporaries;
+			// a loop that holds its step (HoldsPreviousStep) still holds
+			// the logits and the graph's kept inputs.
+			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep}
+			if j.HoldsPreviousStep {
+				c.acts, c.logits = kept, act.logits
+			}
+			add(c)
 		}
 	} else {
 		ph := Forward

@@ -216,6 +216,24 @@ type Job struct {
 	// GradAccum > 1; it is modelled for one GPU, with the optimizer
 	// state on the GPU.
 	OptimizerInBackward bool
+	// HoldsPreviousStep says that the training loop still references the
+	// previous micro-batch's logits and loss while the next forward runs:
+	// loop variables reassigned only when the next step's model call and
+	// loss return, as in litgpt's fine-tuning loops (logits =
+	// model(input_ids, lm_head_chunk_size=128); loss =
+	// chunked_cross_entropy(...); fabric.backward(...), litgpt/finetune/
+	// lora.py at 00af8b0d, finetune/lora.py at 8641822). A loop whose
+	// step function returns loss.detach() (Hugging Face's Trainer) frees
+	// them before the next forward. PyTorch's own autograd nodes release
+	// what they saved during backward, so the old graph holds nothing
+	// else, but a custom autograd.Function keeps what it stored on ctx
+	// beyond ctx.save_for_backward: bitsandbytes' 4-bit layers before
+	// 0.43.2 (model.Finetune.KeepsInputs). During the forward the
+	// estimate adds the previous logits, as the model returned them
+	// (freed when the new logits are assigned), and those kept inputs
+	// (freed when the new loss is), and holds the step's own through its
+	// optimizer step. Training only.
+	HoldsPreviousStep bool
 	// Attention is the attention implementation (zero: Hugging Face's
 	// eager attention, with the softmax dtype its family uses).
 	Attention model.AttentionKernel

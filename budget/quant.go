@@ -15,12 +15,13 @@ import (
 type quantKernels struct {
 	method string       // model.Finetune.QuantMethod: "", bitsandbytes, gptq, awq, fp8
 	dtype  gpumem.DType // Finetune.Quant
-	stored gpumem.DType // Finetune.Unquantized: the dtype bitsandbytes dequantizes 4-bit weights to (Invalid: the compute dtype)
+	stored gpumem.DType // Finetune.QuantFrom, else Unquantized: the dtype bitsandbytes dequantizes 4-bit weights to (Invalid: the compute dtype)
 	comp4  gpumem.DType // Finetune.ComputeDType: a 4-bit layer's compute dtype (Invalid: the job's)
 	legacy bool         // Finetune.Unfused: bitsandbytes < 0.50 dequantizes in forward
 	block  int64        // bitsandbytes 4-bit block size
 	nested bool         // bitsandbytes double quantization
 	shapes []ioShape    // the distinct quantized linears
+	kept   int64        // Finetune.KeptInputs: elements per token of the inputs bitsandbytes < 0.43.2 keeps
 }
 
 // ioShape is a linear layer's input and output features.
@@ -32,8 +33,12 @@ func newQuantKernels(f model.Finetune, rs []model.Run) (quantKernels, error) {
 	if err != nil || method == "" {
 		return quantKernels{}, err
 	}
-	q := quantKernels{method: method, dtype: f.Quant, stored: f.Unquantized, comp4: f.ComputeDType, legacy: f.Unfused,
-		block: f.Blockwise.Block, nested: f.Blockwise.Nested}
+	stored := f.Unquantized
+	if f.QuantFrom != gpumem.Invalid {
+		stored = f.QuantFrom
+	}
+	q := quantKernels{method: method, dtype: f.Quant, stored: stored, comp4: f.ComputeDType, legacy: f.Unfused,
+		block: f.Blockwise.Block, nested: f.Blockwise.Nested, kept: f.KeptInputs()}
 	if q.block == 0 {
 		q.block = 64
 	}
@@ -188,6 +193,23 @@ func (q *quantKernels) transients(tokens int64, cDT gpumem.DType, train bool) (f
 		fwd, bwd = max(fwd, gpumem.Bytes(roundAlloc(f))), max(bwd, gpumem.Bytes(roundAlloc(b)))
 	}
 	return fwd, bwd
+}
+
+// keptInputs returns the bytes of the 4-bit layers' inputs that
+// bitsandbytes before 0.43.2 keeps in its autograd context until the
+// graph is freed (model.Finetune.KeepsInputs) for tokens tokens: each
+// input as MatMul4Bit receives it, after Linear4bit.forward's cast to
+// the layer's compute dtype (Finetune.ComputeDType, else the job's cDT).
+func (q *quantKernels) keptInputs(tokens int64, cDT gpumem.DType) (gpumem.Bytes, bool) {
+	if q.kept == 0 {
+		return 0, true
+	}
+	dt := cDT
+	if q.comp4 != gpumem.Invalid {
+		dt = q.comp4
+	}
+	n, ok := checked.MulAll(q.kept, tokens, sizeOf(dt))
+	return gpumem.Bytes(roundAlloc(n)), ok
 }
 
 // loading returns the transient of loading: bitsandbytes quantizes a

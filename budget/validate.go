@@ -69,6 +69,13 @@ func (j *Job) validate() error {
 	if j.Checkpointing > model.OffloadActivations {
 		return gpumem.Errorf("Job.Checkpointing", j.Checkpointing, gpumem.ErrInvalid, "want none, full, selective, every-k or offload")
 	}
+	if j.Model.quant.kept > 0 && j.Mode == Training && (j.Parallel.modelParallel() || j.Parallel.ContextParallel > 1) {
+		return gpumem.Errorf("Job.Parallel", j.Parallel.Describe(), gpumem.ErrUnsupported,
+			"bitsandbytes' kept inputs (model.Finetune.KeepsInputs) are modelled for a whole model on each rank")
+	}
+	if j.HoldsPreviousStep && j.Mode != Training {
+		return gpumem.Errorf("Job.HoldsPreviousStep", true, gpumem.ErrInvalid, "it is a training loop's; a %s job has no previous step's graph", j.Mode)
+	}
 	if j.OffloadActivations {
 		switch {
 		case j.Mode != Training:

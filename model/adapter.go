@@ -210,6 +210,16 @@ type Finetune struct {
 	// routers and the output head stay as they are (transformers
 	// get_keys_to_not_convert).
 	Quant gpumem.DType
+	// QuantizeHead stores an untied output head quantized too, as
+	// bitsandbytes NF4, FP4 or INT8 weights: Lightning's
+	// BitsandbytesPrecision (lightning/fabric/plugins/precision/
+	// bitsandbytes.py, convert_module with no ignore_modules) and lit-gpt's
+	// quantization() context (lit_gpt/utils.py at 6ba8a51e), which litgpt's
+	// generate and finetune scripts use, replace every torch.nn.Linear,
+	// lm_head included. It needs Quant NF4, FP4 or INT8 and a model whose
+	// head is not tied to its embedding (an embedding is never
+	// quantized).
+	QuantizeHead bool
 	// Method is the library whose layout stores Quant, as
 	// quantization_config's quant_method names it ([Quantization.Method]):
 	//   - "bitsandbytes" (the default for NF4, FP4 and INT8): NF4/FP4 as
@@ -264,6 +274,33 @@ type Finetune struct {
 	// ComputeDType; 0.50.0 and later run a fused gemm_4bit kernel
 	// instead. It needs Quant NF4 or FP4.
 	Unfused bool
+	// KeepsInputs selects bitsandbytes before 0.43.2, whose MatMul4Bit
+	// keeps its input as an attribute of the autograd context,
+	// ctx.tensors = (A, B) (bitsandbytes/autograd/_functions.py at
+	// 0.42.0), not through ctx.save_for_backward: backward never releases
+	// it, so every 4-bit layer's input (after Linear4bit.forward's cast
+	// to ComputeDType) lives as long as the step's autograd graph does.
+	// Within a step the activation model already counts those inputs;
+	// what changes is after backward, when a training loop that still
+	// references the step's loss or logits keeps them all
+	// (budget.Job.HoldsPreviousStep). 0.43.2 keeps no input at all
+	// (ctx.tensors = (None, B), bitsandbytes PR #1270, commit 9e75374,
+	// "fix QLoRA mem bug: delete useless buffered activation"). It needs
+	// Unfused (0.43.2 predates 0.50.0) and a dense sequential decoder
+	// (llama-style blocks) whose linear inputs [Finetune.KeptInputs]
+	// counts.
+	KeepsInputs bool
+	// QuantFrom is the dtype bitsandbytes quantized the 4-bit weights
+	// from (QuantState.dtype), which dequantize_4bit returns before
+	// MatMul4Bit casts the weight to the compute dtype. Invalid (zero)
+	// means Unquantized when it is set (transformers quantizes the
+	// weights as it loads them in that dtype), else the compute dtype.
+	// Lightning's BitsandbytesPrecision quantizes
+	// weight.contiguous().to(device, dtype=torch.half) whatever the
+	// precision (_Linear4bit.quantize, lightning/fabric/plugins/
+	// precision/bitsandbytes.py at 2.4.0): fp16, so a bf16 job holds the
+	// fp16 copy and its bf16 cast at once. It needs Quant NF4 or FP4.
+	QuantFrom gpumem.DType
 	// Blockwise sizes the 4-bit quantization constants. QLoRA uses
 	// {Block: 64, Nested: true} (bnb_4bit_use_double_quant).
 	Blockwise gpumem.Blockwise
@@ -375,6 +412,23 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 	if f.Unfused && !bnb4 {
 		return nil, gpumem.Errorf("Finetune.Unfused", f.Unfused, gpumem.ErrInvalid, "it selects bitsandbytes' 4-bit kernels; set Quant nf4 or fp4")
 	}
+	if q := f.QuantFrom; q != gpumem.Invalid && (!bnb4 || (q != gpumem.FP32 && q != gpumem.BF16 && q != gpumem.FP16)) {
+		if !bnb4 {
+			return nil, gpumem.Errorf("Finetune.QuantFrom", q, gpumem.ErrInvalid, "it is the dtype bitsandbytes quantized nf4 or fp4 weights from; set Quant nf4 or fp4")
+		}
+		return nil, gpumem.Errorf("Finetune.QuantFrom", q, gpumem.ErrInvalid, "want fp32, bf16 or fp16")
+	}
+	if f.KeepsInputs {
+		if err := f.checkKeepsInputs(); err != nil {
+			return nil, err
+		}
+	}
+	if f.QuantizeHead && (method != "bitsandbytes" || f.Model.TiedEmbeddings) {
+		if method != "bitsandbytes" {
+			return nil, gpumem.Errorf("Finetune.QuantizeHead", true, gpumem.ErrInvalid, "it quantizes the head as bitsandbytes does; set Quant nf4, fp4 or int8")
+		}
+		return nil, gpumem.Errorf("Finetune.QuantizeHead", true, gpumem.ErrInvalid, "%s ties its head to the embedding, which is not quantized", f.Model.Family)
+	}
 	fp8 := f.Quant == gpumem.FP8E4M3 || f.Quant == gpumem.FP8E5M2
 	if b := f.FP8Block; b[0] < 0 || b[1] < 0 || (b[0] == 0) != (b[1] == 0) {
 		return nil, gpumem.Errorf("Finetune.FP8Block", b, gpumem.ErrInvalid, "both sizes positive, or both zero for per-tensor scales")
@@ -418,14 +472,14 @@ func (f Finetune) runs(fold bool) ([]Run, error) {
 			}
 			continue
 		}
-		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && !isHead(module) {
+		if module, _, o, ok := linearModule(f.Model, t); ok && f.Quant == gpumem.INT8 && (!isHead(module) || f.QuantizeHead) {
 			// Linear8bitLt: int8 weight, one fp32 absmax per output row.
 			t.DType = gpumem.INT8
 			out = append(out, Run{t, r.Count, r.Layers},
 				Run{gpumem.Tensor{Name: module + ".SCB", Shape: []int64{o}, DType: gpumem.FP32}, r.Count, r.Layers})
 			continue
 		}
-		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && !isHead(module) {
+		if module, _, _, ok := linearModule(f.Model, t); ok && f.Quant != gpumem.Invalid && (!isHead(module) || (f.QuantizeHead && bnb4)) {
 			n, err := t.Elems()
 			if err != nil {
 				return nil, err
@@ -660,4 +714,60 @@ func sumElems(ts []gpumem.Tensor) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// checkKeepsInputs validates KeepsInputs: bitsandbytes' unfused 4-bit
+// kernels, and blocks whose linear inputs KeptInputs counts.
+func (f Finetune) checkKeepsInputs() error {
+	if !f.Unfused {
+		return gpumem.Errorf("Finetune.KeepsInputs", true, gpumem.ErrInvalid, "it selects bitsandbytes before 0.43.2, whose 4-bit matmul is unfused; set Unfused too")
+	}
+	s := f.Model
+	l := layoutOf(s)
+	if (l != layoutLlama && l != layoutPhi3) || s.MoE.Experts > 0 || s.MLA.Enabled() || s.Encoder != nil || s.Vision != nil || s.Text != nil || s.EncoderOnly {
+		return gpumem.Errorf("Finetune.KeepsInputs", true, gpumem.ErrInvalid, "the kept inputs are modelled for dense decoder-only models with llama-style blocks, not %s", s.Family)
+	}
+	if _, ok := f.keptInputs(); !ok {
+		return gpumem.Errorf("Finetune.KeepsInputs", true, gpumem.ErrRange, "the kept inputs of %d layers of width %d overflow int64", s.Layers, s.Hidden)
+	}
+	return nil
+}
+
+// KeptInputs returns the elements per token of the inputs that the 4-bit
+// layers of bitsandbytes before 0.43.2 keep (KeepsInputs; zero without
+// it), counted by storage: in each llama-style block the attention's
+// input (the first norm's output, read by q, k and v, or a fused qkv),
+// the output projection's input (heads × head_dim), the MLP's input
+// (the second norm's output, read by gate and up) and the down
+// projection's input (Intermediate), and the head's input (Hidden) when
+// QuantizeHead quantizes it. The first block's attention input needs no
+// gradient when the embeddings are frozen, and MatMul4Bit then keeps
+// nothing (any(ctx.needs_input_grad[:2]) is false): counted all the
+// same, an upper bound by Hidden elements per token.
+//
+// A Finetune that [Finetune.Runs] accepts does not overflow it.
+func (f Finetune) KeptInputs() int64 {
+	if !f.KeepsInputs {
+		return 0
+	}
+	per, _ := f.keptInputs()
+	return per
+}
+
+func (f Finetune) keptInputs() (int64, bool) {
+	s := f.Model
+	attnOut, ok := checked.Mul(s.Heads, s.HeadDim)
+	block := attnOut
+	for _, x := range []int64{s.Hidden, s.Hidden, s.Intermediate} {
+		var ok2 bool
+		block, ok2 = checked.Add(block, x)
+		ok = ok && ok2
+	}
+	per, ok2 := checked.Mul(s.Layers, block)
+	ok = ok && ok2
+	if f.QuantizeHead {
+		per, ok2 = checked.Add(per, s.Hidden)
+		ok = ok && ok2
+	}
+	return per, ok
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -216,6 +217,7 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		for _, g := range accuracy.Summarize(set.Cases, nil) {
 			row(g) // Summarize names the single group "all"
 		}
+		printFeatures(out, set.Cases)
 	}
 	if eng != nil {
 		if len(set.Cases) > 0 {
@@ -253,13 +255,56 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		fmt.Fprintf(out, "\nOOM rows: %d, predicted not to fit: %d\n", len(set.OOMs), len(set.OOMs)-missed)
 	}
 	if len(violations) == 0 {
-		fmt.Fprintf(out, "\ngate: met (no allocated estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
+		fmt.Fprintf(out, "\ngate: met (no allocated, KV cache or weights estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
 			100*accuracy.MaxUnder, 100*accuracy.MaxMedian)
 		return
 	}
 	fmt.Fprintf(out, "\ngate: missed (%d):\n", len(violations))
 	for _, v := range violations {
 		fmt.Fprintln(out, "  "+v)
+	}
+}
+
+// printFeatures prints the errors by the real-stack feature each case's
+// job exercises (accuracy.Features): a case counts under each of its
+// features, so the rows overlap; exempt cases are counted apart.
+func printFeatures(out io.Writer, cases []accuracy.Case) {
+	var held []accuracy.Case
+	exempt := map[string]int{}
+	for _, c := range cases {
+		if c.Exempt != "" {
+			for _, f := range c.Features {
+				exempt[c.Source+" "+f]++
+			}
+			continue
+		}
+		held = append(held, c)
+	}
+	groups := accuracy.SummarizeFeatures(held)
+	if len(groups) == 0 {
+		return
+	}
+	width := len("feature")
+	for _, g := range groups {
+		width = max(width, len(g.Key))
+	}
+	fmt.Fprintf(out, "\nby feature (from the job's fields; a case counts under each of its features; exempt cases apart):\n")
+	fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3s  %7s  %7s  %7s  %s\n", "source", width, "feature", "level", "n", "median", "bias", "under", "worst")
+	for _, g := range groups {
+		fmt.Fprintf(out, "%-9s  %-*s  %-9s  %3d  %6.1f%%  %+6.1f%%  %6.0f%%  %5.1f%% %s\n", g.Source, width, g.Key, g.Label, g.N,
+			100*g.Median, 100*g.MedianSigned, 100*g.Under, 100*g.Worst, g.WorstID)
+	}
+	var keys []string
+	for k := range exempt {
+		keys = append(keys, k)
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %d", k, exempt[k])
+		}
+		fmt.Fprintf(out, "exempt, by feature: %s\n", strings.Join(parts, ", "))
 	}
 }
 
@@ -276,6 +321,7 @@ type accuracyJSON struct {
 	Statuses   map[string]int `json:"measured_statuses"`
 	GPUs       []string       `json:"measured_gpus"`
 	Groups     []groupJSON    `json:"groups"`
+	Features   []groupJSON    `json:"features"`
 	Cases      []caseJSON     `json:"cases"`
 	OOMs       []oomJSON      `json:"ooms"`
 	Failures   []failureJSON  `json:"failures"`
@@ -328,16 +374,17 @@ type groupJSON struct {
 }
 
 type caseJSON struct {
-	Source    string  `json:"source"`
-	ID        string  `json:"id"`
-	Family    string  `json:"family"`
-	GPU       string  `json:"gpu"`
-	Level     string  `json:"level"`
-	Measured  int64   `json:"measured"`
-	Estimated int64   `json:"estimated"`
-	Error     float64 `json:"error"`
-	Phase     string  `json:"phase"`
-	Exempt    string  `json:"exempt,omitempty"`
+	Source    string   `json:"source"`
+	ID        string   `json:"id"`
+	Family    string   `json:"family"`
+	GPU       string   `json:"gpu"`
+	Level     string   `json:"level"`
+	Measured  int64    `json:"measured"`
+	Estimated int64    `json:"estimated"`
+	Error     float64  `json:"error"`
+	Phase     string   `json:"phase"`
+	Exempt    string   `json:"exempt,omitempty"`
+	Features  []string `json:"features"`
 }
 
 type oomJSON struct {
@@ -358,7 +405,7 @@ type failureJSON struct {
 func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group, eng *engineLogs, violations []string) error {
 	// round keeps the JSON short: errors to 0.01%.
 	round := func(x float64) float64 { return math.Round(x*1e4) / 1e4 }
-	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Cases: []caseJSON{},
+	v := accuracyJSON{Statuses: set.Statuses, GPUs: set.GPUs, Groups: []groupJSON{}, Features: []groupJSON{}, Cases: []caseJSON{},
 		OOMs: []oomJSON{}, Failures: []failureJSON{}, Violations: violations}
 	if v.GPUs == nil {
 		v.GPUs = []string{}
@@ -370,9 +417,19 @@ func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group,
 		v.Groups = append(v.Groups, groupJSON{g.Source, g.Key, g.Label, g.N, round(g.Median), round(g.MedianSigned),
 			round(g.Worst), g.WorstID, round(g.Under)})
 	}
+	var held []accuracy.Case
+	for _, c := range set.Cases {
+		if c.Exempt == "" {
+			held = append(held, c)
+		}
+	}
+	for _, g := range accuracy.SummarizeFeatures(held) {
+		v.Features = append(v.Features, groupJSON{g.Source, g.Key, g.Label, g.N, round(g.Median), round(g.MedianSigned),
+			round(g.Worst), g.WorstID, round(g.Under)})
+	}
 	for _, c := range set.Cases {
 		v.Cases = append(v.Cases, caseJSON{c.Source, c.ID, c.Family, c.GPU, c.Label, int64(c.Measured), int64(c.Predicted),
-			round(c.Err()), c.Phase, c.Exempt})
+			round(c.Err()), c.Phase, c.Exempt, c.Features})
 	}
 	for _, o := range set.OOMs {
 		v.OOMs = append(v.OOMs, oomJSON{o.ID, o.GPU, int64(o.Capacity), int64(o.Need), o.Fits, o.Phase})
@@ -402,6 +459,8 @@ var levelColors = map[string]color.RGBA{
 	accuracy.Allocated: {0x1f, 0x77, 0xb4, 0xff},
 	accuracy.Reserved:  {0xff, 0x7f, 0x0e, 0xff},
 	accuracy.Device:    {0x2c, 0xa0, 0x2c, 0xff},
+	accuracy.KVCache:   {0x94, 0x67, 0xbd, 0xff},
+	accuracy.Weights:   {0x8c, 0x56, 0x4b, 0xff},
 }
 
 // writeAccuracyChart draws estimated against measured memory, log-log,
@@ -464,7 +523,7 @@ func writeAccuracyChart(file string, set accuracy.Set) error {
 		}
 	}
 	for _, src := range []string{accuracy.Measured, accuracy.Published} {
-		for _, lvl := range accuracy.Labels {
+		for _, lvl := range append(accuracy.Labels[:], accuracy.KVCache, accuracy.Weights) {
 			for _, exempt := range []bool{false, true} {
 				var pts plotter.XYs
 				for _, c := range set.Cases {

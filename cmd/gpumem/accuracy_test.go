@@ -22,7 +22,7 @@ func TestAccuracy(t *testing.T) {
 	t.Parallel()
 	code, out, stderr := runCLI(t, "", "accuracy", "--data", "../../testdata")
 	require.Equal(t, exitOK, code, stderr)
-	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met",
+	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met", "by feature", "published  loss:chunked",
 		"enginelog  KV cache (all layers)", "serving-engine load logs (testdata/enginelogs)"} {
 		assert.Contains(t, out, want)
 	}
@@ -35,11 +35,17 @@ func TestAccuracy(t *testing.T) {
 			Key string `json:"key"`
 			N   int    `json:"n"`
 		} `json:"groups"`
+		Features []struct {
+			Key string `json:"key"`
+			N   int    `json:"n"`
+		} `json:"features"`
 		Cases []struct {
-			ID        string  `json:"id"`
-			Measured  int64   `json:"measured"`
-			Estimated int64   `json:"estimated"`
-			Error     float64 `json:"error"`
+			ID        string   `json:"id"`
+			Measured  int64    `json:"measured"`
+			Estimated int64    `json:"estimated"`
+			Error     float64  `json:"error"`
+			Exempt    string   `json:"exempt"`
+			Features  []string `json:"features"`
 		} `json:"cases"`
 		EngineLogs struct {
 			Logs  int `json:"logs"`
@@ -60,9 +66,22 @@ func TestAccuracy(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
 	require.Len(t, v.Cases, len(stated))
 	require.Len(t, v.Groups, len(stated), "--by id: one group per case")
+	// Each held case counts once under each of its features.
+	held := map[string]int{}
 	for _, c := range v.Cases {
 		assert.InDelta(t, float64(c.Estimated-c.Measured)/float64(c.Measured), c.Error, 1e-4, c.ID)
+		require.NotEmpty(t, c.Features, c.ID)
+		for _, f := range c.Features {
+			if c.Exempt == "" {
+				held[f]++
+			}
+		}
 	}
+	grouped := map[string]int{}
+	for _, g := range v.Features {
+		grouped[g.Key] += g.N
+	}
+	assert.Equal(t, held, grouped)
 	// The engine logs: their own source, every figure counted in one kind,
 	// and every figure outside its tolerance a listed miss.
 	assert.GreaterOrEqual(t, v.EngineLogs.Logs, 100)

@@ -1559,11 +1559,14 @@ type modelKey struct {
 	targets     string // LoRA.Targets joined by NUL
 	loraDType   gpumem.DType
 	quant       gpumem.DType
+	quantHead   bool
 	method      string
 	groupSize   int64
 	unquantized gpumem.DType
 	compute     gpumem.DType
 	unfused     bool
+	keepsInputs bool
+	quantFrom   gpumem.DType
 	blockwise   gpumem.Blockwise
 	fp8Block    [2]int64
 	// trainNone: Finetune.Train is set, which jobFor does for one
@@ -1590,8 +1593,9 @@ func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (b
 	return func(ft model.Finetune) (budget.Model, error) {
 		k := modelKey{source: source, head: f.head, labels: f.labels,
 			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
-			quant: ft.Quant, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
-			compute: ft.ComputeDType, unfused: ft.Unfused, blockwise: ft.Blockwise, fp8Block: ft.FP8Block,
+			quant: ft.Quant, quantHead: ft.QuantizeHead, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
+			compute: ft.ComputeDType, unfused: ft.Unfused, keepsInputs: ft.KeepsInputs, quantFrom: ft.QuantFrom,
+			blockwise: ft.Blockwise, fp8Block: ft.FP8Block,
 			trainNone: ft.Train != nil}
 		if m, ok := c.get(k); ok {
 			return m, nil

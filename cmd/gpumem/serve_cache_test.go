@@ -161,8 +161,8 @@ func TestModelKeyCoversFinetune(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
-			"Blockwise", "FP8Block", "Train"}},
+		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "QuantizeHead", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
+			"KeepsInputs", "QuantFrom", "Blockwise", "FP8Block", "Train"}},
 		{model.LoRA{}, []string{"Rank", "Targets", "DType"}},
 	} {
 		if got := fields(c.v); !slices.Equal(got, c.want) {

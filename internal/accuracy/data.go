@@ -85,7 +85,9 @@ type Stated struct {
 	// ID is the figure's id in peaks.jsonl.
 	ID string `json:"id"`
 	// Label is the level the figure measures: allocated, reserved or
-	// device. It must agree with the figure's metric.
+	// device, or kv_cache for the size of an engine's KV cache, or
+	// weights for the memory its loaded weights take. It must
+	// agree with the figure's metric.
 	Label string `json:"label"`
 	Job   Job    `json:"job"`
 	// Env, when given, is the environment the figure was measured in:
@@ -223,6 +225,10 @@ func labelOf(metric string) string {
 		return Reserved
 	case "nvidia_smi":
 		return Device
+	case "kv_cache":
+		return KVCache
+	case "weights":
+		return Weights
 	}
 	return ""
 }

@@ -75,6 +75,17 @@ type Job struct {
 	// in forward (model.Finetune.Unfused).
 	BnbComputeDType string `json:"bnb_compute_dtype"`
 	BnbUnfused      bool   `json:"bnb_unfused"`
+	// BnbKeepsInputs selects bitsandbytes before 0.43.2, whose 4-bit
+	// layers keep their inputs until the graph is freed
+	// (model.Finetune.KeepsInputs), and HoldsPreviousStep says that the
+	// training loop references the previous step's logits and loss
+	// during the next forward (budget.Job.HoldsPreviousStep).
+	BnbKeepsInputs bool `json:"bnb_keeps_inputs"`
+	// BnbQuantFrom is the dtype the 4-bit weights were quantized from
+	// (model.Finetune.QuantFrom; empty: unquantized, else the compute
+	// dtype).
+	BnbQuantFrom      string `json:"bnb_quant_from"`
+	HoldsPreviousStep bool   `json:"holds_previous_step"`
 	// KVDType and KVBlock are budget.Job's KV cache options (a generate
 	// job's cache dtype, and its page size in tokens).
 	KVDType string `json:"kv_dtype"`
@@ -107,6 +118,64 @@ type Job struct {
 	Momentum            float64 `json:"momentum"`
 	Nesterov            bool    `json:"nesterov"`
 	OffloadActivations  bool    `json:"offload_activations"`
+
+	// Loss is the training step's loss, a model.ParseLoss name (full,
+	// chunked, chunked:N, liger, cce; empty: full); LogitsToKeep is a
+	// prefill job's logits_to_keep; Frozen freezes every parameter and
+	// differentiates to the input only (budget.InputGradients). A
+	// training job whose optimizer is "none" computes the gradients and
+	// steps nothing (budget.NoStep). Published runs only.
+	Loss         string `json:"loss"`
+	LogitsToKeep int    `json:"logits_to_keep"`
+	Frozen       bool   `json:"frozen"`
+	// Compile records that the run was compiled (torch.compile: torchtune's
+	// compile=True). gpumem does not model compilation, which fuses
+	// elementwise chains and the loss and saves fewer intermediates, so the
+	// estimate of such a run is an upper bound; the field only marks the
+	// case (Features: compile).
+	Compile bool `json:"compile"`
+	// QuantHead quantizes the untied output head with the other linears
+	// (model.Finetune.QuantizeHead: Lightning's BitsandbytesPrecision and
+	// lit-gpt's quantization() replace every nn.Linear).
+	QuantHead bool `json:"quant_head"`
+	// WithLoad says that the figure's window opens before the weights are
+	// loaded (a script that loads and then runs, printing
+	// max_memory_allocated at the end, with no reset between): the peak
+	// is the larger of the load's (the same job in mode load) and the
+	// run's.
+	WithLoad bool `json:"with_load"`
+
+	// Runtime is the engine (a budget.ParseRuntime name: "llama.cpp";
+	// empty: PyTorch), and LlamaCpp llama.cpp's context parameters
+	// (budget.LlamaCppOptions) for a llama.cpp job.
+	Runtime  string        `json:"runtime"`
+	LlamaCpp *LlamaCppArgs `json:"llamacpp"`
+}
+
+// LlamaCppArgs are llama.cpp's flags that size its buffers, named after
+// them (budget.LlamaCppOptions).
+type LlamaCppArgs struct {
+	GPULayers      int    `json:"n_gpu_layers"`
+	Context        int    `json:"ctx_size"`
+	Parallel       int    `json:"parallel"`
+	UBatch         int    `json:"ubatch_size"`
+	FlashAttention bool   `json:"flash_attn"`
+	CacheK         string `json:"cache_type_k"`
+	CacheV         string `json:"cache_type_v"`
+}
+
+// Load returns the job that loads j's model and runs nothing: what the
+// window of a WithLoad figure holds before the run.
+func (j *Job) Load() Job {
+	l := Job{Model: j.Model, Catalog: j.Catalog, Config: j.Config, ConfigOverrides: j.ConfigOverrides, Kind: j.Kind,
+		Mode: "load", Precision: j.Precision, Attention: j.Attention, Checkpointing: j.Checkpointing,
+		LoRARank: j.LoRARank, LoRATargets: j.LoRATargets, LoRADType: j.LoRADType, Quant: j.Quant, GroupSize: j.GroupSize,
+		Unquantized: j.Unquantized, BnbComputeDType: j.BnbComputeDType, BnbUnfused: j.BnbUnfused, BnbKeepsInputs: j.BnbKeepsInputs, BnbQuantFrom: j.BnbQuantFrom, ContextBytes: j.ContextBytes,
+		Head: j.Head, QuantHead: j.QuantHead}
+	if j.Mode == "train" {
+		l.Optimizer = j.Optimizer
+	}
+	return l
 }
 
 // UnmarshalJSON decodes a job, refusing fields the vocabulary does not
@@ -189,7 +258,23 @@ func (j *Job) Budget() (budget.Job, error) {
 	}
 	switch {
 	case b.Mode == budget.Training && j.Optimizer == nil:
-		return b, gpumem.Errorf(field("optimizer"), nil, gpumem.ErrInvalid, "a training job needs an optimizer")
+		return b, gpumem.Errorf(field("optimizer"), nil, gpumem.ErrInvalid, "a training job needs an optimizer (none: no step)")
+	case b.Mode != budget.Training && j.Frozen:
+		return b, gpumem.Errorf(field("frozen"), true, gpumem.ErrInvalid, "only a training job has a backward pass to freeze")
+	case b.Mode == budget.Training && (j.Frozen || strings.EqualFold(*j.Optimizer, "none")):
+		if j.Frozen && !strings.EqualFold(*j.Optimizer, "none") {
+			return b, gpumem.Errorf(field("optimizer"), *j.Optimizer, gpumem.ErrInvalid, "a frozen job steps nothing: want none")
+		}
+		if j.OptimizerImpl != "" {
+			return b, gpumem.Errorf(field("optimizer_impl"), j.OptimizerImpl, gpumem.ErrInvalid, "a job without an optimizer step has no implementation to choose")
+		}
+		if j.Frozen && j.LoRARank > 0 {
+			return b, gpumem.Errorf(field("frozen"), true, gpumem.ErrInvalid, "every parameter is frozen, LoRA adapters too: leave out lora_rank")
+		}
+		b.Gradients = budget.NoStep
+		if j.Frozen {
+			b.Gradients = budget.InputGradients
+		}
 	case b.Mode == budget.Training:
 		o, ok := optimizer.Lookup(*j.Optimizer)
 		if !ok {
@@ -274,6 +359,13 @@ func (j *Job) Budget() (budget.Job, error) {
 		}
 	}
 	ft.Unfused = j.BnbUnfused
+	ft.KeepsInputs = j.BnbKeepsInputs
+	if j.BnbQuantFrom != "" {
+		if ft.QuantFrom, err = gpumem.ParseDType(j.BnbQuantFrom); err != nil {
+			return b, gpumem.Errorf(field("bnb_quant_from"), j.BnbQuantFrom, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	ft.QuantizeHead = j.QuantHead
 	if b.Model, err = budget.NewModel(ft); err != nil {
 		return b, err
 	}
@@ -291,6 +383,10 @@ func (j *Job) Budget() (budget.Job, error) {
 		// Nothing runs: the job's batch and sequence are not used.
 		if j.Batch != 0 || j.Seq != nil || j.Generate != 0 || j.GradAccum > 1 {
 			return b, gpumem.Errorf(field("batch"), j.Batch, gpumem.ErrInvalid, "a load job runs no batch, sequence or generation")
+		}
+		// The model's split over the ranks applies to its weights.
+		if j.Parallel != nil {
+			b.Parallel = *j.Parallel
 		}
 		return b, nil
 	}
@@ -336,7 +432,52 @@ func (j *Job) Budget() (budget.Job, error) {
 		b.Optimizer = sgd
 	}
 	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
+	b.HoldsPreviousStep = j.HoldsPreviousStep
+	if err := j.runtime(&b); err != nil {
+		return b, err
+	}
+	if j.Loss != "" {
+		if b.Loss, err = model.ParseLoss(j.Loss); err != nil {
+			return b, gpumem.Errorf(field("loss"), j.Loss, gpumem.ErrInvalid, "want full, chunked, chunked:N, liger or cce")
+		}
+	}
+	if j.LogitsToKeep < 0 {
+		return b, gpumem.Errorf(field("logits_to_keep"), j.LogitsToKeep, gpumem.ErrRange, "must not be negative")
+	}
+	b.LogitsToKeep = j.LogitsToKeep
 	return b, nil
+}
+
+// runtime sets the engine of the job and llama.cpp's options.
+func (j *Job) runtime(b *budget.Job) error {
+	var err error
+	if j.Runtime != "" {
+		if b.Runtime, err = budget.ParseRuntime(j.Runtime); err != nil {
+			return gpumem.Errorf(field("runtime"), j.Runtime, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
+		}
+	}
+	if j.LlamaCpp == nil {
+		return nil
+	}
+	if b.Runtime != budget.LlamaCpp {
+		return gpumem.Errorf(field("llamacpp"), j.Runtime, gpumem.ErrInvalid, "llama.cpp's options need runtime llama.cpp")
+	}
+	a := j.LlamaCpp
+	o := budget.LlamaCppOptions{GPULayers: a.GPULayers, Context: a.Context, Parallel: a.Parallel, UBatch: a.UBatch,
+		FlashAttention: a.FlashAttention}
+	for _, c := range []struct {
+		name, v string
+		dt      *gpumem.DType
+	}{{"cache_type_k", a.CacheK, &o.CacheK}, {"cache_type_v", a.CacheV, &o.CacheV}} {
+		if c.v == "" {
+			continue
+		}
+		if *c.dt, err = gpumem.ParseDType(c.v); err != nil {
+			return gpumem.Errorf(field("llamacpp."+c.name), c.v, gpumem.ErrInvalid, "not a dtype")
+		}
+	}
+	b.LlamaCpp = o
+	return nil
 }
 
 // checkEncoderDecoder checks that the encoder and decoder lengths the
