@@ -265,6 +265,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("internal error: %v", v)})
 		}
 	}()
+	if servePage(w, r) {
+		return // the page, not the API (serve_web.go)
+	}
 	rt, ok := s.routes[r.Method+" "+r.URL.Path]
 	if !ok {
 		if allow, known := s.allow[r.URL.Path]; known {
@@ -612,6 +615,22 @@ type estimateRequest struct {
 	BlockSize            int     `json:"block_size"`
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
+
+	// GPUs, Nodes, ZeRO, FSDP, TP, SP, PP, VPP, CP, EP and Offload are
+	// the layout flags --gpus, --nodes, --zero, --fsdp, --tp, --sp,
+	// --pp, --vpp, --cp, --ep and --offload (layoutFrom); the estimate
+	// is per GPU.
+	GPUs    int    `json:"gpus"`
+	Nodes   int    `json:"nodes"`
+	ZeRO    int    `json:"zero"`
+	FSDP    string `json:"fsdp"`
+	TP      int    `json:"tp"`
+	SP      bool   `json:"sp"`
+	PP      int    `json:"pp"`
+	VPP     int    `json:"vpp"`
+	CP      int    `json:"cp"`
+	EP      int    `json:"ep"`
+	Offload string `json:"offload"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -771,6 +790,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		if probe.Runtime == budget.VLLM && req.GPU == "" && len(req.Memory) == 0 {
 			return jf, spec, badField("gpu", "runtime %q: vLLM sizes its KV cache from the GPU's total memory: give gpu or memory", req.Runtime)
 		}
+	}
+	if err := layoutFrom(req, &jf); err != nil {
+		return jf, spec, err
 	}
 	var err error
 	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
@@ -1133,6 +1155,9 @@ type leakRequest struct {
 	// Unit is the unit of unit-less values in bare columns and CSV
 	// columns ("MiB", "GB", "B"), as gpumem leak --unit.
 	Unit string `json:"unit"`
+	// Series adds the points fitted and the fitted line to the reply
+	// (leakSeries).
+	Series bool `json:"series"`
 }
 
 // leak answers POST /v1/leak: the body is the log as text with capacity,
@@ -1142,7 +1167,7 @@ type leakRequest struct {
 func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	q := r.URL.Query() // checkQuery has parsed it already
 	capacity, gpu, unitText := q.Get("capacity"), q.Get("gpu"), q.Get("unit")
-	text := body
+	text, series := body, false
 	if isJSON(r) {
 		var req leakRequest
 		if err := decodeStrict(body, &req); err != nil {
@@ -1161,7 +1186,7 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if req.Unit != "" && unitText != "" {
 			return badField("unit", "give unit in the JSON body or the query string, not both")
 		}
-		capacity, gpu, unitText, text = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log)
+		capacity, gpu, unitText, text, series = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log), req.Series
 	}
 	var unit gpumem.Bytes
 	if unitText != "" {
@@ -1211,6 +1236,11 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	j, err := leakJSON(rep, rr)
 	if err != nil {
 		return err
+	}
+	if series {
+		if j, err = leakSeries(j, rep, samples, &opts); err != nil {
+			return err
+		}
 	}
 	return writeJSON(out, j)
 }
@@ -1285,6 +1315,10 @@ type planRequest struct {
 	// StatesOnly is plan --states-only: with "model": "gpt:largest",
 	// count the ZeRO paper's model states alone.
 	StatesOnly bool `json:"states_only"`
+	// Configs adds "configs" to a plan that fits: what plan's
+	// --deepspeed, --accelerate, --hf-args and --megatron write
+	// (planConfigs).
+	Configs bool `json:"configs"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1349,7 +1383,13 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		}
 		return r.write(out, dev, true)
 	}
-	p, err := budget.Allocate(dev.Free(), j, &lim)
+	var p budget.Plan
+	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
+		// GPUs but no layout: choose one, as plan does.
+		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.layout.nodes, GPUsPerNode: jf.gpus, Free: dev.Free()}, j, &lim)
+	} else {
+		p, err = budget.Allocate(dev.Free(), j, &lim)
+	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
@@ -1364,7 +1404,11 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		fields["Limits"] = "allow"
 		return libraryError(err, fields)
 	}
-	return writeJSON(out, planJSON(p, dev))
+	res := planJSON(p, dev)
+	if req.Configs {
+		res["configs"] = planConfigs(p)
+	}
+	return writeJSON(out, res)
 }
 
 // checkModelSize refuses a model larger than the service reads

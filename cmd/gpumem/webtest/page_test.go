@@ -1,0 +1,633 @@
+package webtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/gpumem/gpumem"
+)
+
+var shots = flag.String("shots", "", "also write the desktop and phone screenshots to this directory (the README's are ../doc)")
+
+// The job the test sets: a LoRA fine-tune that fits on an A100 80GB.
+const (
+	testModel = "llama-3.1-8b"
+	testGPU   = "NVIDIA A100-SXM4-80GB"
+	logGPU    = "NVIDIA GeForce RTX 4090"
+)
+
+// oomMessage is PyTorch 2.2+'s out-of-memory message.
+const oomMessage = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 22.56 GiB memory in use. Of the allocated memory 20.10 GiB is allocated by PyTorch, and 1.90 GiB is reserved by PyTorch but unallocated."
+
+// memoryLog is a training log whose allocated memory grows by 0.25 GiB
+// a step, with a little noise.
+func memoryLog() string {
+	var b strings.Builder
+	noise := []float64{0, 0.03, -0.02, 0.01, 0.04, -0.03, 0.02, 0, -0.01, 0.03, 0.01, -0.02}
+	for i := range 24 {
+		fmt.Fprintf(&b, "step %d | loss %.3f | memory allocated %.2f GiB\n", (i+1)*50, 2.5-float64(i)*0.02, 12+float64(i)*0.25+noise[i%len(noise)])
+	}
+	return b.String()
+}
+
+// chromium finds the browser, or skips: the test runs where chromium is
+// installed (.ci/run checks before it starts the test).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium)")
+	return ""
+}
+
+// build builds the gpumem binary of this checkout (the root module, with
+// its own go.sum) into dir.
+func build(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "gpumem")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gpumem")
+	cmd.Dir = filepath.Join("..", "..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// serve starts gpumem serve on a free port and returns its URL; the
+// service is stopped when the test ends.
+func serve(t *testing.T, bin string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	var a struct{ URL string }
+	if err := json.NewDecoder(stdout).Decode(&a); err != nil || a.URL == "" {
+		t.Fatalf("gpumem serve --json: %q, %v", a.URL, err)
+	}
+	return a.URL
+}
+
+// gpumemJSON runs the gpumem command line given as a shell command (the
+// page's "Copy as CLI" text) with --json in dir, with bin as gpumem, and
+// decodes its output. Exit status 1 (does not fit) still prints the JSON.
+func gpumemJSON(t *testing.T, bin, dir, command string) map[string]any {
+	t.Helper()
+	out := shell(t, bin, dir, command+" --json")
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("%s --json: %v\n%s", command, err, out)
+	}
+	return m
+}
+
+// shell runs command with sh in dir, gpumem being bin.
+func shell(t *testing.T, bin, dir, command string) []byte {
+	t.Helper()
+	if !strings.HasPrefix(command, "gpumem ") {
+		t.Fatalf("the page's command %q does not start with gpumem", command)
+	}
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		t.Fatalf("%s: %v\n%s%s", command, err, out, stderr.Bytes())
+	}
+	return out
+}
+
+// problems collects what must not happen on the page: console errors,
+// uncaught exceptions, browser log errors (a CSP violation, a failed
+// load) and requests to any other host.
+type problems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *problems) add(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+func (p *problems) check(t *testing.T, when string) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.list {
+		t.Errorf("%s: %s", when, s)
+	}
+	p.list = nil
+}
+
+// answered422 matches the browser's log line for a 422 reply of
+// /v1/oom or /v1/leak: the page sends what is pasted to both and shows
+// the one that answers, so one of them says "nothing of mine here".
+var answered422 = regexp.MustCompile(`^log network: Failed to load resource: the server responded with a status of 422 \(Unprocessable Entity\) http://[^/]+/v1/(oom|leak)$`)
+
+// drop removes the problems that match re.
+func (p *problems) drop(re *regexp.Regexp) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = slices.DeleteFunc(p.list, re.MatchString)
+}
+
+// watch subscribes to the events problems collects. The browser must
+// have started (the subscriptions are made here, in one goroutine; the
+// loops that read them run in their own).
+func watch(ctx context.Context, p *problems, host string) {
+	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	logs := chromedp.Events(ctx, log.EntryAdded)
+	requests := chromedp.Events(ctx, network.RequestWillBeSent)
+	go func() {
+		for ev, err := range console {
+			if err != nil {
+				return
+			}
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				p.add("console.%s: %s", ev.Type, strings.Join(args, " "))
+			}
+		}
+	}()
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			p.add("exception: %s", (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
+		}
+	}()
+	go func() {
+		for ev, err := range logs {
+			if err != nil {
+				return
+			}
+			if ev.Entry.Level == log.EntryLevelError {
+				p.add("log %s: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL)
+			}
+		}
+	}()
+	go func() {
+		for ev, err := range requests {
+			if err != nil {
+				return
+			}
+			u, perr := url.Parse(ev.Request.URL)
+			if perr != nil || (u.Host != host && u.Scheme != "data" && u.Scheme != "about") {
+				p.add("request to another host: %s", ev.Request.URL)
+			}
+		}
+	}()
+}
+
+// enable turns on the log and network domains, whose events watch reads.
+func enable() chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := cdp.Call(ctx, t, log.Enable, cdp.Empty{}); err != nil {
+			return chromedp.Void{}, err
+		}
+		_, err := cdp.Call(ctx, t, network.Enable, network.EnableParams{})
+		return chromedp.Void{}, err
+	}
+}
+
+// js runs a script in the page and decodes its result into T.
+func js[T any](t *testing.T, ctx context.Context, script string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](script))
+	if err != nil {
+		t.Fatalf("%.200s: %v", script, err)
+	}
+	return v
+}
+
+// wait polls until the page's expression is truthy. The only bound is
+// go test's -timeout: a page that never gets there fails the run, a
+// slow machine does not.
+func wait(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(0))); err != nil {
+		t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}
+
+// set sets a form control as a person would: its value, then the input
+// and change events.
+func set(t *testing.T, ctx context.Context, id, value string) {
+	t.Helper()
+	v, _ := json.Marshal(value)
+	ok := js[bool](t, ctx, fmt.Sprintf(`(() => { const e = document.getElementById(%q); if (!e) return false;
+		e.value = %s; e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true}));
+		return e.value === %s; })()`, id, v, v))
+	if !ok {
+		t.Fatalf("could not set #%s to %q", id, value)
+	}
+}
+
+func click(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID(id))); err != nil {
+		t.Fatalf("click #%s: %v", id, err)
+	}
+}
+
+// shown is what the estimate section shows.
+type shown struct {
+	Device, Reserved, Allocated int64
+	DeviceText                  string
+	Phase, Fit                  string
+	Shortfall                   *int64
+	Components                  map[string]int64
+	Bars                        map[string]int64 // each bar's segments summed
+	CLI, Href                   string
+}
+
+const readEstimate = `(() => {
+	const b = (id) => { const e = document.getElementById(id); return e ? Number(e.dataset.bytes) : null; };
+	const comps = {};
+	for (const tr of document.querySelectorAll("#est-table tbody tr[data-component]")) comps[tr.dataset.component] = Number(tr.querySelector("[data-bytes]").dataset.bytes);
+	const bars = {};
+	for (const g of document.querySelectorAll("#est-bars g[data-level]")) bars[g.dataset.level] = [...g.querySelectorAll("rect")].reduce((s, r) => s + Number(r.dataset.bytes), 0);
+	return { Device: b("est-device"), Reserved: b("est-reserved"), Allocated: b("est-allocated"),
+		DeviceText: document.getElementById("est-device").textContent,
+		Phase: document.getElementById("est-phase").textContent, Fit: document.getElementById("est-fit").textContent,
+		Shortfall: b("est-shortfall"), Components: comps, Bars: bars,
+		CLI: document.getElementById("est-cli").textContent, Href: location.href };
+})()`
+
+func num(t *testing.T, m map[string]any, k string) int64 {
+	t.Helper()
+	f, ok := m[k].(float64)
+	if !ok {
+		t.Fatalf("%s: not a number in %v", k, m)
+	}
+	return int64(f)
+}
+
+// checkEstimate compares the page's estimate with the command line's
+// (the command the page gives) and the library's formatting.
+func checkEstimate(t *testing.T, s shown, cli map[string]any) {
+	t.Helper()
+	if s.Device != num(t, cli, "device_peak") || s.Reserved != num(t, cli, "reserved_peak") || s.Allocated != num(t, cli, "allocated_peak") {
+		t.Errorf("page: device %d reserved %d allocated %d; %s: %v %v %v", s.Device, s.Reserved, s.Allocated, s.CLI,
+			cli["device_peak"], cli["reserved_peak"], cli["allocated_peak"])
+	}
+	if s.DeviceText != gpumem.Bytes(s.Device).Human() {
+		t.Errorf("page shows %q for %d bytes; gpumem.Bytes.Human says %q", s.DeviceText, s.Device, gpumem.Bytes(s.Device).Human())
+	}
+	if s.Phase != cli["phase"] {
+		t.Errorf("phase %q, CLI %q", s.Phase, cli["phase"])
+	}
+	fits := cli["fits"] == true
+	if (s.Fit == "Fits") != fits {
+		t.Errorf("page says %q, CLI fits = %v", s.Fit, fits)
+	}
+	if !fits && (s.Shortfall == nil || *s.Shortfall != num(t, cli, "shortfall")) {
+		t.Errorf("shortfall %v, CLI %v", s.Shortfall, cli["shortfall"])
+	}
+	comps, _ := cli["components"].(map[string]any)
+	for k, v := range comps {
+		if f := int64(v.(float64)); f != s.Components[k] {
+			t.Errorf("component %s: page %d, CLI %d", k, s.Components[k], f)
+		}
+	}
+	// The stacked bars add up to the three levels.
+	for level, want := range map[string]int64{"allocated": s.Allocated, "reserved": s.Reserved, "device": s.Device} {
+		if s.Bars[level] != want {
+			t.Errorf("the %s bar's segments sum to %d, the level is %d", level, s.Bars[level], want)
+		}
+	}
+}
+
+func TestPage(t *testing.T) {
+	chrome := chromium(t)
+	dir := t.TempDir()
+	bin := build(t, dir)
+	base := serve(t, bin)
+	host := strings.TrimPrefix(base, "http://")
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.WindowSize(1280, 900),
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	if err := chromedp.Do(ctx, enable()); err != nil { // starts the browser
+		t.Fatal(err)
+	}
+	var p problems
+	watch(ctx, &p, host)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, ctx, `document.body.dataset.ready === "true"`)
+	p.check(t, "loading the page")
+
+	// Every form control has a label.
+	if unlabelled := js[[]string](t, ctx, `[...document.querySelectorAll("input, select, textarea")].filter((e) => e.type !== "hidden" && e.labels.length === 0 && !e.getAttribute("aria-label")).map((e) => e.id || e.name)`); len(unlabelled) > 0 {
+		t.Errorf("controls without a label: %v", unlabelled)
+	}
+
+	t.Run("estimate", func(t *testing.T) {
+		set(t, ctx, "model", testModel)
+		set(t, ctx, "mode", "train")
+		set(t, ctx, "finetune", "lora")
+		set(t, ctx, "lora_rank", "16")
+		set(t, ctx, "batch", "2")
+		set(t, ctx, "seq", "1024")
+		set(t, ctx, "gpu", testGPU)
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-device") && document.getElementById("est-cli").textContent.includes("--batch 2")`)
+		s := js[shown](t, ctx, readEstimate)
+		want := "gpumem estimate --model " + testModel + " --train --batch 2 --seq 1024 --lora-rank 16 --gpu 'NVIDIA A100-SXM4-80GB'"
+		if s.CLI != want {
+			t.Errorf("the page's command line:\n%s\nwant\n%s", s.CLI, want)
+		}
+		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+		if s.Fit != "Fits" {
+			t.Errorf("a LoRA fine-tune of an 8B model at batch 2 does not fit on %s: %+v", testGPU, s)
+		}
+
+		// The link reproduces the page: a new load of it shows the same.
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(s.Href)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.body.dataset.ready === "true" && document.getElementById("est-device")`)
+		again := js[shown](t, ctx, readEstimate)
+		if again.Device != s.Device || again.CLI != s.CLI || again.Href != s.Href {
+			t.Errorf("the shared link %s shows %+v, not %+v", s.Href, again, s)
+		}
+		p.check(t, "estimate")
+	})
+
+	t.Run("what-if", func(t *testing.T) {
+		// The batch slider, by keyboard: End is its largest value
+		// (2^10), Home its smallest, each arrow a step of 2^0.05.
+		if err := chromedp.Do(ctx, chromedp.Focus(chromedp.ID("batch-slider")), chromedp.KeyEvent(kb.End)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.getElementById("est-cli").textContent.includes("--batch 1024 ")`)
+		s := js[shown](t, ctx, readEstimate)
+		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+		if s.Fit == "Fits" {
+			t.Errorf("batch 1024 fits: %+v", s)
+		}
+		keys := kb.Home + strings.Repeat(kb.ArrowRight, 40) // 2^2
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(keys)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.getElementById("est-cli").textContent.includes("--batch 4 ")`)
+		if got := js[string](t, ctx, `document.getElementById("batch").value + " " + document.getElementById("batch-out").textContent + " " + document.getElementById("batch-slider").getAttribute("aria-valuetext")`); got != "4 4 batch 4" {
+			t.Errorf("after the slider: field, output, aria-valuetext = %q", got)
+		}
+		s = js[shown](t, ctx, readEstimate)
+		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+
+		// The largest values that fit, marked on the sliders, are the
+		// planner's with nothing else changed.
+		wait(t, ctx, `document.getElementById("batch-largest").textContent.includes("at 1024 tokens") && document.getElementById("seq-largest").textContent.includes("at batch 4")`)
+		job := "gpumem plan --model " + testModel + " --train --seq 1024 --lora-rank 16 --gpu '" + testGPU + "' --allow none"
+		maxBatch := num(t, gpumemJSON(t, bin, dir, job+" --maximize batch"), "batch")
+		maxSeq := num(t, gpumemJSON(t, bin, dir, job+" --batch 4 --min-batch 4 --max-batch 4 --maximize seq --max-seq 131072"), "seq_len")
+		type mark struct {
+			Value  int64
+			Hidden bool
+			Frac   float64
+		}
+		read := func(f string) mark {
+			return js[mark](t, ctx, fmt.Sprintf(`(() => { const m = document.getElementById(%q), tr = m.parentElement;
+				return { Value: Number(document.getElementById(%q).dataset.value), Hidden: m.hidden,
+					Frac: (m.getBoundingClientRect().left + 7 - tr.getBoundingClientRect().left - 8) / (tr.getBoundingClientRect().width - 16) }; })()`,
+				f+"-mark", f+"-largest"))
+		}
+		b, q := read("batch"), read("seq")
+		if b.Value != maxBatch || q.Value != maxSeq {
+			t.Errorf("largest batch %d, sequence %d marked; the planner's: %d, %d", b.Value, q.Value, maxBatch, maxSeq)
+		}
+		if b.Hidden || math.Abs(b.Frac-math.Log2(float64(maxBatch))/10) > 0.02 {
+			t.Errorf("the batch mark is at %.3f of the track (hidden %v), want %.3f", b.Frac, b.Hidden, math.Log2(float64(maxBatch))/10)
+		}
+		if q.Hidden || math.Abs(q.Frac-(math.Log2(float64(maxSeq))-7)/10) > 0.02 {
+			t.Errorf("the sequence mark is at %.3f of the track (hidden %v), want %.3f", q.Frac, q.Hidden, (math.Log2(float64(maxSeq))-7)/10)
+		}
+		p.check(t, "what-if")
+	})
+
+	t.Run("plan", func(t *testing.T) {
+		// A full fine-tune does not fit; the planner makes it fit.
+		set(t, ctx, "finetune", "full")
+		set(t, ctx, "batch", "4")
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-cli").textContent === "gpumem estimate --model `+testModel+` --train --batch 4 --seq 1024 --gpu 'NVIDIA A100-SXM4-80GB'"`)
+		s := js[shown](t, ctx, readEstimate)
+		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+		if s.Fit == "Fits" {
+			t.Fatalf("a full fine-tune of an 8B model fits on %s", testGPU)
+		}
+		set(t, ctx, "allow", "full,adamw8bit,lora")
+		click(t, ctx, "plan-run")
+		wait(t, ctx, `document.getElementById("plan-fit") && document.getElementById("plan-cli").textContent.includes("--allow")`)
+		type rung struct {
+			Change  string
+			Peak    int64
+			Applied bool
+		}
+		type planShown struct {
+			Fit     string
+			Peak    int64
+			Ladder  []rung
+			Configs map[string]string
+			CLI     string
+		}
+		ps := js[planShown](t, ctx, `(() => ({ Fit: document.getElementById("plan-fit").textContent,
+			Peak: Number(document.getElementById("plan-device").dataset.bytes),
+			Ladder: [...document.querySelectorAll("#plan-ladder tbody tr")].map((tr) => ({ Change: tr.cells[1].textContent,
+				Peak: Number(tr.cells[2].querySelector("[data-bytes]").dataset.bytes), Applied: tr.cells[0].textContent === "*" })),
+			Configs: Object.fromEntries([...document.querySelectorAll("#plan-configs pre")].map((e) => [e.id, e.textContent])),
+			CLI: document.getElementById("plan-cli").textContent }))()`)
+		cli := gpumemJSON(t, bin, dir, ps.CLI)
+		if ps.Fit != "Fits" || cli["fits"] != true || ps.Peak != num(t, cli, "device_peak") {
+			t.Errorf("plan: page %q %d; %s: fits %v, %v", ps.Fit, ps.Peak, ps.CLI, cli["fits"], cli["device_peak"])
+		}
+		ladder, _ := cli["ladder"].([]any)
+		if len(ladder) != len(ps.Ladder) || len(ladder) < 2 {
+			t.Fatalf("ladder: page %d rungs, CLI %d", len(ps.Ladder), len(ladder))
+		}
+		for i, r := range ladder {
+			m := r.(map[string]any)
+			if g := ps.Ladder[i]; g.Change != m["change"] || g.Peak != num(t, m, "device_peak") || g.Applied != (m["applied"] == true) {
+				t.Errorf("rung %d: page %+v, CLI %v", i, g, m)
+			}
+		}
+		// The configurations are what plan writes: the files of
+		// --deepspeed and --accelerate (written by the --json run above
+		// in dir), the lines of --hf-args and --megatron.
+		if !strings.Contains(ps.CLI, "--deepspeed ds_config.json") || !strings.Contains(ps.CLI, "--hf-args") {
+			t.Errorf("the plan's command line has no config flags: %s", ps.CLI)
+		}
+		for id, file := range map[string]string{"cfg-deepspeed": "ds_config.json", "cfg-accelerate": "accelerate_config.yaml"} {
+			if !strings.Contains(ps.CLI, file) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil || string(b) != ps.Configs[id] {
+				t.Errorf("%s: the page shows\n%s\nplan wrote (%v)\n%s", file, ps.Configs[id], err, b)
+			}
+		}
+		text := string(shell(t, bin, dir, ps.CLI))
+		for id, prefix := range map[string]string{"cfg-training_arguments": "TrainingArguments: ", "cfg-megatron": "Megatron-LM: "} {
+			if !strings.Contains(text, prefix+ps.Configs[id]+"\n") || ps.Configs[id] == "" {
+				t.Errorf("%s: the page shows %q; plan printed\n%s", id, ps.Configs[id], text)
+			}
+		}
+		p.check(t, "plan")
+	})
+
+	t.Run("diagnose", func(t *testing.T) {
+		set(t, ctx, "log", oomMessage)
+		click(t, ctx, "diag-run")
+		wait(t, ctx, `!document.getElementById("oom-result").hidden && document.getElementById("oom-reason")`)
+		if err := os.WriteFile(filepath.Join(dir, "message.txt"), []byte(oomMessage), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		oomCLI := js[string](t, ctx, `document.getElementById("oom-cli").textContent`)
+		cli := gpumemJSON(t, bin, dir, oomCLI)
+		type oomShown struct {
+			Reason     string
+			Requested  int64
+			Advice     int
+			LeakHidden bool
+		}
+		o := js[oomShown](t, ctx, `({ Reason: document.getElementById("oom-reason").textContent,
+			Requested: Number(document.getElementById("oom-requested").dataset.bytes),
+			Advice: document.querySelectorAll("#oom-advice li").length, LeakHidden: document.getElementById("leak-result").hidden })`)
+		advice, _ := cli["advice"].([]any)
+		if o.Reason != cli["reason"] || o.Requested != num(t, cli, "requested") || o.Advice != len(advice) || o.Advice == 0 {
+			t.Errorf("OOM: page %+v; %s: %v %v, %d advice", o, oomCLI, cli["reason"], cli["requested"], len(advice))
+		}
+		if !o.LeakHidden {
+			t.Error("a lone OOM message shows a memory chart")
+		}
+
+		logText := memoryLog()
+		set(t, ctx, "log", logText)
+		set(t, ctx, "log-gpu", logGPU)
+		click(t, ctx, "diag-run")
+		wait(t, ctx, `!document.getElementById("leak-result").hidden && document.querySelectorAll("#leak-chart circle").length >= 2`)
+		if err := os.WriteFile(filepath.Join(dir, "log.txt"), []byte(logText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		leakCLI := js[string](t, ctx, `document.getElementById("leak-cli").textContent`)
+		cli = gpumemJSON(t, bin, dir, leakCLI)
+		type leakShown struct {
+			Shape   string
+			Points  int
+			Trend   bool
+			OOM     float64
+			HasOOM  bool
+			OOMHide bool
+		}
+		l := js[leakShown](t, ctx, `(() => { const o = document.querySelector("#leak-chart [data-oom]");
+			return { Shape: document.getElementById("leak-shape").textContent, Points: document.querySelectorAll("#leak-chart circle").length,
+				Trend: !!document.querySelector("#leak-chart [data-trend]"), OOM: o ? Number(o.dataset.oom) : 0, HasOOM: !!o,
+				OOMHide: document.getElementById("oom-result").hidden }; })()`)
+		if l.Shape != cli["shape"] || int64(l.Points) != num(t, cli, "samples") || !l.Trend {
+			t.Errorf("log: page %+v; %s: %v, %v samples", l, leakCLI, cli["shape"], cli["samples"])
+		}
+		if step, ok := cli["oom_step"].(float64); !ok || !l.HasOOM || l.OOM != step {
+			t.Errorf("forecast OOM: page %v (%v), %s: %v", l.OOM, l.HasOOM, leakCLI, cli)
+		}
+		if !l.OOMHide {
+			t.Error("a memory log without an OOM message shows an OOM diagnosis")
+		}
+		p.drop(answered422)
+		p.check(t, "diagnose")
+	})
+
+	t.Run("screenshots", func(t *testing.T) {
+		// Back to the LoRA job that fits, for the pictures.
+		set(t, ctx, "finetune", "lora")
+		set(t, ctx, "batch", "8")
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-cli").textContent.includes("--batch 8 ") && document.getElementById("seq-largest").textContent.includes("at batch 8")`)
+		out := *shots
+		if out == "" {
+			out = t.TempDir()
+		}
+		desktop, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A phone: 390 CSS pixels wide. The page must not scroll sideways,
+		// and the bars are redrawn for the width.
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.getElementById("est-bars").viewBox.baseVal.width < 500`)
+		if w := js[[]int](t, ctx, `[document.documentElement.scrollWidth, window.innerWidth]`); w[0] > w[1] {
+			t.Errorf("on a phone the page is %d px wide in a %d px window", w[0], w[1])
+		}
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById("est-result").scrollIntoView()`)); err != nil {
+			t.Fatal(err)
+		}
+		phone, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range map[string][]byte{"web-desktop.png": desktop, "web-phone.png": phone} {
+			if !bytes.HasPrefix(b, []byte("\x89PNG")) {
+				t.Errorf("%s is not a PNG", name)
+			}
+			if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.check(t, "screenshots")
+	})
+}
