@@ -333,7 +333,7 @@ function drawBars(d) {
   const small = W < 500;
   const left = small ? 8 : 92, right = 12, barH = small ? 26 : 30, gap = small ? 44 : 26, top = 10;
   const levels = [["allocated", d.allocated_peak], ["reserved", d.reserved_peak], ["device", d.device_peak]];
-  const H = top + levels.length * (barH + gap) + 34;
+  const H = top + levels.length * (barH + gap) + (small ? 8 : 0) + 38;
   box.setAttribute("viewBox", "0 0 " + W + " " + H);
   [...box.childNodes].forEach((n) => { if (n.nodeName !== "title" && n.nodeName !== "desc") n.remove(); });
   const usable = d.device ? d.free - d.min_headroom : 0;
@@ -520,13 +520,26 @@ function drawPlan(req, d) {
   }
   const tb = $("plan-ladder").tBodies[0];
   tb.textContent = "";
-  for (const g of d.ladder || []) {
+  // The column of what a maximizing objective searched on each rung.
+  const ladder = d.ladder || [];
+  const column = ladder.some((g) => g.max_seq_len > 0) ? "longest seq" : ladder.some((g) => g.max_batch > 0) ? "largest batch" : "";
+  const headRow = $("plan-ladder").tHead.rows[0];
+  if (headRow.cells.length > 6) headRow.deleteCell(5);
+  if (column) headRow.insertBefore(el("th", { scope: "col" }, column), headRow.cells[5]);
+  for (const g of ladder) {
     const tr = el("tr", {});
-    const sav = g.saving ? "−" + human(Math.abs(g.saving)) : "—";
+    // As plan prints it: a saving lowers the peak (−), a rung that
+    // costs memory raises it (+).
+    const sav = g.saving > 0 ? "−" + human(g.saving) : "—";
     tr.append(el("td", {}, g.applied ? "*" : ""), el("td", {}, g.change));
     const peak = el("td", { class: "num" }); peak.append(bytesSpan(g.device_peak));
-    tr.append(peak, el("td", { class: "num" }, g.saving > 0 ? "+" + human(g.saving) : sav),
-      el("td", { class: g.fits ? "yes" : "no" }, g.fits ? "yes" : "no"), el("td", {}, (g.cost && g.cost.text) || ""));
+    tr.append(peak, el("td", { class: "num" }, sav),
+      el("td", { class: g.fits ? "yes" : "no" }, g.fits ? "yes" : "no"));
+    if (column) {
+      const m = g.max_seq_len || g.max_batch;
+      tr.append(el("td", { class: "num" }, m > 0 ? m.toLocaleString("en-US") : "—"));
+    }
+    tr.append(el("td", {}, (g.cost && g.cost.text) || ""));
     tb.append(tr);
   }
   const box = $("plan-configs");
