@@ -118,7 +118,7 @@ func TestServeLayoutFields(t *testing.T) {
 	t.Parallel()
 	h := newServer(serverOptions{})
 	for body, args := range map[string][]string{
-		`{"model":"llama-3.1-8b","mode":"train","gpus":8,"zero":3,"gpu":"h100"}`:                   {"--gpus", "8", "--zero", "3"},
+		`{"model":"llama-3.1-8b","mode":"train","gpus":8,"zero":3,"gpu":"h100"}`:                     {"--gpus", "8", "--zero", "3"},
 		`{"model":"llama-3.1-8b","mode":"train","gpus":4,"fsdp":"full_shard","offload":"optimizer"}`: {"--gpus", "4", "--fsdp", "full_shard", "--offload", "optimizer"},
 		`{"model":"llama-3.1-8b","mode":"train","gpus":8,"tp":4,"sp":true,"pp":2,"nodes":2}`:         {"--gpus", "8", "--tp", "4", "--sp", "--pp", "2", "--nodes", "2"},
 	} {
