@@ -631,6 +631,13 @@ type estimateRequest struct {
 	CP      int    `json:"cp"`
 	EP      int    `json:"ep"`
 	Offload string `json:"offload"`
+
+	// Safetensors is the header of a .safetensors file (its first
+	// 8 + N bytes, base64 in JSON), SafetensorsSize the file's size:
+	// what --safetensors reads, without the tensors' data
+	// (safetensorsSpec).
+	Safetensors     []byte `json:"safetensors"`
+	SafetensorsSize int64  `json:"safetensors_size"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -708,6 +715,14 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	config := bytes.TrimSpace(req.Config)
 	hasConfig := len(config) > 0 && string(config) != "null"
 	switch {
+	case len(req.Safetensors) > 0 && (req.Model != "" || hasConfig):
+		return jf, spec, badField("safetensors", "give one of model, config and safetensors")
+	case len(req.Safetensors) > 0:
+		var err error
+		if spec, err = safetensorsSpec(req.Safetensors, req.SafetensorsSize); err != nil {
+			return jf, spec, err
+		}
+		jf.safetensors = "(inline)"
 	case req.Model != "" && hasConfig:
 		return jf, spec, badField("config", "give one of model and config")
 	case req.Model != "":
@@ -968,6 +983,9 @@ func jobFields(jf jobFlags) map[string]string {
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"
+	}
+	if jf.safetensors != "" {
+		m["Job.Model"] = "safetensors"
 	}
 	if jf.memory != "" {
 		m["Job.Device"] = "memory"
@@ -1510,6 +1528,12 @@ const modelCacheSize = 256
 func modelSource(req estimateRequest) string {
 	if req.Model != "" {
 		return "model\x00" + req.Model
+	}
+	if len(req.Safetensors) > 0 {
+		h := sha256.New()
+		h.Write(req.Safetensors)
+		fmt.Fprintf(h, "\x00%d", req.SafetensorsSize)
+		return "safetensors\x00" + string(h.Sum(nil))
 	}
 	sum := sha256.Sum256(bytes.TrimSpace(req.Config))
 	return "config\x00" + string(sum[:])

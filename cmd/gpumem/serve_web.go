@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/leak"
+	"github.com/gpumem/gpumem/model"
 )
 
 // The page of gpumem serve: plain HTML, CSS and JavaScript in web/,
@@ -174,4 +176,52 @@ func clampBytes(y float64) gpumem.Bytes {
 		return math.MinInt64
 	}
 	return gpumem.Bytes(math.Round(y))
+}
+
+// safetensorsSpec reads a model from a .safetensors file's header as a
+// request gives it (the first 8 + N bytes) and the file's size, as
+// --safetensors reads the file: model.FromSafetensors reads the header
+// only, and checks the tensors' offsets against the size. The header
+// must be complete; the bytes after it are never read (a read there is
+// an error, not zeros).
+func safetensorsSpec(header []byte, size int64) (model.Spec, error) {
+	if size < int64(len(header)) {
+		return model.Spec{}, badField("safetensors_size", "safetensors_size %d: the file's size in bytes, at least the %d bytes of the header sent", size, len(header))
+	}
+	spec, err := model.FromSafetensors(headerReader(header), size)
+	if err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) {
+			return spec, badField("safetensors", "%s", forRequest(err.Error()))
+		}
+		return spec, libraryError(err, nil)
+	}
+	if spec.LM().Heads == 0 {
+		// What --safetensors then fails on (Spec.Heads = 0), said of
+		// the file.
+		return spec, badField("safetensors", "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", clean(spec.Family))
+	}
+	if err := checkModelSize(spec, nil); err != nil {
+		err.field = "safetensors"
+		return spec, err
+	}
+	return spec, nil
+}
+
+// headerReader is an io.ReaderAt over the first bytes of a file: reads
+// past them fail, saying that only the header was sent.
+type headerReader []byte
+
+func (h headerReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("negative offset %d", off)
+	}
+	if off >= int64(len(h)) {
+		return 0, fmt.Errorf("offset %d: only the %d-byte header was sent", off, len(h))
+	}
+	n := copy(p, h[off:])
+	if n < len(p) {
+		return n, fmt.Errorf("offset %d: only the %d-byte header was sent", off+int64(n), len(h))
+	}
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -251,4 +253,67 @@ func TestServeLeakSeries(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &b), out)
 	assert.True(t, reflect.DeepEqual(a, b), "service and CLI differ")
 	assert.NotContains(t, a, "series")
+}
+
+// tinySafetensors writes the header of a small checkpoint of family in
+// bf16 (the tensors of its config) and returns it with the file's size.
+func tinySafetensors(t *testing.T, family string) ([]byte, int64) {
+	t.Helper()
+	spec, err := model.FromHFConfig(strings.NewReader(`{"model_type": "`+family+`", "hidden_size": 64, "intermediate_size": 160,
+		"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "torch_dtype": "bfloat16"}`))
+	require.NoError(t, err)
+	h := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	var off int64
+	for _, ts := range spec.Tensors() {
+		n := int64(2)
+		for _, d := range ts.Shape {
+			n *= d
+		}
+		h[ts.Name] = map[string]any{"dtype": "BF16", "shape": ts.Shape, "data_offsets": []int64{off, off + n}}
+		off += n
+	}
+	js, err := json.Marshal(h)
+	require.NoError(t, err)
+	head := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+	head = append(head, js...)
+	return head, int64(len(head)) + off
+}
+
+// TestServeSafetensors: a checkpoint's header and its file's size, as
+// the page sends them, give what --safetensors gives for the file; the
+// data is never read.
+func TestServeSafetensors(t *testing.T) {
+	t.Parallel()
+	head, size := tinySafetensors(t, "qwen3") // qwen3's q_norm gives the head size
+	file := filepath.Join(t.TempDir(), "model.safetensors")
+	require.NoError(t, os.WriteFile(file, append(slices.Clone(head), make([]byte, size-int64(len(head)))...), 0o644))
+	// Llama's tensor names do not give its heads: --safetensors fails on
+	// them, and the service says so of the file.
+	llama, llamaSize := tinySafetensors(t, "llama")
+	h := newServer(serverOptions{})
+	body, _ := json.Marshal(map[string]any{"safetensors": head, "safetensors_size": size, "mode": "train", "batch": 2, "seq": 64, "gpu": "rtx 4090"})
+	w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	_, out, errOut := runCLI(t, "", "estimate", "--safetensors", file, "--train", "--batch", "2", "--seq", "64", "--gpu", "rtx 4090", "--json")
+	var a, b map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &a))
+	require.NoError(t, json.Unmarshal([]byte(out), &b), errOut)
+	assert.True(t, reflect.DeepEqual(a, b), "service and CLI differ:\n%s\n%s", w.Body, out)
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"safetensors": head, "safetensors_size": 10, "mode": "train"}, "safetensors_size"},
+		{map[string]any{"safetensors": head[:len(head)-5], "safetensors_size": size, "mode": "train"}, "safetensors"},
+		{map[string]any{"safetensors": head, "safetensors_size": size, "model": "gpt2", "mode": "train"}, "safetensors"},
+		{map[string]any{"safetensors": []byte("short"), "safetensors_size": size, "mode": "train"}, "safetensors"},
+		{map[string]any{"safetensors": llama, "safetensors_size": llamaSize, "mode": "train"}, "safetensors"},
+	} {
+		body, _ := json.Marshal(c.body)
+		w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))
+		var r errorReply
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &r), w.Body.String())
+		assert.Equal(t, http.StatusBadRequest, w.Code, r.Error)
+		assert.Equal(t, c.field, r.Field, r.Error)
+	}
 }

@@ -73,7 +73,7 @@ function showError(box, data) {
   let msg = data.error || String(data);
   if (data.field) {
     msg = data.field + ": " + msg;
-    const base = data.field.startsWith("config") ? "config" : data.field;
+    const base = data.field.startsWith("config") ? "config" : data.field.startsWith("safetensors") ? "st-file" : data.field;
     const control = $(base) || (base === "qlora" || base === "lora_rank" ? $("finetune") : null) ||
       (["zero", "fsdp", "tp", "pp"].includes(base) ? $("layout") : null);
     if (control) { control.setAttribute("aria-invalid", "true"); control.setAttribute("aria-describedby", box.id); }
@@ -90,7 +90,11 @@ function source() { return document.querySelector("input[name=source]:checked").
 // {field, error} for input the page can tell is wrong before asking.
 function jobRequest() {
   const req = {};
-  if (source() === "config") {
+  if (source() === "safetensors") {
+    if (!stHeader) throw { field: "safetensors", error: "choose a .safetensors file, or a catalog model" };
+    req.safetensors = stHeader.b64;
+    req.safetensors_size = stHeader.size;
+  } else if (source() === "config") {
     const text = $("config").value.trim();
     if (!text) throw { field: "config", error: "paste a config.json, or choose a catalog model" };
     try { req.config = JSON.parse(text); } catch (e) { throw { field: "config", error: "not JSON: " + e.message }; }
@@ -167,9 +171,10 @@ function syncForm() {
   const mode = $("mode").value;
   document.querySelectorAll(".train-only").forEach((e) => { e.hidden = mode !== "train"; });
   document.querySelectorAll(".infer-only").forEach((e) => { e.hidden = mode !== "infer"; });
-  const cfg = source() === "config";
-  $("catalog-field").hidden = cfg;
-  $("config-field").hidden = !cfg;
+  const src = source();
+  $("catalog-field").hidden = src !== "catalog";
+  $("config-field").hidden = src !== "config";
+  $("st-field").hidden = src !== "safetensors";
   $("lora_rank").disabled = $("finetune").value === "full";
 }
 
@@ -177,7 +182,11 @@ function syncForm() {
 
 function toHash(req) {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(req)) q.set(k, typeof v === "object" ? JSON.stringify(v) : String(v));
+  for (const [k, v] of Object.entries(req)) {
+    // A checkpoint's header stays out of the link: it is the file's.
+    if (k === "safetensors" || k === "safetensors_size") continue;
+    q.set(k, typeof v === "object" ? JSON.stringify(v) : String(v));
+  }
   return "#" + q.toString();
 }
 
@@ -210,6 +219,8 @@ function cli(command, req) {
     if (k === "configs" || k === "series") continue;
     const flag = "--" + k.replace(/_/g, "-");
     if (k === "config") { words.push(flag, "config.json"); continue; }
+    if (k === "safetensors") { words.push(flag, quote(stHeader ? stHeader.name : "model.safetensors")); continue; }
+    if (k === "safetensors_size") continue;
     if (v === true) { words.push(flag); continue; }
     if (v === false) continue;
     words.push(flag, quote(v));
@@ -679,9 +690,31 @@ async function loadCatalogs() {
   }
 }
 
+// stHeader is the header of the .safetensors file chosen: {name, b64,
+// size}. Only the first 8 + N bytes of the file are read.
+let stHeader = null;
+
+async function readSafetensors(file) {
+  stHeader = null;
+  $("st-status").textContent = "";
+  const fail = (msg) => showError($("est-error"), { field: "safetensors", error: file.name + ": " + msg });
+  if (file.size < 8) return fail("shorter than the 8-byte header length");
+  const len = new DataView(await file.slice(0, 8).arrayBuffer()).getBigUint64(0, true);
+  if (len > 100000000n || Number(len) > file.size - 8) return fail("header length " + len + " is not that of a safetensors file");
+  const bytes = new Uint8Array(await file.slice(0, 8 + Number(len)).arrayBuffer());
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  stHeader = { name: file.name, b64: btoa(bin), size: file.size };
+  document.querySelector("input[name=source][value=safetensors]").checked = true;
+  syncForm();
+  showError($("est-error"), null);
+  $("st-status").textContent = file.name + ": read the " + bytes.length.toLocaleString("en-US") + "-byte header of a " + human(file.size) + " file.";
+}
+
 function readDropped(file) {
+  if (/\.safetensors$/i.test(file.name)) { readSafetensors(file); return; }
   if (!/\.json$/i.test(file.name) && file.type !== "application/json") {
-    showError($("est-error"), { field: "config", error: file.name + ": the page reads a config.json; for a .safetensors or .gguf file use gpumem estimate --safetensors or --gguf" });
+    showError($("est-error"), { field: "config", error: file.name + ": the page reads a config.json or a .safetensors header; for a .gguf file use gpumem estimate --gguf" });
     return;
   }
   if (file.size > 1 << 20) { showError($("est-error"), { field: "config", error: file.name + ": larger than a config.json (1 MiB)" }); return; }
@@ -705,6 +738,7 @@ function init() {
     if (b) copyText($(b.dataset.copy).textContent, b.textContent.replace(/^Copy /, ""));
   });
   $("file").addEventListener("change", () => { if ($("file").files[0]) readDropped($("file").files[0]); });
+  $("st-file").addEventListener("change", () => { if ($("st-file").files[0]) readSafetensors($("st-file").files[0]); });
   const cfg = $("config");
   cfg.addEventListener("dragover", (e) => { e.preventDefault(); cfg.classList.add("drop"); });
   cfg.addEventListener("dragleave", () => cfg.classList.remove("drop"));

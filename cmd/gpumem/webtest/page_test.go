@@ -521,6 +521,19 @@ func TestPage(t *testing.T) {
 			}
 		}
 		text := string(shell(t, bin, dir, ps.CLI))
+		// The ladder reads as plan prints it: each row of the page, its
+		// cells joined by one space, is a line of plan's table with its
+		// runs of spaces made one.
+		rows := js[[]string](t, ctx, `[...document.querySelectorAll("#plan-ladder tbody tr")].map((tr) => [...tr.cells].map((c) => c.textContent).join(" ").trim())`)
+		lines := map[string]bool{}
+		for _, l := range strings.Split(text, "\n") {
+			lines[strings.Join(strings.Fields(l), " ")] = true
+		}
+		for _, r := range rows {
+			if !lines[r] {
+				t.Errorf("the page's rung %q is not a line of plan's ladder:\n%s", r, text)
+			}
+		}
 		for id, prefix := range map[string]string{"cfg-training_arguments": "TrainingArguments: ", "cfg-megatron": "Megatron-LM: "} {
 			if !strings.Contains(text, prefix+ps.Configs[id]+"\n") || ps.Configs[id] == "" {
 				t.Errorf("%s: the page shows %q; plan printed\n%s", id, ps.Configs[id], text)
