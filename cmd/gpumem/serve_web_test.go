@@ -259,7 +259,7 @@ func TestServeLeakSeries(t *testing.T) {
 // bf16 (the tensors of its config) and returns it with the file's size.
 func tinySafetensors(t *testing.T, family string) ([]byte, int64) {
 	t.Helper()
-	spec, err := model.FromHFConfig(strings.NewReader(`{"model_type": "`+family+`", "hidden_size": 64, "intermediate_size": 160,
+	spec, err := model.FromHFConfig(strings.NewReader(`{"model_type": "` + family + `", "hidden_size": 64, "intermediate_size": 160,
 		"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "torch_dtype": "bfloat16"}`))
 	require.NoError(t, err)
 	h := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
