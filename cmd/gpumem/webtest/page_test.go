@@ -3,6 +3,7 @@ package webtest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
 )
 
 var shots = flag.String("shots", "", "also write the desktop and phone screenshots to this directory (the README's are ../doc)")
@@ -49,6 +51,38 @@ func memoryLog() string {
 		fmt.Fprintf(&b, "step %d | loss %.3f | memory allocated %.2f GiB\n", (i+1)*50, 2.5-float64(i)*0.02, 12+float64(i)*0.25+noise[i%len(noise)])
 	}
 	return b.String()
+}
+
+// writeSafetensors writes a small qwen3 checkpoint in bf16 (header and
+// zero data) to file: the tensors of its config, whose per-head norm
+// gives the head size, so that the header alone gives the model.
+func writeSafetensors(t *testing.T, file string) {
+	t.Helper()
+	spec, err := model.FromHFConfig(strings.NewReader(`{"model_type": "qwen3", "hidden_size": 256, "intermediate_size": 688,
+		"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32, "vocab_size": 1000,
+		"torch_dtype": "bfloat16"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	var off int64
+	for _, ts := range spec.Tensors() {
+		n := int64(2)
+		for _, d := range ts.Shape {
+			n *= d
+		}
+		h[ts.Name] = map[string]any{"dtype": "BF16", "shape": ts.Shape, "data_offsets": []int64{off, off + n}}
+		off += n
+	}
+	js, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+	b = append(b, js...)
+	if err := os.WriteFile(file, append(b, make([]byte, off)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // chromium finds the browser, or skips: the test runs where chromium is
@@ -248,8 +282,17 @@ func js[T any](t *testing.T, ctx context.Context, script string) T {
 // slow machine does not.
 func wait(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(0))); err != nil {
-		t.Fatalf("waiting for %s: %v", expr, err)
+	for tries := 0; ; tries++ {
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(0)))
+		// A navigation replaces the page's JavaScript context while the
+		// poll starts: poll again in the new one.
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && tries < 20 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", expr, err)
+		}
+		return
 	}
 }
 
@@ -404,6 +447,33 @@ func TestPage(t *testing.T) {
 			t.Errorf("the shared link %s shows %+v, not %+v", s.Href, again, s)
 		}
 		p.check(t, "estimate")
+	})
+
+	t.Run("safetensors", func(t *testing.T) {
+		// A checkpoint chosen in the file input: the page reads its
+		// header and sends it; the figures are --safetensors's.
+		file := filepath.Join(dir, "tiny-qwen3.safetensors")
+		writeSafetensors(t, file)
+		if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("st-file"), []string{file})); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.getElementById("st-status").textContent.includes("header")`)
+		set(t, ctx, "gpu", logGPU)
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-cli").textContent.startsWith("gpumem estimate --safetensors tiny-qwen3.safetensors")`)
+		s := js[shown](t, ctx, readEstimate)
+		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+		if strings.Contains(s.Href, "safetensors") {
+			t.Errorf("the link carries the checkpoint's header: %s", s.Href)
+		}
+		// Back to the catalog model.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`input[name=source][value=catalog]`))); err != nil {
+			t.Fatal(err)
+		}
+		set(t, ctx, "gpu", testGPU)
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-cli").textContent.startsWith("gpumem estimate --model")`)
+		p.check(t, "safetensors")
 	})
 
 	t.Run("what-if", func(t *testing.T) {
@@ -603,6 +673,15 @@ func TestPage(t *testing.T) {
 		p.check(t, "diagnose")
 	})
 
+	t.Run("contrast", func(t *testing.T) {
+		// Every visible text, SVG labels included, against its
+		// background: at least 4.5:1, 3:1 for large text (WCAG 2 AA).
+		low := js[[]string](t, ctx, contrastScript)
+		for _, l := range low {
+			t.Errorf("low contrast: %s", l)
+		}
+	})
+
 	t.Run("screenshots", func(t *testing.T) {
 		// Back to the LoRA job that fits, for the pictures.
 		set(t, ctx, "finetune", "lora")
@@ -644,3 +723,35 @@ func TestPage(t *testing.T) {
 		p.check(t, "screenshots")
 	})
 }
+
+// contrastScript lists the visible texts whose contrast with their
+// background is below WCAG 2's AA minimum, by the WCAG formula of
+// relative luminance.
+const contrastScript = `(() => {
+	const rgb = (c) => { const m = c.match(/[\d.]+/g); if (!m) return null; return { r: +m[0], g: +m[1], b: +m[2], a: m.length > 3 ? +m[3] : 1 }; };
+	const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+		return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+	const background = (e) => {
+		for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
+			const c = rgb(getComputedStyle(n).backgroundColor);
+			if (c && c.a > 0.5) return c;
+			if (n.tagName.toLowerCase() === "svg") return rgb(getComputedStyle(n).backgroundColor) || { r: 255, g: 255, b: 255 };
+		}
+		return { r: 255, g: 255, b: 255 };
+	};
+	const low = [];
+	for (const e of document.querySelectorAll("body *")) {
+		const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+		if (!own || !e.getClientRects().length) continue;
+		const st = getComputedStyle(e);
+		if (st.visibility === "hidden" || e.closest("[hidden]") || e.closest(".skip") || e.closest(".visually-hidden")) continue;
+		const svgText = e instanceof SVGElement;
+		const fg = rgb(svgText ? st.fill : st.color), bg = background(e);
+		const l1 = lum(fg), l2 = lum(bg);
+		const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+		const size = parseFloat(st.fontSize), bold = +st.fontWeight >= 700;
+		const min = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+		if (ratio < min) low.push(e.tagName + (e.id ? "#" + e.id : "") + " " + JSON.stringify(e.textContent.trim().slice(0, 40)) + ": " + ratio.toFixed(2) + " < " + min);
+	}
+	return low;
+})()`
