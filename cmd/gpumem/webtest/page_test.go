@@ -425,6 +425,11 @@ func TestPage(t *testing.T) {
 		set(t, ctx, "batch", "2")
 		set(t, ctx, "seq", "1024")
 		set(t, ctx, "gpu", testGPU)
+		// The form shows the fields of the mode and source chosen only.
+		shownNow := js[[]string](t, ctx, `["generate", "config", "st-file", "optimizer", "lora_rank", "model"].filter((id) => document.getElementById(id).getClientRects().length > 0)`)
+		if !slices.Equal(shownNow, []string{"optimizer", "lora_rank", "model"}) {
+			t.Errorf("a training job from the catalog shows %v, want optimizer, lora_rank and model", shownNow)
+		}
 		click(t, ctx, "run")
 		wait(t, ctx, `document.getElementById("est-device") && document.getElementById("est-cli").textContent.includes("--batch 2")`)
 		s := js[shown](t, ctx, readEstimate)
