@@ -454,6 +454,37 @@ func TestPage(t *testing.T) {
 		p.check(t, "estimate")
 	})
 
+	t.Run("runtimes and layouts", func(t *testing.T) {
+		// The serving runtimes (choosing one makes the job inference)
+		// and a sharded layout, each as its command line says.
+		for _, c := range []struct{ set [][2]string }{
+			{[][2]string{{"runtime", "vllm"}}},
+			{[][2]string{{"runtime", "llama.cpp"}}},
+			{[][2]string{{"runtime", ""}, {"mode", "train"}, {"finetune", "full"}, {"gpus", "8"}, {"layout", "zero3"}}},
+		} {
+			for _, kv := range c.set {
+				set(t, ctx, kv[0], kv[1])
+			}
+			before := js[string](t, ctx, `document.getElementById("est-cli").textContent`)
+			click(t, ctx, "run")
+			wait(t, ctx, fmt.Sprintf(`document.getElementById("est-cli").textContent !== %q`, before))
+			s := js[shown](t, ctx, readEstimate)
+			checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
+			t.Logf("%s: %s on the device", s.CLI, s.DeviceText)
+		}
+		for _, want := range []string{"--gpus 8 --zero 3"} {
+			if cli := js[string](t, ctx, `document.getElementById("est-cli").textContent`); !strings.Contains(cli, want) {
+				t.Errorf("the command line %q has no %s", cli, want)
+			}
+		}
+		set(t, ctx, "gpus", "1")
+		set(t, ctx, "layout", "")
+		set(t, ctx, "finetune", "lora")
+		click(t, ctx, "run")
+		wait(t, ctx, `document.getElementById("est-cli").textContent === "gpumem estimate --model `+testModel+` --train --batch 2 --seq 1024 --lora-rank 16 --gpu 'NVIDIA A100-SXM4-80GB'"`)
+		p.check(t, "runtimes and layouts")
+	})
+
 	t.Run("safetensors", func(t *testing.T) {
 		// A checkpoint chosen in the file input: the page reads its
 		// header and sends it; the figures are --safetensors's.
