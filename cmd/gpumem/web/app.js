@@ -435,7 +435,9 @@ function scheduleLargest() {
 async function findLargest() {
   let req;
   try { req = jobRequest(); } catch (e) { return; }
-  for (const f of ["batch", "seq"]) { $(f + "-mark").hidden = true; $(f + "-largest").textContent = ""; }
+  for (const f of ["batch", "seq"]) {
+    $(f + "-mark").hidden = true; $(f + "-largest").textContent = ""; $(f + "-cli-box").hidden = true;
+  }
   if (!req.gpu && !req.memory) {
     $("batch-largest").textContent = "Choose a GPU (or the free memory) to mark the largest values that fit.";
     return;
@@ -459,6 +461,8 @@ async function findLargest() {
       const r = await api("/v1/plan", body, ctl.signal);
       if (ctl.signal.aborted) return;
       const out = $(field + "-largest"), mark = $(field + "-mark");
+      $(field + "-cli").textContent = cli("plan", body);
+      $(field + "-cli-box").hidden = false;
       const name = field === "batch" ? "batch" : "sequence length";
       if (!r.ok) { out.textContent = "Largest " + name + ": " + (r.data.error || r.status); return; }
       const s = SLIDERS[field];

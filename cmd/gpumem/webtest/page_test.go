@@ -538,9 +538,15 @@ func TestPage(t *testing.T) {
 		// The largest values that fit, marked on the sliders, are the
 		// planner's with nothing else changed.
 		wait(t, ctx, `document.getElementById("batch-largest").textContent.includes("at 1024 tokens") && document.getElementById("seq-largest").textContent.includes("at batch 4")`)
-		job := "gpumem plan --model " + testModel + " --train --seq 1024 --lora-rank 16 --gpu '" + testGPU + "' --allow none"
-		maxBatch := num(t, gpumemJSON(t, bin, dir, job+" --maximize batch"), "batch")
-		maxSeq := num(t, gpumemJSON(t, bin, dir, job+" --batch 4 --min-batch 4 --max-batch 4 --maximize seq --max-seq 131072"), "seq_len")
+		// Each mark's command line is plan's, nothing allowed to change.
+		cmds := js[[]string](t, ctx, `[document.getElementById("batch-cli").textContent, document.getElementById("seq-cli").textContent]`)
+		job := "gpumem plan --model " + testModel + " --train"
+		if !strings.HasPrefix(cmds[0], job) || !strings.HasSuffix(cmds[0], " --allow none --maximize batch") ||
+			!strings.HasPrefix(cmds[1], job) || !strings.Contains(cmds[1], " --allow none --maximize seq --max-seq 131072 --min-batch 4 --max-batch 4") {
+			t.Errorf("the marks' command lines: %q", cmds)
+		}
+		maxBatch := num(t, gpumemJSON(t, bin, dir, cmds[0]), "batch")
+		maxSeq := num(t, gpumemJSON(t, bin, dir, cmds[1]), "seq_len")
 		type mark struct {
 			Value  int64
 			Hidden bool
