@@ -57,9 +57,20 @@ function bytesSpan(b, id) {
 }
 
 // api posts body to path and returns {ok, status, data}; signal cancels.
+// A busy service (503 with Retry-After: no compute slot in time) is asked
+// again after the time it gives, twice at most.
 async function api(path, body, signal) {
-  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body), signal });
+  let r;
+  for (let attempt = 0; ; attempt++) {
+    r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body), signal });
+    const after = Number(r.headers.get("Retry-After"));
+    if (r.status !== 503 || !after || attempt >= 2) break;
+    await new Promise((resolve, reject) => {
+      const id = setTimeout(resolve, after * 1000);
+      if (signal) signal.addEventListener("abort", () => { clearTimeout(id); reject(new DOMException("aborted", "AbortError")); }, { once: true });
+    });
+  }
   let data;
   try { data = await r.json(); } catch (e) { data = { error: "the service replied " + r.status + " without JSON" }; }
   return { ok: r.ok, status: r.status, data };

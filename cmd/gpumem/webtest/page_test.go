@@ -113,9 +113,9 @@ func build(t *testing.T, dir string) string {
 
 // serve starts gpumem serve on a free port and returns its URL; the
 // service is stopped when the test ends.
-func serve(t *testing.T, bin string) string {
+func serve(t *testing.T, bin string, flags ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--json")
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--json"}, flags...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -171,8 +171,25 @@ func shell(t *testing.T, bin, dir, command string) []byte {
 // uncaught exceptions, browser log errors (a CSP violation, a failed
 // load) and requests to any other host.
 type problems struct {
-	mu   sync.Mutex
-	list []string
+	mu    sync.Mutex
+	list  []string
+	hosts map[string]bool // the services the page may ask
+}
+
+// allow adds a service's host:port to those the page may ask.
+func (p *problems) allow(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts == nil {
+		p.hosts = map[string]bool{}
+	}
+	p.hosts[host] = true
+}
+
+func (p *problems) allowed(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hosts[host]
 }
 
 func (p *problems) add(format string, args ...any) {
@@ -196,6 +213,10 @@ func (p *problems) check(t *testing.T, when string) {
 // the one that answers, so one of them says "nothing of mine here".
 var answered422 = regexp.MustCompile(`^log network: Failed to load resource: the server responded with a status of 422 \(Unprocessable Entity\) http://[^/]+/v1/(oom|leak)$`)
 
+// refused413 matches the browser's log lines for the 413 replies of a
+// body over --max-body.
+var refused413 = regexp.MustCompile(`^log network: Failed to load resource: the server responded with a status of 413 \(Request Entity Too Large\) http://[^/]+/v1/(oom|leak)$`)
+
 // drop removes the problems that match re.
 func (p *problems) drop(re *regexp.Regexp) {
 	p.mu.Lock()
@@ -206,7 +227,7 @@ func (p *problems) drop(re *regexp.Regexp) {
 // watch subscribes to the events problems collects. The browser must
 // have started (the subscriptions are made here, in one goroutine; the
 // loops that read them run in their own).
-func watch(ctx context.Context, p *problems, host string) {
+func watch(ctx context.Context, p *problems) {
 	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
 	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
 	logs := chromedp.Events(ctx, log.EntryAdded)
@@ -249,7 +270,7 @@ func watch(ctx context.Context, p *problems, host string) {
 				return
 			}
 			u, perr := url.Parse(ev.Request.URL)
-			if perr != nil || (u.Host != host && u.Scheme != "data" && u.Scheme != "about") {
+			if perr != nil || (!p.allowed(u.Host) && u.Scheme != "data" && u.Scheme != "about") {
 				p.add("request to another host: %s", ev.Request.URL)
 			}
 		}
@@ -405,7 +426,8 @@ func TestPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p problems
-	watch(ctx, &p, host)
+	p.allow(host)
+	watch(ctx, &p)
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/")); err != nil {
 		t.Fatal(err)
 	}
@@ -569,6 +591,31 @@ func TestPage(t *testing.T) {
 			t.Errorf("the sequence mark is at %.3f of the track (hidden %v), want %.3f", q.Frac, q.Hidden, (math.Log2(float64(maxSeq))-7)/10)
 		}
 		p.check(t, "what-if")
+	})
+
+	t.Run("limits", func(t *testing.T) {
+		// The service's limits apply to the page's requests: a log
+		// longer than --max-body is refused, and the page says why.
+		small := serve(t, bin, "--max-body", "4KiB")
+		p.allow(strings.TrimPrefix(small, "http://"))
+		if err := chromedp.Do(ctx, chromedp.Navigate(small+"/")); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.body.dataset.ready === "true"`)
+		set(t, ctx, "log", strings.Repeat(memoryLog(), 8))
+		click(t, ctx, "diag-run")
+		wait(t, ctx, `!document.getElementById("diag-error").hidden`)
+		msg := js[string](t, ctx, `document.getElementById("diag-error").textContent`)
+		if !strings.Contains(msg, "larger than 4096 bytes (gpumem serve --max-body)") {
+			t.Errorf("a log over --max-body: the page says %q", msg)
+		}
+		p.drop(refused413)
+		p.check(t, "limits")
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#"+url.Values{"model": {testModel}, "mode": {"train"}, "batch": {"8"}, "seq": {"1024"},
+			"lora_rank": {"16"}, "gpu": {testGPU}}.Encode())); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.body.dataset.ready === "true" && document.getElementById("est-device")`)
 	})
 
 	t.Run("plan", func(t *testing.T) {
