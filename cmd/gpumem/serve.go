@@ -638,6 +638,10 @@ type estimateRequest struct {
 	// (safetensorsSpec).
 	Safetensors     []byte `json:"safetensors"`
 	SafetensorsSize int64  `json:"safetensors_size"`
+	// GGUF and GGUFSize are the same for a .gguf file: its header up to
+	// the end of the tensor infos, and the file's size (--gguf).
+	GGUF     []byte `json:"gguf"`
+	GGUFSize int64  `json:"gguf_size"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -715,14 +719,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	config := bytes.TrimSpace(req.Config)
 	hasConfig := len(config) > 0 && string(config) != "null"
 	switch {
-	case len(req.Safetensors) > 0 && (req.Model != "" || hasConfig):
-		return jf, spec, badField("safetensors", "give one of model, config and safetensors")
-	case len(req.Safetensors) > 0:
+	case len(req.Safetensors) > 0 || len(req.GGUF) > 0:
 		var err error
-		if spec, err = safetensorsSpec(req.Safetensors, req.SafetensorsSize); err != nil {
+		if spec, err = checkpointSpec(req, hasConfig, &jf); err != nil {
 			return jf, spec, err
 		}
-		jf.safetensors = "(inline)"
 	case req.Model != "" && hasConfig:
 		return jf, spec, badField("config", "give one of model and config")
 	case req.Model != "":
@@ -986,6 +987,9 @@ func jobFields(jf jobFlags) map[string]string {
 	}
 	if jf.safetensors != "" {
 		m["Job.Model"] = "safetensors"
+	}
+	if jf.gguf != "" {
+		m["Job.Model"] = "gguf"
 	}
 	if jf.memory != "" {
 		m["Job.Device"] = "memory"
@@ -1529,11 +1533,12 @@ func modelSource(req estimateRequest) string {
 	if req.Model != "" {
 		return "model\x00" + req.Model
 	}
-	if len(req.Safetensors) > 0 {
+	if len(req.Safetensors) > 0 || len(req.GGUF) > 0 {
 		h := sha256.New()
 		h.Write(req.Safetensors)
-		fmt.Fprintf(h, "\x00%d", req.SafetensorsSize)
-		return "safetensors\x00" + string(h.Sum(nil))
+		h.Write(req.GGUF)
+		fmt.Fprintf(h, "\x00%d\x00%d\x00%d", len(req.Safetensors), req.SafetensorsSize, req.GGUFSize)
+		return "checkpoint\x00" + string(h.Sum(nil))
 	}
 	sum := sha256.Sum256(bytes.TrimSpace(req.Config))
 	return "config\x00" + string(sum[:])

@@ -178,32 +178,44 @@ func clampBytes(y float64) gpumem.Bytes {
 	return gpumem.Bytes(math.Round(y))
 }
 
-// safetensorsSpec reads a model from a .safetensors file's header as a
-// request gives it (the first 8 + N bytes) and the file's size, as
-// --safetensors reads the file: model.FromSafetensors reads the header
-// only, and checks the tensors' offsets against the size. The header
-// must be complete; the bytes after it are never read (a read there is
-// an error, not zeros).
-func safetensorsSpec(header []byte, size int64) (model.Spec, error) {
-	if size < int64(len(header)) {
-		return model.Spec{}, badField("safetensors_size", "safetensors_size %d: the file's size in bytes, at least the %d bytes of the header sent", size, len(header))
+// checkpointSpec reads the model of a request that gives a checkpoint's
+// header (safetensors or gguf) with the file's size, as --safetensors
+// and --gguf read the file: model.FromSafetensors and model.FromGGUF
+// read the header only, and check the tensors' offsets against the size.
+// The header must be complete; the bytes after it are never read (a
+// read there is an error, not zeros). It marks jf as the flag would.
+func checkpointSpec(req estimateRequest, hasConfig bool, jf *jobFlags) (model.Spec, error) {
+	field, header, size, read := "safetensors", req.Safetensors, req.SafetensorsSize, model.FromSafetensors
+	if len(req.GGUF) > 0 {
+		field, header, size, read = "gguf", req.GGUF, req.GGUFSize, model.FromGGUF
 	}
-	spec, err := model.FromSafetensors(headerReader(header), size)
+	if req.Model != "" || hasConfig || (len(req.Safetensors) > 0 && len(req.GGUF) > 0) {
+		return model.Spec{}, badField(field, "give one of model, config, safetensors and gguf")
+	}
+	if size < int64(len(header)) {
+		return model.Spec{}, badField(field+"_size", "%s_size %d: the file's size in bytes, at least the %d bytes of the header sent", field, size, len(header))
+	}
+	spec, err := read(headerReader(header), size)
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
-			return spec, badField("safetensors", "%s", forRequest(err.Error()))
+			return spec, badField(field, "%s", forRequest(err.Error()))
 		}
 		return spec, libraryError(err, nil)
 	}
 	if spec.LM().Heads == 0 {
 		// What --safetensors then fails on (Spec.Heads = 0), said of
 		// the file.
-		return spec, badField("safetensors", "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", clean(spec.Family))
+		return spec, badField(field, "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", clean(spec.Family))
 	}
 	if err := checkModelSize(spec, nil); err != nil {
-		err.field = "safetensors"
+		err.field = field
 		return spec, err
+	}
+	if field == "gguf" {
+		jf.gguf = "(inline)"
+	} else {
+		jf.safetensors = "(inline)"
 	}
 	return spec, nil
 }

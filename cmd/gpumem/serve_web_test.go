@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -308,6 +309,99 @@ func TestServeSafetensors(t *testing.T) {
 		{map[string]any{"safetensors": head, "safetensors_size": size, "model": "gpt2", "mode": "train"}, "safetensors"},
 		{map[string]any{"safetensors": []byte("short"), "safetensors_size": size, "mode": "train"}, "safetensors"},
 		{map[string]any{"safetensors": llama, "safetensors_size": llamaSize, "mode": "train"}, "safetensors"},
+	} {
+		body, _ := json.Marshal(c.body)
+		w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))
+		var r errorReply
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &r), w.Body.String())
+		assert.Equal(t, http.StatusBadRequest, w.Code, r.Error)
+		assert.Equal(t, c.field, r.Field, r.Error)
+	}
+}
+
+// ggufHeaderEnd returns where a GGUF v2/v3 file's header (metadata and
+// tensor infos) ends, as the page finds it before it sends the header.
+func ggufHeaderEnd(t *testing.T, b []byte) int {
+	t.Helper()
+	p := 0
+	u32 := func() uint32 { v := binary.LittleEndian.Uint32(b[p:]); p += 4; return v }
+	u64 := func() uint64 { v := binary.LittleEndian.Uint64(b[p:]); p += 8; return v }
+	str := func() { p += int(u64()) }
+	size := map[uint32]int{0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+	var value func(typ uint32)
+	value = func(typ uint32) {
+		switch typ {
+		case 8:
+			str()
+		case 9:
+			et, n := u32(), u64()
+			for range n {
+				value(et)
+			}
+		default:
+			p += size[typ]
+		}
+	}
+	require.Equal(t, uint32(0x46554747), u32())
+	u32() // version
+	nt, nkv := u64(), u64()
+	for range nkv {
+		str()
+		value(u32())
+	}
+	for range nt {
+		str()
+		p += 8 * int(u32())
+		u32()
+		u64()
+	}
+	return p
+}
+
+// TestServeGGUF: a GGUF file's header and size, as the page sends them,
+// give what --gguf gives for the file (an inference job on llama.cpp by
+// default, as --gguf's).
+func TestServeGGUF(t *testing.T) {
+	t.Parallel()
+	path := writeLlamaGGUF(t, gpumem.Q4_K)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	head := b[:ggufHeaderEnd(t, b)]
+	h := newServer(serverOptions{})
+	for _, mode := range []string{"infer", "train"} {
+		args := []string{"estimate", "--gguf", path, "--" + mode, "--seq", "128", "--gpu", "rtx 4090", "--json"}
+		req := map[string]any{"gguf": head, "gguf_size": len(b), "mode": mode, "seq": 128, "gpu": "rtx 4090"}
+		if mode == "train" {
+			req["lora_rank"] = 8 // quantized weights train adapters only
+			args = append(args, "--lora-rank", "8")
+		}
+		body, _ := json.Marshal(req)
+		w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))
+		_, out, errOut := runCLI(t, "", args...)
+		if mode == "infer" {
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		}
+		if w.Code != http.StatusOK {
+			// The CLI refuses the same job: the error names the same flag.
+			assert.NotEmpty(t, errOut, "%s: service %s, CLI succeeded", mode, w.Body)
+			continue
+		}
+		var a, c map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &a))
+		require.NoError(t, json.Unmarshal([]byte(out), &c), errOut)
+		assert.True(t, reflect.DeepEqual(a, c), "%s: service and CLI differ:\n%s\n%s", mode, w.Body, out)
+		if mode == "infer" {
+			assert.Contains(t, a, "llamacpp", "a GGUF inference job runs on llama.cpp by default")
+		}
+	}
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"gguf": head, "gguf_size": 10, "mode": "infer"}, "gguf_size"},
+		{map[string]any{"gguf": head[:len(head)-3], "gguf_size": len(b), "mode": "infer"}, "gguf"},
+		{map[string]any{"gguf": head, "gguf_size": len(b), "config": map[string]any{}, "mode": "infer"}, "gguf"},
+		{map[string]any{"gguf": head, "gguf_size": len(b), "safetensors": []byte("x"), "mode": "infer"}, "gguf"},
 	} {
 		body, _ := json.Marshal(c.body)
 		w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))

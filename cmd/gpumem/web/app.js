@@ -84,7 +84,7 @@ function showError(box, data) {
   let msg = data.error || String(data);
   if (data.field) {
     msg = data.field + ": " + msg;
-    const base = data.field.startsWith("config") ? "config" : data.field.startsWith("safetensors") ? "st-file" : data.field;
+    const base = data.field.startsWith("config") ? "config" : /^(safetensors|gguf)/.test(data.field) ? "ckpt-file" : data.field;
     const control = $(base) || (base === "qlora" || base === "lora_rank" ? $("finetune") : null) ||
       (["zero", "fsdp", "tp", "pp"].includes(base) ? $("layout") : null);
     if (control) { control.setAttribute("aria-invalid", "true"); control.setAttribute("aria-describedby", box.id); }
@@ -101,10 +101,10 @@ function source() { return document.querySelector("input[name=source]:checked").
 // {field, error} for input the page can tell is wrong before asking.
 function jobRequest() {
   const req = {};
-  if (source() === "safetensors") {
-    if (!stHeader) throw { field: "safetensors", error: "choose a .safetensors file, or a catalog model" };
-    req.safetensors = stHeader.b64;
-    req.safetensors_size = stHeader.size;
+  if (source() === "checkpoint") {
+    if (!ckpt) throw { field: "safetensors", error: "choose a .safetensors or .gguf file, or a catalog model" };
+    req[ckpt.kind] = ckpt.b64;
+    req[ckpt.kind + "_size"] = ckpt.size;
   } else if (source() === "config") {
     const text = $("config").value.trim();
     if (!text) throw { field: "config", error: "paste a config.json, or choose a catalog model" };
@@ -185,7 +185,7 @@ function syncForm() {
   const src = source();
   $("catalog-field").hidden = src !== "catalog";
   $("config-field").hidden = src !== "config";
-  $("st-field").hidden = src !== "safetensors";
+  $("ckpt-field").hidden = src !== "checkpoint";
   $("lora_rank").disabled = $("finetune").value === "full";
 }
 
@@ -195,7 +195,7 @@ function toHash(req) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(req)) {
     // A checkpoint's header stays out of the link: it is the file's.
-    if (k === "safetensors" || k === "safetensors_size") continue;
+    if (/^(safetensors|gguf)(_size)?$/.test(k)) continue;
     q.set(k, typeof v === "object" ? JSON.stringify(v) : String(v));
   }
   return "#" + q.toString();
@@ -230,8 +230,8 @@ function cli(command, req) {
     if (k === "configs" || k === "series") continue;
     const flag = "--" + k.replace(/_/g, "-");
     if (k === "config") { words.push(flag, "config.json"); continue; }
-    if (k === "safetensors") { words.push(flag, quote(stHeader ? stHeader.name : "model.safetensors")); continue; }
-    if (k === "safetensors_size") continue;
+    if (k === "safetensors" || k === "gguf") { words.push(flag, quote(ckpt ? ckpt.name : "model." + k)); continue; }
+    if (k === "safetensors_size" || k === "gguf_size") continue;
     if (v === true) { words.push(flag); continue; }
     if (v === false) continue;
     words.push(flag, quote(v));
@@ -453,7 +453,10 @@ async function findLargest() {
     $("batch-largest").textContent = "Choose a GPU (or the free memory) to mark the largest values that fit.";
     return;
   }
-  if (req.mode === "load" || req.runtime) {
+  // The planner searches a PyTorch job: not llama.cpp's (a GGUF
+  // inference job's by default) or vLLM's.
+  const servingRuntime = (req.runtime && req.runtime !== "pytorch") || (!req.runtime && req.gguf && req.mode === "infer");
+  if (req.mode === "load" || servingRuntime) {
     $("batch-largest").textContent = "The largest values are searched for a PyTorch training or inference job.";
     return;
   }
@@ -705,31 +708,98 @@ async function loadCatalogs() {
   }
 }
 
-// stHeader is the header of the .safetensors file chosen: {name, b64,
-// size}. Only the first 8 + N bytes of the file are read.
-let stHeader = null;
+// ckpt is the header of the checkpoint chosen: {kind: "safetensors" or
+// "gguf", name, b64, size}. Only the header is read from the file.
+let ckpt = null;
 
-async function readSafetensors(file) {
-  stHeader = null;
-  $("st-status").textContent = "";
-  const fail = (msg) => showError($("est-error"), { field: "safetensors", error: file.name + ": " + msg });
-  if (file.size < 8) return fail("shorter than the 8-byte header length");
-  const len = new DataView(await file.slice(0, 8).arrayBuffer()).getBigUint64(0, true);
-  if (len > 100000000n || Number(len) > file.size - 8) return fail("header length " + len + " is not that of a safetensors file");
-  const bytes = new Uint8Array(await file.slice(0, 8 + Number(len)).arrayBuffer());
+// base64 encodes bytes.
+function base64(bytes) {
   let bin = "";
   for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  stHeader = { name: file.name, b64: btoa(bin), size: file.size };
-  document.querySelector("input[name=source][value=safetensors]").checked = true;
+  return btoa(bin);
+}
+
+// ggufHeaderEnd returns where the header of a GGUF v2 or v3 file (its
+// metadata and tensor infos, as gguf.md lays them out) ends in buf, or -1
+// when buf ends before it. It reads the lengths only.
+function ggufHeaderEnd(buf) {
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  let p = 0;
+  const need = (n) => { if (p + n > buf.length) throw new RangeError("short"); };
+  const u32 = () => { need(4); const v = dv.getUint32(p, true); p += 4; return v; };
+  const u64 = () => {
+    need(8); const v = dv.getBigUint64(p, true); p += 8;
+    if (v > 0x1fffffffffffffn) throw new Error("a length of " + v + " bytes");
+    return Number(v);
+  };
+  const skip = (n) => { need(n); p += n; };
+  const str = () => skip(u64());
+  // Bytes of each fixed-size GGUF type: uint8, int8, uint16, int16,
+  // uint32, int32, float32, bool; 8 string, 9 array; uint64, int64, float64.
+  const width = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+  const value = (t, depth) => {
+    if (t === 8) return str();
+    if (t === 9) {
+      if (depth > 8) throw new Error("arrays nested too deep");
+      const et = u32(), n = u64();
+      if (et === 8 || et === 9) { for (let i = 0; i < n; i++) value(et, depth + 1); return; }
+      if (!(et in width)) throw new Error("unknown metadata type " + et);
+      return skip(n * width[et]);
+    }
+    if (!(t in width)) throw new Error("unknown metadata type " + t);
+    skip(width[t]);
+  };
+  try {
+    if (u32() !== 0x46554747) throw new Error("not a GGUF file (no GGUF magic)");
+    const version = u32();
+    if (version !== 2 && version !== 3) throw new Error("GGUF version " + version + ": want 2 or 3");
+    const tensors = u64(), kvs = u64();
+    for (let i = 0; i < kvs; i++) { str(); value(u32(), 0); }
+    for (let i = 0; i < tensors; i++) { str(); skip(8 * u32()); u32(); u64(); }
+    return p;
+  } catch (e) {
+    if (e instanceof RangeError) return -1;
+    throw e;
+  }
+}
+
+async function readCheckpoint(file) {
+  ckpt = null;
+  $("ckpt-status").textContent = "";
+  const kind = /\.gguf$/i.test(file.name) ? "gguf" : "safetensors";
+  const fail = (msg) => showError($("est-error"), { field: kind, error: file.name + ": " + msg });
+  let head;
+  try {
+    if (kind === "safetensors") {
+      if (file.size < 8) return fail("shorter than the 8-byte header length");
+      const len = new DataView(await file.slice(0, 8).arrayBuffer()).getBigUint64(0, true);
+      if (len > 100000000n || Number(len) > file.size - 8) return fail("header length " + len + " is not that of a safetensors file");
+      head = new Uint8Array(await file.slice(0, 8 + Number(len)).arrayBuffer());
+    } else {
+      // Read more of the file until the header ends in what was read
+      // (tokenizer vocabularies make it megabytes long).
+      for (let n = Math.min(file.size, 1 << 20); ; n = Math.min(file.size, n * 4)) {
+        const buf = new Uint8Array(await file.slice(0, n).arrayBuffer());
+        const end = ggufHeaderEnd(buf);
+        if (end >= 0) { head = buf.subarray(0, end); break; }
+        if (n >= file.size || n >= 1 << 28) return fail("the header does not end within the file's first " + human(n));
+      }
+    }
+  } catch (e) {
+    return fail(e.message);
+  }
+  ckpt = { kind, name: file.name, b64: base64(head), size: file.size };
+  document.querySelector("input[name=source][value=checkpoint]").checked = true;
   syncForm();
   showError($("est-error"), null);
-  $("st-status").textContent = file.name + ": read the " + bytes.length.toLocaleString("en-US") + "-byte header of a " + human(file.size) + " file.";
+  $("ckpt-status").textContent = file.name + ": read the " + head.length.toLocaleString("en-US") + "-byte header of a " +
+    human(file.size) + " file.";
 }
 
 function readDropped(file) {
-  if (/\.safetensors$/i.test(file.name)) { readSafetensors(file); return; }
+  if (/\.(safetensors|gguf)$/i.test(file.name)) { readCheckpoint(file); return; }
   if (!/\.json$/i.test(file.name) && file.type !== "application/json") {
-    showError($("est-error"), { field: "config", error: file.name + ": the page reads a config.json or a .safetensors header; for a .gguf file use gpumem estimate --gguf" });
+    showError($("est-error"), { field: "config", error: file.name + ": the page reads a config.json, or the header of a .safetensors or .gguf file" });
     return;
   }
   if (file.size > 1 << 20) { showError($("est-error"), { field: "config", error: file.name + ": larger than a config.json (1 MiB)" }); return; }
@@ -739,7 +809,9 @@ function readDropped(file) {
 function init() {
   $("job").addEventListener("submit", (e) => { e.preventDefault(); runEstimate(); });
   $("job").addEventListener("change", syncForm);
-  $("runtime").addEventListener("change", () => { if ($("runtime").value) { $("mode").value = "infer"; syncForm(); } });
+  $("runtime").addEventListener("change", () => {
+    if ($("runtime").value && $("runtime").value !== "pytorch") { $("mode").value = "infer"; syncForm(); }
+  });
   $("share").addEventListener("click", () => {
     try { history.replaceState(null, "", toHash(jobRequest())); } catch (e) { showError($("est-error"), e); return; }
     copyText(location.href, "link");
@@ -753,7 +825,7 @@ function init() {
     if (b) copyText($(b.dataset.copy).textContent, b.textContent.replace(/^Copy /, ""));
   });
   $("file").addEventListener("change", () => { if ($("file").files[0]) readDropped($("file").files[0]); });
-  $("st-file").addEventListener("change", () => { if ($("st-file").files[0]) readSafetensors($("st-file").files[0]); });
+  $("ckpt-file").addEventListener("change", () => { if ($("ckpt-file").files[0]) readCheckpoint($("ckpt-file").files[0]); });
   const cfg = $("config");
   cfg.addEventListener("dragover", (e) => { e.preventDefault(); cfg.classList.add("drop"); });
   cfg.addEventListener("dragleave", () => cfg.classList.remove("drop"));

@@ -85,6 +85,102 @@ func writeSafetensors(t *testing.T, file string) {
 	}
 }
 
+// writeGGUF writes a small llama GGUF v3 file to file, its weights in
+// F16 and zero, with a tokenizer vocabulary (a string array) and scores
+// (a float array) as real files carry them, and returns where its header
+// (metadata and tensor infos) ends.
+func writeGGUF(t *testing.T, file string) int {
+	t.Helper()
+	const layers, hidden, heads, kvHeads, ffn, vocab = 2, 256, 4, 2, 512, 512
+	type tensor struct {
+		name string
+		ne   []uint64
+		typ  uint32 // 0 F32, 1 F16
+	}
+	ts := []tensor{{"token_embd.weight", []uint64{hidden, vocab}, 1}, {"output_norm.weight", []uint64{hidden}, 0},
+		{"output.weight", []uint64{hidden, vocab}, 1}}
+	kv := uint64(kvHeads * hidden / heads)
+	for i := range layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts, tensor{p + "attn_norm.weight", []uint64{hidden}, 0}, tensor{p + "attn_q.weight", []uint64{hidden, hidden}, 1},
+			tensor{p + "attn_k.weight", []uint64{hidden, kv}, 1}, tensor{p + "attn_v.weight", []uint64{hidden, kv}, 1},
+			tensor{p + "attn_output.weight", []uint64{hidden, hidden}, 1}, tensor{p + "ffn_norm.weight", []uint64{hidden}, 0},
+			tensor{p + "ffn_gate.weight", []uint64{hidden, ffn}, 1}, tensor{p + "ffn_up.weight", []uint64{hidden, ffn}, 1},
+			tensor{p + "ffn_down.weight", []uint64{ffn, hidden}, 1})
+	}
+	var b []byte
+	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
+	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	str := func(s string) { u64(uint64(len(s))); b = append(b, s...) }
+	u32(0x46554747) // "GGUF"
+	u32(3)
+	u64(uint64(len(ts)))
+	u64(10)
+	for _, kv := range []struct {
+		k string
+		v uint32
+	}{{"llama.block_count", layers}, {"llama.embedding_length", hidden}, {"llama.feed_forward_length", ffn},
+		{"llama.attention.head_count", heads}, {"llama.attention.head_count_kv", kvHeads}, {"llama.context_length", 4096}} {
+		str(kv.k)
+		u32(4) // uint32
+		u32(kv.v)
+	}
+	str("general.architecture")
+	u32(8)
+	str("llama")
+	str("general.name")
+	u32(8)
+	str("tiny-llama")
+	str("tokenizer.ggml.tokens")
+	u32(9) // array
+	u32(8) // of strings
+	u64(vocab)
+	for i := range vocab {
+		str(fmt.Sprintf("<tok%d>", i))
+	}
+	str("tokenizer.ggml.scores")
+	u32(9)
+	u32(6) // of float32
+	u64(vocab)
+	b = append(b, make([]byte, 4*vocab)...)
+	const align = 32
+	var off uint64
+	for _, tn := range ts {
+		str(tn.name)
+		u32(uint32(len(tn.ne)))
+		n := uint64(4)
+		if tn.typ == 1 {
+			n = 2
+		}
+		for _, d := range tn.ne {
+			u64(d)
+			n *= d
+		}
+		u32(tn.typ)
+		u64(off)
+		off += (n + align - 1) / align * align
+	}
+	end := len(b)
+	for len(b)%align != 0 {
+		b = append(b, 0)
+	}
+	b = append(b, make([]byte, off)...)
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// group3 writes n with a comma every three digits, as the page does
+// (toLocaleString("en-US")).
+func group3(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // chromium finds the browser, or skips: the test runs where chromium is
 // installed (.ci/run checks before it starts the test).
 func chromium(t *testing.T) string {
@@ -448,7 +544,7 @@ func TestPage(t *testing.T) {
 		set(t, ctx, "seq", "1024")
 		set(t, ctx, "gpu", testGPU)
 		// The form shows the fields of the mode and source chosen only.
-		shownNow := js[[]string](t, ctx, `["generate", "config", "st-file", "optimizer", "lora_rank", "model"].filter((id) => document.getElementById(id).getClientRects().length > 0)`)
+		shownNow := js[[]string](t, ctx, `["generate", "config", "ckpt-file", "optimizer", "lora_rank", "model"].filter((id) => document.getElementById(id).getClientRects().length > 0)`)
 		if !slices.Equal(shownNow, []string{"optimizer", "lora_rank", "model"}) {
 			t.Errorf("a training job from the catalog shows %v, want optimizer, lora_rank and model", shownNow)
 		}
@@ -507,31 +603,51 @@ func TestPage(t *testing.T) {
 		p.check(t, "runtimes and layouts")
 	})
 
-	t.Run("safetensors", func(t *testing.T) {
+	t.Run("checkpoints", func(t *testing.T) {
 		// A checkpoint chosen in the file input: the page reads its
-		// header and sends it; the figures are --safetensors's.
-		file := filepath.Join(dir, "tiny-qwen3.safetensors")
-		writeSafetensors(t, file)
-		if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("st-file"), []string{file})); err != nil {
-			t.Fatal(err)
-		}
-		wait(t, ctx, `document.getElementById("st-status").textContent.includes("header")`)
-		set(t, ctx, "gpu", logGPU)
-		click(t, ctx, "run")
-		wait(t, ctx, `document.getElementById("est-cli").textContent.startsWith("gpumem estimate --safetensors tiny-qwen3.safetensors")`)
-		s := js[shown](t, ctx, readEstimate)
-		checkEstimate(t, s, gpumemJSON(t, bin, dir, s.CLI))
-		if strings.Contains(s.Href, "safetensors") {
-			t.Errorf("the link carries the checkpoint's header: %s", s.Href)
+		// header only and sends it; the figures are those of
+		// --safetensors and --gguf (a GGUF inference job runs on
+		// llama.cpp by default, as with --gguf).
+		st, gg := filepath.Join(dir, "tiny-qwen3.safetensors"), filepath.Join(dir, "tiny-llama.gguf")
+		writeSafetensors(t, st)
+		headerEnd := writeGGUF(t, gg)
+		for _, c := range []struct{ file, mode, flag string }{{st, "train", "--safetensors"}, {gg, "infer", "--gguf"}} {
+			name := filepath.Base(c.file)
+			set(t, ctx, "mode", c.mode)
+			if err := chromedp.Do(ctx, chromedp.SetUploadFiles(chromedp.ID("ckpt-file"), []string{c.file})); err != nil {
+				t.Fatal(err)
+			}
+			wait(t, ctx, fmt.Sprintf(`document.getElementById("ckpt-status").textContent.startsWith(%q)`, name+": read the"))
+			status := js[string](t, ctx, `document.getElementById("ckpt-status").textContent`)
+			set(t, ctx, "gpu", logGPU)
+			click(t, ctx, "run")
+			wait(t, ctx, fmt.Sprintf(`document.getElementById("est-cli").textContent.startsWith(%q)`, "gpumem estimate "+c.flag+" "+name))
+			s := js[shown](t, ctx, readEstimate)
+			cli := gpumemJSON(t, bin, dir, s.CLI)
+			checkEstimate(t, s, cli)
+			if strings.Contains(s.Href, c.flag[2:]) {
+				t.Errorf("the link carries the checkpoint's header: %s", s.Href)
+			}
+			if c.flag == "--gguf" {
+				// The page sent the header up to the end of the tensor
+				// infos, and said so.
+				if want := fmt.Sprintf("read the %s-byte header", group3(headerEnd)); !strings.Contains(status, want) {
+					t.Errorf("GGUF: the page says %q, want %q", status, want)
+				}
+				if cli["llamacpp"] == nil {
+					t.Errorf("a GGUF inference job is not estimated on llama.cpp: %v", cli)
+				}
+			}
 		}
 		// Back to the catalog model.
+		set(t, ctx, "mode", "train")
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`input[name=source][value=catalog]`))); err != nil {
 			t.Fatal(err)
 		}
 		set(t, ctx, "gpu", testGPU)
 		click(t, ctx, "run")
 		wait(t, ctx, `document.getElementById("est-cli").textContent.startsWith("gpumem estimate --model")`)
-		p.check(t, "safetensors")
+		p.check(t, "checkpoints")
 	})
 
 	t.Run("what-if", func(t *testing.T) {
