@@ -258,7 +258,7 @@ func TestServeLeakSeries(t *testing.T) {
 
 // tinySafetensors writes the header of a small checkpoint of family in
 // bf16 (the tensors of its config) and returns it with the file's size.
-func tinySafetensors(t *testing.T, family string) ([]byte, int64) {
+func tinySafetensors(t testing.TB, family string) ([]byte, int64) {
 	t.Helper()
 	spec, err := model.FromHFConfig(strings.NewReader(`{"model_type": "` + family + `", "hidden_size": 64, "intermediate_size": 160,
 		"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "torch_dtype": "bfloat16"}`))
@@ -410,4 +410,29 @@ func TestServeGGUF(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, w.Code, r.Error)
 		assert.Equal(t, c.field, r.Field, r.Error)
 	}
+}
+
+// FuzzServeCheckpoint sends checkpoint headers of any bytes and size as
+// the page would: a reply is 200, 400 or 422, never a 5xx, and a read
+// past the header sent is an error, not a panic.
+func FuzzServeCheckpoint(f *testing.F) {
+	head, size := tinySafetensors(f, "qwen3")
+	f.Add(false, head, size)
+	f.Add(false, head[:20], size)
+	f.Add(true, []byte("GGUF\x03\x00\x00\x00"), int64(100))
+	f.Add(true, binary.LittleEndian.AppendUint64([]byte("GGUF\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00"), 1), int64(1<<20))
+	h := newServer(serverOptions{})
+	f.Fuzz(func(t *testing.T, gguf bool, header []byte, size int64) {
+		field := "safetensors"
+		if gguf {
+			field = "gguf"
+		}
+		body, _ := json.Marshal(map[string]any{field: header, field + "_size": size, "mode": "infer"})
+		w := do(t, h, http.MethodPost, "/v1/estimate", "", strings.NewReader(string(body)))
+		switch w.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusUnprocessableEntity:
+		default:
+			t.Fatalf("%s of %d bytes, size %d: %d %s", field, len(header), size, w.Code, w.Body)
+		}
+	})
 }
