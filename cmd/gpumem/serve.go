@@ -635,7 +635,7 @@ type estimateRequest struct {
 	// Safetensors is the header of a .safetensors file (its first
 	// 8 + N bytes, base64 in JSON), SafetensorsSize the file's size:
 	// what --safetensors reads, without the tensors' data
-	// (safetensorsSpec).
+	// (checkpointSpec).
 	Safetensors     []byte `json:"safetensors"`
 	SafetensorsSize int64  `json:"safetensors_size"`
 	// GGUF and GGUFSize are the same for a .gguf file: its header up to
