@@ -154,7 +154,14 @@ function jobRequest() {
 
 // setForm fills the form from a request (a shared link's).
 function setForm(req) {
-  if (req.config !== undefined) {
+  if (req.file !== undefined) {
+    // The link's job reads a checkpoint, which the link does not carry.
+    document.querySelector("input[name=source][value=checkpoint]").checked = true;
+    if (!ckpt || ckpt.name !== req.file) {
+      ckpt = null;
+      $("ckpt-status").textContent = "This link's job reads the checkpoint " + req.file + ": choose that file to see its figures.";
+    }
+  } else if (req.config !== undefined) {
     document.querySelector("input[name=source][value=config]").checked = true;
     $("config").value = typeof req.config === "string" ? req.config : JSON.stringify(req.config, null, 2);
   } else if (req.model) {
@@ -194,8 +201,9 @@ function syncForm() {
 function toHash(req) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(req)) {
-    // A checkpoint's header stays out of the link: it is the file's.
-    if (/^(safetensors|gguf)(_size)?$/.test(k)) continue;
+    // A checkpoint's header stays out of the link, which names the file.
+    if (k === "safetensors" || k === "gguf") { q.set("file", ckpt ? ckpt.name : k); continue; }
+    if (k === "safetensors_size" || k === "gguf_size") continue;
     q.set(k, typeof v === "object" ? JSON.stringify(v) : String(v));
   }
   return "#" + q.toString();

@@ -625,8 +625,8 @@ func TestPage(t *testing.T) {
 			s := js[shown](t, ctx, readEstimate)
 			cli := gpumemJSON(t, bin, dir, s.CLI)
 			checkEstimate(t, s, cli)
-			if strings.Contains(s.Href, c.flag[2:]) {
-				t.Errorf("the link carries the checkpoint's header: %s", s.Href)
+			if u, err := url.Parse(s.Href); err != nil || !strings.Contains(u.Fragment, "file="+name) || len(u.Fragment) > 300 {
+				t.Errorf("the link should name the checkpoint, not carry its header: %s", s.Href)
 			}
 			if c.flag == "--gguf" {
 				// The page sent the header up to the end of the tensor
@@ -639,14 +639,29 @@ func TestPage(t *testing.T) {
 				}
 			}
 		}
-		// Back to the catalog model.
+		// The link of a checkpoint's job, opened afresh, asks for the
+		// file rather than showing another model.
+		href := js[string](t, ctx, `location.href`)
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(href)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, ctx, `document.body.dataset.ready === "true" && !document.getElementById("est-error").hidden`)
+		if got := js[[]string](t, ctx, `[document.getElementById("ckpt-status").textContent, document.getElementById("est-error").textContent,
+				String(document.getElementById("est-result").hidden)]`); !strings.Contains(got[0], "tiny-llama.gguf: choose that file") ||
+			!strings.Contains(got[1], "choose a .safetensors or .gguf file") || got[2] != "true" {
+			t.Errorf("a checkpoint's link opened afresh shows %q", got)
+		}
+		// Back to the catalog model and the LoRA job.
 		set(t, ctx, "mode", "train")
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`input[name=source][value=catalog]`))); err != nil {
 			t.Fatal(err)
 		}
+		set(t, ctx, "model", testModel)
+		set(t, ctx, "finetune", "lora")
+		set(t, ctx, "lora_rank", "16")
 		set(t, ctx, "gpu", testGPU)
 		click(t, ctx, "run")
-		wait(t, ctx, `document.getElementById("est-cli").textContent.startsWith("gpumem estimate --model")`)
+		wait(t, ctx, `document.getElementById("est-cli").textContent === "gpumem estimate --model `+testModel+` --train --batch 2 --seq 1024 --lora-rank 16 --gpu 'NVIDIA A100-SXM4-80GB'"`)
 		p.check(t, "checkpoints")
 	})
 
