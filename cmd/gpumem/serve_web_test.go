@@ -436,3 +436,35 @@ func FuzzServeCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkServePage is GET / from memory.
+func BenchmarkServePage(b *testing.B) {
+	h := newServer(serverOptions{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if w := do(b, h, http.MethodGet, "/", "", nil); w.Code != http.StatusOK {
+			b.Fatal(w.Code)
+		}
+	}
+}
+
+// BenchmarkServeLeakSeries is POST /v1/leak of a 1,000-line log with and
+// without the series the page draws.
+func BenchmarkServeLeakSeries(b *testing.B) {
+	var log strings.Builder
+	for i := range 1000 {
+		log.WriteString("step " + strconv.Itoa(i+1) + " | memory allocated " + strconv.Itoa(10000+3*i) + " MiB\n")
+	}
+	h := newServer(serverOptions{})
+	for _, series := range []bool{false, true} {
+		body, _ := json.Marshal(map[string]any{"log": log.String(), "capacity": "24GiB", "series": series})
+		b.Run("series="+strconv.FormatBool(series), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if w := do(b, h, http.MethodPost, "/v1/leak", "application/json", strings.NewReader(string(body))); w.Code != http.StatusOK {
+					b.Fatal(w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
