@@ -217,6 +217,7 @@ func serve(t *testing.T, bin string, flags ...string) string {
 		t.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
