@@ -228,13 +228,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 		r.Column = pickColumn(samples)
 	}
 	// The usable samples.
-	use := make([]Sample, 0, len(samples))
+	use := usable(samples, r.Column, o.Device)
 	allStep, allTime := true, true
-	for _, s := range samples {
-		if s.OOM || s.Has&r.Column == 0 || s.Device != o.Device {
-			continue
-		}
-		use = append(use, s)
+	for _, s := range use {
 		allStep = allStep && s.Has&ColStep != 0
 		allTime = allTime && s.Has&ColTime != 0
 		r.Peak = r.Peak || s.Peak
@@ -269,14 +265,7 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	y := make([]float64, n)
 	r.fit.timeOrigin = use[0].Time
 	for i, s := range use {
-		switch r.Axis {
-		case AxisStep:
-			x[i] = float64(s.Step)
-		case AxisTime:
-			x[i] = s.Time.Sub(use[0].Time).Seconds()
-		default:
-			x[i] = float64(i)
-		}
+		x[i] = axisX(s, r.Axis, use[0].Time, i)
 		y[i] = float64(value(s, r.Column))
 	}
 	// Sort by x (logs may interleave); keep pairs together.
@@ -434,6 +423,69 @@ func pickColumn(samples []Sample) Column {
 		return ColAllocated
 	}
 	return ColUsed
+}
+
+// usable returns the samples of device that carry column c and are not
+// an out-of-memory report: the series Analyze reads (before warm-up).
+func usable(samples []Sample, c Column, device int) []Sample {
+	use := make([]Sample, 0, len(samples))
+	for _, s := range samples {
+		if s.OOM || s.Has&c == 0 || s.Device != device {
+			continue
+		}
+		use = append(use, s)
+	}
+	return use
+}
+
+// axisX is sample s's value on axis a: its step, its seconds after
+// origin (the first usable sample's time), or its index i.
+func axisX(s Sample, a Axis, origin time.Time, i int) float64 {
+	switch a {
+	case AxisStep:
+		return float64(s.Step)
+	case AxisTime:
+		return s.Time.Sub(origin).Seconds()
+	}
+	return float64(i)
+}
+
+// Point is one sample of the series a Report fitted: X on the report's
+// axis (see [Report.Unit]; seconds after the first sample on a time
+// axis) and the bytes of the column analyzed.
+type Point struct {
+	X     float64
+	Bytes gpumem.Bytes
+}
+
+// Series returns the points r was fitted to, sorted by X: the samples of
+// the column r analyzed, after its warm-up, read as Analyze read them.
+// samples and opts must be those given to Analyze. It allocates; Analyze
+// does not keep the series.
+func (r Report) Series(samples []Sample, opts *Options) []Point {
+	o := opts.withDefaults()
+	use := usable(samples, r.Column, o.Device)
+	if r.WarmUp >= len(use) {
+		return nil
+	}
+	use = use[r.WarmUp:]
+	pts := make([]Point, len(use))
+	for i, s := range use {
+		pts[i] = Point{X: axisX(s, r.Axis, use[0].Time, i), Bytes: value(s, r.Column)}
+	}
+	slices.SortStableFunc(pts, func(a, b Point) int { return cmpFloat(a.X, b.X) })
+	return pts
+}
+
+// Trend returns the fitted line's memory in bytes at x on the report's
+// axis: the Theil–Sen line (BytesPerStep through the median intercept)
+// that the report's slope and linear forecast use. ok is false when
+// there was too little data to fit one.
+func (r Report) Trend(x float64) (bytes float64, ok bool) {
+	if r.Shape == ShapeInsufficient || r.Samples == 0 {
+		return 0, false
+	}
+	return r.fit.tsIntercept + r.fit.tsSlope*(x-r.fit.x0), true
 }
 
 func value(s Sample, c Column) gpumem.Bytes {

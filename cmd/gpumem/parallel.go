@@ -101,6 +101,39 @@ func (f *layoutFlags) layout(gpus, zero int) (budget.Parallel, budget.Offload, e
 	return p, off, nil
 }
 
+// layoutFrom sets jf's layout from a request's layout fields, which are
+// the layout flags' names (gpus, nodes, zero, fsdp, tp, sp, pp, vpp, cp,
+// ep, offload): a field left out (0, "" or false) keeps the flag's
+// default, and one given makes the layout explicit as the flag does
+// (setExplicit). An error names the field.
+func layoutFrom(req estimateRequest, jf *jobFlags) error {
+	for _, c := range []struct {
+		v   int
+		dst *int
+	}{{req.GPUs, &jf.gpus}, {req.Nodes, &jf.layout.nodes}, {req.TP, &jf.layout.tp}, {req.PP, &jf.layout.pp},
+		{req.VPP, &jf.layout.vpp}, {req.CP, &jf.layout.cp}, {req.EP, &jf.layout.ep}, {req.ZeRO, &jf.zero}} {
+		if c.v != 0 {
+			*c.dst = c.v
+		}
+	}
+	if req.FSDP != "" {
+		jf.layout.fsdp = req.FSDP
+	}
+	jf.layout.sp = req.SP
+	jf.layout.offload = req.Offload
+	jf.layout.explicitLayout = req.ZeRO != 0 || req.FSDP != "" || req.TP != 0 || req.PP != 0 || req.VPP != 0 ||
+		req.CP != 0 || req.EP != 0 || req.SP
+	probe := jf.layout
+	if _, _, err := probe.layout(jf.gpus, jf.zero); err != nil {
+		field := "gpus"
+		if m := cliFlag.FindStringSubmatch(err.Error()); m != nil {
+			field = strings.ReplaceAll(m[1], "-", "_")
+		}
+		return badField(field, "%s", forRequest(err.Error()))
+	}
+	return nil
+}
+
 // setExplicit records whether fs was given a layout flag.
 func (f *layoutFlags) setExplicit(fs *flag.FlagSet) {
 	fs.Visit(func(fl *flag.Flag) {

@@ -219,20 +219,11 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", describe(j), clean(dev.Name), dev.Free().Human(), hr)
 	fmt.Fprint(out, p)
 	if *hfArgs {
-		a, err := p.HFTrainingArguments()
+		line, err := hfArgsLine(p)
 		if err != nil {
 			return fmt.Errorf("%w: --hf-args: %v", errUsage, err)
 		}
-		keys := make([]string, 0, len(a))
-		for k := range a {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var flags []string
-		for _, k := range keys {
-			flags = append(flags, fmt.Sprintf("--%s %v", k, a[k]))
-		}
-		fmt.Fprintf(out, "TrainingArguments: %s\n", strings.Join(flags, " "))
+		fmt.Fprintf(out, "TrainingArguments: %s\n", line)
 	}
 	if *megatron {
 		args, err := p.Megatron()
@@ -242,6 +233,25 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "Megatron-LM: %s\n", strings.Join(args, " "))
 	}
 	return nil
+}
+
+// hfArgsLine is what plan --hf-args prints after "TrainingArguments: ":
+// the plan's Hugging Face TrainingArguments as flags, sorted by name.
+func hfArgsLine(p budget.Plan) (string, error) {
+	a, err := p.HFTrainingArguments()
+	if err != nil {
+		return "", err
+	}
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	flags := make([]string, 0, len(keys))
+	for _, k := range keys {
+		flags = append(flags, fmt.Sprintf("--%s %v", k, a[k]))
+	}
+	return strings.Join(flags, " "), nil
 }
 
 // planContextWarning is contextWarning for the plan p; with the

@@ -266,6 +266,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("internal error: %v", v)})
 		}
 	}()
+	if servePage(w, r) {
+		return // the page, not the API (serve_web.go)
+	}
 	rt, ok := s.routes[r.Method+" "+r.URL.Path]
 	if !ok {
 		if allow, known := s.allow[r.URL.Path]; known {
@@ -634,6 +637,33 @@ type estimateRequest struct {
 	MaxTotalTokens    int     `json:"max_total_tokens"`
 	PageSize          int     `json:"page_size"`
 	ContextLength     int     `json:"context_length"`
+
+	// GPUs, Nodes, ZeRO, FSDP, TP, SP, PP, VPP, CP, EP and Offload are
+	// the layout flags --gpus, --nodes, --zero, --fsdp, --tp, --sp,
+	// --pp, --vpp, --cp, --ep and --offload (layoutFrom); the estimate
+	// is per GPU.
+	GPUs    int    `json:"gpus"`
+	Nodes   int    `json:"nodes"`
+	ZeRO    int    `json:"zero"`
+	FSDP    string `json:"fsdp"`
+	TP      int    `json:"tp"`
+	SP      bool   `json:"sp"`
+	PP      int    `json:"pp"`
+	VPP     int    `json:"vpp"`
+	CP      int    `json:"cp"`
+	EP      int    `json:"ep"`
+	Offload string `json:"offload"`
+
+	// Safetensors is the header of a .safetensors file (its first
+	// 8 + N bytes, base64 in JSON), SafetensorsSize the file's size:
+	// what --safetensors reads, without the tensors' data
+	// (checkpointSpec).
+	Safetensors     []byte `json:"safetensors"`
+	SafetensorsSize int64  `json:"safetensors_size"`
+	// GGUF and GGUFSize are the same for a .gguf file: its header up to
+	// the end of the tensor infos, and the file's size (--gguf).
+	GGUF     []byte `json:"gguf"`
+	GGUFSize int64  `json:"gguf_size"`
 }
 
 // estimate answers POST /v1/estimate.
@@ -711,6 +741,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	config := bytes.TrimSpace(req.Config)
 	hasConfig := len(config) > 0 && string(config) != "null"
 	switch {
+	case len(req.Safetensors) > 0 || len(req.GGUF) > 0:
+		var err error
+		if spec, err = checkpointSpec(req, hasConfig, &jf); err != nil {
+			return jf, spec, err
+		}
 	case req.Model != "" && hasConfig:
 		return jf, spec, badField("config", "give one of model and config")
 	case req.Model != "":
@@ -810,6 +845,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		if (probe.Runtime == budget.VLLM || probe.Runtime == budget.SGLang) && req.GPU == "" && len(req.Memory) == 0 {
 			return jf, spec, badField("gpu", "runtime %q: %s sizes its KV cache from the GPU's memory: give gpu or memory", req.Runtime, probe.Runtime)
 		}
+	}
+	if err := layoutFrom(req, &jf); err != nil {
+		return jf, spec, err
 	}
 	var err error
 	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
@@ -985,6 +1023,12 @@ func jobFields(jf jobFlags) map[string]string {
 	}
 	if jf.config != "" {
 		m["Job.Model"] = "config"
+	}
+	if jf.safetensors != "" {
+		m["Job.Model"] = "safetensors"
+	}
+	if jf.gguf != "" {
+		m["Job.Model"] = "gguf"
 	}
 	if jf.memory != "" {
 		m["Job.Device"] = "memory"
@@ -1172,6 +1216,9 @@ type leakRequest struct {
 	// Unit is the unit of unit-less values in bare columns and CSV
 	// columns ("MiB", "GB", "B"), as gpumem leak --unit.
 	Unit string `json:"unit"`
+	// Series adds the points fitted and the fitted line to the reply
+	// (leakSeries).
+	Series bool `json:"series"`
 }
 
 // leak answers POST /v1/leak: the body is the log as text with capacity,
@@ -1181,7 +1228,7 @@ type leakRequest struct {
 func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	q := r.URL.Query() // checkQuery has parsed it already
 	capacity, gpu, unitText := q.Get("capacity"), q.Get("gpu"), q.Get("unit")
-	text := body
+	text, series := body, false
 	if isJSON(r) {
 		var req leakRequest
 		if err := decodeStrict(body, &req); err != nil {
@@ -1200,7 +1247,7 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if req.Unit != "" && unitText != "" {
 			return badField("unit", "give unit in the JSON body or the query string, not both")
 		}
-		capacity, gpu, unitText, text = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log)
+		capacity, gpu, unitText, text, series = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log), req.Series
 	}
 	var unit gpumem.Bytes
 	if unitText != "" {
@@ -1250,6 +1297,11 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	j, err := leakJSON(rep, rr)
 	if err != nil {
 		return err
+	}
+	if series {
+		if j, err = leakSeries(j, rep, samples, &opts); err != nil {
+			return err
+		}
 	}
 	return writeJSON(out, j)
 }
@@ -1327,6 +1379,10 @@ type planRequest struct {
 	// Concurrency is plan --concurrency: with "runtime": "vllm", the
 	// requests of max_model_len vLLM must hold at once.
 	Concurrency float64 `json:"concurrency"`
+	// Configs adds "configs" to a plan that fits: what plan's
+	// --deepspeed, --accelerate, --hf-args and --megatron write
+	// (planConfigs).
+	Configs bool `json:"configs"`
 }
 
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
@@ -1424,7 +1480,13 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		}
 		return r.write(out, dev, true)
 	}
-	p, err := budget.Allocate(dev.Free(), j, &lim)
+	var p budget.Plan
+	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
+		// GPUs but no layout: choose one, as plan does.
+		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.layout.nodes, GPUsPerNode: jf.gpus, Free: dev.Free()}, j, &lim)
+	} else {
+		p, err = budget.Allocate(dev.Free(), j, &lim)
+	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
@@ -1439,7 +1501,11 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 		fields["Limits"] = "allow"
 		return libraryError(err, fields)
 	}
-	return writeJSON(out, planJSON(p, dev))
+	res := planJSON(p, dev)
+	if req.Configs {
+		res["configs"] = planConfigs(p)
+	}
+	return writeJSON(out, res)
 }
 
 // checkModelSize refuses a model larger than the service reads
@@ -1541,6 +1607,13 @@ const modelCacheSize = 256
 func modelSource(req estimateRequest) string {
 	if req.Model != "" {
 		return "model\x00" + req.Model
+	}
+	if len(req.Safetensors) > 0 || len(req.GGUF) > 0 {
+		h := sha256.New()
+		h.Write(req.Safetensors)
+		h.Write(req.GGUF)
+		fmt.Fprintf(h, "\x00%d\x00%d\x00%d", len(req.Safetensors), req.SafetensorsSize, req.GGUFSize)
+		return "checkpoint\x00" + string(h.Sum(nil))
 	}
 	sum := sha256.Sum256(bytes.TrimSpace(req.Config))
 	return "config\x00" + string(sum[:])

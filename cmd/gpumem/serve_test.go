@@ -246,7 +246,8 @@ func TestServeErrors(t *testing.T) {
 		{"wrong method", "GET", "/v1/estimate", "", "", 405, "", "not allowed", "POST"},
 		{"wrong method on a GET", "DELETE", "/v1/models", "", "", 405, "", "not allowed", "GET, HEAD"},
 		{"unknown path", "POST", "/v1/nope", "", `{}`, 404, "", "no endpoint /v1/nope", ""},
-		{"root", "GET", "/", "", "", 404, "", "no endpoint /", ""},
+		{"the page is GET only", "POST", "/", "", `{}`, 405, "", "not allowed", "GET, HEAD"},
+		{"no index.html", "GET", "/index.html", "", "", 404, "", "no endpoint /index.html", ""},
 		// oom.
 		{"oom nothing", "POST", "/v1/oom", "text/plain", "all is well", 422, "message", "no out-of-memory message", ""},
 		{"oom unknown field", "POST", "/v1/oom", "application/json", `{"msg":"x"}`, 400, "msg", `unknown field "msg"`, ""},
