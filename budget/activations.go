@@ -26,9 +26,13 @@ type actFigures struct {
 	// host is what the activation offloading policy moves to host
 	// memory (model.OffloadActivations, Job.OffloadActivations).
 	host gpumem.Bytes
-	// lossLogits is the logits the loss backward sees: logits, or 0
-	// when the loss frees them first (model.Activations.LogitsReleased).
-	lossLogits gpumem.Bytes
+	// lossLogits is the logits the loss backward sees: the logits when
+	// the loop holds the model's output (Job.KeepLogits), else 0: the
+	// Trainer's compute_loss drops the output, and a chunked loss frees
+	// its chunks (model.Activations.LogitsReleased). kept is the logits
+	// the loop still holds after the loss backward, in the blocks'
+	// backward and the optimizer step (Job.KeepLogits).
+	lossLogits, kept gpumem.Bytes
 	// headGrad is the head weight's gradient that a fused loss keeps
 	// from forward (part of saved); it becomes the head's gradient.
 	headGrad gpumem.Bytes
@@ -56,7 +60,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		lossForward: a.LogitsFP32, lossBackward: a.LossGrad, logits: a.Logits,
 		lossLogits: a.Logits, headGrad: a.HeadWeightGrad,
 	}
-	if a.LogitsReleased {
+	if j.Mode == Training && j.KeepLogits {
+		f.kept = a.Logits
+	} else if j.Mode == Training || a.LogitsReleased {
 		f.lossLogits = 0
 	}
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
@@ -166,7 +172,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	out.blocks = scaled
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
-	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad = 0, 0, 0, 0, 0
+	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad, out.kept = 0, 0, 0, 0, 0, 0
 	return out
 }
 

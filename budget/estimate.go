@@ -260,7 +260,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if len(m.quant.shapes) > 0 {
 		kFwd, kBwd = m.quant.transients(int64(j.Batch)*int64(j.SeqLen), cDT, train)
 	}
-	var cands [7]candidate
+	var cands [8]candidate
 	n := 0
 	add := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
@@ -274,8 +274,15 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd})
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd, logits: act.kept})
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd, logits: act.kept})
+		if tied := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+			// A tied embedding's gradient at the end of backward: the
+			// head's contribution, the embedding's dense gradient and
+			// their sum at once (Model.tiedGrad), beside every other
+			// gradient and what the embedding saved.
+			add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: act.front, logits: act.kept})
+		}
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),
@@ -299,7 +306,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
 			// Optimizer step: every gradient and the step's temporaries.
-			add(candidate{phase: Step, grads: grads, optimizerExtra: optStep})
+			add(candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept})
 		}
 	} else {
 		ph := Forward

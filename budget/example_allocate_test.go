@@ -65,15 +65,15 @@ func ExampleAllocate_llavaOn3090() {
 	// Output:
 	// default limits: true
 	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
-	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, bnb.optim.AdamW8bit, bf16, LoRA r=16
-	// needs 22.32 GiB of 23.59 GiB free (1.27 GiB left); stopped by memory (activations)
+	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
+	// needs 21.75 GiB of 23.59 GiB free (1.83 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       193.15 GiB            —  no    —
-	// * checkpointing → full                           138.58 GiB   −54.57 GiB  no    recomputes 98% of a forward pass
-	// * optimizer → bnb.optim.AdamW8bit                 91.33 GiB   −47.25 GiB  no    a different optimizer state
-	// * precision → bf16                                49.89 GiB   −41.44 GiB  no    lower-precision weights or state
-	//   offload optimizer state to the CPU              35.86 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
-	// * model → LoRA r=16                               22.23 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
+	// * as given                                       192.49 GiB            —  no    —
+	// * checkpointing → full                           138.58 GiB   −53.91 GiB  no    recomputes 98% of a forward pass
+	//   optimizer → bnb.optim.AdamW8bit                 90.67 GiB   −47.90 GiB  no    a different optimizer state
+	// * precision → bf16                                49.23 GiB   −41.44 GiB  no    lower-precision weights or state
+	//   offload optimizer state to the CPU              35.20 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
+	// * model → LoRA r=16                               21.57 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
 }
 
 // Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16
@@ -235,10 +235,10 @@ func ExampleAllocate_maximizeSeqLen() {
 	}
 	fmt.Print(p)
 	// Output:
-	// batch 1 × 13307 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
+	// batch 1 × 15168 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
 	// needs 37.42 GiB of 39.39 GiB free (1.97 GiB left); stopped by memory (logits)
-	// objective: the longest sequence, 13,307 tokens with the changes marked * (3,217 without them)
+	// objective: the longest sequence, 15,168 tokens with the changes marked * (3,315 without them)
 	//   change                                        device peak       saving  fits    longest seq  cost
-	// * as given                                        27.53 GiB            —  yes           3,217  —
-	// * checkpointing → full                            14.40 GiB   −13.13 GiB  yes          13,307  recomputes 93% of a forward pass
+	// * as given                                        27.02 GiB            —  yes           3,315  —
+	// * checkpointing → full                            13.89 GiB   −13.13 GiB  yes          15,168  recomputes 93% of a forward pass
 }

@@ -89,7 +89,7 @@ func ExampleEstimate_llava7bAdam() {
 	// Adam states 28.25 GB
 	// model state 56.51 GB (seed: 57.2 GB + activations)
 	// activations 16.64 GB at backward start
-	// allocated   59.88 GB
+	// allocated   59.71 GB
 }
 
 // LLaVA on a 24 GB card, the 13B footprint exercise: LLaVA-1.5-13B,

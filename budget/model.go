@@ -342,3 +342,42 @@ func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error)
 	}
 	return dt.Size(n)
 }
+
+// tiedGrad returns one gradient, in dt as the rank v holds it, of the
+// trained input embedding that the LM head reuses (a tied head), rounded
+// to the allocator's 512 bytes; 0 when the head is untied, the
+// embedding frozen, or the stages of a pipeline hold separate copies.
+//
+// The tied weight is one leaf that both the head and the embedding
+// use, so autograd sums the two contributions in the input buffer of its
+// AccumulateGrad node (torch/csrc/autograd/input_buffer.cpp,
+// InputBuffer::add, which adds out of place when neither operand may be
+// stolen) and runs the node only after the embedding's backward, at the
+// very end: the head's V×h gradient (alive from the head's backward on),
+// the embedding's dense V×h gradient (embedding_dense_backward) and
+// their sum, which becomes .grad, exist at once. Measured on CPU (torch
+// 1.13, tools/oracle/step.py): the backward peak of a tied model is
+// every gradient plus 2·V·h·4 bytes (to 12 bytes), of the same model
+// untied every gradient plus 4 KiB.
+func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	if !m.tied || (v != nil && v.pp > 1) {
+		return 0
+	}
+	lm := m.spec.LM()
+	for i := range m.groups {
+		g := &m.groups[i]
+		if g.comp != compEmbed || !g.trainable || !isHeadShaped(lm, g.shape) {
+			continue
+		}
+		elems := g.elems
+		if v != nil {
+			elems = v.elems(g)
+		}
+		b, err := dt.Size(elems)
+		if err != nil {
+			return 0
+		}
+		return gpumem.Bytes(roundAlloc(int64(b)))
+	}
+	return 0
+}
