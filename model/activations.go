@@ -1339,6 +1339,13 @@ func actFamily(s Spec) actBlock {
 		// (eager_attention_forward) drop the clamp and upcast every
 		// dtype; SoftmaxFP32 models that.
 		bl.act, bl.clamp = actReLU, true
+		// Dropout with Workload.Dropout is OPT's config.dropout (0.1) on
+		// the two residual branches; its attention_dropout and
+		// activation_dropout default to 0.0 (OPTConfig.__init__,
+		// configuration_opt.py) and no facebook/opt-* config sets them,
+		// so nn.functional.dropout on the probabilities returns its
+		// input and saves no mask or dropped copy.
+		bl.attnDrop = false
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
