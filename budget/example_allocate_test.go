@@ -79,8 +79,10 @@ func ExampleAllocate_llavaOn3090() {
 // Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16
 // and eager attention (output_attentions needs it) on an 80 GB A100. One
 // layer's fp32 attention probabilities are 32 × 32k × 32k × 4 B =
-// 128 GiB; chunking the heads by 8 divides that by 4, and 4-bit weights
-// save most of the rest. The write-up's gradient checkpointing saves nothing
+// 128 GiB; at the softmax Hugging Face's eager code holds the fp16
+// scores, the fp32 result and the fp16 cast copy (8 bytes per score), so
+// 8 heads at a time (64 GiB) no longer fit beside the weights and 4 do;
+// 4-bit weights save most of the rest. The write-up's gradient checkpointing saves nothing
 // in a forward pass without gradients, so the ladder does not list it.
 func ExampleAllocate_blockAttention() {
 	fp16 := mustModel("llama-3.1-8b", nil)
@@ -102,16 +104,16 @@ func ExampleAllocate_blockAttention() {
 	}
 	fmt.Print(p)
 	// Output:
-	// batch 1 × 32768 tokens, attention eager (8 heads at a time), fp16
-	// needs 67.58 GiB of 79.15 GiB free (11.57 GiB left); stopped by batch limit
+	// batch 1 × 32768 tokens, attention eager (4 heads at a time), fp16
+	// needs 52.90 GiB of 79.15 GiB free (26.26 GiB left); stopped by batch limit
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       218.78 GiB            —  no    —
-	// * eager attention 16 head(s) at a time           117.98 GiB  −100.80 GiB  no    a loop over head slices
-	// * eager attention 8 head(s) at a time             67.58 GiB   −50.40 GiB  yes   a loop over head slices
-	//   eager attention 4 head(s) at a time             42.38 GiB   −25.20 GiB  yes   a loop over head slices
-	//   eager attention 2 head(s) at a time             29.78 GiB   −12.60 GiB  yes   a loop over head slices
-	//   eager attention 1 head(s) at a time             24.35 GiB    −5.43 GiB  yes   a loop over head slices
-	//   model → 4-bit NF4 weights                       14.22 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
+	// * as given                                       288.10 GiB            —  no    —
+	// * eager attention 16 head(s) at a time           153.70 GiB  −134.40 GiB  no    a loop over head slices
+	// * eager attention 8 head(s) at a time             86.50 GiB   −67.20 GiB  no    a loop over head slices
+	// * eager attention 4 head(s) at a time             52.90 GiB   −33.60 GiB  yes   a loop over head slices
+	//   eager attention 2 head(s) at a time             36.10 GiB   −16.80 GiB  yes   a loop over head slices
+	//   eager attention 1 head(s) at a time             27.70 GiB    −8.40 GiB  yes   a loop over head slices
+	//   model → 4-bit NF4 weights                       17.57 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
 }
 
 // The Whisper language attack (docs/scenarios.md): a PGD attack on
@@ -178,7 +180,7 @@ func ExampleCacheEntries_compensatorCache() {
 	// Output:
 	// feature_dim    4096: write-up's 1 GiB rule 2000 entries, 1 GiB holds 65536
 	// feature_dim 1048576: write-up's 1 GiB rule  256 entries, 1 GiB holds   256
-	// cached_Z entries on a 24 GB card: 41399 stopped by memory
+	// cached_Z entries on a 24 GB card: 41391 stopped by memory
 }
 
 // Unlearning in CogVideoX-5b (docs/scenarios.md) needs 65 GB of model

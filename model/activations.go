@@ -929,6 +929,10 @@ type actShape struct {
 	drop     bool
 	softmax  Softmax
 	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// half says the compute dtype is fp16, whose softmax(dtype=float32)
+	// CUDA computes from the fp16 scores directly (half_to_float); a
+	// bf16 one converts them to an fp32 copy first.
+	half bool
 }
 
 // actCost is one block's figures.
@@ -1009,15 +1013,29 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
 		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
-		// for one chunk of heads when the heads are chunked.
+		// for one chunk of heads when the heads are chunked. An fp32
+		// softmax of 16-bit scores (softmax(x, dtype=torch.float32),
+		// aten/src/ATen/native/SoftMax.cpp): on CUDA an fp16 input goes
+		// to _softmax(x, half_to_float=true), any other is first
+		// converted (input_.toType(Float), a 4-byte copy), so a bf16
+		// softmax holds its input (e), that copy (4) and its fp32
+		// result (4) at once, then the input, the result and the
+		// .to(query.dtype) copy (e + 4 + e).
+		conv := int64(0)
+		if sm == 4 && e != 4 && !sh.half {
+			conv = 4
+		}
 		Pc := P
 		if sh.hc > 0 && sh.hc < bl.H {
 			Pc = c.m(b, sh.hc, sq, sk)
 		}
-		fwd = c.m(2*e, Pc)
-		// Without a graph: q, k, v and the larger of those two copies or
-		// the softmax's input and output.
-		live = c.a(q, k, v, c.m(actMax(2*e, sm+e), Pc))
+		// With a graph the result (and the cast copy) are saved: the
+		// transient is the input and the conversion's copy.
+		fwd = c.m(actMax(2*e, e+conv), Pc)
+		// Without a graph: q, k, v and the largest of those two copies,
+		// the softmax's input, conversion and result, or its input,
+		// result and cast copy.
+		live = c.a(q, k, v, c.m(actMax(2*e, e+conv+sm, sm+2*e*actB2i(sm != e)), Pc))
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
 		if sm != e {
@@ -1410,7 +1428,8 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
 		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
@@ -1467,14 +1486,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		} else {
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
 		}
-		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
 			// the eager 4-D causal mask too (s·s in the compute dtype,
 			// one storage expanded over the batch).
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, seq, seq)))
 		}
 	case layoutOPT:
-		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// OPTDecoder (v4.45) makes an attention mask of ones when
 			// none is given and _prepare_4d_causal_attention_mask
 			// combines it with the causal mask: a [b, 1, s, s] tensor
@@ -1530,7 +1549,20 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))
 	}
 	if !w.Train {
-		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
+		// Without a graph nothing is saved, but what the model computes
+		// once and hands to every block lives through all of them: the
+		// rotary cos/sin tables (or BLOOM's ALiBi bias), and with eager
+		// attention the 4-D additive mask. transformers' eager_mask
+		// (masking_utils.py, v4.53 on: create_causal_mask and the
+		// bidirectional masks of the encoders) turns the boolean
+		// [b, 1, s, s] mask, a broadcast view, into a float one with
+		// torch.where(mask, 0.0, finfo.min), a dense b·s² tensor in the
+		// compute dtype.
+		a.FinalNorm, a.Embedding = 0, 0
+		a.Shared -= shared0
+		if w.Attention == Eager {
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, seq, seq)))
+		}
 	}
 	if !lm {
 		a.FLOPs = c.a(a.FLOPs, flops)
@@ -1718,7 +1750,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
@@ -1845,8 +1877,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen

@@ -1,0 +1,44 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+)
+
+// TestEagerInferenceLiveSet: without a graph, a Llama block's eager
+// attention holds q, k and v beside its input, and at the softmax
+// (softmax(scores, dtype=torch.float32).to(query.dtype), whose CUDA
+// dispatch aten/src/ATen/native/SoftMax.cpp reads fp16 scores directly
+// but converts any other dtype to an fp32 copy first) the scores, the
+// conversion and the fp32 result: 10 bytes per score in bf16; 8 in fp16
+// (scores, result, then the cast copy); 8 in fp32 (scores and result,
+// the conversion a no-op). Beside the blocks, the eager 4-D mask (b·s²
+// in the compute dtype) and the rotary tables (2·b·s·d) live through
+// the forward.
+//
+// Batch 1, seq 512, hidden 64, 4 heads of 16: P = 4·512² = 1,048,576
+// scores; q, k, v and the input are 32,768 elements each; the MLP's
+// 3·512·128 = 196,608 elements are smaller than the attention's.
+func TestEagerInferenceLiveSet(t *testing.T) {
+	s := model.Spec{Family: "llama", DType: gpumem.BF16, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, HeadDim: 16,
+		Intermediate: 128, Vocab: 100, Positions: 4096, Norm: model.RMSNorm, Gated: true}
+	require.NoError(t, s.Validate())
+	const P, x = 1 << 20, 32768
+	for _, c := range []struct {
+		dt       gpumem.DType
+		e, score int64
+	}{{gpumem.BF16, 2, 10}, {gpumem.FP16, 2, 8}, {gpumem.FP32, 4, 8}} {
+		a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 512, DType: c.dt})
+		require.NoError(t, err)
+		require.Equal(t, gpumem.Bytes(c.e*4*x+c.score*P), a.Layers[0].Forward, "%v", c.dt)
+		require.Equal(t, gpumem.Bytes(c.e*512*512+2*c.e*512*16), a.Shared, "%v", c.dt)
+	}
+	// A fused kernel builds no 4-D float mask.
+	a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 512, Attention: model.SDPA})
+	require.NoError(t, err)
+	require.Equal(t, gpumem.Bytes(2*2*512*16), a.Shared)
+}
