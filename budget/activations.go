@@ -181,7 +181,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 	return model.Workload{
 		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
-		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
+		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images), Autocast: j.Precision.autocast(),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep),

@@ -105,6 +105,17 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if train && j.Precision.autocast() {
 		casts = acc.add(m.casts(cDT, v))
 	}
+	if !train && j.Mode != Load && j.Precision.autocast() {
+		// Inference under autocast: cached_cast (aten/src/ATen/
+		// autocast_mode.cpp) caches the 16-bit cast of every fp32 leaf
+		// that requires grad (can_try_cache tests arg.requires_grad(),
+		// not the grad mode), so under torch.no_grad the casts of the
+		// parameters that still require grad (a loaded model's, by
+		// default: the Model's trainable set) accumulate until the
+		// autocast context exits; a frozen weight's cast is a transient
+		// of its own op.
+		casts = acc.add(m.trainableCasts(cDT, v))
+	}
 	if train && j.Precision == FP8 {
 		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
 	}
@@ -317,7 +328,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		add(candidate{phase: ph, acts: body, logits: act.logits})
 	}
 	for i := 0; i < n; i++ {
-		if cands[i].phase == Forward || cands[i].phase == Backward {
+		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
 			cands[i].casts = casts
 		}
 	}

@@ -266,6 +266,13 @@ func (m Model) casts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	return m.weightsOf(dt, false, true, v, 0)
 }
 
+// trainableCasts returns the bytes of dt copies of the floating-point
+// tensors that require grad (autocast's weight cache in a pass without
+// gradients).
+func (m Model) trainableCasts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
+	return m.weightsOf(dt, true, true, v, 0)
+}
+
 // weightsOf sums the groups' bytes in dt as the rank v holds them (nil:
 // the whole model); below > 0 counts only tensors of fewer elements
 // (what DeepSpeed ZeRO-3 keeps whole).

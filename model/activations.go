@@ -244,6 +244,13 @@ type Workload struct {
 	// allocate it themselves (Liger's grad_weight in forward,
 	// cut-cross-entropy's dc in backward). Other losses ignore it.
 	HeadGrad gpumem.DType
+	// Autocast says that the 16-bit compute dtype comes from
+	// torch.autocast over fp32 weights (AMP), whose CUDA op lists
+	// (aten/src/ATen/autocast_mode.cpp) run some ops in fp32 whatever
+	// their input: log_softmax is fp32_set_opt_dtype, so the plain
+	// CrossEntropyLoss of BERT, T5, Whisper and OPT computes an fp32
+	// log-softmax of the 16-bit logits (see [Activations.Head]).
+	Autocast bool
 	// LogitsToKeep, in a pass without gradients, projects only the last
 	// LogitsToKeep positions of each sequence to logits (transformers'
 	// logits_to_keep: hidden_states[:, -k:, :]); zero means every
@@ -1688,13 +1695,22 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	}
 	lsm, causal := int64(4), true
 	switch layoutOf(s) {
-	case layoutBERT, layoutT5, layoutWhisper:
+	case layoutBERT, layoutT5, layoutWhisper, layoutOPT:
+		// CrossEntropyLoss on the logits as they are (OPTForCausalLM of
+		// transformers up to v4.45 computes its own loss so, with no
+		// fp32 upcast: ForCausalLMLoss, which upcasts, came in v4.46).
+		// Under autocast, cross_entropy's log_softmax is on the fp32
+		// list (fp32_set_opt_dtype: log_softmax(x, dtype=float32)),
+		// which on CUDA converts bf16 logits to an fp32 copy first
+		// (fp16 ones are read directly, half_to_float; SoftMax.cpp):
+		// an fp32 log-softmax, and for bf16 a transient fp32 copy.
 		lsm, causal = e, false
-	case layoutOPT:
-		// OPTForCausalLM of transformers up to v4.45 computes its own
-		// loss: CrossEntropyLoss on the shifted logits as they are, with
-		// no fp32 upcast (ForCausalLMLoss, which upcasts, came in v4.46).
-		lsm, causal = e, false
+		if w.Autocast && e != 4 {
+			lsm = 4
+			if w.computeDType(s) != gpumem.FP16 {
+				a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+			}
+		}
 	default:
 		if e != 4 {
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))

@@ -1,6 +1,8 @@
 package model_test
 
 import (
+	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,4 +43,39 @@ func TestEagerInferenceLiveSet(t *testing.T) {
 	a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 512, Attention: model.SDPA})
 	require.NoError(t, err)
 	require.Equal(t, gpumem.Bytes(2*2*512*16), a.Shared)
+}
+
+// TestEagerNoGradOracle: the recorded CPU peaks of one Llama eager
+// attention core under torch.no_grad (tools/oracle/step.py,
+// testdata/oracle/step.json; the input and the mask exist before the
+// window) equal the block's no-graph live set without its input, to
+// 16 bytes: q, k, v and 8 bytes per score in fp32, 10 in bf16 (CPU's
+// softmax(dtype=float32) converts a bf16 input as CUDA's does).
+func TestEagerNoGradOracle(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/oracle/step.json")
+	require.NoError(t, err)
+	var rec struct {
+		Eager []struct {
+			DType string `json:"dtype"`
+			Batch int64  `json:"batch"`
+			Heads int64  `json:"heads"`
+			Seq   int64  `json:"seq"`
+			Peak  int64  `json:"peak"`
+		} `json:"eager_nograd"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &rec))
+	require.Len(t, rec.Eager, 2)
+	for _, r := range rec.Eager {
+		dt, e := gpumem.FP32, int64(4)
+		if r.DType == "bf16" {
+			dt, e = gpumem.BF16, 2
+		}
+		h := r.Heads * 16
+		s := model.Spec{Family: "llama", DType: dt, Layers: 1, Hidden: h, Heads: r.Heads, KVHeads: r.Heads, HeadDim: 16,
+			Intermediate: 64, Vocab: 100, Positions: 4096, Norm: model.RMSNorm, Gated: true}
+		a, err := s.Activations(model.Workload{Batch: r.Batch, SeqLen: r.Seq, DType: dt})
+		require.NoError(t, err)
+		live := int64(a.Layers[0].Forward) - e*r.Batch*r.Seq*h
+		require.InDelta(t, float64(live), float64(r.Peak), 16, "%s: model %d, measured %d", r.DType, live, r.Peak)
+	}
 }

@@ -1,0 +1,132 @@
+package budget
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+)
+
+// TestTiedEmbeddingEndOfBackward: GPT-2 (head tied to wte) trained in
+// fp32 with gradients kept and nothing stepped, batch 1 × 8: the end of
+// backward holds every gradient plus the head's and the embedding's
+// V×h gradients before their sum becomes .grad, 2·50257·768·4 bytes
+// (rounded to 512), beside only what the embedding saved; an untied
+// model has no such moment.
+func TestTiedEmbeddingEndOfBackward(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "gpt2", nil)
+	j := Job{Model: m, Mode: Training, Precision: FP32, Gradients: NoStep, Batch: 1, SeqLen: 8}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	all, err := m.weights(gpumem.FP32, true)
+	require.NoError(t, err)
+	tied := gpumem.Bytes(roundAlloc(50257 * 768 * 4))
+	require.Equal(t, tied, m.tiedGrad(gpumem.FP32, nil))
+	require.Equal(t, Backward, b.Phase)
+	require.Equal(t, all+2*tied, b.Gradients)
+	act, err := activations(&j, gpumem.FP32)
+	require.NoError(t, err)
+	require.Equal(t, act.front, b.Activations)
+
+	// Frozen embedding (LoRA): nothing to sum.
+	lora := lookupModel(t, "gpt2", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
+	require.Zero(t, lora.tiedGrad(gpumem.FP32, nil))
+	untied := lookupModel(t, "llama-2-7b", nil)
+	require.Zero(t, untied.tiedGrad(gpumem.FP32, nil))
+}
+
+// TestKeepLogits: a loop that holds the output keeps the bf16 logits
+// through the blocks' backward and the optimizer step; the Trainer's
+// default frees them before backward. Llama-3-8B, batch 1 × 512, SDPA:
+// T·V = 512 · 128256.
+func TestKeepLogits(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3-8b", nil)
+	j := trainJob(m)
+	j.Batch, j.SeqLen = 1, 512
+	trainer, err := Estimate(j)
+	require.NoError(t, err)
+	j.KeepLogits = true
+	kept, err := Estimate(j)
+	require.NoError(t, err)
+	logits := gpumem.Bytes(2 * 512 * 128256)
+	require.Equal(t, trainer.Phases[Step]+logits, kept.Phases[Step])
+	require.Equal(t, Step, kept.Phase)
+	require.Equal(t, logits, kept.Logits)
+	require.Zero(t, trainer.Logits)
+
+	j.Mode, j.Optimizer = Prefill, nil
+	_, err = Estimate(j)
+	var fe *gpumem.FieldError
+	require.True(t, errors.As(err, &fe), "%v", err)
+	require.Equal(t, "Job.KeepLogits", fe.Field)
+	require.ErrorIs(t, err, gpumem.ErrInvalid)
+}
+
+// TestAutocastInferenceCasts: under torch.autocast a pass without
+// gradients caches the bf16 casts of the parameters that require grad
+// (a loaded model's: all of them) until the context exits; a frozen
+// model's casts are transients of their ops, and a pure-bf16 job has
+// none.
+func TestAutocastInferenceCasts(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "gpt2", nil)
+	j := Job{Model: m, Mode: Prefill, Precision: AMPBF16, Attention: model.SDPA, Batch: 1, SeqLen: 64}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	w32, err := m.weights(gpumem.FP32, false)
+	require.NoError(t, err)
+	w16, err := m.weights(gpumem.BF16, false)
+	require.NoError(t, err)
+	require.Equal(t, w32+w16, b.Weights)
+	frozen := lookupModel(t, "gpt2", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
+	j.Model = frozen
+	b, err = Estimate(j)
+	require.NoError(t, err)
+	require.Equal(t, w32, b.Weights)
+}
+
+// TestStepOracle reads the CPU measurements of tools/oracle/step.py
+// (testdata/oracle/step.json) that the composition rests on: keeping the
+// output through backward raises the peak by exactly the fp32 logits
+// (4·B·T·V: the Trainer's loss backward runs without them), and a tied
+// head's backward ends with every gradient plus two V×h gradients
+// (Model.tiedGrad, to 64 bytes), an untied one's with every gradient
+// plus less than 1% of one.
+func TestStepOracle(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/oracle/step.json")
+	require.NoError(t, err)
+	var rec struct {
+		Logits struct {
+			Vocab       int64 `json:"vocab"`
+			Batch       int64 `json:"batch"`
+			Seq         int64 `json:"seq"`
+			TrainerPeak int64 `json:"trainer_peak"`
+			KeptPeak    int64 `json:"kept_peak"`
+		} `json:"logits_holder"`
+		Tied struct {
+			Vocab       int64 `json:"vocab"`
+			Hidden      int64 `json:"hidden"`
+			TiedPeak    int64 `json:"tied_peak"`
+			TiedGrads   int64 `json:"tied_grad_bytes"`
+			UntiedPeak  int64 `json:"untied_peak"`
+			UntiedGrads int64 `json:"untied_grad_bytes"`
+		} `json:"tied"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &rec))
+	l := rec.Logits
+	require.Positive(t, l.Vocab)
+	require.Equal(t, 4*l.Batch*l.Seq*l.Vocab, l.KeptPeak-l.TrainerPeak)
+	d := rec.Tied
+	vh := 4 * d.Vocab * d.Hidden
+	require.Positive(t, vh)
+	extra := d.TiedPeak - d.TiedGrads - 2*vh
+	require.True(t, extra >= 0 && extra <= 64, "tied: %d bytes beyond the gradients and 2·V·h·4", extra)
+	require.Less(t, d.UntiedPeak-d.UntiedGrads, vh/100)
+}

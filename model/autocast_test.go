@@ -1,0 +1,43 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+)
+
+// TestAutocastCrossEntropy: BERT's masked-LM loss (a plain
+// CrossEntropyLoss) under torch.autocast computes an fp32 log-softmax of
+// its 16-bit logits (log_softmax is fp32_set_opt_dtype on CUDA): 4 bytes
+// per logit saved instead of 2, a loss gradient of 8 bytes per logit
+// instead of 4, and for bf16 the fp32 copy that log_softmax(x,
+// dtype=float32) converts first (4 per logit, a transient); fp16 logits
+// are read directly. Pure 16-bit training keeps everything in 16 bits.
+// bert-base, batch 2 × 128: T·V = 256 · 30,522.
+func TestAutocastCrossEntropy(t *testing.T) {
+	s := mustLookup(t, "bert-base")
+	TV := gpumem.Bytes(256 * s.Vocab)
+	run := func(dt gpumem.DType, amp bool) model.Activations {
+		a, err := s.Activations(model.Workload{Batch: 2, SeqLen: 128, DType: dt, Train: true, Autocast: amp})
+		require.NoError(t, err)
+		return a
+	}
+	pure, amp, half := run(gpumem.BF16, false), run(gpumem.BF16, true), run(gpumem.FP16, true)
+	require.Zero(t, pure.LogitsFP32)
+	require.Equal(t, 4*TV, pure.LossGrad)
+	require.Equal(t, pure.Head+2*TV, amp.Head)
+	require.Equal(t, 8*TV, amp.LossGrad)
+	require.Equal(t, 4*TV, amp.LogitsFP32)
+	require.Equal(t, amp.Head, half.Head)
+	require.Zero(t, half.LogitsFP32)
+	// A causal LM upcasts in its own loss either way.
+	l := mustLookup(t, "llama-2-7b")
+	for _, on := range []bool{false, true} {
+		a, err := l.Activations(model.Workload{Batch: 1, SeqLen: 64, DType: gpumem.BF16, Train: true, Autocast: on})
+		require.NoError(t, err)
+		require.Equal(t, gpumem.Bytes(4*64*l.Vocab), a.LogitsFP32)
+	}
+}
