@@ -264,6 +264,16 @@ type Finetune struct {
 	Train func(gpumem.Tensor) bool
 }
 
+// FrozenByModel reports whether the model's own code freezes the tensor
+// name (requires_grad_(False) at construction), so that it gets no
+// gradient and no optimizer state whatever the fine-tuning setup says:
+// Whisper's encoder position table, a fixed sinusoid
+// (WhisperEncoder.__init__: self.embed_positions.requires_grad_(False),
+// transformers modeling_whisper.py, v4.27 to v4.57 and later).
+func (s Spec) FrozenByModel(name string) bool {
+	return name == "model.encoder.embed_positions.weight" && layoutOf(s) == layoutWhisper
+}
+
 // TrainParts returns a Train predicate that trains the base tensors of
 // the given parts or components only, as [Component] names them:
 // "vision", "projector", "language", "encoder", "decoder" (parts) or
@@ -286,6 +296,9 @@ func FreezeParts(parts ...string) func(gpumem.Tensor) bool {
 }
 
 func (f Finetune) trains(t gpumem.Tensor) bool {
+	if f.Model.FrozenByModel(t.Name) {
+		return false
+	}
 	if f.Train != nil {
 		return f.Train(t)
 	}

@@ -1,0 +1,30 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem/model"
+)
+
+// TestFrozenByModel: Whisper's encoder position table (1500 × d_model,
+// a fixed sinusoid that WhisperEncoder freezes itself) never trains,
+// even when every other tensor does or a predicate asks for it; its
+// decoder's learned positions and other families' tables do train.
+func TestFrozenByModel(t *testing.T) {
+	s := mustLookup(t, "whisper-small")
+	all, err := model.Finetune{Model: s}.Params()
+	require.NoError(t, err)
+	trainable, err := model.Finetune{Model: s}.TrainableParams()
+	require.NoError(t, err)
+	require.Equal(t, all-1500*768, trainable)
+	forced, err := model.Finetune{Model: s, Train: model.TrainParts("encoder")}.Trainable()
+	require.NoError(t, err)
+	for _, tn := range forced {
+		require.NotEqual(t, "model.encoder.embed_positions.weight", tn.Name)
+	}
+	require.True(t, s.FrozenByModel("model.encoder.embed_positions.weight"))
+	require.False(t, s.FrozenByModel("model.decoder.embed_positions.weight"))
+	require.False(t, mustLookup(t, "opt-125m").FrozenByModel("model.encoder.embed_positions.weight"))
+}
