@@ -325,7 +325,8 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			ph = Decode
 		}
 		add(candidate{phase: ph, acts: body, attn: act.forward, kernel: kFwd})
-		add(candidate{phase: ph, acts: body, logits: act.logits})
+		// The logits, with an evaluation's loss transient (EvalLoss).
+		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {

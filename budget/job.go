@@ -297,6 +297,14 @@ type Job struct {
 	// logits (cross_entropy saves log_softmax's result, and the head's
 	// matmul its input), so the loss backward runs without them.
 	KeepLogits bool
+	// EvalLoss, in a Prefill job, gives the model labels: the pass
+	// computes the loss under torch.no_grad, as evaluation does
+	// (transformers' Trainer.prediction_step: compute_loss with
+	// return_outputs=True inside torch.no_grad(), the logits kept for
+	// the metrics), so the loss's fp32 upcast and log-softmax exist
+	// beside the logits (model.Workload.Labels). It needs every
+	// position's logits (LogitsToKeep 0).
+	EvalLoss bool
 	// LogitsToKeep, in a Prefill job, projects only the last
 	// LogitsToKeep positions of each sequence to logits (transformers'
 	// logits_to_keep); zero means every position. A Generation job's

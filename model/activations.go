@@ -244,6 +244,13 @@ type Workload struct {
 	// allocate it themselves (Liger's grad_weight in forward,
 	// cut-cross-entropy's dc in backward). Other losses ignore it.
 	HeadGrad gpumem.DType
+	// Labels, in a pass without gradients, says that the model is given
+	// labels and computes its loss (evaluation: Trainer.evaluate's
+	// prediction_step runs compute_loss under torch.no_grad and keeps
+	// the logits): the loss's fp32 upcast of the logits and its
+	// log-softmax exist beside them ([Activations.LogitsFP32]). It is
+	// ignored in training, which always computes the loss.
+	Labels bool
 	// Autocast says that the 16-bit compute dtype comes from
 	// torch.autocast over fp32 weights (AMP), whose CUDA op lists
 	// (aten/src/ATen/autocast_mode.cpp) run some ops in fp32 whatever
@@ -1680,7 +1687,7 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	}
 	TV := c.m(T, V)
 	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
-	if !w.Train {
+	if !w.Train && !w.Labels {
 		return
 	}
 	h := int64(0)
@@ -1715,6 +1722,13 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		if e != 4 {
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
 		}
+	}
+	if !w.Train {
+		// Evaluation: nothing is saved, but cross_entropy's log-softmax
+		// (lsm per logit) is made beside the upcast, both freed once
+		// nll_loss has reduced them.
+		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(lsm, TV)))
+		return
 	}
 	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
 	ids := c.m(16, T)

@@ -41,3 +41,27 @@ func TestAutocastCrossEntropy(t *testing.T) {
 		require.Equal(t, gpumem.Bytes(4*64*l.Vocab), a.LogitsFP32)
 	}
 }
+
+// TestEvalLabels: a pass without gradients given labels (evaluation)
+// makes the loss's transients beside the logits: for a causal LM in bf16
+// the fp32 upcast and the fp32 log-softmax (8 bytes per logit), in fp32
+// the log-softmax alone (the upcast is the logits themselves); BERT's
+// CrossEntropyLoss a bf16 log-softmax (2). Without labels, none.
+func TestEvalLabels(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dt   gpumem.DType
+		per  int64
+	}{{"llama-2-7b", gpumem.BF16, 8}, {"llama-2-7b", gpumem.FP32, 4}, {"bert-base", gpumem.BF16, 2}} {
+		s := mustLookup(t, c.name)
+		w := model.Workload{Batch: 2, SeqLen: 64, DType: c.dt, Labels: true}
+		a, err := s.Activations(w)
+		require.NoError(t, err)
+		require.Equal(t, gpumem.Bytes(c.per*128*s.Vocab), a.LogitsFP32, "%s %v", c.name, c.dt)
+		require.Zero(t, a.LayersTotal())
+		w.Labels = false
+		a, err = s.Activations(w)
+		require.NoError(t, err)
+		require.Zero(t, a.LogitsFP32)
+	}
+}

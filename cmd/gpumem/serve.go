@@ -571,6 +571,8 @@ type estimateRequest struct {
 	// OffloadActivations is --offload-activations.
 	OffloadActivations bool `json:"offload_activations"`
 	KeepLogits         bool `json:"keep_logits"`
+	// EvalLoss is --eval.
+	EvalLoss bool `json:"eval"`
 
 	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
 	// --kv-dtype and --kv-block.
@@ -801,7 +803,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.optImpl, jf.momentum, jf.nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
 	jf.inBwd, jf.frozen, jf.offloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
-	jf.keepLogits = req.KeepLogits
+	jf.keepLogits, jf.evalLoss = req.KeepLogits, req.EvalLoss
 	if jf.train {
 		if jf.frozen && req.Optimizer != s.defaults.opt {
 			return jf, spec, badField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
