@@ -220,6 +220,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	for i := range j.Buffers {
 		b.Buffers = acc.sum(b.Buffers, acc.add(j.Buffers[i].size()))
 	}
+	// The model's registered buffers (model.Spec.BufferBytes: BigCode's
+	// causal mask, BERT's position and token-type ids) move to the GPU
+	// with it.
+	b.Buffers = acc.sum(b.Buffers, m.spec.BufferBytes())
 	if j.Mode == Generation {
 		b.KVCache = acc.add(kvCache(*j, cDT, v))
 	}

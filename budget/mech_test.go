@@ -130,3 +130,13 @@ func TestStepOracle(t *testing.T) {
 	require.True(t, extra >= 0 && extra <= 64, "tied: %d bytes beyond the gradients and 2·V·h·4", extra)
 	require.Less(t, d.UntiedPeak-d.UntiedGrads, vh/100)
 }
+
+// TestModelBuffers: loading StarCoder holds its 64 MiB causal-mask
+// buffer beside the weights (model.Spec.BufferBytes).
+func TestModelBuffers(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "starcoder", nil)
+	b, err := Estimate(Job{Model: m, Mode: Load, Precision: BF16})
+	require.NoError(t, err)
+	require.Equal(t, gpumem.Bytes(8192*8192), b.Buffers)
+}

@@ -274,6 +274,36 @@ func (s Spec) FrozenByModel(name string) bool {
 	return name == "model.encoder.embed_positions.weight" && layoutOf(s) == layoutWhisper
 }
 
+// BufferBytes returns the bytes of the tensors the model's modules
+// register as buffers (not parameters: no gradient, no optimizer state,
+// not in the checkpoint when non-persistent) that move to the GPU with
+// the model, each rounded to the caching allocator's 512 bytes:
+//
+//   - gpt_bigcode: the causal mask GPTBigCodeModel keeps whole,
+//     torch.tril(torch.ones((n_positions, n_positions), dtype=bool)),
+//     1 byte per entry (64 MiB for StarCoder's 8192 positions);
+//   - bert, roberta: the embeddings' position_ids (an arange expanded to
+//     one row) and token_type_ids (zeros of its size), int64 each.
+//
+// Buffers of a few hundred bytes (rotary inv_freq) are left out.
+// (transformers modeling_gpt_bigcode.py and modeling_bert.py /
+// modeling_roberta.py, v4.30 to v4.57 and later: register_buffer, or
+// nn.Buffer in the newest releases.)
+func (s Spec) BufferBytes() gpumem.Bytes {
+	round := func(b int64) int64 { return (b + 511) / 512 * 512 }
+	switch s.Family {
+	case "gpt_bigcode":
+		if n, ok := checked.Mul(s.Positions, s.Positions); ok && s.Positions > 0 {
+			return gpumem.Bytes(round(n))
+		}
+	case "bert", "roberta":
+		if s.Positions > 0 && s.Positions <= actMaxTokens {
+			return gpumem.Bytes(2 * round(8*s.Positions))
+		}
+	}
+	return 0
+}
+
 // TrainParts returns a Train predicate that trains the base tensors of
 // the given parts or components only, as [Component] names them:
 // "vision", "projector", "language", "encoder", "decoder" (parts) or

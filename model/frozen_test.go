@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -27,4 +28,13 @@ func TestFrozenByModel(t *testing.T) {
 	require.True(t, s.FrozenByModel("model.encoder.embed_positions.weight"))
 	require.False(t, s.FrozenByModel("model.decoder.embed_positions.weight"))
 	require.False(t, mustLookup(t, "opt-125m").FrozenByModel("model.encoder.embed_positions.weight"))
+}
+
+// TestBufferBytes: StarCoder's 8192² bool causal mask (64 MiB) and BERT's
+// two int64 rows of 512 positions (4 KiB each); Llama's rotary inv_freq
+// is left out (a few hundred bytes).
+func TestBufferBytes(t *testing.T) {
+	require.Equal(t, gpumem.Bytes(8192*8192), mustLookup(t, "starcoder").BufferBytes())
+	require.Equal(t, gpumem.Bytes(2*8*512), mustLookup(t, "bert-base").BufferBytes())
+	require.Zero(t, mustLookup(t, "llama-2-7b").BufferBytes())
 }
