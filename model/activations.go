@@ -1223,7 +1223,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 				mlp = c.a(mlp, eTI)
 			}
 		}
-		mlpBwd = c.m(3, eTI)
+		// Backward: the gradient of the down projection's input
+		// replaces that input (saved by the projection, released once
+		// its node has run), and the activation's backward makes the
+		// gradients of its inputs (gated: of act(gate) and up, with
+		// the product's gradient): two T·I tensors more than saved at
+		// most (measured, tools/oracle/step.py block_backward).
+		mlpBwd = c.m(2, eTI)
 	}
 	saved = c.a(saved, mlp)
 	x.saved = saved
@@ -1242,7 +1248,18 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		n = 3
 	}
 	x.noGrad = c.a(eTh, actMax(alive, c.m(n, e, T, inner)))
-	x.bwd = actMax(x.bwd, mlpBwd)
+	// Backward runs the block in reverse: the MLP's backward first,
+	// with every tensor the block saved still alive, then the
+	// attention's, once the MLP's saved tensors are released (autograd
+	// frees a node's saved tensors when it has run). So the attention
+	// core's transient sits on the block's saved bytes without the
+	// MLP's. A parallel block (falcon, phi, neox) runs both branches on
+	// one input and has no such order.
+	attnBwd := x.bwd
+	if !bl.parallel {
+		attnBwd = actMax(0, attnBwd-mlp)
+	}
+	x.bwd = actMax(attnBwd, mlpBwd)
 	x.flops = c.a(c.flops(bl, T, sh), aflops)
 	if bl.cross {
 		x.flops = c.a(x.flops, x.attnFlops-aflops, c.m(2, T, bl.h, bl.H, bl.d), c.m(2, T, bl.H, bl.dv, bl.h), c.m(2, sh.b, sh.sk, bl.h, bl.KV, bl.d+bl.dv))

@@ -29,15 +29,29 @@ events' byte counts, relative to what was live before the window.
                  Expected (model.actCalc.attention, no graph): 8 bytes per
                  score in fp32, 10 in bf16.
 
+  block_backward One Llama decoder block of tools/oracle/activations.py
+                 (LlamaBlock: its eager op order) trained in fp32, batch
+                 1, hidden 64, 4 heads of 16: the peak of the backward
+                 pass over what was live when it began (a sentinel
+                 allocation marks the start, since the profiler does not
+                 see frees of tensors allocated before its window), for
+                 sequences 256 and 512 and MLP widths 172 and 2048, with
+                 the parameters' gradient bytes. Expected
+                 (model.actCalc.block): the larger of the MLP's backward
+                 (two T*I tensors over what it saved) and the attention
+                 core's transient less the MLP's saved tensors, released
+                 before it runs.
+
 How to regenerate testdata/oracle/step.json
 -------------------------------------------
   apt-get install -y python3-torch      # Debian bookworm: torch 1.13 (1.13.0a0), CPU only
   cd <repo root> && /usr/bin/python3 tools/oracle/step.py > testdata/oracle/step.json
 Deterministic; a few seconds on one core. The Go tests that read it:
-go test ./budget -run TestStepOracle and go test ./model -run TestEagerNoGradOracle.
+go test ./budget -run TestStepOracle and go test ./model -run 'TestEagerNoGradOracle|TestBlockBackwardOracle'.
 """
 
 import json
+import os
 import sys
 
 import torch
@@ -136,6 +150,58 @@ def eager_nograd(dtype, B=1, H=4, S=512, d=16):
     return {"dtype": dtype, "batch": B, "heads": H, "seq": S, "head_dim": d, "peak": pk}
 
 
+SENTINEL = 1234567  # bytes: marks the start of backward in the event stream
+
+
+def backward_over_start(fwd, bwd):
+    """Peak of live bytes during bwd over the bytes live when it began,
+    forward included in the window so that frees of saved tensors count."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        out = fwd()
+        s = torch.empty(SENTINEL, dtype=torch.uint8)
+        bwd(out)
+        del s
+    ev = sorted((e.start_us(), e.nbytes()) for e in p.profiler.kineto_results.events() if e.name() == "[memory]")
+    cur, start, pk = 0, None, 0
+    for _, n in ev:
+        cur += n
+        if n == SENTINEL and start is None:
+            start, pk = cur, cur
+        elif n == -SENTINEL and start is not None:
+            return pk - start
+        elif start is not None:
+            pk = max(pk, cur)
+    raise RuntimeError("sentinel not found")
+
+
+def block_backward():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import activations as oracle  # the oracle's blocks, in the transformers op order
+    out = []
+    b, h, H, d = 1, 64, 4, 16
+    for S in (256, 512):
+        for I in (172, 2048):
+            c = dict(arch="llama", hidden=h, heads=H, kv_heads=H, head_dim=d, intermediate=I, batch=b, seq=S,
+                     dtype="fp32", ckpt="none", dropout=0.0)
+            torch.manual_seed(0)
+            blk = oracle.LlamaBlock(c)
+            x = torch.randn(b, S, h, requires_grad=True)
+            cos, sin = torch.randn(b, S, d), torch.randn(b, S, d)
+            mask = torch.full((S, S), float("-inf")).triu(1)[None, None]
+
+            def fwd():
+                y = blk(x, cos, sin, mask)
+                return y, torch.ones_like(y)
+
+            def bwd(o):
+                o[0].backward(o[1])
+
+            rel = backward_over_start(fwd, bwd)
+            out.append({"batch": b, "seq": S, "hidden": h, "heads": H, "head_dim": d, "intermediate": I,
+                        "backward_peak": rel, "param_grad_bytes": sum(p.numel() * 4 for p in blk.parameters())})
+    return out
+
+
 def main():
     out = {
         "generator": "tools/oracle/step.py",
@@ -145,6 +211,7 @@ def main():
         "logits_holder": logits_holder(),
         "tied": tied(),
         "eager_nograd": [eager_nograd("fp32"), eager_nograd("bf16")],
+        "block_backward": block_backward(),
     }
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
