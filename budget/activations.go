@@ -36,6 +36,13 @@ type actFigures struct {
 	// headGrad is the head weight's gradient that a fused loss keeps
 	// from forward (part of saved); it becomes the head's gradient.
 	headGrad gpumem.Bytes
+	// encBlocks is an encoder–decoder's encoder blocks' part of blocks,
+	// and encForward, encBackward their largest transients; decForward
+	// is the largest transient of the other blocks. The encoder runs
+	// first in forward and last in backward.
+	encBlocks, encForward, encBackward, decForward, decBackward gpumem.Bytes
+	// encoder says the model has an encoder (an encoder–decoder).
+	encoder bool
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -64,6 +71,15 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		f.kept = a.Logits
 	} else if j.Mode == Training || a.LogitsReleased {
 		f.lossLogits = 0
+	}
+	for _, l := range a.Layers {
+		if l.Part == "encoder" {
+			f.encoder = true
+			f.encBlocks += l.KeptTotal
+			f.encForward, f.encBackward = max(f.encForward, l.Forward), max(f.encBackward, l.Backward)
+		} else {
+			f.decForward, f.decBackward = max(f.decForward, l.Forward), max(f.decBackward, l.Backward)
+		}
 	}
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)

@@ -270,27 +270,55 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		casts, grads, acts, attn, logits gpumem.Bytes
 		optimizerExtra                   gpumem.Bytes
 		kernel                           gpumem.Bytes // a quantized matmul's transient
+		// noKV: the moment precedes the KV cache (an encoder–decoder's
+		// encoder pass in generation).
+		noKV bool
 	}
 	var kFwd, kBwd gpumem.Bytes
 	if len(m.quant.shapes) > 0 {
 		kFwd, kBwd = m.quant.transients(int64(j.Batch)*int64(j.SeqLen), cDT, train)
 	}
-	var cands [8]candidate
+	var cands [10]candidate
 	n := 0
 	add := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
+	// An encoder–decoder runs its encoder first in forward and last in
+	// backward: the encoder's transients sit on what the encoder side
+	// has saved (its blocks, the embeddings, the shared tables), not on
+	// the decoder's, and the decoder's on everything.
+	encDec := act.encoder
+	fwdAttn, bwdAttn := act.forward, act.backward
+	if encDec {
+		fwdAttn, bwdAttn = act.decForward, act.decBackward
+	}
 	if train {
 		// Forward: the last block's transient on everything saved so far,
 		// then the logits with the loss's fp32 upcast.
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward, kernel: kFwd})
+		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
+		if encDec {
+			add(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
+			// Backward reaches the encoder once the decoder's, the
+			// head's and the shared embedding's gradients exist, with
+			// every encoder block's activations still saved.
+			decGrads := m.gradsOutsideEncoder(gDT, v)
+			if !paramGrads {
+				decGrads = 0
+			}
+			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+		}
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd, logits: act.kept})
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: act.backward, kernel: kBwd, logits: act.kept})
+		iBlocks := n // the blocks' backward candidates: the first and the last block
+		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: bwdAttn, kernel: kBwd, logits: act.kept})
+		lastAttn := act.backward
+		if encDec {
+			lastAttn = act.encBackward // the encoder's first block ends backward
+		}
+		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: lastAttn, kernel: kBwd, logits: act.kept})
 		if tied := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
 			// A tied embedding's gradient at the end of backward: the
 			// head's contribution, the embedding's dense gradient and
@@ -307,7 +335,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// embedding's gradient from the head's backward to the end;
 			// the full set of gradients never exists. The loss backward
 			// precedes every parameter's gradient.
-			for i := 3; i <= 4; i++ {
+			for i := iBlocks; i <= iBlocks+1; i++ {
 				cands[i].grads, cands[i].optimizerExtra = acc.sum(inBwd.held, inBwd.layerGrad), inBwd.layerStep
 			}
 			// The head's weights (untied) and the final norm step right
@@ -328,7 +356,12 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if j.Mode == Generation {
 			ph = Decode
 		}
-		add(candidate{phase: ph, acts: body, attn: act.forward, kernel: kFwd})
+		add(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
+		if encDec {
+			// The encoder's pass: before any decoder step, so before
+			// any KV cache in generation.
+			add(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
+		}
 		// The logits, with an evaluation's loss transient (EvalLoss).
 		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
@@ -342,6 +375,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	for i := 0; i < n; i++ {
 		c := &cands[i]
 		t := acc.sum(acc.sum(acc.sum(base, c.casts), acc.sum(c.grads, c.kernel)), acc.sum(acc.sum(c.acts, c.attn), acc.sum(c.logits, c.optimizerExtra)))
+		if c.noKV {
+			t -= b.KVCache
+		}
 		b.Phases[c.phase] = max(b.Phases[c.phase], t)
 		if best < 0 || t > bestTotal {
 			best, bestTotal = i, t
@@ -351,6 +387,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		return Breakdown{}, acc.err
 	}
 	c := cands[best]
+	if c.noKV {
+		b.KVCache = 0
+	}
 	b.Phase = c.phase
 	b.Gradients = c.grads
 	b.Activations = c.acts

@@ -140,3 +140,44 @@ func TestModelBuffers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, gpumem.Bytes(8192*8192), b.Buffers)
 }
+
+// TestEncoderDecoderPhases: Whisper-small trained in fp32 (gradients
+// kept, nothing stepped), batch 2, a 16-token decoder over 1500 encoder
+// frames. The encoder's forward transient sits on what the encoder side
+// saved, the decoder's on everything; backward reaches the encoder with
+// the decoder's, the head's and the embeddings' gradients made and every
+// encoder block still saved; in generation the encoder's pass precedes
+// the KV cache.
+func TestEncoderDecoderPhases(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "whisper-small", nil)
+	j := Job{Model: m, Mode: Training, Precision: FP32, Gradients: NoStep, Attention: model.Eager, Batch: 2, SeqLen: 16}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	act, err := activations(&j, gpumem.FP32)
+	require.NoError(t, err)
+	require.True(t, act.encoder)
+	require.Positive(t, act.encBlocks)
+	require.Greater(t, act.encForward, act.decForward)
+	base := b.Weights + b.Buffers + b.Workspace
+	body := act.saved - act.logits
+	require.Equal(t, base+max(body+act.decForward, act.encBlocks+act.front+act.encForward, body+act.logits+act.lossForward), b.Phases[Forward])
+
+	all, err := m.weights(gpumem.FP32, true)
+	require.NoError(t, err)
+	dec := m.gradsOutsideEncoder(gpumem.FP32, nil)
+	require.True(t, dec > 0 && dec < all, "decoder-side gradients %v of %v", dec, all)
+	require.GreaterOrEqual(t, b.Phases[Backward], base+dec+act.encBlocks+act.front+act.encBackward)
+
+	g := Job{Model: m, Mode: Generation, Precision: FP32, Attention: model.Eager, Batch: 1, SeqLen: 4, Generate: 4}
+	gb, err := Estimate(g)
+	require.NoError(t, err)
+	gact, err := activations(&g, gpumem.FP32)
+	require.NoError(t, err)
+	// The encoder's 1500-frame attention outweighs a few decoder steps'
+	// cache: the peak is the encoder's pass, without a KV cache.
+	require.Zero(t, gb.KVCache)
+	require.Equal(t, gb.Weights+gb.Buffers+gb.Workspace+gact.saved-gact.logits+gact.encForward, gb.Phases[Decode])
+	llama := lookupModel(t, "llama-2-7b", nil)
+	require.Zero(t, llama.gradsOutsideEncoder(gpumem.FP32, nil))
+}

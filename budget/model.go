@@ -63,6 +63,7 @@ type group struct {
 	trainable bool
 
 	comp      uint8   // compLayer, compEmbed, compHead, compOther
+	encoder   bool    // part of an encoder–decoder's encoder (model.Component part "encoder")
 	tp        tpClass // how tensor parallelism splits it
 	tpDim     int8    // the dimension it splits (-1: none)
 	expert    bool    // a routed expert's tensor (split by expert parallelism)
@@ -160,7 +161,8 @@ func NewModel(f model.Finetune) (Model, error) {
 			index[key.String()] = g
 			heads, kv := partHeads(s, part)
 			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, fixed: fixed, trainable: train,
-				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv})
+				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv,
+				encoder: part == "encoder" && s.Encoder != nil})
 		}
 		total, ok1 := checked.Mul(n, r.Count)
 		count, ok2 := checked.Add(m.groups[g].count, r.Count)
@@ -387,4 +389,44 @@ func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) gpumem.Bytes {
 		return gpumem.Bytes(roundAlloc(int64(b)))
 	}
 	return 0
+}
+
+// gradsOutsideEncoder returns the gradient bytes, in dt as the rank v
+// holds them, of the trainable tensors outside an encoder–decoder's
+// encoder (its decoder, head and shared embedding): what backward has
+// made when it reaches the encoder, which runs last (0 without an
+// encoder).
+func (m *Model) gradsOutsideEncoder(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	var sum int64
+	enc := false
+	for i := range m.groups {
+		g := &m.groups[i]
+		enc = enc || g.encoder
+		if !g.trainable || g.encoder {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	if !enc {
+		return 0
+	}
+	return gpumem.Bytes(sum)
 }
