@@ -1592,7 +1592,16 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		a.FinalNorm, a.Embedding = 0, 0
 		a.Shared -= shared0
 		if w.Attention == Eager {
-			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, seq, seq)))
+			// Under autocast the mask takes the dtype of the input
+			// embeddings, fp32 with fp32 weights, and so do the masked
+			// scores (a bf16 + fp32 add promotes): the softmax then
+			// holds the same 10 bytes per score as a bf16 one
+			// converting its input (attention), and the mask 4 per entry.
+			me := e
+			if w.Autocast {
+				me = 4
+			}
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(me, w.Batch, seq, seq)))
 		}
 	}
 	if !lm {

@@ -114,3 +114,17 @@ func TestBlockBackwardOracle(t *testing.T) {
 		require.True(t, ratio >= 0.85 && ratio <= 1.12, "seq %d, I %d: model %v, measured %d (%.3f)", r.Seq, r.Intermediate, a.Layers[0].Backward, r.Peak, ratio)
 	}
 }
+
+// TestAutocastMask: under autocast a Llama prefill's eager mask is fp32
+// (the dtype of the fp32 input embeddings), 4·b·s² bytes, where a pure
+// bf16 one is 2·b·s².
+func TestAutocastMask(t *testing.T) {
+	s := mustLookup(t, "llama-2-7b")
+	w := model.Workload{Batch: 2, SeqLen: 128, DType: gpumem.BF16}
+	pure, err := s.Activations(w)
+	require.NoError(t, err)
+	w.Autocast = true
+	amp, err := s.Activations(w)
+	require.NoError(t, err)
+	require.Equal(t, pure.Shared+2*2*128*128, amp.Shared)
+}
