@@ -931,6 +931,12 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			fmt.Fprintf(out, ", logits of the last %d positions", j.LogitsToKeep)
 		}
 	}
+	if j.KeepLogits {
+		fmt.Fprint(out, ", logits held to the step")
+	}
+	if j.EvalLoss {
+		fmt.Fprint(out, ", evaluation loss")
+	}
 	if j.Mode == budget.Load {
 		fmt.Fprintf(out, "\nparameters %s\n", group3(total))
 	} else {

@@ -34,6 +34,12 @@ func TestKeepLogitsAndEval(t *testing.T) {
 	const TV = 2 * 1024 * 128256
 	assert.Greater(t, peak("--train", "--keep-logits"), peak("--train"))
 	assert.Equal(t, peak("--infer")+8*TV, peak("--infer", "--eval"))
+	code, out, stderr := runCLI(t, "", "estimate", "--model", "llama-3-8b", "--train", "--keep-logits")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, ", logits held to the step\n")
+	code, out, stderr = runCLI(t, "", "estimate", "--model", "llama-3-8b", "--infer", "--eval")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, ", evaluation loss\n")
 
 	h := newServer(serverOptions{})
 	for _, tc := range []struct {
