@@ -369,10 +369,10 @@ func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error)
 // every gradient plus 2·V·h·4 bytes (to 12 bytes), of the same model
 // untied every gradient plus 4 KiB.
 func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) gpumem.Bytes {
-	if !m.tied || (v != nil && v.pp > 1) {
+	lm := m.spec.LM()
+	if !m.tied || !lm.TiedHead() || (v != nil && v.pp > 1) {
 		return 0
 	}
-	lm := m.spec.LM()
 	for i := range m.groups {
 		g := &m.groups[i]
 		if g.comp != compEmbed || !g.trainable || !isHeadShaped(lm, g.shape) {

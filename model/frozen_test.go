@@ -38,3 +38,14 @@ func TestBufferBytes(t *testing.T) {
 	require.Equal(t, gpumem.Bytes(2*8*512), mustLookup(t, "bert-base").BufferBytes())
 	require.Zero(t, mustLookup(t, "llama-2-7b").BufferBytes())
 }
+
+// TestTiedHead: an LM head tied to the embeddings ties; a classification
+// head on the same model does not.
+func TestTiedHead(t *testing.T) {
+	s := mustLookup(t, "bert-base")
+	require.True(t, s.TiedHead())
+	s.Head = model.HeadSeqCls
+	require.False(t, s.TiedHead())
+	require.False(t, mustLookup(t, "llama-2-7b").TiedHead())
+	require.True(t, mustLookup(t, "gpt2").TiedHead())
+}
