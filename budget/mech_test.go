@@ -181,3 +181,29 @@ func TestEncoderDecoderPhases(t *testing.T) {
 	llama := lookupModel(t, "llama-2-7b", nil)
 	require.Zero(t, llama.gradsOutsideEncoder(gpumem.FP32, nil))
 }
+
+// FuzzEstimateComposition: the loop's knobs (KeepLogits, EvalLoss) on a
+// tied decoder and an encoder–decoder, in every mode and precision: an
+// error names a field, totals stay consistent.
+func FuzzEstimateComposition(f *testing.F) {
+	var ms [2]Model
+	for i, name := range []string{"gpt2", "whisper-small"} {
+		s, _ := model.Lookup(name)
+		m, err := NewModel(model.Finetune{Model: s})
+		if err != nil {
+			f.Fatal(err)
+		}
+		ms[i] = m
+	}
+	f.Add(uint8(0), uint8(1), uint8(3), 2, 64, 0, true, false)
+	f.Add(uint8(1), uint8(2), uint8(3), 1, 8, 4, false, true)
+	f.Add(uint8(1), uint8(3), uint8(1), 4, 32, 0, false, false)
+	f.Fuzz(func(t *testing.T, which, mode, prec uint8, batch, seq, gen int, keep, eval bool) {
+		j := Job{Model: ms[which%2], Mode: Mode(mode), Precision: Precision(prec), Batch: batch, SeqLen: seq, Generate: gen,
+			KeepLogits: keep, EvalLoss: eval, Attention: model.Eager}
+		if j.Mode == Training {
+			j.Gradients = NoStep
+		}
+		fuzzEstimate(t, j)
+	})
+}
