@@ -318,13 +318,29 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if encDec {
 			lastAttn = act.encBackward // the encoder's first block ends backward
 		}
-		add(candidate{phase: Backward, grads: grads, acts: act.firstBlock + act.outside - act.logits - act.headGrad, attn: lastAttn, kernel: kBwd, logits: act.kept})
-		if tied := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
-			// A tied embedding's gradient at the end of backward: the
-			// head's contribution, the embedding's dense gradient and
+		// At the first block's backward, the loss, the head and the
+		// final norm have run theirs long before, and autograd has
+		// released what they saved (the log-softmax, the head's input,
+		// the norm's tensors): what is left outside the blocks is the
+		// embeddings', the token ids and the tables every block reads.
+		// (A pipeline stage keeps its own split of the outside.)
+		lastActs := act.firstBlock + act.front
+		if v != nil && v.pp > 1 {
+			lastActs = act.firstBlock + act.outside - act.logits - act.headGrad
+		}
+		add(candidate{phase: Backward, grads: grads, acts: lastActs, attn: lastAttn, kernel: kBwd, logits: act.kept})
+		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+			// A tied embedding's gradient when its last use's arrives:
+			// the head's contribution, the embedding's dense gradient and
 			// their sum at once (Model.tiedGrad), beside every other
-			// gradient and what the embedding saved.
-			add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: act.front, logits: act.kept})
+			// gradient and what the embedding saved at the end of
+			// backward, or, for a decoder's embedding, beside the
+			// decoder's gradients and every encoder block's activations.
+			if dec {
+				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
+			} else {
+				add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: act.front, logits: act.kept})
+			}
 		}
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time

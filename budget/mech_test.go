@@ -27,7 +27,9 @@ func TestTiedEmbeddingEndOfBackward(t *testing.T) {
 	all, err := m.weights(gpumem.FP32, true)
 	require.NoError(t, err)
 	tied := gpumem.Bytes(roundAlloc(50257 * 768 * 4))
-	require.Equal(t, tied, m.tiedGrad(gpumem.FP32, nil))
+	got, dec := m.tiedGrad(gpumem.FP32, nil)
+	require.Equal(t, tied, got)
+	require.False(t, dec)
 	require.Equal(t, Backward, b.Phase)
 	require.Equal(t, all+2*tied, b.Gradients)
 	act, err := activations(&j, gpumem.FP32)
@@ -36,9 +38,22 @@ func TestTiedEmbeddingEndOfBackward(t *testing.T) {
 
 	// Frozen embedding (LoRA): nothing to sum.
 	lora := lookupModel(t, "gpt2", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
-	require.Zero(t, lora.tiedGrad(gpumem.FP32, nil))
+	got, _ = lora.tiedGrad(gpumem.FP32, nil)
+	require.Zero(t, got)
 	untied := lookupModel(t, "llama-2-7b", nil)
-	require.Zero(t, untied.tiedGrad(gpumem.FP32, nil))
+	got, _ = untied.tiedGrad(gpumem.FP32, nil)
+	require.Zero(t, got)
+	// Whisper's decoder embedding (tied to proj_out) sums before the
+	// encoder's backward; T5's shared table, which the encoder reads too,
+	// at the very end.
+	whisper := lookupModel(t, "whisper-small", nil)
+	got, dec = whisper.tiedGrad(gpumem.FP32, nil)
+	require.Equal(t, gpumem.Bytes(roundAlloc(51865*768*4)), got)
+	require.True(t, dec)
+	t5 := lookupModel(t, "t5-small", nil)
+	got, dec = t5.tiedGrad(gpumem.FP32, nil)
+	require.Positive(t, got)
+	require.False(t, dec)
 }
 
 // TestKeepLogits: a loop that holds the output keeps the bf16 logits

@@ -64,6 +64,7 @@ type group struct {
 
 	comp      uint8   // compLayer, compEmbed, compHead, compOther
 	encoder   bool    // part of an encoder–decoder's encoder (model.Component part "encoder")
+	decoder   bool    // part of an encoder–decoder's decoder
 	tp        tpClass // how tensor parallelism splits it
 	tpDim     int8    // the dimension it splits (-1: none)
 	expert    bool    // a routed expert's tensor (split by expert parallelism)
@@ -162,7 +163,7 @@ func NewModel(f model.Finetune) (Model, error) {
 			heads, kv := partHeads(s, part)
 			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, fixed: fixed, trainable: train,
 				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv,
-				encoder: part == "encoder" && s.Encoder != nil})
+				encoder: part == "encoder" && s.Encoder != nil, decoder: part == "decoder" && s.Encoder != nil})
 		}
 		total, ok1 := checked.Mul(n, r.Count)
 		count, ok2 := checked.Add(m.groups[g].count, r.Count)
@@ -368,10 +369,17 @@ func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error)
 // 1.13, tools/oracle/step.py): the backward peak of a tied model is
 // every gradient plus 2·V·h·4 bytes (to 12 bytes), of the same model
 // untied every gradient plus 4 KiB.
-func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) gpumem.Bytes {
+//
+// The sum is made when the last use's gradient arrives: at the very end
+// for an embedding the encoder also reads (T5's shared table), but
+// before the encoder's backward for an encoder–decoder's decoder
+// embedding (Whisper's embed_tokens, tied to proj_out), whose node runs
+// first (autograd runs the most recently created ready node first); then
+// decoder reports true.
+func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) (b gpumem.Bytes, decoder bool) {
 	lm := m.spec.LM()
 	if !m.tied || !lm.TiedHead() || (v != nil && v.pp > 1) {
-		return 0
+		return 0, false
 	}
 	for i := range m.groups {
 		g := &m.groups[i]
@@ -382,13 +390,13 @@ func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) gpumem.Bytes {
 		if v != nil {
 			elems = v.elems(g)
 		}
-		b, err := dt.Size(elems)
+		n, err := dt.Size(elems)
 		if err != nil {
-			return 0
+			return 0, false
 		}
-		return gpumem.Bytes(roundAlloc(int64(b)))
+		return gpumem.Bytes(roundAlloc(int64(n))), g.decoder
 	}
-	return 0
+	return 0, false
 }
 
 // gradsOutsideEncoder returns the gradient bytes, in dt as the rank v
