@@ -278,7 +278,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if len(m.quant.shapes) > 0 {
 		kFwd, kBwd = m.quant.transients(int64(j.Batch)*int64(j.SeqLen), cDT, train)
 	}
-	var cands [10]candidate
+	var cands [12]candidate
 	n := 0
 	add := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
@@ -328,7 +328,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if v != nil && v.pp > 1 {
 			lastActs = act.firstBlock + act.outside - act.logits - act.headGrad
 		}
-		add(candidate{phase: Backward, grads: grads, acts: lastActs, attn: lastAttn, kernel: kBwd, logits: act.kept})
+		// The embeddings' own gradients come after the first block's
+		// backward (a tied one's began with the head's).
+		lastGrads := grads
+		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
+			lastGrads = grads - min(grads, m.embedGrads(gDT, v))
+		}
+		add(candidate{phase: Backward, grads: lastGrads, acts: lastActs, attn: lastAttn, kernel: kBwd, logits: act.kept})
+		if paramGrads && !j.OptimizerInBackward {
+			// The end of backward: every gradient, the embeddings' just
+			// made, beside what the embeddings saved.
+			add(candidate{phase: Backward, grads: grads, acts: act.front, logits: act.kept})
+		}
 		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
 			// A tied embedding's gradient when its last use's arrives:
 			// the head's contribution, the embedding's dense gradient and

@@ -438,3 +438,39 @@ func (m *Model) gradsOutsideEncoder(dt gpumem.DType, v *rankView) gpumem.Bytes {
 	}
 	return gpumem.Bytes(sum)
 }
+
+// embedGrads returns the gradient bytes, in dt as the rank v holds them,
+// of the trained embedding tensors whose backward runs after the first
+// block's (the token, position and front-end embeddings), without a
+// tied one, whose gradient the head's backward began long before.
+func (m *Model) embedGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	lm := m.spec.LM()
+	tied := m.tied && lm.TiedHead()
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable || g.comp != compEmbed || (tied && isHeadShaped(lm, g.shape)) {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	return gpumem.Bytes(sum)
+}
