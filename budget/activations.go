@@ -43,6 +43,9 @@ type actFigures struct {
 	encBlocks, encForward, encBackward, decForward, decBackward gpumem.Bytes
 	// encoder says the model has an encoder (an encoder–decoder).
 	encoder bool
+	// headSaved is what the final norm, the head and the loss saved
+	// (part of saved): released by their backward, before any block's.
+	headSaved gpumem.Bytes
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -92,6 +95,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
+	if j.Mode == Training {
+		f.headSaved = a.FinalNorm + a.Head
+	}
 	f.back = f.outside - a.Embedding
 	f.host = a.Offloaded
 	if j.OffloadActivations && j.Checkpointing == model.FullCheckpointing {
@@ -189,6 +195,7 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
 	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad, out.kept = 0, 0, 0, 0, 0, 0
+	out.headSaved = 0
 	return out
 }
 

@@ -313,7 +313,19 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		iBlocks := n // the blocks' backward candidates: the first and the last block
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: bwdAttn, kernel: kBwd, logits: act.kept})
+		// The first block's backward (the last block of forward): the
+		// loss, the head and the final norm have run theirs, releasing
+		// what they saved and making their gradients.
+		firstGrads := persistentGrads
+		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
+			firstGrads = m.headGrads(gDT, v)
+		}
+		firstActs := body - act.headSaved
+		if j.OptimizerInBackward {
+			// As the head's step below, counted as an upper bound.
+			firstActs = body
+		}
+		add(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
 		lastAttn := act.backward
 		if encDec {
 			lastAttn = act.encBackward // the encoder's first block ends backward

@@ -138,7 +138,7 @@ func ExampleEstimate_llava13bExercise() {
 	fmt.Println("seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB")
 	// Output:
 	// model state 106.81 GB = 26.70 GB weights + 26.70 GB gradients + 53.41 GB AdamW (seed: 106.84 GB)
-	// eager saved activations 92.51 GB (3.46× the weights), peak 174.38 GB at backward
+	// eager saved activations 92.51 GB (3.46× the weights), peak 174.27 GB at backward
 	// flash saved activations 25.70 GB (0.96× the weights), peak 106.83 GB at backward
 	// seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB
 }

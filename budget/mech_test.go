@@ -222,3 +222,26 @@ func FuzzEstimateComposition(f *testing.F) {
 		fuzzEstimate(t, j)
 	})
 }
+
+// TestFirstBlockBackward: Llama-3.2-1B (head tied to the embedding),
+// bf16, eager attention over 16384 tokens, gradients kept and nothing
+// stepped: the peak is the first block's backward (the attention
+// core's gradients), when the loss, the head and the final norm have
+// released what they saved and made their gradients: the final norm's
+// and the head's V×h contribution to the tied embedding.
+func TestFirstBlockBackward(t *testing.T) {
+	t.Parallel()
+	m := lookupModel(t, "llama-3.2-1b", nil)
+	j := Job{Model: m, Mode: Training, Precision: BF16, Gradients: NoStep, Attention: model.Eager, Batch: 1, SeqLen: 16384}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	act, err := activations(&j, gpumem.BF16)
+	require.NoError(t, err)
+	require.Equal(t, Backward, b.Phase)
+	require.Equal(t, act.backward, b.Attention)
+	norm := gpumem.Bytes(roundAlloc(2048 * 2))
+	tied := gpumem.Bytes(roundAlloc(128256 * 2048 * 2))
+	require.Equal(t, norm+tied, b.Gradients)
+	require.Equal(t, act.saved-act.logits-act.headSaved, b.Activations)
+	require.Positive(t, act.headSaved)
+}

@@ -474,3 +474,42 @@ func (m *Model) embedGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
 	}
 	return gpumem.Bytes(sum)
 }
+
+// headGrads returns the gradient bytes, in dt as the rank v holds them,
+// of the trained tensors whose backward runs before any block's: the
+// final norm and the head, or for a tied head its V×h contribution,
+// which autograd holds until the embedding's arrives.
+func (m *Model) headGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable || g.comp != compHead || g.encoder {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	tied, _ := m.tiedGrad(dt, v)
+	s, ok := checked.Add(sum, int64(tied))
+	if !ok {
+		return 0
+	}
+	return gpumem.Bytes(s)
+}
