@@ -1727,6 +1727,7 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
 	}
 	lsm, causal := int64(4), true
+	halfGrad := int64(0)
 	switch layoutOf(s) {
 	case layoutBERT, layoutT5, layoutWhisper, layoutOPT:
 		// CrossEntropyLoss on the logits as they are (OPTForCausalLM of
@@ -1742,6 +1743,11 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 			lsm = 4
 			if w.computeDType(s) != gpumem.FP16 {
 				a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+			} else {
+				// half_to_float's backward gives the gradient in fp16
+				// (_log_softmax_backward_data to the input dtype): the
+				// loss's fp32 gradient and that one.
+				halfGrad = c.m(4+e, TV)
 			}
 		}
 	default:
@@ -1765,7 +1771,11 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		ids = c.a(ids, 8)
 	}
 	a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids))
-	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(2*lsm, TV)))
+	lossGrad := c.m(2*lsm, TV)
+	if halfGrad > 0 {
+		lossGrad = halfGrad
+	}
+	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), lossGrad))
 }
 
 // finish computes the peaks and the recompute fraction from a.Layers.

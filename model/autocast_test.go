@@ -15,7 +15,9 @@ import (
 // per logit saved instead of 2, a loss gradient of 8 bytes per logit
 // instead of 4, and for bf16 the fp32 copy that log_softmax(x,
 // dtype=float32) converts first (4 per logit, a transient); fp16 logits
-// are read directly. Pure 16-bit training keeps everything in 16 bits.
+// are read directly, and their gradient comes back in fp16 (4 + 2 bytes
+// per logit at the loss backward). Pure 16-bit training keeps everything
+// in 16 bits.
 // bert-base, batch 2 × 128: T·V = 256 · 30,522.
 func TestAutocastCrossEntropy(t *testing.T) {
 	s := mustLookup(t, "bert-base")
@@ -33,6 +35,7 @@ func TestAutocastCrossEntropy(t *testing.T) {
 	require.Equal(t, 4*TV, amp.LogitsFP32)
 	require.Equal(t, amp.Head, half.Head)
 	require.Zero(t, half.LogitsFP32)
+	require.Equal(t, 6*TV, half.LossGrad)
 	// A causal LM upcasts in its own loss either way.
 	l := mustLookup(t, "llama-2-7b")
 	for _, on := range []bool{false, true} {
