@@ -26,12 +26,26 @@ type actFigures struct {
 	// host is what the activation offloading policy moves to host
 	// memory (model.OffloadActivations, Job.OffloadActivations).
 	host gpumem.Bytes
-	// lossLogits is the logits the loss backward sees: logits, or 0
-	// when the loss frees them first (model.Activations.LogitsReleased).
-	lossLogits gpumem.Bytes
+	// lossLogits is the logits the loss backward sees: the logits when
+	// the loop holds the model's output (Job.KeepLogits), else 0: the
+	// Trainer's compute_loss drops the output, and a chunked loss frees
+	// its chunks (model.Activations.LogitsReleased). kept is the logits
+	// the loop still holds after the loss backward, in the blocks'
+	// backward and the optimizer step (Job.KeepLogits).
+	lossLogits, kept gpumem.Bytes
 	// headGrad is the head weight's gradient that a fused loss keeps
 	// from forward (part of saved); it becomes the head's gradient.
 	headGrad gpumem.Bytes
+	// encBlocks is an encoder–decoder's encoder blocks' part of blocks,
+	// and encForward, encBackward their largest transients; decForward
+	// is the largest transient of the other blocks. The encoder runs
+	// first in forward and last in backward.
+	encBlocks, encForward, encBackward, decForward, decBackward gpumem.Bytes
+	// encoder says the model has an encoder (an encoder–decoder).
+	encoder bool
+	// headSaved is what the final norm, the head and the loss saved
+	// (part of saved): released by their backward, before any block's.
+	headSaved gpumem.Bytes
 	// front is what the first pipeline stage keeps outside the blocks
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
@@ -56,8 +70,19 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		lossForward: a.LogitsFP32, lossBackward: a.LossGrad, logits: a.Logits,
 		lossLogits: a.Logits, headGrad: a.HeadWeightGrad,
 	}
-	if a.LogitsReleased {
+	if j.Mode == Training && j.KeepLogits {
+		f.kept = a.Logits
+	} else if j.Mode == Training || a.LogitsReleased {
 		f.lossLogits = 0
+	}
+	for _, l := range a.Layers {
+		if l.Part == "encoder" {
+			f.encoder = true
+			f.encBlocks += l.KeptTotal
+			f.encForward, f.encBackward = max(f.encForward, l.Forward), max(f.encBackward, l.Backward)
+		} else {
+			f.decForward, f.decBackward = max(f.decForward, l.Forward), max(f.decBackward, l.Backward)
+		}
 	}
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
@@ -70,6 +95,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
+	if j.Mode == Training {
+		f.headSaved = a.FinalNorm + a.Head
+	}
 	f.back = f.outside - a.Embedding
 	f.host = a.Offloaded
 	if j.OffloadActivations && j.Checkpointing == model.FullCheckpointing {
@@ -166,7 +194,8 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 	out.blocks = scaled
 	out.outside = f.front * gpumem.Bytes(inflight)
 	out.saved = out.blocks + out.outside
-	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad = 0, 0, 0, 0, 0
+	out.logits, out.lossForward, out.lossBackward, out.lossLogits, out.headGrad, out.kept = 0, 0, 0, 0, 0, 0
+	out.headSaved = 0
 	return out
 }
 
@@ -175,10 +204,10 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 	return model.Workload{
 		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
-		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images),
+		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images), Autocast: j.Precision.autocast(),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
-		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep),
+		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
 	}
 }
 

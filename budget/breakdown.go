@@ -90,7 +90,8 @@ type Breakdown struct {
 	Logits gpumem.Bytes
 	// KVCache is the key/value cache of decoding.
 	KVCache gpumem.Bytes
-	// Buffers are the job's own tensors and caches.
+	// Buffers are the job's own tensors and caches, and the model's
+	// registered buffers (model.Spec.BufferBytes).
 	Buffers gpumem.Bytes
 	// ExtraModels are frozen copies: a reference, teacher or original
 	// model held for inference only.

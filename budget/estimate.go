@@ -108,6 +108,17 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	if train && j.Precision.autocast() {
 		casts = acc.add(m.casts(cDT, v))
 	}
+	if !train && j.Mode != Load && j.Precision.autocast() {
+		// Inference under autocast: cached_cast (aten/src/ATen/
+		// autocast_mode.cpp) caches the 16-bit cast of every fp32 leaf
+		// that requires grad (can_try_cache tests arg.requires_grad(),
+		// not the grad mode), so under torch.no_grad the casts of the
+		// parameters that still require grad (a loaded model's, by
+		// default: the Model's trainable set) accumulate until the
+		// autocast context exits; a frozen weight's cast is a transient
+		// of its own op.
+		casts = acc.add(m.trainableCasts(cDT, v))
+	}
 	if train && j.Precision == FP8 {
 		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
 	}
@@ -212,6 +223,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	for i := range j.Buffers {
 		b.Buffers = acc.sum(b.Buffers, acc.add(j.Buffers[i].size()))
 	}
+	// The model's registered buffers (model.Spec.BufferBytes: BigCode's
+	// causal mask, BERT's position and token-type ids) move to the GPU
+	// with it.
+	b.Buffers = acc.sum(b.Buffers, m.spec.BufferBytes())
 	if j.Mode == Generation {
 		b.KVCache = acc.add(kvCache(*j, cDT, v))
 	}
@@ -258,19 +273,44 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		casts, grads, acts, attn, logits gpumem.Bytes
 		optimizerExtra                   gpumem.Bytes
 		kernel                           gpumem.Bytes // a quantized matmul's transient
+		// noKV: the moment precedes the KV cache (an encoder–decoder's
+		// encoder pass in generation).
+		noKV bool
 	}
 	var kFwd, kBwd gpumem.Bytes
 	if len(m.quant.shapes) > 0 {
 		kFwd, kBwd = m.quant.transients(int64(j.Batch)*int64(j.SeqLen), cDT, train)
 	}
-	var cands [7]candidate
+	var cands [12]candidate
 	n := 0
 	add := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
+	// An encoder–decoder runs its encoder first in forward and last in
+	// backward: the encoder's transients sit on what the encoder side
+	// has saved (its blocks, the embeddings, the shared tables), not on
+	// the decoder's, and the decoder's on everything.
+	encDec := act.encoder
+	fwdAttn, bwdAttn := act.forward, act.backward
+	if encDec {
+		fwdAttn, bwdAttn = act.decForward, act.decBackward
+	}
 	if train {
 		// Forward: the last block's transient on everything saved so far,
 		// then the logits with the loss's fp32 upcast.
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: act.forward, kernel: kFwd})
+		iFwd := n // the forward's two candidates: the last block's transient and the logits
+		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
+		if encDec {
+			add(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
+			// Backward reaches the encoder once the decoder's, the
+			// head's and the shared embedding's gradients exist, with
+			// every encoder block's activations still saved.
+			decGrads := m.gradsOutsideEncoder(gDT, v)
+			if !paramGrads {
+				decGrads = 0
+			}
+			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+		}
+		iLogits := n
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
 		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
 		if !ok {
@@ -280,18 +320,70 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// The previous step's logits until the new ones are
 			// assigned (the forward, the head's output included), and
 			// the inputs its graph kept until the new loss is.
-			cands[0].acts, cands[0].logits = acc.sum(body, kept), act.logits
-			cands[1].acts, cands[1].logits = acc.sum(body, kept), acc.sum(act.logits, max(act.logits, act.lossForward))
+			cands[iFwd].acts, cands[iFwd].logits = acc.sum(body, kept), act.logits
+			cands[iLogits].acts, cands[iLogits].logits = acc.sum(body, kept), acc.sum(act.logits, max(act.logits, act.lossForward))
 		}
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
 		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, attn: act.backward, kernel: kBwd})
+		iBlocks := n // the blocks' backward candidates: the first and the last block
+		// The first block's backward (the last block of forward): the
+		// loss, the head and the final norm have run theirs, releasing
+		// what they saved and making their gradients.
+		firstGrads := persistentGrads
+		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
+			firstGrads = m.headGrads(gDT, v)
+		}
+		firstActs := body - act.headSaved
+		if j.OptimizerInBackward {
+			// As the head's step below, counted as an upper bound.
+			firstActs = body
+		}
+		add(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
+		lastAttn := act.backward
+		if encDec {
+			lastAttn = act.encBackward // the encoder's first block ends backward
+		}
+		// At the first block's backward, the loss, the head and the
+		// final norm have run theirs long before, and autograd has
+		// released what they saved (the log-softmax, the head's input,
+		// the norm's tensors): what is left outside the blocks is the
+		// embeddings', the token ids and the tables every block reads.
+		// (A pipeline stage keeps its own split of the outside.)
+		lastActs := act.firstBlock + act.front
+		if v != nil && v.pp > 1 {
+			lastActs = act.firstBlock + act.outside - act.logits - act.headGrad
+		}
+		// The embeddings' own gradients come after the first block's
+		// backward (a tied one's began with the head's).
+		lastGrads := grads
+		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
+			lastGrads = grads - min(grads, m.embedGrads(gDT, v))
+		}
 		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
-		// backward: at its last block they are all still there.
-		add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.firstBlock+act.outside-act.logits-act.headGrad, kept), attn: act.backward, kernel: kBwd})
+		// the blocks' saved tensors: from here to the end of backward
+		// they are all still there.
+		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
+		if paramGrads && !j.OptimizerInBackward {
+			// The end of backward: every gradient, the embeddings' just
+			// made, beside what the embeddings saved.
+			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
+		}
+		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+			// A tied embedding's gradient when its last use's arrives:
+			// the head's contribution, the embedding's dense gradient and
+			// their sum at once (Model.tiedGrad), beside every other
+			// gradient and what the embedding saved at the end of
+			// backward, or, for a decoder's embedding, beside the
+			// decoder's gradients and every encoder block's activations.
+			if dec {
+				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
+			} else {
+				add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
+			}
+		}
 		if j.OptimizerInBackward {
 			// The step runs inside backward, one parameter at a time
 			// (torchtune's OptimizerInBackward: step() then zero_grad(),
@@ -301,7 +393,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// embedding's gradient from the head's backward to the end;
 			// the full set of gradients never exists. The loss backward
 			// precedes every parameter's gradient.
-			for i := 3; i <= 4; i++ {
+			for i := iBlocks; i <= iBlocks+1; i++ {
 				cands[i].grads, cands[i].optimizerExtra = acc.sum(inBwd.held, inBwd.layerGrad), inBwd.layerStep
 			}
 			// The head's weights (untied) and the final norm step right
@@ -314,12 +406,13 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// The embeddings step last, once the blocks are released.
 			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
-			// Optimizer step: every gradient and the step's temporaries;
-			// a loop that holds its step (HoldsPreviousStep) still holds
+			// Optimizer step: every gradient and the step's temporaries,
+			// beside the logits where the loop keeps them (KeepLogits); a
+			// loop that holds its step (HoldsPreviousStep) still holds
 			// the logits and the graph's kept inputs.
-			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep}
+			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept}
 			if j.HoldsPreviousStep {
-				c.acts, c.logits = kept, act.logits
+				c.acts, c.logits = kept, max(act.kept, act.logits)
 			}
 			add(c)
 		}
@@ -328,11 +421,17 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		if j.Mode == Generation {
 			ph = Decode
 		}
-		add(candidate{phase: ph, acts: body, attn: act.forward, kernel: kFwd})
-		add(candidate{phase: ph, acts: body, logits: act.logits})
+		add(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
+		if encDec {
+			// The encoder's pass: before any decoder step, so before
+			// any KV cache in generation.
+			add(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
+		}
+		// The logits, with an evaluation's loss transient (EvalLoss).
+		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
 	for i := 0; i < n; i++ {
-		if cands[i].phase == Forward || cands[i].phase == Backward {
+		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
 			cands[i].casts = casts
 		}
 	}
@@ -341,6 +440,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	for i := 0; i < n; i++ {
 		c := &cands[i]
 		t := acc.sum(acc.sum(acc.sum(base, c.casts), acc.sum(c.grads, c.kernel)), acc.sum(acc.sum(c.acts, c.attn), acc.sum(c.logits, c.optimizerExtra)))
+		if c.noKV {
+			t -= b.KVCache
+		}
 		b.Phases[c.phase] = max(b.Phases[c.phase], t)
 		if best < 0 || t > bestTotal {
 			best, bestTotal = i, t
@@ -350,6 +452,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		return Breakdown{}, acc.err
 	}
 	c := cands[best]
+	if c.noKV {
+		b.KVCache = 0
+	}
 	b.Phase = c.phase
 	b.Gradients = c.grads
 	b.Activations = c.acts

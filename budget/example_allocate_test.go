@@ -65,22 +65,24 @@ func ExampleAllocate_llavaOn3090() {
 	// Output:
 	// default limits: true
 	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
-	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, bnb.optim.AdamW8bit, bf16, LoRA r=16
-	// needs 22.32 GiB of 23.59 GiB free (1.27 GiB left); stopped by memory (activations)
+	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
+	// needs 21.75 GiB of 23.59 GiB free (1.83 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       193.15 GiB            —  no    —
-	// * checkpointing → full                           138.58 GiB   −54.57 GiB  no    recomputes 98% of a forward pass
-	// * optimizer → bnb.optim.AdamW8bit                 91.33 GiB   −47.25 GiB  no    a different optimizer state
-	// * precision → bf16                                49.89 GiB   −41.44 GiB  no    lower-precision weights or state
-	//   offload optimizer state to the CPU              35.86 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
-	// * model → LoRA r=16                               22.23 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
+	// * as given                                       192.49 GiB            —  no    —
+	// * checkpointing → full                           138.58 GiB   −53.91 GiB  no    recomputes 98% of a forward pass
+	//   optimizer → bnb.optim.AdamW8bit                 90.67 GiB   −47.90 GiB  no    a different optimizer state
+	// * precision → bf16                                49.23 GiB   −41.44 GiB  no    lower-precision weights or state
+	//   offload optimizer state to the CPU              35.20 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
+	// * model → LoRA r=16                               21.57 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
 }
 
 // Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16
 // and eager attention (output_attentions needs it) on an 80 GB A100. One
 // layer's fp32 attention probabilities are 32 × 32k × 32k × 4 B =
-// 128 GiB; chunking the heads by 8 divides that by 4, and 4-bit weights
-// save most of the rest. The write-up's gradient checkpointing saves nothing
+// 128 GiB; at the softmax Hugging Face's eager code holds the fp16
+// scores, the fp32 result and the fp16 cast copy (8 bytes per score), so
+// 8 heads at a time (64 GiB) no longer fit beside the weights and 4 do;
+// 4-bit weights save most of the rest. The write-up's gradient checkpointing saves nothing
 // in a forward pass without gradients, so the ladder does not list it.
 func ExampleAllocate_blockAttention() {
 	fp16 := mustModel("llama-3.1-8b", nil)
@@ -102,16 +104,16 @@ func ExampleAllocate_blockAttention() {
 	}
 	fmt.Print(p)
 	// Output:
-	// batch 1 × 32768 tokens, attention eager (8 heads at a time), fp16
-	// needs 67.58 GiB of 79.15 GiB free (11.57 GiB left); stopped by batch limit
+	// batch 1 × 32768 tokens, attention eager (4 heads at a time), fp16
+	// needs 52.90 GiB of 79.15 GiB free (26.26 GiB left); stopped by batch limit
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       218.78 GiB            —  no    —
-	// * eager attention 16 head(s) at a time           117.98 GiB  −100.80 GiB  no    a loop over head slices
-	// * eager attention 8 head(s) at a time             67.58 GiB   −50.40 GiB  yes   a loop over head slices
-	//   eager attention 4 head(s) at a time             42.38 GiB   −25.20 GiB  yes   a loop over head slices
-	//   eager attention 2 head(s) at a time             29.78 GiB   −12.60 GiB  yes   a loop over head slices
-	//   eager attention 1 head(s) at a time             24.35 GiB    −5.43 GiB  yes   a loop over head slices
-	//   model → 4-bit NF4 weights                       14.22 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
+	// * as given                                       288.10 GiB            —  no    —
+	// * eager attention 16 head(s) at a time           153.70 GiB  −134.40 GiB  no    a loop over head slices
+	// * eager attention 8 head(s) at a time             86.50 GiB   −67.20 GiB  no    a loop over head slices
+	// * eager attention 4 head(s) at a time             52.90 GiB   −33.60 GiB  yes   a loop over head slices
+	//   eager attention 2 head(s) at a time             36.10 GiB   −16.80 GiB  yes   a loop over head slices
+	//   eager attention 1 head(s) at a time             27.70 GiB    −8.40 GiB  yes   a loop over head slices
+	//   model → 4-bit NF4 weights                       17.57 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
 }
 
 // The Whisper language attack (docs/scenarios.md): a PGD attack on
@@ -140,9 +142,9 @@ func ExampleMaxBatch_whisperAttack() {
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
-	// each clip's graph: 2.37 GiB
-	// batch 8 needs      21.27 GiB
-	// micro-batch in 24GiB: 8 <nil>
+	// each clip's graph: 2.26 GiB
+	// batch 8 needs      20.35 GiB
+	// micro-batch in 24GiB: 9 <nil>
 	// micro-batch in 12GiB: 4 <nil>
 	// micro-batch in 6GiB: 1 <nil>
 }
@@ -178,7 +180,7 @@ func ExampleCacheEntries_compensatorCache() {
 	// Output:
 	// feature_dim    4096: write-up's 1 GiB rule 2000 entries, 1 GiB holds 65536
 	// feature_dim 1048576: write-up's 1 GiB rule  256 entries, 1 GiB holds   256
-	// cached_Z entries on a 24 GB card: 41399 stopped by memory
+	// cached_Z entries on a 24 GB card: 41391 stopped by memory
 }
 
 // Unlearning in CogVideoX-5b (docs/scenarios.md) needs 65 GB of model
@@ -235,10 +237,10 @@ func ExampleAllocate_maximizeSeqLen() {
 	}
 	fmt.Print(p)
 	// Output:
-	// batch 1 × 13307 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
+	// batch 1 × 15168 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
 	// needs 37.42 GiB of 39.39 GiB free (1.97 GiB left); stopped by memory (logits)
-	// objective: the longest sequence, 13,307 tokens with the changes marked * (3,217 without them)
+	// objective: the longest sequence, 15,168 tokens with the changes marked * (3,315 without them)
 	//   change                                        device peak       saving  fits    longest seq  cost
-	// * as given                                        27.53 GiB            —  yes           3,217  —
-	// * checkpointing → full                            14.40 GiB   −13.13 GiB  yes          13,307  recomputes 93% of a forward pass
+	// * as given                                        27.02 GiB            —  yes           3,315  —
+	// * checkpointing → full                            13.89 GiB   −13.13 GiB  yes          15,168  recomputes 93% of a forward pass
 }

@@ -39,24 +39,24 @@ func ExampleAllocateFleet_llama70bFullFinetune() {
 	out, _ := ds.MarshalIndent()
 	fmt.Println(string(out))
 	// Output:
-	// layout DP 8, ZeRO-3; batch 2 × 4096 tokens, 4 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16-master, offload optimizer
-	// needs 63.38 GiB of 79.21 GiB free (15.83 GiB left); stopped by memory (activations)
+	// layout DP 8, ZeRO-3; batch 3 × 4096 tokens, 3 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16-master, offload optimizer
+	// needs 73.00 GiB of 79.21 GiB free (6.20 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
 	//   layout DP 8, no sharding                         1.21 TiB            —  no    gradient all-reduce (2Ψ per step)
-	//   layout DP 8, ZeRO-1                            514.75 GiB  −724.43 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce)
-	//   layout DP 8, ZeRO-2                            394.99 GiB  −119.76 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce)
-	// * layout DP 8, ZeRO-3                            276.31 GiB  −118.68 GiB  no    parameter all-gathers in forward and backward (3Ψ, 1.5×)
-	//   layout TP 2 (SP) × DP 4, ZeRO-1                309.34 GiB            —  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
-	//   layout TP 4 (SP) × DP 2, ZeRO-1                206.64 GiB  −102.70 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
-	//   layout TP 8 (SP) × DP 1, ZeRO-1                155.30 GiB   −51.34 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
-	// * checkpointing → full                           154.16 GiB  −122.15 GiB  no    recomputes 99% of a forward pass
-	// * offload optimizer state to the CPU              50.67 GiB  −103.49 GiB  yes   gradients to the host and weights back every step; the step runs on the CPU
+	//   layout DP 8, ZeRO-1                            513.72 GiB  −724.43 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce)
+	//   layout DP 8, ZeRO-2                            393.96 GiB  −119.76 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce)
+	// * layout DP 8, ZeRO-3                            275.28 GiB  −118.68 GiB  no    parameter all-gathers in forward and backward (3Ψ, 1.5×)
+	//   layout TP 2 (SP) × DP 4, ZeRO-1                308.83 GiB            —  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
+	//   layout TP 4 (SP) × DP 2, ZeRO-1                206.38 GiB  −102.44 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
+	//   layout TP 8 (SP) × DP 1, ZeRO-1                155.17 GiB   −51.22 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce); activation all-reduces in every block (within a node)
+	// * checkpointing → full                           153.13 GiB  −122.15 GiB  no    recomputes 99% of a forward pass
+	// * offload optimizer state to the CPU              49.64 GiB  −103.49 GiB  yes   gradients to the host and weights back every step; the step runs on the CPU
 	//
 	// host memory per node: 788.50 GiB
 	// {
-	//   "train_batch_size": 64,
-	//   "train_micro_batch_size_per_gpu": 2,
-	//   "gradient_accumulation_steps": 4,
+	//   "train_batch_size": 72,
+	//   "train_micro_batch_size_per_gpu": 3,
+	//   "gradient_accumulation_steps": 3,
 	//   "gradient_clipping": 1,
 	//   "bf16": {
 	//     "enabled": true

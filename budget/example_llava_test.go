@@ -89,7 +89,7 @@ func ExampleEstimate_llava7bAdam() {
 	// Adam states 28.25 GB
 	// model state 56.51 GB (seed: 57.2 GB + activations)
 	// activations 16.64 GB at backward start
-	// allocated   59.88 GB
+	// allocated   59.71 GB
 }
 
 // LLaVA on a 24 GB card, the 13B footprint exercise: LLaVA-1.5-13B,
@@ -138,7 +138,7 @@ func ExampleEstimate_llava13bExercise() {
 	fmt.Println("seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB")
 	// Output:
 	// model state 106.81 GB = 26.70 GB weights + 26.70 GB gradients + 53.41 GB AdamW (seed: 106.84 GB)
-	// eager saved activations 92.51 GB (3.46× the weights), peak 174.67 GB at backward
-	// flash saved activations 25.70 GB (0.96× the weights), peak 107.52 GB at backward
+	// eager saved activations 92.51 GB (3.46× the weights), peak 174.27 GB at backward
+	// flash saved activations 25.70 GB (0.96× the weights), peak 106.83 GB at backward
 	// seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB
 }

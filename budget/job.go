@@ -303,6 +303,26 @@ type Job struct {
 	// full loss needs a Training job of a causal language model without
 	// tensor parallelism.
 	Loss model.Loss
+	// KeepLogits says that the training loop holds the model's output,
+	// and with it the B·T·V logits, through backward and the optimizer
+	// step, as a loop written `logits, loss = model(x, y);
+	// loss.backward(); opt.step()` does (litgpt's fine-tuning loops, most
+	// hand-written loops). The zero value is Hugging Face's Trainer:
+	// Trainer.compute_loss returns only the loss (transformers v4.57.0
+	// src/transformers/trainer.py, compute_loss: `return (loss, outputs)
+	// if return_outputs else loss`), so the output and its logits are
+	// freed before training_step calls backward; autograd saves no
+	// logits (cross_entropy saves log_softmax's result, and the head's
+	// matmul its input), so the loss backward runs without them.
+	KeepLogits bool
+	// EvalLoss, in a Prefill job, gives the model labels: the pass
+	// computes the loss under torch.no_grad, as evaluation does
+	// (transformers' Trainer.prediction_step: compute_loss with
+	// return_outputs=True inside torch.no_grad(), the logits kept for
+	// the metrics), so the loss's fp32 upcast and log-softmax exist
+	// beside the logits (model.Workload.Labels). It needs every
+	// position's logits (LogitsToKeep 0).
+	EvalLoss bool
 	// LogitsToKeep, in a Prefill job, projects only the last
 	// LogitsToKeep positions of each sequence to logits (transformers'
 	// logits_to_keep); zero means every position. A Generation job's

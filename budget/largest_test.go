@@ -126,7 +126,9 @@ func TestLargestModelErrors(t *testing.T) {
 // GPUs, Ψ = 1,315,723,264 (gpt:1.3b): measured 26,314,466,448 =
 // 21,051,572,224 + 5,262,893,056 + 1,168 and 5,591,824,384 =
 // 5,509,591,168 + 82,232,704 + 512 (the last terms, under 4 KiB, are
-// the estimator's per-tensor rounding; not traced further). Stages 2 and 3 add
+// the estimator's per-tensor rounding; not traced further); at stage 1
+// the tied embedding's 2·V·h·2 bytes at the end of backward outgrow the
+// sharded step's 4Ψ/64. Stages 2 and 3 add
 // DeepSpeed's reduce bucket and gathered parameters on top, so there the
 // estimate is larger.
 func TestZeROModelStatesMatchEstimate(t *testing.T) {
@@ -155,6 +157,12 @@ func TestZeROModelStatesMatchEstimate(t *testing.T) {
 			shard = 64
 		}
 		step := gpumem.Bytes(4 * spec.Params() / shard)
+		if stage == 1 {
+			// The end of backward outgrows the sharded step: the tied
+			// embedding's head and embedding gradients and their sum,
+			// beside every fp16 gradient (Model.tiedGrad).
+			step = max(step, gpumem.Bytes(2*2*spec.Vocab*spec.Hidden))
+		}
 		switch {
 		case stage <= 1 && (got < want+step || got > want+step+4096):
 			t.Errorf("stage %d: estimate %d, paper %d + step %d", stage, got, want, step)

@@ -12,19 +12,28 @@ import (
 )
 
 // TestEstimateLoss: a Llama-3-8B full fine-tune (bf16, AdamW, flash,
-// batch 2 × 4096, no checkpointing) peaks at the full loss's backward,
-// logits plus their fp32 gradients (10 bytes per logit); each other loss
-// lowers the peak by about that share.
+// batch 2 × 4096, no checkpointing) whose loop keeps the logits peaks at
+// the full loss's backward, logits plus their fp32 gradients (10 bytes
+// per logit); under the Trainer, which drops the output before backward,
+// the same moment holds the fp32 gradients alone (8 bytes per logit);
+// each other loss lowers the peak by about that share.
 func TestEstimateLoss(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3-8b", nil)
 	j := trainJob(m)
 	j.Attention, j.Batch, j.SeqLen = model.Flash, 2, 4096
 	const TV = 8192 * 128256
+	trainer, err := Estimate(j)
+	require.NoError(t, err)
+	require.Equal(t, Backward, trainer.Phase)
+	require.Equal(t, gpumem.Bytes(8*TV), trainer.Logits)
+	j.KeepLogits = true
 	full, err := Estimate(j)
 	require.NoError(t, err)
 	require.Equal(t, Backward, full.Phase)
 	require.Equal(t, gpumem.Bytes(10*TV), full.Logits)
+	assert.Equal(t, trainer.Allocated()+2*TV, full.Allocated())
+	j.KeepLogits = false
 
 	// Chunked (8): the peak is the loss forward, the bf16 logits and one
 	// chunk's fp32 upcast (TV/2) on 7 more 4-byte total weights: 8·TV −

@@ -63,6 +63,8 @@ type group struct {
 	trainable bool
 
 	comp      uint8   // compLayer, compEmbed, compHead, compOther
+	encoder   bool    // part of an encoder–decoder's encoder (model.Component part "encoder")
+	decoder   bool    // part of an encoder–decoder's decoder
 	tp        tpClass // how tensor parallelism splits it
 	tpDim     int8    // the dimension it splits (-1: none)
 	expert    bool    // a routed expert's tensor (split by expert parallelism)
@@ -160,7 +162,8 @@ func NewModel(f model.Finetune) (Model, error) {
 			index[key.String()] = g
 			heads, kv := partHeads(s, part)
 			m.groups = append(m.groups, group{name: t.Name, shape: slices.Clone(t.Shape), elems: n, fixed: fixed, trainable: train,
-				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv})
+				comp: compOf(comp), tp: tpc, tpDim: tpDim, expert: expert, heads: heads, kv: kv,
+				encoder: part == "encoder" && s.Encoder != nil, decoder: part == "decoder" && s.Encoder != nil})
 		}
 		total, ok1 := checked.Mul(n, r.Count)
 		count, ok2 := checked.Add(m.groups[g].count, r.Count)
@@ -266,6 +269,13 @@ func (m Model) casts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	return m.weightsOf(dt, false, true, v, 0)
 }
 
+// trainableCasts returns the bytes of dt copies of the floating-point
+// tensors that require grad (autocast's weight cache in a pass without
+// gradients).
+func (m Model) trainableCasts(dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
+	return m.weightsOf(dt, true, true, v, 0)
+}
+
 // weightsOf sums the groups' bytes in dt as the rank v holds them (nil:
 // the whole model); below > 0 counts only tensors of fewer elements
 // (what DeepSpeed ZeRO-3 keeps whole).
@@ -341,4 +351,165 @@ func (m *Model) layerWeights(dt gpumem.DType, v *rankView) (gpumem.Bytes, error)
 		n, _ = checked.CeilDiv(n, v.tp)
 	}
 	return dt.Size(n)
+}
+
+// tiedGrad returns one gradient, in dt as the rank v holds it, of the
+// trained input embedding that the LM head reuses (a tied head), rounded
+// to the allocator's 512 bytes; 0 when the head is untied, the
+// embedding frozen, or the stages of a pipeline hold separate copies.
+//
+// The tied weight is one leaf that both the head and the embedding
+// use, so autograd sums the two contributions in the input buffer of its
+// AccumulateGrad node (torch/csrc/autograd/input_buffer.cpp,
+// InputBuffer::add, which adds out of place when neither operand may be
+// stolen) and runs the node only after the embedding's backward, at the
+// very end: the head's V×h gradient (alive from the head's backward on),
+// the embedding's dense V×h gradient (embedding_dense_backward) and
+// their sum, which becomes .grad, exist at once. Measured on CPU (torch
+// 1.13, tools/oracle/step.py): the backward peak of a tied model is
+// every gradient plus 2·V·h·4 bytes (to 12 bytes), of the same model
+// untied every gradient plus 4 KiB.
+//
+// The sum is made when the last use's gradient arrives: at the very end
+// for an embedding the encoder also reads (T5's shared table), but
+// before the encoder's backward for an encoder–decoder's decoder
+// embedding (Whisper's embed_tokens, tied to proj_out), whose node runs
+// first (autograd runs the most recently created ready node first); then
+// decoder reports true.
+func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) (b gpumem.Bytes, decoder bool) {
+	lm := m.spec.LM()
+	if !m.tied || !lm.TiedHead() || (v != nil && v.pp > 1) {
+		return 0, false
+	}
+	for i := range m.groups {
+		g := &m.groups[i]
+		if g.comp != compEmbed || !g.trainable || !isHeadShaped(lm, g.shape) {
+			continue
+		}
+		elems := g.elems
+		if v != nil {
+			elems = v.elems(g)
+		}
+		n, err := dt.Size(elems)
+		if err != nil {
+			return 0, false
+		}
+		return gpumem.Bytes(roundAlloc(int64(n))), g.decoder
+	}
+	return 0, false
+}
+
+// gradsOutsideEncoder returns the gradient bytes, in dt as the rank v
+// holds them, of the trainable tensors outside an encoder–decoder's
+// encoder (its decoder, head and shared embedding): what backward has
+// made when it reaches the encoder, which runs last (0 without an
+// encoder).
+func (m *Model) gradsOutsideEncoder(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	var sum int64
+	enc := false
+	for i := range m.groups {
+		g := &m.groups[i]
+		enc = enc || g.encoder
+		if !g.trainable || g.encoder {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	if !enc {
+		return 0
+	}
+	return gpumem.Bytes(sum)
+}
+
+// embedGrads returns the gradient bytes, in dt as the rank v holds them,
+// of the trained embedding tensors whose backward runs after the first
+// block's (the token, position and front-end embeddings), without a
+// tied one, whose gradient the head's backward began long before.
+func (m *Model) embedGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	lm := m.spec.LM()
+	tied := m.tied && lm.TiedHead()
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable || g.comp != compEmbed || (tied && isHeadShaped(lm, g.shape)) {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	return gpumem.Bytes(sum)
+}
+
+// headGrads returns the gradient bytes, in dt as the rank v holds them,
+// of the trained tensors whose backward runs before any block's: the
+// final norm and the head, or for a tied head its V×h contribution,
+// which autograd holds until the embedding's arrives.
+func (m *Model) headGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
+	var sum int64
+	for i := range m.groups {
+		g := &m.groups[i]
+		if !g.trainable || g.comp != compHead || g.encoder {
+			continue
+		}
+		elems, count := g.elems, g.count
+		if v != nil {
+			elems, count = v.elems(g), v.count(g, m.layers)
+		}
+		d := dt
+		if g.fixed != gpumem.Invalid {
+			d = g.fixed
+		}
+		b, err := d.Size(elems)
+		if err != nil {
+			return 0
+		}
+		r, ok := checked.Mul(roundAlloc(int64(b)), count)
+		if !ok {
+			return 0
+		}
+		if sum, ok = checked.Add(sum, r); !ok {
+			return 0
+		}
+	}
+	tied, _ := m.tiedGrad(dt, v)
+	s, ok := checked.Add(sum, int64(tied))
+	if !ok {
+		return 0
+	}
+	return gpumem.Bytes(s)
 }

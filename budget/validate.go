@@ -24,6 +24,12 @@ func (j *Job) validate() error {
 	if j.Mode == Training && j.Model.untrainable != nil {
 		return j.Model.untrainable
 	}
+	if j.EvalLoss && (j.Mode != Prefill || j.LogitsToKeep != 0) {
+		return gpumem.Errorf("Job.EvalLoss", true, gpumem.ErrInvalid, "an evaluation loss is a Prefill job's, over the logits of every position (Mode %s, LogitsToKeep %d)", j.Mode, j.LogitsToKeep)
+	}
+	if j.KeepLogits && j.Mode != Training {
+		return gpumem.Errorf("Job.KeepLogits", true, gpumem.ErrInvalid, "only a Training job's loop holds the logits through backward and the optimizer step (a %s job runs neither)", j.Mode)
+	}
 	if err := j.validateLlamaCpp(); err != nil {
 		return err
 	}

@@ -244,6 +244,20 @@ type Workload struct {
 	// allocate it themselves (Liger's grad_weight in forward,
 	// cut-cross-entropy's dc in backward). Other losses ignore it.
 	HeadGrad gpumem.DType
+	// Labels, in a pass without gradients, says that the model is given
+	// labels and computes its loss (evaluation: Trainer.evaluate's
+	// prediction_step runs compute_loss under torch.no_grad and keeps
+	// the logits): the loss's fp32 upcast of the logits and its
+	// log-softmax exist beside them ([Activations.LogitsFP32]). It is
+	// ignored in training, which always computes the loss.
+	Labels bool
+	// Autocast says that the 16-bit compute dtype comes from
+	// torch.autocast over fp32 weights (AMP), whose CUDA op lists
+	// (aten/src/ATen/autocast_mode.cpp) run some ops in fp32 whatever
+	// their input: log_softmax is fp32_set_opt_dtype, so the plain
+	// CrossEntropyLoss of BERT, T5, Whisper and OPT computes an fp32
+	// log-softmax of the 16-bit logits (see [Activations.Head]).
+	Autocast bool
 	// LogitsToKeep, in a pass without gradients, projects only the last
 	// LogitsToKeep positions of each sequence to logits (transformers'
 	// logits_to_keep: hidden_states[:, -k:, :]); zero means every
@@ -946,6 +960,10 @@ type actShape struct {
 	drop     bool
 	softmax  Softmax
 	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// half says the compute dtype is fp16, whose softmax(dtype=float32)
+	// CUDA computes from the fp16 scores directly (half_to_float); a
+	// bf16 one converts them to an fp32 copy first.
+	half bool
 }
 
 // actCost is one block's figures.
@@ -1026,15 +1044,29 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
 		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
-		// for one chunk of heads when the heads are chunked.
+		// for one chunk of heads when the heads are chunked. An fp32
+		// softmax of 16-bit scores (softmax(x, dtype=torch.float32),
+		// aten/src/ATen/native/SoftMax.cpp): on CUDA an fp16 input goes
+		// to _softmax(x, half_to_float=true), any other is first
+		// converted (input_.toType(Float), a 4-byte copy), so a bf16
+		// softmax holds its input (e), that copy (4) and its fp32
+		// result (4) at once, then the input, the result and the
+		// .to(query.dtype) copy (e + 4 + e).
+		conv := int64(0)
+		if sm == 4 && e != 4 && !sh.half {
+			conv = 4
+		}
 		Pc := P
 		if sh.hc > 0 && sh.hc < bl.H {
 			Pc = c.m(b, sh.hc, sq, sk)
 		}
-		fwd = c.m(2*e, Pc)
-		// Without a graph: q, k, v and the larger of those two copies or
-		// the softmax's input and output.
-		live = c.a(q, k, v, c.m(actMax(2*e, sm+e), Pc))
+		// With a graph the result (and the cast copy) are saved: the
+		// transient is the input and the conversion's copy.
+		fwd = c.m(actMax(2*e, e+conv), Pc)
+		// Without a graph: q, k, v and the largest of those two copies,
+		// the softmax's input, conversion and result, or its input,
+		// result and cast copy.
+		live = c.a(q, k, v, c.m(actMax(2*e, e+conv+sm, sm+2*e*actB2i(sm != e)), Pc))
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
 		if sm != e {
@@ -1208,7 +1240,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 				mlp = c.a(mlp, eTI)
 			}
 		}
-		mlpBwd = c.m(3, eTI)
+		// Backward: the gradient of the down projection's input
+		// replaces that input (saved by the projection, released once
+		// its node has run), and the activation's backward makes the
+		// gradients of its inputs (gated: of act(gate) and up, with
+		// the product's gradient): two T·I tensors more than saved at
+		// most (measured, tools/oracle/step.py block_backward).
+		mlpBwd = c.m(2, eTI)
 	}
 	saved = c.a(saved, mlp)
 	x.saved = saved
@@ -1227,7 +1265,18 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		n = 3
 	}
 	x.noGrad = c.a(eTh, actMax(alive, c.m(n, e, T, inner)))
-	x.bwd = actMax(x.bwd, mlpBwd)
+	// Backward runs the block in reverse: the MLP's backward first,
+	// with every tensor the block saved still alive, then the
+	// attention's, once the MLP's saved tensors are released (autograd
+	// frees a node's saved tensors when it has run). So the attention
+	// core's transient sits on the block's saved bytes without the
+	// MLP's. A parallel block (falcon, phi, neox) runs both branches on
+	// one input and has no such order.
+	attnBwd := x.bwd
+	if !bl.parallel {
+		attnBwd = actMax(0, attnBwd-mlp)
+	}
+	x.bwd = actMax(attnBwd, mlpBwd)
 	x.flops = c.a(c.flops(bl, T, sh), aflops)
 	if bl.cross {
 		x.flops = c.a(x.flops, x.attnFlops-aflops, c.m(2, T, bl.h, bl.H, bl.d), c.m(2, T, bl.H, bl.dv, bl.h), c.m(2, sh.b, sh.sk, bl.h, bl.KV, bl.d+bl.dv))
@@ -1356,6 +1405,13 @@ func actFamily(s Spec) actBlock {
 		// (eager_attention_forward) drop the clamp and upcast every
 		// dtype; SoftmaxFP32 models that.
 		bl.act, bl.clamp = actReLU, true
+		// Dropout with Workload.Dropout is OPT's config.dropout (0.1) on
+		// the two residual branches; its attention_dropout and
+		// activation_dropout default to 0.0 (OPTConfig.__init__,
+		// configuration_opt.py) and no facebook/opt-* config sets them,
+		// so nn.functional.dropout on the probabilities returns its
+		// input and saves no mask or dropped copy.
+		bl.attnDrop = false
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
@@ -1420,7 +1476,8 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
 		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
@@ -1477,14 +1534,14 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		} else {
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
 		}
-		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
 			// the eager 4-D causal mask too (s·s in the compute dtype,
 			// one storage expanded over the batch).
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, seq, seq)))
 		}
 	case layoutOPT:
-		if w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
+		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// OPTDecoder (v4.45) makes an attention mask of ones when
 			// none is given and _prepare_4d_causal_attention_mask
 			// combines it with the causal mask: a [b, 1, s, s] tensor
@@ -1540,7 +1597,29 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))
 	}
 	if !w.Train {
-		a.FinalNorm, a.Embedding, a.Shared = 0, 0, 0
+		// Without a graph nothing is saved, but what the model computes
+		// once and hands to every block lives through all of them: the
+		// rotary cos/sin tables (or BLOOM's ALiBi bias), and with eager
+		// attention the 4-D additive mask. transformers' eager_mask
+		// (masking_utils.py, v4.53 on: create_causal_mask and the
+		// bidirectional masks of the encoders) turns the boolean
+		// [b, 1, s, s] mask, a broadcast view, into a float one with
+		// torch.where(mask, 0.0, finfo.min), a dense b·s² tensor in the
+		// compute dtype.
+		a.FinalNorm, a.Embedding = 0, 0
+		a.Shared -= shared0
+		if w.Attention == Eager {
+			// Under autocast the mask takes the dtype of the input
+			// embeddings, fp32 with fp32 weights, and so do the masked
+			// scores (a bf16 + fp32 add promotes): the softmax then
+			// holds the same 10 bytes per score as a bf16 one
+			// converting its input (attention), and the mask 4 per entry.
+			me := e
+			if w.Autocast {
+				me = 4
+			}
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(me, w.Batch, seq, seq)))
+		}
 	}
 	if !lm {
 		a.FLOPs = c.a(a.FLOPs, flops)
@@ -1651,7 +1730,7 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 	}
 	TV := c.m(T, V)
 	a.Logits = gpumem.Bytes(c.a(int64(a.Logits), c.m(e, TV)))
-	if !w.Train {
+	if !w.Train && !w.Labels {
 		return
 	}
 	h := int64(0)
@@ -1665,18 +1744,40 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
 	}
 	lsm, causal := int64(4), true
+	halfGrad := int64(0)
 	switch layoutOf(s) {
-	case layoutBERT, layoutT5, layoutWhisper:
+	case layoutBERT, layoutT5, layoutWhisper, layoutOPT:
+		// CrossEntropyLoss on the logits as they are (OPTForCausalLM of
+		// transformers up to v4.45 computes its own loss so, with no
+		// fp32 upcast: ForCausalLMLoss, which upcasts, came in v4.46).
+		// Under autocast, cross_entropy's log_softmax is on the fp32
+		// list (fp32_set_opt_dtype: log_softmax(x, dtype=float32)),
+		// which on CUDA converts bf16 logits to an fp32 copy first
+		// (fp16 ones are read directly, half_to_float; SoftMax.cpp):
+		// an fp32 log-softmax, and for bf16 a transient fp32 copy.
 		lsm, causal = e, false
-	case layoutOPT:
-		// OPTForCausalLM of transformers up to v4.45 computes its own
-		// loss: CrossEntropyLoss on the shifted logits as they are, with
-		// no fp32 upcast (ForCausalLMLoss, which upcasts, came in v4.46).
-		lsm, causal = e, false
+		if w.Autocast && e != 4 {
+			lsm = 4
+			if w.computeDType(s) != gpumem.FP16 {
+				a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+			} else {
+				// half_to_float's backward gives the gradient in fp16
+				// (_log_softmax_backward_data to the input dtype): the
+				// loss's fp32 gradient and that one.
+				halfGrad = c.m(4+e, TV)
+			}
+		}
 	default:
 		if e != 4 {
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
 		}
+	}
+	if !w.Train {
+		// Evaluation: nothing is saved, but cross_entropy's log-softmax
+		// (lsm per logit) is made beside the upcast, both freed once
+		// nll_loss has reduced them.
+		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(lsm, TV)))
+		return
 	}
 	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
 	ids := c.m(16, T)
@@ -1687,7 +1788,11 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		ids = c.a(ids, 8)
 	}
 	a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids))
-	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(2*lsm, TV)))
+	lossGrad := c.m(2*lsm, TV)
+	if halfGrad > 0 {
+		lossGrad = halfGrad
+	}
+	a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), lossGrad))
 }
 
 // finish computes the peaks and the recompute fraction from a.Layers.
@@ -1728,7 +1833,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
@@ -1855,8 +1960,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen

@@ -313,6 +313,46 @@ type Finetune struct {
 	Train func(gpumem.Tensor) bool
 }
 
+// FrozenByModel reports whether the model's own code freezes the tensor
+// name (requires_grad_(False) at construction), so that it gets no
+// gradient and no optimizer state whatever the fine-tuning setup says:
+// Whisper's encoder position table, a fixed sinusoid
+// (WhisperEncoder.__init__: self.embed_positions.requires_grad_(False),
+// transformers modeling_whisper.py, v4.27 to v4.57 and later).
+func (s Spec) FrozenByModel(name string) bool {
+	return name == "model.encoder.embed_positions.weight" && layoutOf(s) == layoutWhisper
+}
+
+// BufferBytes returns the bytes of the tensors the model's modules
+// register as buffers (not parameters: no gradient, no optimizer state,
+// not in the checkpoint when non-persistent) that move to the GPU with
+// the model, each rounded to the caching allocator's 512 bytes:
+//
+//   - gpt_bigcode: the causal mask GPTBigCodeModel keeps whole,
+//     torch.tril(torch.ones((n_positions, n_positions), dtype=bool)),
+//     1 byte per entry (64 MiB for StarCoder's 8192 positions);
+//   - bert, roberta: the embeddings' position_ids (an arange expanded to
+//     one row) and token_type_ids (zeros of its size), int64 each.
+//
+// Buffers of a few hundred bytes (rotary inv_freq) are left out.
+// (transformers modeling_gpt_bigcode.py and modeling_bert.py /
+// modeling_roberta.py, v4.30 to v4.57 and later: register_buffer, or
+// nn.Buffer in the newest releases.)
+func (s Spec) BufferBytes() gpumem.Bytes {
+	round := func(b int64) int64 { return (b + 511) / 512 * 512 }
+	switch s.Family {
+	case "gpt_bigcode":
+		if n, ok := checked.Mul(s.Positions, s.Positions); ok && s.Positions > 0 {
+			return gpumem.Bytes(round(n))
+		}
+	case "bert", "roberta":
+		if s.Positions > 0 && s.Positions <= actMaxTokens {
+			return gpumem.Bytes(2 * round(8*s.Positions))
+		}
+	}
+	return 0
+}
+
 // TrainParts returns a Train predicate that trains the base tensors of
 // the given parts or components only, as [Component] names them:
 // "vision", "projector", "language", "encoder", "decoder" (parts) or
@@ -335,6 +375,9 @@ func FreezeParts(parts ...string) func(gpumem.Tensor) bool {
 }
 
 func (f Finetune) trains(t gpumem.Tensor) bool {
+	if f.Model.FrozenByModel(t.Name) {
+		return false
+	}
 	if f.Train != nil {
 		return f.Train(t)
 	}

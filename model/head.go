@@ -146,3 +146,11 @@ func (s Spec) classHead(b *builder, in int64, lm func()) {
 		lm()
 	}
 }
+
+// TiedHead reports whether s's output layer reuses its input embedding:
+// TiedEmbeddings with a head over the vocabulary (a causal or masked LM
+// head, or the family's default); a task head (classification, QA) has
+// its own small output layer and ties nothing.
+func (s Spec) TiedHead() bool {
+	return s.TiedEmbeddings && (s.Head == HeadDefault || s.Head == HeadCausalLM || s.Head == HeadMaskedLM)
+}

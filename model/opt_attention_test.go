@@ -71,3 +71,21 @@ func TestOPTAttention(t *testing.T) {
 	require.Zero(t, a.LogitsFP32)
 	require.Equal(t, gpumem.Bytes(2*16*100), a.Logits)
 }
+
+// TestOPTDropout: with dropout on, OPT saves the two residual branches'
+// 1-byte masks (config.dropout 0.1) and nothing more in the attention
+// core: attention_dropout is 0.0 (OPTConfig's default, unset in every
+// facebook/opt config), so the probabilities keep their size. Batch 2,
+// seq 8, hidden 64: T·h = 1024 bytes of mask per branch.
+func TestOPTDropout(t *testing.T) {
+	s := model.Spec{Family: "opt", DType: gpumem.FP16, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, HeadDim: 16,
+		Intermediate: 256, Vocab: 100, Positions: 10, MaxPositions: 8, Norm: model.LayerNorm, TiedEmbeddings: true}
+	w := model.Workload{Batch: 2, SeqLen: 8, Train: true, DType: gpumem.FP16}
+	off, err := s.Activations(w)
+	require.NoError(t, err)
+	w.Dropout = true
+	on, err := s.Activations(w)
+	require.NoError(t, err)
+	require.Equal(t, off.Layers[0].Attention, on.Layers[0].Attention)
+	require.Equal(t, off.Layers[0].Saved+2*2*8*64, on.Layers[0].Saved)
+}

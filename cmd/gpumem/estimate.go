@@ -49,6 +49,8 @@ type jobFlags struct {
 	labels            int    // --labels: num_labels of a classification head
 	loss              string // --loss: full, chunked[:N], liger or cce
 	logitsToKeep      int    // --logits-to-keep
+	keepLogits        bool   // --keep-logits
+	evalLoss          bool   // --eval
 	gpus, zero        int
 	layout            layoutFlags
 	cuda              string
@@ -400,6 +402,8 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
 	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
+	fs.BoolVar(&f.keepLogits, "keep-logits", false, "with --train: the loop holds the model's output (its batch×seq×vocab logits) through backward and the optimizer step, as `logits, loss = model(x, y)` does (litgpt); the default is Hugging Face's Trainer, whose compute_loss returns the loss alone, so the logits are freed before backward")
+	fs.BoolVar(&f.evalLoss, "eval", false, "with --infer and no --generate: an evaluation pass, labels given, the loss computed under torch.no_grad (Trainer.evaluate): the loss's fp32 upcast and log-softmax beside the logits")
 	fs.IntVar(&f.logitsToKeep, "logits-to-keep", 0, "with --infer and no --generate: project only the last N positions of each sequence to logits (transformers' logits_to_keep); 0: every position")
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
 	fs.IntVar(&f.zero, "zero", 0, "DeepSpeed ZeRO stage 0-3 (see --fsdp for PyTorch FSDP)")
@@ -557,6 +561,8 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		return j, dev, err
 	}
 	j.LogitsToKeep = f.logitsToKeep
+	j.KeepLogits = f.keepLogits
+	j.EvalLoss = f.evalLoss
 	if _, err := f.llama.apply(&j, f.gguf != ""); err != nil {
 		return j, dev, err
 	}
@@ -833,7 +839,7 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
-	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations"} {
+	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations", "keep-logits"} {
 		if fl := fs.Lookup(name); given[name] && fl.Value.String() != fl.DefValue {
 			return fmt.Errorf("%w: --%s: an inference job runs no backward pass and no optimizer ("+leave+")", errUsage, name, "--"+name)
 		}
@@ -1053,6 +1059,12 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		} else {
 			fmt.Fprintf(out, ", logits of the last %d positions", j.LogitsToKeep)
 		}
+	}
+	if j.KeepLogits {
+		fmt.Fprint(out, ", logits held to the step")
+	}
+	if j.EvalLoss {
+		fmt.Fprint(out, ", evaluation loss")
 	}
 	if j.Mode == budget.Load {
 		fmt.Fprintf(out, "\nparameters %s\n", group3(total))

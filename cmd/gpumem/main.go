@@ -178,6 +178,10 @@ func flagFor(field string) (string, bool) {
 		return "--loss", true
 	case "Job.LogitsToKeep", "Workload.LogitsToKeep":
 		return "--logits-to-keep", true
+	case "Job.KeepLogits":
+		return "--keep-logits", true
+	case "Job.EvalLoss", "Workload.Labels":
+		return "--eval", true
 	case "Job.Precision", "Plan.Job.Precision":
 		return "--precision", true
 	case "Job.Optimizer", "Job.Gradients":

@@ -17,6 +17,8 @@ type tourExample struct {
 	args       []string
 	echoStatus bool // the block ends with `echo $?`: stderr and the status follow stdout
 	want       string
+	outStart   int // the output's first line in the file, from 0
+	outLen     int // its number of lines
 }
 
 // readmeExamples finds the commands a README shows with their output, in
@@ -55,6 +57,7 @@ func readmeExamples(t *testing.T, root, file string) (examples []tourExample, sk
 	for k, bl := range blocks {
 		var cmd []string
 		var out []string
+		outStart := 0
 		echo := false
 		switch {
 		case bl.lang == "sh" && k+1 < len(blocks) && blocks[k+1].lang == "":
@@ -65,6 +68,7 @@ func readmeExamples(t *testing.T, root, file string) (examples []tourExample, sk
 			}
 			cmd, echo = joinCommand(bl.body)
 			out = blocks[k+1].body
+			outStart = blocks[k+1].start
 		case bl.lang == "" && len(bl.body) > 0 && strings.HasPrefix(bl.body[0], "$ gpumem "):
 			// A block may show several commands, each line "$ gpumem ..."
 			// followed by its output up to the next "$ " line.
@@ -79,7 +83,7 @@ func readmeExamples(t *testing.T, root, file string) (examples []tourExample, sk
 					e++
 				}
 				if len(c) == 1 {
-					ex, ok := tourCommand(root, file, bl.start+i, strings.TrimPrefix(c[0], "$ "), false, bl.body[n:e])
+					ex, ok := tourCommand(root, file, bl.start+i, strings.TrimPrefix(c[0], "$ "), false, bl.body[n:e], bl.start+n)
 					if ok {
 						examples = append(examples, ex)
 					} else {
@@ -95,7 +99,7 @@ func readmeExamples(t *testing.T, root, file string) (examples []tourExample, sk
 		if len(cmd) != 1 || !strings.HasPrefix(cmd[0], "gpumem ") {
 			continue
 		}
-		ex, ok := tourCommand(root, file, bl.start, cmd[0], echo, out)
+		ex, ok := tourCommand(root, file, bl.start, cmd[0], echo, out, outStart)
 		if ok {
 			examples = append(examples, ex)
 		} else {
@@ -109,7 +113,7 @@ func readmeExamples(t *testing.T, root, file string) (examples []tourExample, sk
 // for it, or reports false for a command the test cannot run here: one
 // that writes files, pipes, uses a shell variable, reads a file that is
 // not in the repository, or whose output the README abbreviates ("...").
-func tourCommand(root, file string, start int, line string, echo bool, out []string) (tourExample, bool) {
+func tourCommand(root, file string, start int, line string, echo bool, out []string, outStart int) (tourExample, bool) {
 	if !strings.HasPrefix(line, "gpumem ") || strings.ContainsAny(line, "|><$#") ||
 		strings.Contains(line, "--chart") || strings.Contains(line, "--deepspeed") {
 		return tourExample{}, false
@@ -135,7 +139,7 @@ func tourCommand(root, file string, start int, line string, echo bool, out []str
 		}
 		args[i] = p
 	}
-	return tourExample{file: file, line: fmt.Sprint(start + 1), args: args, echoStatus: echo, want: want + "\n"}, true
+	return tourExample{file: file, line: fmt.Sprint(start + 1), args: args, echoStatus: echo, want: want + "\n", outStart: outStart, outLen: len(out)}, true
 }
 
 // joinCommand joins backslash-continued lines into commands and reports
@@ -219,11 +223,13 @@ func shellWords(s string) ([]string, error) {
 // a change to the model that moves a figure also updates the tour.
 func TestREADMETour(t *testing.T) {
 	t.Parallel()
+	update := os.Getenv("GPUMEM_UPDATE_README") != ""
 	total, skippedAll := 0, 0
 	for _, file := range []string{"README.md", "cmd/gpumem/README.md"} {
 		examples, skipped := readmeExamples(t, "../..", file)
 		total += len(examples)
 		skippedAll += skipped
+		var stale []tourExample
 		for _, ex := range examples {
 			code, stdout, stderr := runCLI(t, "", ex.args...)
 			// What a terminal shows: standard output, then standard
@@ -233,8 +239,29 @@ func TestREADMETour(t *testing.T) {
 				got += fmt.Sprintln(code)
 			}
 			if got != ex.want {
-				t.Errorf("%s:%s: gpumem %s prints\n%s\nthe README shows\n%s", ex.file, ex.line, strings.Join(ex.args, " "), got, ex.want)
+				if update {
+					ex.want = got
+					stale = append(stale, ex)
+					continue
+				}
+				t.Errorf("%s:%s: gpumem %s prints\n%s\nthe README shows\n%s(GPUMEM_UPDATE_README=1 go test -run TestREADMETour rewrites the README's outputs)",
+					ex.file, ex.line, strings.Join(ex.args, " "), got, ex.want)
 			}
+		}
+		if len(stale) > 0 {
+			// Rewrite the outputs from the last up, so that the line
+			// numbers of the others hold.
+			path := filepath.Join("../..", file)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			lines := strings.Split(string(b), "\n")
+			for i := len(stale) - 1; i >= 0; i-- {
+				ex := stale[i]
+				got := strings.Split(strings.TrimSuffix(ex.want, "\n"), "\n")
+				lines = append(lines[:ex.outStart], append(got, lines[ex.outStart+ex.outLen:]...)...)
+			}
+			require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644))
+			t.Logf("%s: %d outputs rewritten", file, len(stale))
 		}
 	}
 	t.Logf("%d README examples checked, %d skipped (they write files, pipe, or read a file not in the repository)", total, skippedAll)

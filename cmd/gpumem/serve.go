@@ -574,6 +574,9 @@ type estimateRequest struct {
 	Frozen              bool    `json:"frozen"`
 	// OffloadActivations is --offload-activations.
 	OffloadActivations bool `json:"offload_activations"`
+	KeepLogits         bool `json:"keep_logits"`
+	// EvalLoss is --eval.
+	EvalLoss bool `json:"eval"`
 
 	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
 	// --kv-dtype and --kv-block.
@@ -877,6 +880,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	jf.optImpl, jf.momentum, jf.nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
 	jf.inBwd, jf.frozen, jf.offloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
+	jf.keepLogits, jf.evalLoss = req.KeepLogits, req.EvalLoss
 	if jf.train {
 		if jf.frozen && req.Optimizer != s.defaults.opt {
 			return jf, spec, badField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
@@ -889,7 +893,8 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			field string
 			set   bool
 		}{{"optimizer_impl", jf.optImpl != ""}, {"momentum", jf.momentum != 0}, {"nesterov", jf.nesterov},
-			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}, {"offload_activations", jf.offloadActs}} {
+			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}, {"offload_activations", jf.offloadActs},
+			{"keep_logits", jf.keepLogits}} {
 			if c.set {
 				return jf, spec, badField(c.field, "%s: an inference job runs no backward pass and no optimizer (give \"mode\": \"train\", or leave %s out)", c.field, c.field)
 			}

@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("RTX 3090 message: %v, fragmentation %.4f; want exhaustion and the chapter's 0.23%%", d.Cause, d.Fragmentation)
 		}
 		v := w.Overrun
-		require.Equal(t, w.Fit.Plan.Batch+1, v.Batch)
+		require.Greater(t, v.Batch, w.Fit.Plan.Batch)
 		o := v.Message.OOM
 		// The message states sizes to 0.01 of their unit.
 		for _, c := range []struct {

@@ -77,8 +77,9 @@ type Message struct {
 	Diag  leak.Diagnosis
 }
 
-// Overrun is the plan run at one more sequence per micro-batch: its
-// estimate and the OOM message PyTorch 2.2+ would print for it.
+// Overrun is the plan run at the smallest larger micro-batch whose
+// estimate overruns the GPU: its estimate and the OOM message PyTorch
+// 2.2+ would print for it.
 type Overrun struct {
 	Batch   int
 	Need    budget.Breakdown
@@ -291,30 +292,41 @@ func read(title, text string) (Message, error) {
 	return Message{Title: title, Text: text, OOM: o, Diag: o.Diagnose()}, nil
 }
 
-// overrun runs the plan at one more sequence per micro-batch. At the
+// overrun runs the plan at the smallest micro-batch above its own (up to
+// 8 more sequences) whose estimate overruns the GPU. At the
 // peak, the allocation that fails is modelled as one fp32 tensor of
 // batch × tokens × vocab (the logits upcast for the loss, or their
 // gradient), the largest single tensor of the step; everything else of
 // the estimate is already allocated.
 func overrun(plan budget.Plan, gpu gpumem.Device, imageTokens int64) (Overrun, error) {
-	v := Overrun{Batch: plan.Batch + 1}
-	j := plan.Job
-	j.Batch = v.Batch
+	var v Overrun
+	var allocated, reserved gpumem.Bytes
+	for v.Batch = plan.Batch + 1; ; v.Batch++ {
+		if v.Batch > plan.Batch+8 {
+			return v, fmt.Errorf("batch %d: the estimate does not overrun %s at its last allocation", plan.Batch+8, gpu.Name)
+		}
+		j := plan.Job
+		j.Batch = v.Batch
+		var err error
+		if v.Need, err = budget.Estimate(j); err != nil {
+			return v, err
+		}
+		vocab := j.Model.Spec().LM().Vocab
+		logits, err := gpumem.FP32.Size(int64(v.Batch) * (int64(j.SeqLen) + int64(j.Images)*imageTokens) * vocab)
+		if err != nil {
+			return v, err
+		}
+		v.Request = roundRequest(logits)
+		allocated = v.Need.Allocated() - v.Request
+		reserved = allocated + v.Need.Fragmentation
+		if reserved+v.Need.Context+v.Request > gpu.Capacity {
+			if reserved+v.Need.Context > gpu.Capacity {
+				return v, fmt.Errorf("batch %d: the estimate overruns %s before its last allocation", v.Batch, gpu.Name)
+			}
+			break
+		}
+	}
 	var err error
-	if v.Need, err = budget.Estimate(j); err != nil {
-		return v, err
-	}
-	vocab := j.Model.Spec().LM().Vocab
-	logits, err := gpumem.FP32.Size(int64(v.Batch) * (int64(j.SeqLen) + int64(j.Images)*imageTokens) * vocab)
-	if err != nil {
-		return v, err
-	}
-	v.Request = roundRequest(logits)
-	allocated := v.Need.Allocated() - v.Request
-	reserved := allocated + v.Need.Fragmentation
-	if reserved+v.Need.Context+v.Request <= gpu.Capacity || reserved+v.Need.Context > gpu.Capacity {
-		return v, fmt.Errorf("batch %d: the estimate does not overrun %s at its last allocation", v.Batch, gpu.Name)
-	}
 	text := oom22(v.Request, gpu.Capacity, allocated, reserved, v.Need.Context)
 	v.Message, err = read(fmt.Sprintf("the plan at micro-batch %d, built from the estimate in PyTorch 2.2+'s format", v.Batch), text)
 	return v, err

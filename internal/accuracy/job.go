@@ -96,6 +96,11 @@ type Job struct {
 	ContextBytes int64 `json:"context_bytes"`
 	// Dropout says whether the model trains with dropout > 0.
 	Dropout bool `json:"dropout"`
+	// KeepLogits says that the training loop holds the logits through
+	// backward and the optimizer step (budget.Job.KeepLogits: litgpt's
+	// loops keep `logits` in a local variable); published runs only, the
+	// calibration harness deletes the output before backward.
+	KeepLogits bool `json:"keep_logits"`
 	// Head is the task head the run loaded (a model.ParseHead name:
 	// "seq-cls" for AutoModelForSequenceClassification); empty: the
 	// class the config's architectures name.
@@ -409,6 +414,7 @@ func (j *Job) Budget() (budget.Job, error) {
 		return b, err
 	}
 	b.Generate, b.GradAccum, b.Images, b.Dropout = j.Generate, j.GradAccum, j.Images, j.Dropout
+	b.KeepLogits = j.KeepLogits
 	if j.Parallel != nil {
 		b.Parallel = *j.Parallel
 	}
