@@ -27,6 +27,10 @@ const (
 	ShapeSawtooth                  // repeated rises and releases (cache flushes, eval/train alternation)
 	ShapeDeclining                 // memory falls
 	ShapeIrregular                 // none of the above
+	// ShapeRising is a short series (2 to Options.MinSamples − 1
+	// samples) that rises beyond the flat tolerance: too few samples to
+	// test the growth, so never a leak verdict.
+	ShapeRising
 )
 
 // String returns the shape's name ("accelerating leak").
@@ -48,6 +52,8 @@ func (s Shape) String() string {
 		return "sawtooth"
 	case ShapeDeclining:
 		return "declining"
+	case ShapeRising:
+		return "rising (too few samples for a verdict)"
 	}
 	return "irregular"
 }
@@ -76,7 +82,11 @@ type Options struct {
 	// WarmUp is the number of leading samples to drop. Default (0):
 	// 10% of the samples when there are at least 20, else none; −1: none.
 	WarmUp int
-	// MinSamples is the fewest samples analyzed. Default 5, at least 3.
+	// MinSamples is the fewest samples a leak verdict is given on.
+	// Default 5, at least 3. A series of 2 to MinSamples − 1 samples is
+	// described (growth per step between the samples, its range, a
+	// forecast at that rate) with Report.Short set and no verdict; one of
+	// fewer than 2 is ShapeInsufficient.
 	MinSamples int
 	// Significance is the one-sided p-value below which growth counts as
 	// a leak and curvature as acceleration, in (0, 1). Default (zero)
@@ -85,6 +95,9 @@ type Options struct {
 	// Device selects one GPU when the samples name several (nvidia-smi
 	// rows with an index column). Default 0: GPU 0.
 	Device int
+	// Run selects one run of a log whose steps restart (Sample.Run: a
+	// prose narrative that tells two runs). Default 0: the first.
+	Run int
 	// StepUnit names what Sample.Step counts, for Report.Unit, the reason
 	// and the forecast: "step" (default, also for ""), "iteration",
 	// "epoch" or "sample" (ReadReport.StepUnit).
@@ -117,7 +130,18 @@ type Report struct {
 	StepUnit string
 	Peak     bool // the column is a running peak: growth is not read as a leak
 
-	Shape        Shape
+	Shape Shape
+	// Short is a series of 2 to Options.MinSamples − 1 samples: Shape is
+	// flat, rising, declining or irregular, BytesPerStep the Theil–Sen
+	// slope of those samples, SlopeLow and SlopeHigh the least and most
+	// growth per Axis unit between consecutive samples (the bound), and
+	// Confidence the OLS one with n − 2 degrees of freedom (NaN, JSON
+	// null, for 2 samples); Leak is always false.
+	Short                 bool
+	SlopeLow, SlopeHigh   float64
+	MinSamples            int // Options.MinSamples in effect: the fewest samples a verdict needs
+	Runs                  int // distinct Sample.Run values among the samples (1 for most logs)
+	Run                   int // the run analyzed (Options.Run)
 	Leak         bool    // significant growth (linear or accelerating), not a running peak
 	Accelerating bool    // the growth rate increases significantly
 	Confidence   float64 // 1 − the one-sided p-value of the OLS slope being > 0
@@ -223,6 +247,16 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 			r.Capacity = s.Capacity
 		}
 	}
+	if o.Run < 0 {
+		return r, gpumem.Errorf("Options.Run", o.Run, gpumem.ErrRange, "negative run index")
+	}
+	r.MinSamples = o.MinSamples
+	r.Run = o.Run
+	runs := map[int]bool{}
+	for _, s := range samples {
+		runs[s.Run] = true
+	}
+	r.Runs = max(1, len(runs))
 	r.Column = o.Column
 	if r.Column == 0 {
 		r.Column = pickColumn(samples)
@@ -231,7 +265,7 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	use := make([]Sample, 0, len(samples))
 	allStep, allTime := true, true
 	for _, s := range samples {
-		if s.OOM || s.Has&r.Column == 0 || s.Device != o.Device {
+		if s.OOM || s.Has&r.Column == 0 || s.Device != o.Device || s.Run != o.Run {
 			continue
 		}
 		use = append(use, s)
@@ -258,9 +292,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	r.WarmUp = warm
 	use = use[warm:]
 	r.Samples = len(use)
-	if len(use) < o.MinSamples {
+	if len(use) < 2 {
 		r.Shape = ShapeInsufficient
-		r.Reason = fmt.Sprintf("%d usable samples, fewer than the %d needed", len(use), o.MinSamples)
+		r.Reason = fmt.Sprintf("%d usable sample(s): at least 2 are needed to say how memory moves, %d for a leak verdict", len(use), o.MinSamples)
 		r.OOM = Forecast{Reason: "not enough data"}
 		return r, nil
 	}
@@ -309,6 +343,12 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	minY, maxY := slices.Min(y), slices.Max(y)
 	r.Min, r.Max = gpumem.Bytes(minY), gpumem.Bytes(maxY)
 	meanY := stat.Mean(y, nil)
+	if n < o.MinSamples {
+		analyzeShort(&r, x, y, meanY)
+		r.OOM = r.Forecast(r.Capacity)
+		r.Reason = describe(&r)
+		return r, nil
+	}
 
 	// Robust slope.
 	r.BytesPerStep = theilSen(x, y)
@@ -554,15 +594,23 @@ func quadFit(x, y []float64, mean, scale float64) ([3]float64, float64, bool) {
 }
 
 // flatTolerance is growth indistinguishable from noise: 2% of the mean
-// level or 32 MiB (the caching allocator's 2 MiB / 20 MiB segment rounding
-// makes smaller steps common), whichever is larger.
-func flatTolerance(meanY float64) float64 {
-	return math.Max(0.02*meanY, float64(32*gpumem.MiB))
+// level, and at least 32 MiB for reserved and used memory (the caching
+// allocator's 2 MiB / 20 MiB segment rounding makes smaller steps
+// common) or 512 bytes for allocated memory, which counts the bytes of
+// live blocks exactly, each rounded up to kMinBlockSize = 512 bytes
+// (c10/cuda/CUDACachingAllocator.cpp, v2.5: kMinBlockSize, kSmallBuffer,
+// kLargeBuffer).
+func flatTolerance(meanY float64, col Column) float64 {
+	floor := float64(32 * gpumem.MiB)
+	if col == ColAllocated {
+		floor = 512
+	}
+	return math.Max(0.02*meanY, floor)
 }
 
 func classify(r *Report, x, y []float64, meanY, p, alpha float64) Shape {
 	n := len(y)
-	tol := flatTolerance(meanY)
+	tol := flatTolerance(meanY, r.Column)
 	rng := float64(r.Max - r.Min)
 	growth := r.BytesPerStep * r.fit.xLast
 	// Sawtooth: at least two releases of a quarter of the range.
@@ -645,7 +693,7 @@ func sawtoothTrend(r *Report, x, y []float64, meanY, alpha float64) {
 	if se := math.Sqrt(rss / float64(len(tx)-2) / sxx); se > 0 {
 		p = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(tx) - 2)}.Survival(b / se)
 	}
-	if p >= alpha || b*(tx[len(tx)-1]-tx[0]) <= flatTolerance(meanY) {
+	if p >= alpha || b*(tx[len(tx)-1]-tx[0]) <= flatTolerance(meanY, r.Column) {
 		return
 	}
 	r.Leak = !r.Peak
@@ -685,6 +733,9 @@ func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
 		return f
 	}
 	xl := r.fit.xLast
+	if r.Short {
+		return r.shortForecast(c, capacity)
+	}
 	var cands []float64
 	lin := math.Inf(1)
 	if r.fit.tsSlope > 0 {
@@ -770,7 +821,17 @@ func describe(r *Report) string {
 	if r.Shape == ShapeInsufficient {
 		return r.Reason
 	}
+	if r.Runs > 1 {
+		return fmt.Sprintf("run %d of %d (the steps restart): %s", r.Run+1, r.Runs, describeRun(r))
+	}
+	return describeRun(r)
+}
+
+func describeRun(r *Report) string {
 	unit := r.Unit()
+	if r.Short {
+		return describeShort(r, unit)
+	}
 	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen), R² %.2f, confidence %.3f",
 		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), gpumem.Bytes(math.Round(r.BytesPerStep)).Human(), unit, r.RSquared, r.Confidence)
 	if r.Accelerating {

@@ -208,7 +208,11 @@ func finite(f float64) *float64 {
 // "bytes_per_hour" (null without times), "r_squared", "curvature",
 // "capacity" (null when unknown), "oom_step", "oom_low", "oom_high" and
 // "oom_time" (null without a forecast), "observed_oom_step" (null when the
-// log reports none) and "reason".
+// log reports none), "short" (2 to min_samples − 1 samples: no verdict),
+// "slope_low" and "slope_high" (a short series' least and most growth
+// between consecutive samples, else null), "min_samples" (the fewest a
+// verdict needs), "runs" and "run" (runs in the log, the one analyzed)
+// and "reason". "confidence" is null for a series of 2 samples.
 func (r Report) MarshalJSON() ([]byte, error) {
 	var capa *int64
 	if r.Capacity > 0 {
@@ -233,6 +237,10 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		s := r.ObservedOOMStep
 		observed = &s
 	}
+	var slopeLow, slopeHigh *float64
+	if r.Short {
+		slopeLow, slopeHigh = finite(r.SlopeLow), finite(r.SlopeHigh)
+	}
 	axis := map[Axis]string{AxisIndex: "sample", AxisStep: "step", AxisTime: "second"}[r.Axis]
 	return json.Marshal(struct {
 		Samples         int        `json:"samples"`
@@ -254,9 +262,16 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		OOMHigh         *float64   `json:"oom_high"`
 		OOMTime         *time.Time `json:"oom_time"`
 		ObservedOOMStep *int64     `json:"observed_oom_step"`
+		Short           bool       `json:"short"`
+		SlopeLow        *float64   `json:"slope_low"`
+		SlopeHigh       *float64   `json:"slope_high"`
+		MinSamples      int        `json:"min_samples"`
+		Runs            int        `json:"runs"`
+		Run             int        `json:"run"`
 		Reason          string     `json:"reason"`
 	}{r.Samples, r.WarmUp, axis, r.Unit(), r.Shape.String(), r.Leak, r.Accelerating, r.Peak, finite(r.Confidence),
-		finite(r.BytesPerStep), perHour, finite(r.RSquared), finite(r.Curvature), capa, step, lo, hi, when, observed, r.Reason})
+		finite(r.BytesPerStep), perHour, finite(r.RSquared), finite(r.Curvature), capa, step, lo, hi, when, observed,
+		r.Short, slopeLow, slopeHigh, r.MinSamples, r.Runs, r.Run, r.Reason})
 }
 
 type jsonSkipped struct {

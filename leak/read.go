@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -93,6 +94,13 @@ type ReadReport struct {
 	// Assumed states the unit assumed for unit-less values when
 	// ReadOptions.Unit was not given and one was read; else "".
 	Assumed string
+	// Prose is how many samples were read from prose ("at iter 219 it
+	// jumps to 7000mb").
+	Prose int
+	// Confidence is how sure the reading is, and ConfidenceWhy why it
+	// is not high (see [Confidence]).
+	Confidence    Confidence
+	ConfidenceWhy []string
 }
 
 // assumption is ReadReport.Assumed's text.
@@ -221,6 +229,9 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 				skip(SkipHost, line, "host (CPU) memory, not GPU memory")
 			} else {
 				skip(SkipNoMemory, line, "")
+				if label, num, ok := labelledLine(strings.TrimSpace(line)); ok && len(p.labelled) < 10000 {
+					p.labelled = append(p.labelled, labelledNum{line: n, label: label, num: num})
+				}
 			}
 		}
 		if len(p.out) > MaxSamples {
@@ -231,6 +242,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		}
 	}
 	p.flushStats()
+	finishReading(&p, &rep)
 	rep.Samples = len(p.out)
 	best := 0
 	for _, u := range [...]string{"step", "iteration", "epoch", "sample"} {
@@ -292,4 +304,59 @@ func exampleText(s string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// finishReading resolves what only the whole input tells: the prose
+// figures' positions and runs, percentages against a capacity, the
+// labelled numbers of a log that gave nothing else, and the confidence.
+func finishReading(p *sampleParser, rep *ReadReport) {
+	before := len(p.out)
+	why, noCapacity := p.finishProse()
+	rep.Prose = len(p.out) - before
+	for _, l := range noCapacity {
+		// A line read for its percentages only, without a capacity: skipped
+		// as malformed, saying what is missing.
+		rep.Read--
+		rep.Skipped++
+		rep.ByReason[SkipMalformed]++
+		if rep.ByReason[SkipMalformed] <= MaxExamples {
+			rep.Examples = append(rep.Examples, SkippedLine{Line: l, Reason: SkipMalformed, Text: "(prose)",
+				Detail: "a percentage of the device needs its capacity (ReadOptions.Capacity, --capacity, request field capacity)"})
+		}
+	}
+	if lines := p.finishLabelled(); len(lines) > 0 {
+		why = append(why, whyLabelled)
+		read := map[int]bool{}
+		for _, l := range lines {
+			read[l] = true
+		}
+		rep.Read += len(lines)
+		rep.Skipped -= len(lines)
+		rep.ByReason[SkipNoMemory] -= len(lines)
+		k := 0
+		for _, e := range rep.Examples {
+			if e.Reason == SkipNoMemory && read[e.Line] {
+				continue
+			}
+			rep.Examples[k] = e
+			k++
+		}
+		rep.Examples = rep.Examples[:k]
+	}
+	if len(p.out) > before {
+		slices.SortStableFunc(p.out, func(a, b Sample) int { return a.Line - b.Line })
+	}
+	if p.assumed {
+		why = append([]string{whyAssumed}, why...)
+	}
+	rep.ConfidenceWhy = why
+	switch {
+	case len(why) == 0:
+		rep.Confidence = ConfidenceHigh
+	case len(why) == 1 && why[0] == whyAssumed, len(why) == 1 && why[0] == whyProse,
+		len(why) == 2 && why[0] == whyAssumed && why[1] == whyProse:
+		rep.Confidence = ConfidenceMedium
+	default:
+		rep.Confidence = ConfidenceLow
+	}
 }
