@@ -137,14 +137,14 @@ type Report struct {
 	// growth per Axis unit between consecutive samples (the bound), and
 	// Confidence the OLS one with n − 2 degrees of freedom (NaN, JSON
 	// null, for 2 samples); Leak is always false.
-	Short                 bool
-	SlopeLow, SlopeHigh   float64
-	MinSamples            int // Options.MinSamples in effect: the fewest samples a verdict needs
-	Runs                  int // distinct Sample.Run values among the samples (1 for most logs)
-	Run                   int // the run analyzed (Options.Run)
-	Leak         bool    // significant growth (linear or accelerating), not a running peak
-	Accelerating bool    // the growth rate increases significantly
-	Confidence   float64 // 1 − the one-sided p-value of the OLS slope being > 0
+	Short               bool
+	SlopeLow, SlopeHigh float64
+	MinSamples          int     // Options.MinSamples in effect: the fewest samples a verdict needs
+	Runs                int     // distinct Sample.Run values among the samples (1 for most logs)
+	Run                 int     // the run analyzed (Options.Run)
+	Leak                bool    // significant growth (linear or accelerating), not a running peak
+	Accelerating        bool    // the growth rate increases significantly
+	Confidence          float64 // 1 − the one-sided p-value of the OLS slope being > 0
 
 	BytesPerStep float64 // Theil–Sen slope (median of pairwise slopes), bytes per Axis unit
 	BytesPerHour float64 // growth per hour when samples carry times, else 0
