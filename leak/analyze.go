@@ -100,7 +100,8 @@ type Options struct {
 	Run int
 	// StepUnit names what Sample.Step counts, for Report.Unit, the reason
 	// and the forecast: "step" (default, also for ""), "iteration",
-	// "epoch" or "sample" (ReadReport.StepUnit).
+	// "epoch", "sample" or "event" (an allocator trace entry of a PyTorch
+	// memory snapshot) (ReadReport.StepUnit).
 	StepUnit string
 }
 
@@ -232,9 +233,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	switch o.StepUnit {
 	case "":
 		o.StepUnit = "step"
-	case "step", "iteration", "epoch", "sample":
+	case "step", "iteration", "epoch", "sample", "event":
 	default:
-		return r, gpumem.Errorf("Options.StepUnit", o.StepUnit, gpumem.ErrInvalid, `want "step", "iteration", "epoch" or "sample"`)
+		return r, gpumem.Errorf("Options.StepUnit", o.StepUnit, gpumem.ErrInvalid, `want "step", "iteration", "epoch", "sample" or "event"`)
 	}
 	r.StepUnit = o.StepUnit
 	r.Capacity = o.Capacity

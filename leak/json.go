@@ -284,8 +284,14 @@ type jsonSkipped struct {
 // MarshalJSON writes "lines", "read", "skipped", "skipped_by_reason"
 // ({"no_memory_figure", "malformed", "too_long", "host_memory"}), "examples"
 // ([{"line", "reason", "text", "detail"}]), "samples", "step_unit" (null
-// when no sample has a step) and "assumed_unit" (null when no unit was
-// assumed).
+// when no sample has a step), "assumed_unit" (null when no unit was
+// assumed), "prose_samples", "confidence" ("high", "medium" or "low"),
+// "confidence_why" (why not high) and "snapshot" (a PyTorch memory
+// snapshot's trace: "device", "entries", "allocs", "frees",
+// "unknown_frees", "ooms", "segments", "reserved", "allocated",
+// "absolute", "window", "survivors", "survivor_bytes" and "holders"
+// ([{"frame", "stack", "count", "bytes", "spread", "growing"}]); null for
+// other inputs).
 func (r ReadReport) MarshalJSON() ([]byte, error) {
 	by := make(map[string]int, numSkipReasons)
 	for i, c := range r.ByReason {
@@ -310,5 +316,49 @@ func (r ReadReport) MarshalJSON() ([]byte, error) {
 		Samples  int            `json:"samples"`
 		StepUnit *string        `json:"step_unit"`
 		Assumed  *string        `json:"assumed_unit"`
-	}{r.Lines, r.Read, r.Skipped, by, ex, r.Samples, str(r.StepUnit), str(r.Assumed)})
+		Prose    int            `json:"prose_samples"`
+		Conf     string         `json:"confidence"`
+		Why      []string       `json:"confidence_why"`
+		Snapshot *jsonSnapshot  `json:"snapshot"`
+	}{r.Lines, r.Read, r.Skipped, by, ex, r.Samples, str(r.StepUnit), str(r.Assumed), r.Prose, r.Confidence.String(),
+		append([]string{}, r.ConfidenceWhy...), snapshotJSON(r.Snapshot)})
+}
+
+type jsonHolder struct {
+	Frame   string   `json:"frame"`
+	Stack   []string `json:"stack"`
+	Count   int      `json:"count"`
+	Bytes   int64    `json:"bytes"`
+	Spread  int      `json:"spread"`
+	Growing bool     `json:"growing"`
+}
+
+type jsonSnapshot struct {
+	Device        int          `json:"device"`
+	Devices       int          `json:"devices"`
+	Entries       int          `json:"entries"`
+	Allocs        int          `json:"allocs"`
+	Frees         int          `json:"frees"`
+	UnknownFrees  int          `json:"unknown_frees"`
+	OOMs          int          `json:"ooms"`
+	Segments      int          `json:"segments"`
+	Reserved      int64        `json:"reserved"`
+	Allocated     int64        `json:"allocated"`
+	Absolute      bool         `json:"absolute"`
+	Window        int          `json:"window"`
+	Survivors     int          `json:"survivors"`
+	SurvivorBytes int64        `json:"survivor_bytes"`
+	Holders       []jsonHolder `json:"holders"`
+}
+
+func snapshotJSON(s *SnapshotInfo) *jsonSnapshot {
+	if s == nil {
+		return nil
+	}
+	j := &jsonSnapshot{s.Device, s.Devices, s.Entries, s.Allocs, s.Frees, s.UnknownFrees, s.OOMs, s.Segments,
+		int64(s.Reserved), int64(s.Allocated), s.Absolute, s.Window, s.Survivors, int64(s.SurvivorBytes), []jsonHolder{}}
+	for _, h := range s.Holders {
+		j.Holders = append(j.Holders, jsonHolder{h.Frame, append([]string{}, h.Stack...), h.Count, int64(h.Bytes), h.Spread, h.Growing})
+	}
+	return j
 }

@@ -2,6 +2,7 @@ package leak
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,10 @@ type ReadReport struct {
 	// Assumed states the unit assumed for unit-less values when
 	// ReadOptions.Unit was not given and one was read; else "".
 	Assumed string
+	// Snapshot describes a PyTorch memory snapshot's trace when the
+	// input was one (its samples are allocated memory at trace events,
+	// StepUnit "event"); else nil.
+	Snapshot *SnapshotInfo
 	// Prose is how many samples were read from prose ("at iter 219 it
 	// jumps to 7000mb").
 	Prose int
@@ -169,6 +174,10 @@ func noSamples(rep ReadReport) error {
 		}
 		b.WriteString(")")
 	}
+	if rep.Snapshot != nil {
+		fmt.Fprintf(&b, "; the PyTorch memory snapshot has no allocation trace for device %d (%d entries): record one with torch.cuda.memory._record_memory_history(max_entries=…) before the snapshot", rep.Snapshot.Device, rep.Snapshot.Entries)
+		return fmt.Errorf("%w%s", ErrNoSamples, strings.TrimPrefix(b.String(), ErrNoSamples.Error()))
+	}
 	if h := rep.ByReason[SkipHost]; h > 0 {
 		fmt.Fprintf(&b, "; %d line(s) report host (CPU) memory only, not GPU memory", h)
 	}
@@ -184,6 +193,24 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		return nil, rep, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
 	}
 	br := bufio.NewReaderSize(r, 64*1024)
+	if head, _ := br.Peek(512); len(head) > 0 {
+		if len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 {
+			// _dump_snapshot's pickle (protocol 2–5) is not read here.
+			return nil, rep, fmt.Errorf("%w: the input is a Python pickle (torch.cuda.memory._dump_snapshot writes one); convert it to JSON first: python -c \"import json, pickle, sys; json.dump(pickle.load(open(sys.argv[1], 'rb')), sys.stdout)\" snapshot.pickle > snapshot.json", ErrNoSamples)
+		}
+		if t := bytes.TrimLeft(head, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			// JSON: a PyTorch memory snapshot, or a memory_stats dump read
+			// line by line.
+			all, err := io.ReadAll(br)
+			if err != nil {
+				return nil, rep, err
+			}
+			if looksLikeSnapshot(all) {
+				return snapshotSamples(all)
+			}
+			br = bufio.NewReaderSize(bytes.NewReader(all), 64*1024)
+		}
+	}
 	p := sampleParser{unit: o.Unit, capacity: o.Capacity}
 	n := 0
 	var long []byte
@@ -245,7 +272,7 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 	finishReading(&p, &rep)
 	rep.Samples = len(p.out)
 	best := 0
-	for _, u := range [...]string{"step", "iteration", "epoch", "sample"} {
+	for _, u := range [...]string{"step", "iteration", "epoch", "sample", "event"} {
 		if p.units[u] > best {
 			rep.StepUnit, best = u, p.units[u]
 		}
@@ -359,4 +386,21 @@ func finishReading(p *sampleParser, rep *ReadReport) {
 	default:
 		rep.Confidence = ConfidenceLow
 	}
+}
+
+// snapshotSamples is readSamples for a PyTorch memory snapshot.
+func snapshotSamples(all []byte) ([]Sample, ReadReport, error) {
+	var rep ReadReport
+	rep.Lines = bytes.Count(all, []byte{'\n'}) + 1
+	out, info, err := readSnapshot(all)
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Read = rep.Lines
+	rep.Snapshot = info
+	rep.Samples = len(out)
+	if len(out) > 0 {
+		rep.StepUnit = "event"
+	}
+	return out, rep, nil
 }

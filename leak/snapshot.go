@@ -1,0 +1,416 @@
+package leak
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpumem/gpumem"
+)
+
+// This file reads PyTorch's memory snapshots: the dictionary
+// torch.cuda.memory._snapshot() returns and _dump_snapshot() pickles,
+// converted to JSON (pytorch/pytorch torch/cuda/memory.py at
+// 00b65a04a2d30e498eedcb1e3476abd547f428f1, the Snapshot, Segment, Block,
+// Frame and TraceEntry types of _snapshot's docstring; the trace is
+// replayed as torch/cuda/_memory_viz.py's trace() does, at
+// 0044eb6704e63eec2a52110f4b1a44331e3d4342):
+//
+//	{"segments": [{"device": 0, "address": …, "total_size": …, "stream": …,
+//	   "allocated_size": …, "blocks": [{"size": …, "requested_size": …,
+//	   "address": …, "state": "active_allocated" | "active_awaiting_free" |
+//	   "inactive", "frames": [{"filename", "line", "name"}]}]}],
+//	 "device_traces": [[{"action": "alloc" | "free_requested" |
+//	   "free_completed" | "segment_alloc" | "segment_free" | "segment_map" |
+//	   "segment_unmap" | "oom" | "snapshot" | "annotate", "addr": …,
+//	   "size": …, "stream": …, "frames": […], "time_us": …,
+//	   "device_free": … (oom only)}], …]}
+//
+// The trace exists when _record_memory_history(enabled="all") was on; it
+// is a ring buffer of the last max_entries events. A bare list of trace
+// entries (one device's trace) is read as device 0's.
+
+// SnapshotInfo is what a PyTorch memory snapshot says beyond its samples
+// (ReadReport.Snapshot).
+type SnapshotInfo struct {
+	Device       int          // the device whose trace was read (the first with entries)
+	Devices      int          // device traces in the snapshot
+	Entries      int          // trace entries of that device
+	Allocs       int          // "alloc" entries
+	Frees        int          // "free_completed" entries (or "free_requested" when the trace has no completed frees)
+	UnknownFrees int          // frees of blocks allocated before the trace's first entry (the ring buffer's start)
+	OOMs         int          // "oom" entries
+	Segments     int          // segments of the device at the snapshot
+	Reserved     gpumem.Bytes // sum of their total_size: reserved memory at the snapshot
+	Allocated    gpumem.Bytes // sum of their active_allocated blocks: allocated memory at the snapshot
+	// Absolute is true when the segments give the allocated level at the
+	// snapshot, so the history is in absolute bytes; else it is relative
+	// to its lowest point.
+	Absolute bool
+	// Window is how many entries each sample covers: 1 when the trace
+	// has at most MaxSnapshotSamples events, else the history is the
+	// lowest live level of each window of that many entries (the floor
+	// between iterations, which a leak raises).
+	Window int
+	// Survivors are the allocations of the trace never freed by its end,
+	// and SurvivorBytes their size.
+	Survivors     int
+	SurvivorBytes gpumem.Bytes
+	// Holders groups the survivors by the allocating frame, the most
+	// bytes first (at most MaxHolders).
+	Holders []Holder
+}
+
+// Holder is a frame whose allocations survive to the end of the trace.
+type Holder struct {
+	Frame string   // "train.py:57:train_step": the first frame outside torch, else the first frame, else "<no frames>"
+	Stack []string // up to 4 frames from the allocation site outwards
+	Count int      // surviving allocations
+	Bytes gpumem.Bytes
+	// Spread is in how many tenths of the trace (by entry) this frame
+	// left survivors: an allocation kept once (a model, an optimizer
+	// state) has 1; one kept at every iteration has up to 10.
+	Spread int
+	// Growing is Spread ≥ 3: survivors left all along the trace, the
+	// mark of memory that grows per iteration.
+	Growing bool
+}
+
+// Limits of the snapshot reader.
+const (
+	MaxSnapshotSamples = 4000 // samples of a trace's history
+	MaxHolders         = 8    // holders kept
+)
+
+type snapFrame struct {
+	Filename string          `json:"filename"`
+	Line     json.RawMessage `json:"line"`
+	Name     string          `json:"name"`
+}
+
+type snapBlock struct {
+	Size  json.Number `json:"size"`
+	State string      `json:"state"`
+}
+
+type snapSegment struct {
+	Device    *json.Number `json:"device"`
+	TotalSize json.Number  `json:"total_size"`
+	Blocks    []snapBlock  `json:"blocks"`
+}
+
+type snapEntry struct {
+	Action string      `json:"action"`
+	Addr   json.Number `json:"addr"`
+	Size   json.Number `json:"size"`
+	TimeUS json.Number `json:"time_us"`
+	Frames []snapFrame `json:"frames"`
+}
+
+type snapFile struct {
+	Segments     []snapSegment `json:"segments"`
+	DeviceTraces [][]snapEntry `json:"device_traces"`
+}
+
+// looksLikeSnapshot reports JSON that holds a snapshot's keys or a list
+// of trace entries.
+func looksLikeSnapshot(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n\ufeff")
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return false
+	}
+	head := t[:min(len(t), 4096)]
+	if t[0] == '{' {
+		return bytes.Contains(t, []byte(`"device_traces"`)) || (bytes.Contains(head, []byte(`"segments"`)) && bytes.Contains(t, []byte(`"blocks"`)))
+	}
+	return bytes.Contains(head, []byte(`"action"`))
+}
+
+// snapInt reads a JSON number that must be a non-negative integer.
+func snapInt(n json.Number, field string) (int64, error) {
+	if n == "" {
+		return 0, gpumem.Errorf(field, "", gpumem.ErrSyntax, "missing")
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(n), 64)
+		if ferr != nil || f != math.Trunc(f) || f < 0 || f > 1<<62 {
+			return 0, gpumem.Errorf(field, string(n), gpumem.ErrSyntax, "want a non-negative integer")
+		}
+		v = int64(f)
+	}
+	if v < 0 {
+		return 0, gpumem.Errorf(field, v, gpumem.ErrRange, "negative")
+	}
+	return v, nil
+}
+
+// readSnapshot reads a snapshot (or a list of trace entries) into samples
+// of allocated memory, one per trace event or per window of events.
+func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
+	var f snapFile
+	t := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	var err error
+	if len(t) > 0 && t[0] == '[' {
+		var tr []snapEntry
+		err = json.Unmarshal(t, &tr)
+		f.DeviceTraces = [][]snapEntry{tr}
+	} else {
+		d := json.NewDecoder(bytes.NewReader(t))
+		d.UseNumber()
+		err = d.Decode(&f)
+	}
+	if err != nil {
+		return nil, nil, gpumem.Errorf("snapshot", "", gpumem.ErrSyntax, "not a PyTorch memory snapshot in JSON: %v", err)
+	}
+	info := &SnapshotInfo{Devices: len(f.DeviceTraces)}
+	for i, tr := range f.DeviceTraces {
+		if len(tr) > 0 {
+			info.Device = i
+			break
+		}
+	}
+	for i, s := range f.Segments {
+		if s.Device != nil {
+			d, err := snapInt(*s.Device, fmt.Sprintf("segments[%d].device", i))
+			if err != nil {
+				return nil, nil, err
+			}
+			if int(d) != info.Device {
+				continue
+			}
+		}
+		ts, err := snapInt(s.TotalSize, fmt.Sprintf("segments[%d].total_size", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		info.Segments++
+		info.Reserved += gpumem.Bytes(ts)
+		for j, b := range s.Blocks {
+			if b.State != "active_allocated" {
+				continue
+			}
+			sz, err := snapInt(b.Size, fmt.Sprintf("segments[%d].blocks[%d].size", i, j))
+			if err != nil {
+				return nil, nil, err
+			}
+			info.Allocated += gpumem.Bytes(sz)
+		}
+	}
+	var trace []snapEntry
+	if info.Device < len(f.DeviceTraces) {
+		trace = f.DeviceTraces[info.Device]
+	}
+	info.Entries = len(trace)
+	if len(trace) == 0 {
+		return nil, info, nil
+	}
+	// Frees: the completed ones, or the requested ones when the trace was
+	// recorded with skip_actions=["free_completed"].
+	freeAction := "free_completed"
+	hasCompleted := false
+	for _, e := range trace {
+		if e.Action == "free_completed" {
+			hasCompleted = true
+			break
+		}
+	}
+	if !hasCompleted {
+		freeAction = "free_requested"
+	}
+	type liveBlock struct {
+		size  int64
+		entry int
+	}
+	live := map[int64]liveBlock{}
+	var cur int64 // live bytes relative to the trace's start
+	type point struct {
+		entry int
+		live  int64
+		oom   bool
+	}
+	pts := make([]point, 0, min(len(trace), 1<<16))
+	withTime := true
+	for i, e := range trace {
+		field := fmt.Sprintf("device_traces[%d][%d]", info.Device, i)
+		switch e.Action {
+		case "alloc":
+			addr, err := snapInt(e.Addr, field+".addr")
+			if err != nil {
+				return nil, nil, err
+			}
+			sz, err := snapInt(e.Size, field+".size")
+			if err != nil {
+				return nil, nil, err
+			}
+			if old, ok := live[addr]; ok {
+				cur -= old.size // an address reused without its free in the buffer
+			}
+			live[addr] = liveBlock{size: sz, entry: i}
+			cur += sz
+			info.Allocs++
+		case freeAction:
+			addr, err := snapInt(e.Addr, field+".addr")
+			if err != nil {
+				return nil, nil, err
+			}
+			sz, err := snapInt(e.Size, field+".size")
+			if err != nil {
+				return nil, nil, err
+			}
+			if _, ok := live[addr]; !ok {
+				info.UnknownFrees++
+			}
+			delete(live, addr)
+			cur -= sz
+			info.Frees++
+		case "oom":
+			info.OOMs++
+			pts = append(pts, point{entry: i, live: cur, oom: true})
+			continue
+		case "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot", "annotate":
+			continue
+		case "":
+			return nil, nil, gpumem.Errorf(field+".action", "", gpumem.ErrSyntax, "missing")
+		default:
+			continue // an action of a later PyTorch: not a size change of allocated memory
+		}
+		if e.TimeUS == "" {
+			withTime = false
+		}
+		pts = append(pts, point{entry: i, live: cur})
+	}
+	if len(pts) == 0 {
+		return nil, info, nil
+	}
+	// The level: the segments' allocated bytes at the snapshot are the
+	// trace's last level; without segments, the lowest point is 0.
+	offset := -slices.MinFunc(pts, func(a, b point) int { return cmpInt64(a.live, b.live) }).live
+	if info.Segments > 0 {
+		off := int64(info.Allocated) - cur
+		if low := slices.MinFunc(pts, func(a, b point) int { return cmpInt64(a.live, b.live) }).live; low+off >= 0 {
+			offset = off
+			info.Absolute = true
+		}
+	}
+	// Samples: every event, or the lowest level of each window.
+	window := 1
+	if len(pts) > MaxSnapshotSamples {
+		window = (len(pts) + MaxSnapshotSamples - 1) / MaxSnapshotSamples
+	}
+	info.Window = window
+	out := make([]Sample, 0, len(pts)/window+1)
+	for w := 0; w < len(pts); w += window {
+		end := min(len(pts), w+window)
+		best := -1
+		for k := w; k < end; k++ {
+			p := pts[k]
+			if p.oom {
+				out = append(out, Sample{Step: int64(p.entry), Has: ColStep, OOM: true, Device: info.Device})
+				continue
+			}
+			if best < 0 || p.live < pts[best].live {
+				best = k
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		p := pts[best]
+		s := Sample{Step: int64(p.entry), Allocated: gpumem.Bytes(p.live + offset), Has: ColStep | ColAllocated, Device: info.Device}
+		if withTime {
+			if us, err := snapInt(trace[p.entry].TimeUS, "time_us"); err == nil {
+				s.Time = time.UnixMicro(us).UTC()
+				s.Has |= ColTime
+			}
+		}
+		out = append(out, s)
+	}
+	// Survivors and the frames that hold them.
+	type group struct {
+		h      Holder
+		tenths [10]bool
+	}
+	groups := map[string]*group{}
+	for _, b := range live {
+		info.Survivors++
+		info.SurvivorBytes += gpumem.Bytes(b.size)
+		frame, stack := holderFrame(trace[b.entry].Frames)
+		g := groups[frame]
+		if g == nil {
+			g = &group{h: Holder{Frame: frame, Stack: stack}}
+			groups[frame] = g
+		}
+		g.h.Count++
+		g.h.Bytes += gpumem.Bytes(b.size)
+		g.tenths[b.entry*10/len(trace)] = true
+	}
+	for _, g := range groups {
+		for _, t := range g.tenths {
+			if t {
+				g.h.Spread++
+			}
+		}
+		g.h.Growing = g.h.Spread >= 3
+		info.Holders = append(info.Holders, g.h)
+	}
+	slices.SortFunc(info.Holders, func(a, b Holder) int {
+		if a.Growing != b.Growing {
+			if a.Growing {
+				return -1
+			}
+			return 1
+		}
+		if c := cmpInt64(int64(b.Bytes), int64(a.Bytes)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Frame, b.Frame)
+	})
+	if len(info.Holders) > MaxHolders {
+		info.Holders = info.Holders[:MaxHolders]
+	}
+	return out, info, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// holderFrame names an allocation by its first frame outside PyTorch
+// (a frame of the user's code), in _memory_viz's "file:line:name" form.
+func holderFrame(frames []snapFrame) (string, []string) {
+	if len(frames) == 0 {
+		return "<no frames>", nil
+	}
+	format := func(f snapFrame) string {
+		name := f.Filename
+		if i := strings.LastIndexByte(name, '/'); i >= 0 {
+			name = name[i+1:]
+		}
+		line := strings.Trim(string(f.Line), `"`)
+		return name + ":" + line + ":" + f.Name
+	}
+	pick := 0
+	for i, f := range frames {
+		if strings.HasSuffix(f.Filename, ".py") && !strings.Contains(f.Filename, "/torch/") {
+			pick = i
+			break
+		}
+	}
+	var stack []string
+	for _, f := range frames[pick:min(len(frames), pick+4)] {
+		stack = append(stack, format(f))
+	}
+	return format(frames[pick]), stack
+}
