@@ -57,7 +57,7 @@ const (
 	whyBorrowed = "a figure without a unit took the unit of another figure in its sentence"
 	whyPercent  = "percentages were turned into bytes with the device's capacity"
 	whyLabelled = "numbers after a repeated label that does not name memory were read as memory"
-	whyRuns     = "the steps restart: the text tells several runs (Sample.Run)"
+	whyRuns     = "the steps restart: the text tells several runs, analyzed one at a time (Options.Run)"
 )
 
 // proseFig is one figure read from a sentence.

@@ -1195,8 +1195,12 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	if err != nil {
 		ae := libraryError(err, nil)
 		var fe *gpumem.FieldError
-		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "line ") {
-			ae.field = "log" // the message keeps the line: "line 12 = 5Gb: ..."
+		if errors.As(err, &fe) && !strings.HasPrefix(fe.Field, "ReadOptions.") {
+			// The message keeps the place in the log: "line 12 = 5Gb: ...",
+			// "device_traces[0][3].size = -5: ..." of a memory snapshot:
+			// a log that does not read, 422 as one without a figure.
+			ae.field = "log"
+			ae.status = http.StatusUnprocessableEntity
 		}
 		return ae
 	}
