@@ -174,9 +174,10 @@ func tokenize(line string, buf []ptoken) []ptoken {
 // proseUnits are the units people write after a figure, in lower case.
 // Bare k/m/g are binary, as tools print them (see ParseSamples); "mb",
 // "gb" and the spelled-out units are decimal, as gpumem.ParseBytes reads
-// MB and GB.
+// MB and GB. A bare "B" is not a unit here: "a 7B model" counts
+// parameters.
 var proseUnits = map[string]gpumem.Bytes{
-	"b": 1, "byte": 1, "bytes": 1,
+	"byte": 1, "bytes": 1, // a bare B is a count in prose ("7B parameters")
 	"k": gpumem.KiB, "kb": gpumem.KB, "kib": gpumem.KiB, "kilobytes": gpumem.KB,
 	"m": gpumem.MiB, "mb": gpumem.MB, "mib": gpumem.MiB, "megabytes": gpumem.MB, "megabyte": gpumem.MB,
 	"g": gpumem.GiB, "gb": gpumem.GB, "gib": gpumem.GiB, "gigabytes": gpumem.GB, "gigabyte": gpumem.GB, "gigs": gpumem.GB,
