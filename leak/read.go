@@ -181,7 +181,7 @@ func noSamples(rep ReadReport) error {
 	if h := rep.ByReason[SkipHost]; h > 0 {
 		fmt.Fprintf(&b, "; %d line(s) report host (CPU) memory only, not GPU memory", h)
 	}
-	b.WriteString("; expected lines such as \"step 100 memory 18.2GB\", nvidia-smi --format=csv output, or a CSV with a memory column (memory_used, mem_used_mb, gpu_mem …)")
+	b.WriteString("; expected lines such as \"step 100 memory 18.2GB\", nvidia-smi's CSV output, or a CSV with a memory column (memory_used, mem_used_mb, gpu_mem …)")
 	return fmt.Errorf("%w%s", ErrNoSamples, strings.TrimPrefix(b.String(), ErrNoSamples.Error()))
 }
 
