@@ -137,13 +137,13 @@ func tokenize(line string, buf []ptoken) []ptoken {
 				space = false
 				continue
 			}
-			toks = append(toks, ptoken{kind: 'w', s: strings.ToLower(line[i:j]), space: space})
+			toks = append(toks, ptoken{kind: 'w', s: lowerASCII(line[i:j]), space: space})
 			i = j
 		case r >= 0x2E80 && unicode.Is(unicode.Han, r):
-			toks = append(toks, ptoken{kind: 'c', s: string(r), space: space})
+			toks = append(toks, ptoken{kind: 'c', s: line[i : i+w], space: space})
 			i += w
 		default:
-			s := string(r)
+			s := line[i : i+w]
 			switch r {
 			case '，', '、':
 				s = ","
@@ -226,10 +226,70 @@ var condWords = map[string]bool{"will": true, "would": true, "if": true, "could"
 // figure ("第一个epoch占用2.59").
 var memVerbs = map[string]bool{"占": true, "用": true, "uses": true, "takes": true, "consumes": true, "occupies": true, "using": true}
 
+// lowerASCII is strings.ToLower for ASCII letters, allocating only when
+// the word has an upper-case letter.
+func lowerASCII(w string) string {
+	for i := 0; i < len(w); i++ {
+		if 'A' <= w[i] && w[i] <= 'Z' {
+			return strings.ToLower(w)
+		}
+	}
+	return w
+}
+
+// proseCues are texts one of which a prose line about memory holds
+// (matched without regard to ASCII case): a cheap test before the line
+// is cut into words.
+var proseCues = [...]string{"mem", "vram", "gpu", "usage", "use", "take", "consum", "occup", "alloc", "reserv", "byte", "\xe5\x8d\xa0", "\xe6\x98\xbe"} // 占, 显
+
+// maybeProse reports a line that may hold a prose memory figure: a digit
+// and one of proseCues.
+func maybeProse(line string) bool {
+	digit := false
+	for i := 0; i < len(line); i++ {
+		if isDigit(line[i]) {
+			digit = true
+			break
+		}
+	}
+	if !digit {
+		return false
+	}
+	for _, c := range proseCues {
+		if containsFoldASCII(line, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFoldASCII is strings.Contains ignoring ASCII case; sub is lower
+// case.
+func containsFoldASCII(s, sub string) bool {
+	n := len(sub)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for j < n {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+			j++
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}
+
 // proseLine reads the memory figures of a prose line into p.prose. It
 // reports whether the line gave any.
 func (p *sampleParser) proseLine(line string, n int) bool {
-	if len(line) < 12 || len(line) > 4096 {
+	if len(line) < 12 || len(line) > 4096 || !maybeProse(line) {
 		return false
 	}
 	toks := tokenize(line, p.tokBuf)
@@ -304,10 +364,10 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 			return
 		}
 	}
-	// The sentence's figures and positions, clause by clause.
-	var figs []clauseFig
-	var poss []clausePos
-	var clauses [][2]int // [first fig, first pos) indexes per clause boundaries
+	// The sentence's figures and positions, clause by clause (the
+	// parser's scratch slices, kept from line to line).
+	figs, poss, clauses := p.figBuf[:0], p.posBuf[:0], p.clauseBuf[:0] // clauses: figs and poss counts at each clause's end
+	defer func() { p.figBuf, p.posBuf, p.clauseBuf = figs, poss, clauses }()
 	closeClause := func() { clauses = append(clauses, [2]int{len(figs), len(poss)}) }
 	unit := gpumem.Bytes(0) // a unit of the sentence, for unit-less figures
 	for i := 0; i < len(toks); i++ {
@@ -358,27 +418,34 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 	}
 	// Assign positions clause by clause; a clause with a position and no
 	// figure hands it to the next clauses of the sentence.
-	var pend *clausePos
+	var pend clausePos
+	pendOK := false
 	f0, p0 := 0, 0
 	for _, c := range clauses {
 		cf, cp := figs[f0:c[0]], poss[p0:c[1]]
 		f0, p0 = c[0], c[1]
 		if len(cf) == 0 {
 			if len(cp) > 0 {
-				last := cp[len(cp)-1]
-				pend = &last
-				if oomWords(toks) && last.kind != "start" && last.kind != "" {
-					p.prose = append(p.prose, proseFig{line: n, pos: last.pos, kind: last.kind, gpu: gpu, oom: true})
-					pend = nil
+				pend, pendOK = cp[len(cp)-1], true
+				if oomWords(toks) && pend.kind != "start" && pend.kind != "" {
+					p.prose = append(p.prose, proseFig{line: n, pos: pend.pos, kind: pend.kind, gpu: gpu, oom: true})
+					pendOK = false
 				}
 			}
 			continue
 		}
-		assign := make([]clausePos, len(cf))
-		explicit := cp[:0:0]
+		if cap(p.assignBuf) < len(cf) {
+			p.assignBuf = make([]clausePos, len(cf))
+		}
+		assign := p.assignBuf[:len(cf)]
+		clear(assign)
+		nExplicit, firstExplicit := 0, clausePos{}
 		for _, q := range cp {
 			if q.kind != "start" {
-				explicit = append(explicit, q)
+				if nExplicit == 0 {
+					firstExplicit = q
+				}
+				nExplicit++
 			}
 		}
 		switch {
@@ -389,16 +456,16 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 			}
 		case len(cp) == len(cf):
 			copy(assign, cp)
-		case len(cf) == 2 && len(explicit) == 1 && fromTo(toks, cf[0].at, cf[1].at):
+		case len(cf) == 2 && nExplicit == 1 && fromTo(toks, cf[0].at, cf[1].at):
 			// "from 10k MB to 20k MB after nearly 100 steps".
 			assign[0] = clausePos{kind: "start"}
-			assign[1] = explicit[0]
-		case len(cf) == 1 && len(explicit) >= 1:
-			assign[0] = explicit[0]
+			assign[1] = firstExplicit
+		case len(cf) == 1 && nExplicit >= 1:
+			assign[0] = firstExplicit
 		case len(cf) == 1 && len(cp) == 1:
 			assign[0] = cp[0]
-		case len(cp) == 0 && len(cf) == 1 && pend != nil:
-			assign[0] = *pend
+		case len(cp) == 0 && len(cf) == 1 && pendOK:
+			assign[0] = pend
 		default:
 			// Each figure takes the nearest position before it, if any.
 			for i, f := range cf {
@@ -418,7 +485,7 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 			}
 			p.prose = append(p.prose, proseFig{line: n, value: f.value, pct: f.pct, pos: assign[i].pos, kind: assign[i].kind, gpu: gpu, borrowed: f.borrowed})
 		}
-		pend = nil
+		pendOK = false
 	}
 }
 

@@ -115,9 +115,13 @@ type sampleParser struct {
 	pairBuf []pair // reused by pairs, line after line
 
 	// Prose: the figures read from sentences, resolved at the end
-	// (finishProse), and the tokens of the current line.
-	prose  []proseFig
-	tokBuf []ptoken
+	// (finishProse), and the scratch of the current line.
+	prose     []proseFig
+	tokBuf    []ptoken
+	figBuf    []clauseFig
+	posBuf    []clausePos
+	clauseBuf [][2]int
+	assignBuf []clausePos
 	// "Label: N" lines, read as a last resort (finishLabelled).
 	labelled []labelledNum
 
@@ -1156,8 +1160,24 @@ func yoloRow(t string, n int) (Sample, bool) {
 	if !isDigit(t[0]) || strings.IndexByte(t, '/') < 0 || strings.IndexByte(t, '/') > 12 {
 		return Sample{}, false
 	}
-	fields := strings.Fields(t)
-	if len(fields) < 5 {
+	// The first five blank-separated fields, without allocating.
+	var fields [5]string
+	nf := 0
+	for i := 0; i < len(t) && nf < len(fields); {
+		for i < len(t) && (t[i] == ' ' || t[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(t) && t[j] != ' ' && t[j] != '\t' {
+			j++
+		}
+		if j > i {
+			fields[nf] = t[i:j]
+			nf++
+		}
+		i = j
+	}
+	if nf < len(fields) {
 		return Sample{}, false
 	}
 	ep, tot, ok := strings.Cut(fields[0], "/")
