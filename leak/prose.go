@@ -242,46 +242,89 @@ func lowerASCII(w string) string {
 // is cut into words.
 var proseCues = [...]string{"mem", "vram", "gpu", "usage", "use", "take", "consum", "occup", "alloc", "reserv", "byte", "\xe5\x8d\xa0", "\xe6\x98\xbe"} // 占, 显
 
-// maybeProse reports a line that may hold a prose memory figure: a digit
-// and one of proseCues.
-func maybeProse(line string) bool {
-	digit := false
-	for i := 0; i < len(line); i++ {
-		if isDigit(line[i]) {
-			digit = true
-			break
+// cuesByFirst lists proseCues by their first byte, either case.
+var cuesByFirst = func() (t [256][]string) {
+	for _, c := range proseCues {
+		t[c[0]] = append(t[c[0]], c)
+		if 'a' <= c[0] && c[0] <= 'z' {
+			t[c[0]-'a'+'A'] = append(t[c[0]-'a'+'A'], c)
 		}
 	}
-	if !digit {
+	return t
+}()
+
+// maybeProse reports a line that may hold a prose memory figure: at
+// least four blanks (five words), a figure (a digit followed by a size
+// unit's first letter or '%') and one of proseCues. Most lines fail the
+// first pass; the cues are compared only where one may start.
+func maybeProse(line string) bool {
+	fig, blanks := false, 0
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case isDigit(c):
+			fig = fig || figureAfter(line, i+1)
+		case c == ' ' || c >= 0x80: // CJK text has no blanks between words
+			blanks++
+		}
+	}
+	if !fig || blanks < 4 {
 		return false
 	}
-	for _, c := range proseCues {
-		if containsFoldASCII(line, c) {
-			return true
+	for i := 0; i < len(line); i++ {
+		for _, cue := range cuesByFirst[line[i]] {
+			if hasCueAt(line, i, cue) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// containsFoldASCII is strings.Contains ignoring ASCII case; sub is lower
-// case.
-func containsFoldASCII(s, sub string) bool {
-	n := len(sub)
-	for i := 0; i+n <= len(s); i++ {
-		j := 0
-		for j < n {
-			c := s[i+j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-			j++
+// hasCueAt reports cue at line[i:], ignoring ASCII case.
+func hasCueAt(line string, i int, cue string) bool {
+	if i+len(cue) > len(line) {
+		return false
+	}
+	for j := 0; j < len(cue); j++ {
+		c := line[i+j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		if j == n {
+		if c != cue[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// figureAfter reports a size unit or '%' at line[j:] after a number:
+// "mb", " GB", "+ GB", "k MB", "G,", "%", "gigabytes".
+func figureAfter(line string, j int) bool {
+	if j < len(line) && (line[j] == ' ' || line[j] == '+') {
+		j++
+	}
+	if j < len(line) && line[j] == ' ' {
+		j++
+	}
+	if j+1 < len(line) && line[j]|0x20 == 'k' && line[j+1] == ' ' {
+		j += 2 // "10k MB"
+	}
+	if j >= len(line) {
+		return false
+	}
+	switch line[j] | 0x20 {
+	case 'g', 'm', 'k', 't':
+		if j+1 == len(line) || !isLetter(line[j+1]) {
 			return true
 		}
+		switch line[j+1] | 0x20 {
+		case 'b', 'i', 'e':
+			return true
+		}
+	case '%' | 0x20:
+		return line[j] == '%'
+	case 'b':
+		return strings.HasPrefix(line[j:], "byte")
 	}
 	return false
 }
