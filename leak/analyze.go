@@ -599,8 +599,8 @@ func quadFit(x, y []float64, mean, scale float64) ([3]float64, float64, bool) {
 // allocator's 2 MiB / 20 MiB segment rounding makes smaller steps
 // common) or 512 bytes for allocated memory, which counts the bytes of
 // live blocks exactly, each rounded up to kMinBlockSize = 512 bytes
-// (c10/cuda/CUDACachingAllocator.cpp, v2.5: kMinBlockSize, kSmallBuffer,
-// kLargeBuffer).
+// (pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize,
+// kSmallBuffer, kLargeBuffer).
 func flatTolerance(meanY float64, col Column) float64 {
 	floor := float64(32 * gpumem.MiB)
 	if col == ColAllocated {
