@@ -257,7 +257,7 @@ var cuesByFirst = func() (t [256][]string) {
 // least four blanks (five words), a figure (a digit followed by a size
 // unit's first letter or '%') and one of proseCues. Most lines fail the
 // first pass; the cues are compared only where one may start.
-func maybeProse(line string) bool {
+func maybeProse(line string, context bool) bool {
 	fig, blanks := false, 0
 	for i := 0; i < len(line); i++ {
 		switch c := line[i]; {
@@ -270,6 +270,11 @@ func maybeProse(line string) bool {
 	if !fig || blanks < 4 {
 		return false
 	}
+	return context || hasCue(line)
+}
+
+// hasCue reports one of proseCues in line.
+func hasCue(line string) bool {
 	for i := 0; i < len(line); i++ {
 		for _, cue := range cuesByFirst[line[i]] {
 			if hasCueAt(line, i, cue) {
@@ -332,7 +337,15 @@ func figureAfter(line string, j int) bool {
 // proseLine reads the memory figures of a prose line into p.prose. It
 // reports whether the line gave any.
 func (p *sampleParser) proseLine(line string, n int) bool {
-	if len(line) < 12 || len(line) > 4096 || !maybeProse(line) {
+	if len(line) < 12 || len(line) > 4096 {
+		return false
+	}
+	if !maybeProse(line, p.memSeen) {
+		// A line about memory without a figure ("GPU memory keeps
+		// growing") makes the next lines' figures memory figures.
+		if !p.memSeen && len(line) < 1024 && hasCue(line) {
+			p.memSeen = true
+		}
 		return false
 	}
 	toks := tokenize(line, p.tokBuf)
@@ -358,8 +371,11 @@ func (p *sampleParser) proseLine(line string, n int) bool {
 		gpu = gpu || gpuWords[t.s]
 		host = host || hostWords[t.s]
 	}
-	if words < 5 || !mem {
+	if words < 5 || !(mem || p.memSeen) {
 		return false
+	}
+	if mem {
+		p.memSeen = true
 	}
 	if host && !gpu {
 		p.host = true

@@ -33,6 +33,8 @@ func TestReadProse(t *testing.T) {
 		{"The GPU memory goes from 10GB to 23GB after 5 epochs.", []fig{{0, 10e9}, {5, 23e9}}, "epoch", ConfidenceMedium},
 		{"VRAM usage at step 100 was 2048 MiB; at step 200 it was 3072 MiB.", []fig{{100, 2048 << 20}, {200, 3072 << 20}}, "step", ConfidenceMedium},
 		{"The memory usage grows to 12 gigabytes and then to 14 gigabytes, no idea why.", []fig{{-1, 12e9}, {-1, 14e9}}, "", ConfidenceLow},
+		// The brief's wording: the memory named on the line before.
+		{"GPU memory keeps growing during training.\nit goes from 10GB to 23GB after 5 epochs", []fig{{0, 10e9}, {5, 23e9}}, "epoch", ConfidenceLow},
 		{"GPU memory is **11.1G** after the first epoch and `15.1G` after the second epoch", []fig{{1, 11.1 * float64(gpumem.GiB)}, {2, 15.1 * float64(gpumem.GiB)}}, "epoch", ConfidenceMedium},
 	}
 	for _, tc := range tests {
@@ -58,6 +60,7 @@ func TestReadProse(t *testing.T) {
 		"I see about 100 MB / epoch of GPU memory growth in nvidia-smi output.",
 		"llama_new_context_with_model: compute buffer total size = 96.13 MB of memory used",
 		"My model has 7B parameters and the GPU memory is fine.",
+		"it goes from 10GB to 23GB after 5 epochs", // nothing says memory: a disk, a dataset?
 	} {
 		_, _, err := ReadSamples(strings.NewReader(text), nil)
 		assert.ErrorIs(t, err, ErrNoSamples, text)

@@ -117,6 +117,7 @@ type sampleParser struct {
 	// Prose: the figures read from sentences, resolved at the end
 	// (finishProse), and the scratch of the current line.
 	prose     []proseFig
+	memSeen   bool // a line spoke of memory: prose figures after it are memory figures
 	tokBuf    []ptoken
 	figBuf    []clauseFig
 	posBuf    []clausePos
