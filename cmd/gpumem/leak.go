@@ -90,11 +90,16 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	capacity := fs.String("capacity", "", "device memory to forecast the OOM against (e.g. 24GiB); default: from the log, if it says")
 	gpu := fs.String("gpu", "", "take the capacity from the GPU catalog (e.g. rtx4090)")
 	unitFlag := fs.String("unit", "", "unit of memory values that carry none in bare columns of numbers and CSV columns (e.g. MiB, GB, B); default: MiB (integers of at least 2^20: bytes), and the output says it was assumed")
+	run := fs.Int("run", 1, "the run to analyze when a narrative's steps restart (1 = the first)")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *run < 1 {
+		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", errUsage, *run)
+	}
 	var opts leak.Options
+	opts.Run = *run - 1
 	switch {
 	case *capacity != "" && *gpu != "":
 		return fmt.Errorf("%w: give one of --capacity and --gpu", errUsage)
@@ -133,6 +138,9 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	r, err := leak.Analyze(samples, &opts)
 	if err != nil {
 		return err
+	}
+	if r.Run >= r.Runs {
+		return fmt.Errorf("%w: --run %d: the log has %d run(s)", errUsage, *run, r.Runs)
 	}
 	if *asJSON {
 		j, err := leakJSON(r, rr)
@@ -208,7 +216,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	fmt.Fprintf(out, "axis          %s\n", axis)
 	fmt.Fprintf(out, "shape         %s\n", r.Shape)
 	if r.Runs > 1 {
-		fmt.Fprintf(out, "runs          %d (the steps restart; run %d analyzed)\n", r.Runs, r.Run+1)
+		fmt.Fprintf(out, "runs          %d (the steps restart; run %d analyzed, --run)\n", r.Runs, r.Run+1)
 	}
 	if r.Short {
 		fmt.Fprintf(out, "verdict       none: %d samples, %d needed; growth between samples %s to %s per %s\n",

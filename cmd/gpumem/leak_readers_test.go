@@ -137,3 +137,38 @@ func FuzzLeakInput(f *testing.F) {
 		}
 	})
 }
+
+// TestLeakRun: --run (request field run) picks a run of a narrative whose
+// steps restart; a run the log does not have, or below 1, is refused
+// naming it.
+func TestLeakRun(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../leak/testdata/logs/real/pytorch1509.log")
+	require.NoError(t, err)
+	code, out, stderr := runCLI(t, string(data), "leak", "-")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "runs          2 (the steps restart; run 1 analyzed, --run)")
+	assert.Contains(t, out, "2.87 GiB → 4.43 GiB")
+	code, out, stderr = runCLI(t, string(data), "leak", "--run", "2", "-")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "run 2 of 2")
+	assert.Contains(t, out, "1.65 GiB → 1.75 GiB")
+	for _, bad := range []string{"0", "3"} {
+		code, out, stderr = runCLI(t, string(data), "leak", "--run", bad, "-")
+		assert.Equal(t, exitBadInput, code)
+		assert.Empty(t, out)
+		assert.Contains(t, stderr, "--run "+bad)
+	}
+	h := newServer(serverOptions{})
+	body, _ := json.Marshal(map[string]any{"log": string(data), "run": 2})
+	w := do(t, h, http.MethodPost, "/v1/leak", "application/json", strings.NewReader(string(body)))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Contains(t, w.Body.String(), `"run": 1`)
+	for _, q := range []string{"?run=0", "?run=3", "?run=x"} {
+		w = do(t, h, http.MethodPost, "/v1/leak"+q, "", strings.NewReader(string(data)))
+		require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+		var r errorReply
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &r))
+		assert.Equal(t, "run", r.Field)
+	}
+}

@@ -195,7 +195,7 @@ func (s *server) table() []route {
 		{http.MethodPost, "/v1/estimate", nil, s.estimate},
 		{http.MethodPost, "/v1/plan", nil, s.plan},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
-		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit"}, s.leak},
+		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit", "run"}, s.leak},
 		{http.MethodGet, "/v1/models", nil, static(s.models)},
 		{http.MethodGet, "/v1/devices", nil, static(s.devices)},
 	}
@@ -1133,6 +1133,9 @@ type leakRequest struct {
 	// Unit is the unit of unit-less values in bare columns and CSV
 	// columns ("MiB", "GB", "B"), as gpumem leak --unit.
 	Unit string `json:"unit"`
+	// Run is the run to analyze when a narrative's steps restart (1 =
+	// the first), as gpumem leak --run.
+	Run *int `json:"run"`
 }
 
 // leak answers POST /v1/leak: the body is the log as text with capacity,
@@ -1142,6 +1145,14 @@ type leakRequest struct {
 func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	q := r.URL.Query() // checkQuery has parsed it already
 	capacity, gpu, unitText := q.Get("capacity"), q.Get("gpu"), q.Get("unit")
+	run := 1
+	if v := q.Get("run"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return badField("run", "want an integer of 1 or more, got %q", v)
+		}
+		run = n
+	}
 	text := body
 	if isJSON(r) {
 		var req leakRequest
@@ -1161,7 +1172,16 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if req.Unit != "" && unitText != "" {
 			return badField("unit", "give unit in the JSON body or the query string, not both")
 		}
+		if req.Run != nil && q.Get("run") != "" {
+			return badField("run", "give run in the JSON body or the query string, not both")
+		}
+		if req.Run != nil {
+			run = *req.Run
+		}
 		capacity, gpu, unitText, text = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log)
+	}
+	if run < 1 {
+		return badField("run", "want 1 or more (runs are numbered from 1), got %d", run)
 	}
 	var unit gpumem.Bytes
 	if unitText != "" {
@@ -1171,7 +1191,7 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		}
 		unit = u
 	}
-	var opts leak.Options
+	opts := leak.Options{Run: run - 1}
 	switch {
 	case capacity != "" && gpu != "":
 		return badField("capacity", "give one of capacity and gpu")
@@ -1210,7 +1230,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	s.computed.Add(1)
 	rep, err := leak.Analyze(samples, &opts)
 	if err != nil {
-		return libraryError(err, map[string]string{"Options.Capacity": "capacity"})
+		return libraryError(err, map[string]string{"Options.Capacity": "capacity", "Options.Run": "run"})
+	}
+	if rep.Run >= rep.Runs {
+		return badField("run", "the log has %d run(s), got run %d", rep.Runs, run)
 	}
 	j, err := leakJSON(rep, rr)
 	if err != nil {
