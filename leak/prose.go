@@ -2,6 +2,7 @@ package leak
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -392,6 +393,15 @@ func (p *sampleParser) proseLine(line string, n int) bool {
 	}
 	if len(p.prose) > before {
 		p.used = true
+		for _, f := range p.prose[before:] {
+			if f.pct > 0 {
+				if p.pctText == nil {
+					p.pctText = map[int]string{}
+				}
+				p.pctText[n] = exampleText(line) // for the report, if no capacity turns up
+				break
+			}
+		}
 		return true
 	}
 	return false
@@ -871,6 +881,7 @@ func (p *sampleParser) finishProse() (why []string, noCapacity []int) {
 	for l := range pctOnly {
 		noCapacity = append(noCapacity, l)
 	}
+	slices.Sort(noCapacity)
 	return why, noCapacity
 }
 

@@ -347,7 +347,7 @@ func finishReading(p *sampleParser, rep *ReadReport) {
 		rep.Skipped++
 		rep.ByReason[SkipMalformed]++
 		if rep.ByReason[SkipMalformed] <= MaxExamples {
-			rep.Examples = append(rep.Examples, SkippedLine{Line: l, Reason: SkipMalformed, Text: "(prose)",
+			rep.Examples = append(rep.Examples, SkippedLine{Line: l, Reason: SkipMalformed, Text: p.pctText[l],
 				Detail: "a percentage of the device needs its capacity (ReadOptions.Capacity, --capacity, request field capacity)"})
 		}
 	}

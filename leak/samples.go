@@ -117,7 +117,8 @@ type sampleParser struct {
 	// Prose: the figures read from sentences, resolved at the end
 	// (finishProse), and the scratch of the current line.
 	prose     []proseFig
-	memSeen   bool // a line spoke of memory: prose figures after it are memory figures
+	memSeen   bool           // a line spoke of memory: prose figures after it are memory figures
+	pctText   map[int]string // lines with prose percentages, by number, for the report
 	tokBuf    []ptoken
 	figBuf    []clauseFig
 	posBuf    []clausePos
