@@ -185,6 +185,10 @@ var proseUnits = map[string]gpumem.Bytes{
 	"t": gpumem.TiB, "tb": gpumem.TB, "tib": gpumem.TiB, "terabytes": gpumem.TB,
 }
 
+// maxProsePos is the largest step a sentence is read to give (a larger
+// number is an identifier or a typo, not a step).
+const maxProsePos = 1e12
+
 // posWords are the words that count steps in prose, with the step unit.
 var posWords = map[string]string{
 	"iter": "iteration", "iters": "iteration", "iteration": "iteration", "iterations": "iteration",
@@ -605,7 +609,7 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 			for j < len(toks) && toks[j].kind == 'p' && (toks[j].s == "#" || toks[j].s == ":" || toks[j].s == "=") {
 				j++
 			}
-			if j < len(toks) && toks[j].kind == 'n' && toks[j].isInt && !math.IsNaN(toks[j].v) && !isFigure(toks, j) {
+			if j < len(toks) && toks[j].kind == 'n' && toks[j].isInt && toks[j].v <= maxProsePos && !isFigure(toks, j) {
 				end := j
 				// "2-5", "6/100": the first number.
 				if j+2 < len(toks) && toks[j+1].kind == 'p' && (toks[j+1].s == "-" || toks[j+1].s == "/") && toks[j+2].kind == 'n' {
@@ -624,7 +628,7 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 				var nn int64
 				if w, ok := numberWords[toks[i+1].s]; ok && toks[i+1].kind == 'w' {
 					nn = w
-				} else if toks[i+1].kind == 'n' && toks[i+1].isInt {
+				} else if toks[i+1].kind == 'n' && toks[i+1].isInt && toks[i+1].v <= 10000 {
 					nn = int64(toks[i+1].v)
 				}
 				if u, ok := kw(i + 2); ok && nn > 1 {
@@ -638,7 +642,7 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 			}
 		}
 	case 'n':
-		if !t.isInt || math.IsNaN(t.v) || rateBefore(toks, i) {
+		if !t.isInt || !(t.v <= maxProsePos) || rateBefore(toks, i) {
 			return clausePos{}, false, 0
 		}
 		j := i + 1
@@ -653,7 +657,7 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 		if t.s == "第" && i+2 < len(toks) {
 			v, ok := cjkNumerals[toks[i+1].s]
 			var nv int64
-			if !ok && toks[i+1].kind == 'n' && toks[i+1].isInt {
+			if !ok && toks[i+1].kind == 'n' && toks[i+1].isInt && toks[i+1].v <= maxProsePos {
 				nv, ok = int64(toks[i+1].v), true
 			} else {
 				nv = v

@@ -80,6 +80,7 @@ func FuzzProse(f *testing.F) {
 		}
 	}
 	f.Add("at iter 99999999999999999999 it uses 1e400mb of GPU memory, at epoch -5 it takes 3.5.5GB")
+	f.Add("the GPU memory at step 99999999999999999999 is 5 GB, at step 2 it is 6 GB")
 	f.Add("第九十个epoch占用， 第个epoch 7G 显存 占用.")
 	f.Add("GPU memory from 10k k MB to 20k MB after the first 0 steps, 999% memory")
 	f.Add("** ** ` GPU memory 5G+ + + GB at the first six iterations -- 1G -- 2G")
@@ -92,6 +93,11 @@ func FuzzProse(f *testing.F) {
 			}
 			if !g.oom && g.value == 0 && g.pct == 0 {
 				t.Fatalf("%q: empty figure %+v", line, g)
+			}
+		}
+		for _, s := range p.prose {
+			if s.pos > maxProsePos {
+				t.Fatalf("%q: position out of range %+v", line, s)
 			}
 		}
 		p.finishProse()
