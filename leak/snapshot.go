@@ -150,6 +150,31 @@ func snapInt(n json.Number, field string) (int64, error) {
 	return v, nil
 }
 
+// maxSnapSize bounds a size in a snapshot (1 PiB): beyond it the sums of
+// a trace could overflow, and no device holds it.
+const maxSnapSize = 1 << 50
+
+// snapSize reads a block, segment or trace size.
+func snapSize(n json.Number, field string) (int64, error) {
+	v, err := snapInt(n, field)
+	if err == nil && v > maxSnapSize {
+		err = gpumem.Errorf(field, v, gpumem.ErrRange, "larger than 1 PiB")
+	}
+	return v, err
+}
+
+// snapAddr reads an address: any unsigned 64-bit integer.
+func snapAddr(n json.Number, field string) (uint64, error) {
+	if n == "" {
+		return 0, gpumem.Errorf(field, "", gpumem.ErrSyntax, "missing")
+	}
+	v, err := strconv.ParseUint(string(n), 10, 64)
+	if err != nil {
+		return 0, gpumem.Errorf(field, string(n), gpumem.ErrSyntax, "want an unsigned integer address")
+	}
+	return v, nil
+}
+
 // readSnapshot reads a snapshot (or a list of trace entries) into samples
 // of allocated memory, one per trace event or per window of events.
 func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
@@ -185,21 +210,25 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 				continue
 			}
 		}
-		ts, err := snapInt(s.TotalSize, fmt.Sprintf("segments[%d].total_size", i))
+		ts, err := snapSize(s.TotalSize, fmt.Sprintf("segments[%d].total_size", i))
 		if err != nil {
 			return nil, nil, err
 		}
 		info.Segments++
-		info.Reserved += gpumem.Bytes(ts)
+		if info.Reserved += gpumem.Bytes(ts); info.Reserved > maxSnapSize*1024 {
+			return nil, nil, gpumem.Errorf(fmt.Sprintf("segments[%d].total_size", i), ts, gpumem.ErrRange, "the segments add up to more than 1 EiB")
+		}
 		for j, b := range s.Blocks {
 			if b.State != "active_allocated" {
 				continue
 			}
-			sz, err := snapInt(b.Size, fmt.Sprintf("segments[%d].blocks[%d].size", i, j))
+			sz, err := snapSize(b.Size, fmt.Sprintf("segments[%d].blocks[%d].size", i, j))
 			if err != nil {
 				return nil, nil, err
 			}
-			info.Allocated += gpumem.Bytes(sz)
+			if info.Allocated += gpumem.Bytes(sz); info.Allocated > maxSnapSize*1024 {
+				return nil, nil, gpumem.Errorf(fmt.Sprintf("segments[%d].blocks[%d].size", i, j), sz, gpumem.ErrRange, "the blocks add up to more than 1 EiB")
+			}
 		}
 	}
 	var trace []snapEntry
@@ -227,7 +256,7 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 		size  int64
 		entry int
 	}
-	live := map[int64]liveBlock{}
+	live := map[uint64]liveBlock{}
 	var cur int64 // live bytes relative to the trace's start
 	type point struct {
 		entry int
@@ -240,11 +269,11 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 		field := fmt.Sprintf("device_traces[%d][%d]", info.Device, i)
 		switch e.Action {
 		case "alloc":
-			addr, err := snapInt(e.Addr, field+".addr")
+			addr, err := snapAddr(e.Addr, field+".addr")
 			if err != nil {
 				return nil, nil, err
 			}
-			sz, err := snapInt(e.Size, field+".size")
+			sz, err := snapSize(e.Size, field+".size")
 			if err != nil {
 				return nil, nil, err
 			}
@@ -252,14 +281,16 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 				cur -= old.size // an address reused without its free in the buffer
 			}
 			live[addr] = liveBlock{size: sz, entry: i}
-			cur += sz
+			if cur += sz; cur > maxSnapSize*1024 {
+				return nil, nil, gpumem.Errorf(field+".size", sz, gpumem.ErrRange, "live allocations add up to more than 1 EiB")
+			}
 			info.Allocs++
 		case freeAction:
-			addr, err := snapInt(e.Addr, field+".addr")
+			addr, err := snapAddr(e.Addr, field+".addr")
 			if err != nil {
 				return nil, nil, err
 			}
-			sz, err := snapInt(e.Size, field+".size")
+			sz, err := snapSize(e.Size, field+".size")
 			if err != nil {
 				return nil, nil, err
 			}

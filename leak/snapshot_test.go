@@ -229,12 +229,14 @@ func TestReadSnapshotErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "pickle")
 
 	for in, field := range map[string]string{
-		`{"device_traces": [[{"action": "alloc", "addr": 1, "size": -5}]]}`:      "device_traces[0][0].size",
-		`{"device_traces": [[{"action": "alloc", "addr": "x", "size": 5}]]}`:     "snapshot",
-		`{"device_traces": [[{"action": "free_completed", "size": 5}]]}`:         "device_traces[0][0].addr",
-		`{"device_traces": [[{"addr": 1, "size": 5}]]}`:                          "device_traces[0][0].action",
-		`{"segments": [{"total_size": 1.5, "blocks": []}], "device_traces": []}`: "segments[0].total_size",
-		`{"device_traces": [[{"action": "alloc", "addr": 1, "size": 5}]`:         "snapshot",
+		`{"device_traces": [[{"action": "alloc", "addr": 1, "size": -5}]]}`:                  "device_traces[0][0].size",
+		`{"device_traces": [[{"action": "alloc", "addr": "x", "size": 5}]]}`:                 "snapshot",
+		`{"device_traces": [[{"action": "free_completed", "size": 5}]]}`:                     "device_traces[0][0].addr",
+		`{"device_traces": [[{"addr": 1, "size": 5}]]}`:                                      "device_traces[0][0].action",
+		`{"segments": [{"total_size": 1.5, "blocks": []}], "device_traces": []}`:             "segments[0].total_size",
+		`{"device_traces": [[{"action": "alloc", "addr": 1, "size": 5}]`:                     "snapshot",
+		`{"device_traces": [[{"action": "alloc", "addr": 1, "size": 1152921504606846976}]]}`: "device_traces[0][0].size",
+		`{"device_traces": [[{"action": "alloc", "addr": -1, "size": 5}]]}`:                  "device_traces[0][0].addr",
 	} {
 		_, _, err := ReadSamples(strings.NewReader(in), nil)
 		var fe *gpumem.FieldError
