@@ -93,23 +93,99 @@ type snapFrame struct {
 	Name     string          `json:"name"`
 }
 
+// snapNum is a JSON number of a snapshot, read without allocating: an
+// unsigned integer, or why it is not one.
+type snapNum struct {
+	v   uint64
+	set bool // present and not null
+	neg bool // a negative integer
+	bad bool // not an integer (a fraction, a string, out of range)
+}
+
+// UnmarshalJSON implements [json.Unmarshaler].
+func (n *snapNum) UnmarshalJSON(b []byte) error {
+	*n = snapNum{set: string(b) != "null"}
+	if !n.set {
+		return nil
+	}
+	d := b
+	if len(d) > 0 && d[0] == '-' {
+		n.neg, d = true, d[1:]
+	}
+	var v uint64
+	for _, c := range d {
+		if c < '0' || c > '9' || v > (math.MaxUint64-9)/10 {
+			// 1e3 or 2.0 from a converter: an integer all the same.
+			f, err := strconv.ParseFloat(string(b), 64)
+			if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+				n.bad = true
+				return nil
+			}
+			n.neg, n.v = f < 0, uint64(math.Abs(f))
+			return nil
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	n.bad = len(d) == 0
+	n.v = v
+	return nil
+}
+
+// snapAction is a trace entry's action.
+type snapAction uint8
+
+const (
+	actNone snapAction = iota // missing
+	actAlloc
+	actFreeRequested
+	actFreeCompleted
+	actOOM
+	actOther // segment actions, snapshot, annotate, and actions of later releases
+)
+
+// UnmarshalJSON implements [json.Unmarshaler].
+func (a *snapAction) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*a = actNone
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' {
+		return fmt.Errorf("action %.20s is not a string", b)
+	}
+	switch string(b[1 : len(b)-1]) {
+	case "alloc":
+		*a = actAlloc
+	case "free_requested":
+		*a = actFreeRequested
+	case "free_completed":
+		*a = actFreeCompleted
+	case "oom":
+		*a = actOOM
+	case "":
+		*a = actNone
+	default:
+		*a = actOther
+	}
+	return nil
+}
+
 type snapBlock struct {
-	Size  json.Number `json:"size"`
-	State string      `json:"state"`
+	Size  snapNum `json:"size"`
+	State string  `json:"state"`
 }
 
 type snapSegment struct {
-	Device    *json.Number `json:"device"`
-	TotalSize json.Number  `json:"total_size"`
-	Blocks    []snapBlock  `json:"blocks"`
+	Device    snapNum     `json:"device"`
+	TotalSize snapNum     `json:"total_size"`
+	Blocks    []snapBlock `json:"blocks"`
 }
 
 type snapEntry struct {
-	Action string      `json:"action"`
-	Addr   json.Number `json:"addr"`
-	Size   json.Number `json:"size"`
-	TimeUS json.Number `json:"time_us"`
-	Frames []snapFrame `json:"frames"`
+	Action snapAction      `json:"action"`
+	Addr   snapNum         `json:"addr"`
+	Size   snapNum         `json:"size"`
+	TimeUS snapNum         `json:"time_us"`
+	Frames json.RawMessage `json:"frames"` // decoded for the survivors only
 }
 
 type snapFile struct {
@@ -131,48 +207,35 @@ func looksLikeSnapshot(b []byte) bool {
 	return bytes.Contains(head, []byte(`"action"`))
 }
 
-// snapInt reads a JSON number that must be a non-negative integer.
-func snapInt(n json.Number, field string) (int64, error) {
-	if n == "" {
-		return 0, gpumem.Errorf(field, "", gpumem.ErrSyntax, "missing")
-	}
-	v, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(string(n), 64)
-		if ferr != nil || f != math.Trunc(f) || f < 0 || f > 1<<62 {
-			return 0, gpumem.Errorf(field, string(n), gpumem.ErrSyntax, "want a non-negative integer")
-		}
-		v = int64(f)
-	}
-	if v < 0 {
-		return 0, gpumem.Errorf(field, v, gpumem.ErrRange, "negative")
-	}
-	return v, nil
-}
-
 // maxSnapSize bounds a size in a snapshot (1 PiB): beyond it the sums of
 // a trace could overflow, and no device holds it.
 const maxSnapSize = 1 << 50
 
-// snapSize reads a block, segment or trace size.
-func snapSize(n json.Number, field string) (int64, error) {
-	v, err := snapInt(n, field)
-	if err == nil && v > maxSnapSize {
-		err = gpumem.Errorf(field, v, gpumem.ErrRange, "larger than 1 PiB")
+// snapSize reads a block, segment or trace size; field names it in an
+// error (a function, so that the name is built only then).
+func snapSize(n snapNum, field func() string) (int64, error) {
+	switch {
+	case !n.set:
+		return 0, gpumem.Errorf(field(), "", gpumem.ErrSyntax, "missing")
+	case n.bad:
+		return 0, gpumem.Errorf(field(), "", gpumem.ErrSyntax, "want a non-negative integer")
+	case n.neg && n.v > 0:
+		return 0, gpumem.Errorf(field(), -int64(min(n.v, 1<<62)), gpumem.ErrRange, "negative")
+	case n.v > maxSnapSize:
+		return 0, gpumem.Errorf(field(), n.v, gpumem.ErrRange, "larger than 1 PiB")
 	}
-	return v, err
+	return int64(n.v), nil
 }
 
 // snapAddr reads an address: any unsigned 64-bit integer.
-func snapAddr(n json.Number, field string) (uint64, error) {
-	if n == "" {
-		return 0, gpumem.Errorf(field, "", gpumem.ErrSyntax, "missing")
+func snapAddr(n snapNum, field func() string) (uint64, error) {
+	switch {
+	case !n.set:
+		return 0, gpumem.Errorf(field(), "", gpumem.ErrSyntax, "missing")
+	case n.bad || n.neg && n.v > 0:
+		return 0, gpumem.Errorf(field(), "", gpumem.ErrSyntax, "want an unsigned integer address")
 	}
-	v, err := strconv.ParseUint(string(n), 10, 64)
-	if err != nil {
-		return 0, gpumem.Errorf(field, string(n), gpumem.ErrSyntax, "want an unsigned integer address")
-	}
-	return v, nil
+	return n.v, nil
 }
 
 // readSnapshot reads a snapshot (or a list of trace entries) into samples
@@ -186,9 +249,7 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 		err = json.Unmarshal(t, &tr)
 		f.DeviceTraces = [][]snapEntry{tr}
 	} else {
-		d := json.NewDecoder(bytes.NewReader(t))
-		d.UseNumber()
-		err = d.Decode(&f)
+		err = json.Unmarshal(t, &f)
 	}
 	if err != nil {
 		return nil, nil, gpumem.Errorf("snapshot", "", gpumem.ErrSyntax, "not a PyTorch memory snapshot in JSON: %v", err)
@@ -201,16 +262,16 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 		}
 	}
 	for i, s := range f.Segments {
-		if s.Device != nil {
-			d, err := snapInt(*s.Device, fmt.Sprintf("segments[%d].device", i))
+		if s.Device.set {
+			d, err := snapSize(s.Device, func() string { return fmt.Sprintf("segments[%d].device", i) })
 			if err != nil {
 				return nil, nil, err
 			}
-			if int(d) != info.Device {
+			if d != int64(info.Device) {
 				continue
 			}
 		}
-		ts, err := snapSize(s.TotalSize, fmt.Sprintf("segments[%d].total_size", i))
+		ts, err := snapSize(s.TotalSize, func() string { return fmt.Sprintf("segments[%d].total_size", i) })
 		if err != nil {
 			return nil, nil, err
 		}
@@ -222,7 +283,7 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 			if b.State != "active_allocated" {
 				continue
 			}
-			sz, err := snapSize(b.Size, fmt.Sprintf("segments[%d].blocks[%d].size", i, j))
+			sz, err := snapSize(b.Size, func() string { return fmt.Sprintf("segments[%d].blocks[%d].size", i, j) })
 			if err != nil {
 				return nil, nil, err
 			}
@@ -241,16 +302,12 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 	}
 	// Frees: the completed ones, or the requested ones when the trace was
 	// recorded with skip_actions=["free_completed"].
-	freeAction := "free_completed"
-	hasCompleted := false
+	freeAction := actFreeRequested
 	for _, e := range trace {
-		if e.Action == "free_completed" {
-			hasCompleted = true
+		if e.Action == actFreeCompleted {
+			freeAction = actFreeCompleted
 			break
 		}
-	}
-	if !hasCompleted {
-		freeAction = "free_requested"
 	}
 	type liveBlock struct {
 		size  int64
@@ -266,14 +323,16 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 	pts := make([]point, 0, min(len(trace), 1<<16))
 	withTime := true
 	for i, e := range trace {
-		field := fmt.Sprintf("device_traces[%d][%d]", info.Device, i)
+		field := func(key string) func() string {
+			return func() string { return fmt.Sprintf("device_traces[%d][%d].%s", info.Device, i, key) }
+		}
 		switch e.Action {
-		case "alloc":
-			addr, err := snapAddr(e.Addr, field+".addr")
+		case actAlloc:
+			addr, err := snapAddr(e.Addr, field("addr"))
 			if err != nil {
 				return nil, nil, err
 			}
-			sz, err := snapSize(e.Size, field+".size")
+			sz, err := snapSize(e.Size, field("size"))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -282,15 +341,15 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 			}
 			live[addr] = liveBlock{size: sz, entry: i}
 			if cur += sz; cur > maxSnapSize*1024 {
-				return nil, nil, gpumem.Errorf(field+".size", sz, gpumem.ErrRange, "live allocations add up to more than 1 EiB")
+				return nil, nil, gpumem.Errorf(field("size")(), sz, gpumem.ErrRange, "live allocations add up to more than 1 EiB")
 			}
 			info.Allocs++
 		case freeAction:
-			addr, err := snapAddr(e.Addr, field+".addr")
+			addr, err := snapAddr(e.Addr, field("addr"))
 			if err != nil {
 				return nil, nil, err
 			}
-			sz, err := snapSize(e.Size, field+".size")
+			sz, err := snapSize(e.Size, field("size"))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -300,18 +359,19 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 			delete(live, addr)
 			cur -= sz
 			info.Frees++
-		case "oom":
+		case actOOM:
 			info.OOMs++
 			pts = append(pts, point{entry: i, live: cur, oom: true})
 			continue
-		case "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot", "annotate":
-			continue
-		case "":
-			return nil, nil, gpumem.Errorf(field+".action", "", gpumem.ErrSyntax, "missing")
+		case actNone:
+			return nil, nil, gpumem.Errorf(field("action")(), "", gpumem.ErrSyntax, "missing")
 		default:
-			continue // an action of a later PyTorch: not a size change of allocated memory
+			// free_requested when completed frees are recorded, segment
+			// actions, snapshot, annotate, and actions of later releases:
+			// no change of allocated memory.
+			continue
 		}
-		if e.TimeUS == "" {
+		if !e.TimeUS.set || e.TimeUS.bad || e.TimeUS.neg {
 			withTime = false
 		}
 		pts = append(pts, point{entry: i, live: cur})
@@ -354,11 +414,9 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 		}
 		p := pts[best]
 		s := Sample{Step: int64(p.entry), Allocated: gpumem.Bytes(p.live + offset), Has: ColStep | ColAllocated, Device: info.Device}
-		if withTime {
-			if us, err := snapInt(trace[p.entry].TimeUS, "time_us"); err == nil {
-				s.Time = time.UnixMicro(us).UTC()
-				s.Has |= ColTime
-			}
+		if withTime && trace[p.entry].TimeUS.v < 1<<62 {
+			s.Time = time.UnixMicro(int64(trace[p.entry].TimeUS.v)).UTC()
+			s.Has |= ColTime
 		}
 		out = append(out, s)
 	}
@@ -371,7 +429,9 @@ func readSnapshot(data []byte) ([]Sample, *SnapshotInfo, error) {
 	for _, b := range live {
 		info.Survivors++
 		info.SurvivorBytes += gpumem.Bytes(b.size)
-		frame, stack := holderFrame(trace[b.entry].Frames)
+		var frames []snapFrame
+		_ = json.Unmarshal(trace[b.entry].Frames, &frames) // frames that do not read: "<no frames>"
+		frame, stack := holderFrame(frames)
 		g := groups[frame]
 		if g == nil {
 			g = &group{h: Holder{Frame: frame, Stack: stack}}
