@@ -79,8 +79,72 @@ type ptoken struct {
 	s     string
 	v     float64 // a number's value
 	isInt bool
-	space bool // blank before the token
+	space bool      // blank before the token
+	info  *wordInfo // what the word is (wordInfos), nil for most
 }
+
+// has reports a word class of the token.
+func (t *ptoken) has(f uint16) bool { return t.info != nil && t.info.flags&f != 0 }
+
+// wordInfo is what a word of prose is, from the word lists below, looked
+// up once per token.
+type wordInfo struct {
+	flags uint16
+	pos   string       // posWords' step unit
+	num   int64        // numberWords', ordinalWords' or cjkNumerals' value
+	unit  gpumem.Bytes // proseUnits'
+}
+
+// Word classes.
+const (
+	fMem uint16 = 1 << iota
+	fGPU
+	fHost
+	fCond
+	fStart
+	fMemVerb
+	fNumber
+	fOrdinal
+	fCJKNum
+	fUnit
+	fPos
+)
+
+var wordInfos = func() map[string]*wordInfo {
+	m := map[string]*wordInfo{}
+	get := func(w string) *wordInfo {
+		if m[w] == nil {
+			m[w] = &wordInfo{}
+		}
+		return m[w]
+	}
+	for w, set := range map[uint16]map[string]bool{fMem: memWords, fGPU: gpuWords, fHost: hostWords, fCond: condWords, fStart: startWords, fMemVerb: memVerbs} {
+		for k := range set {
+			get(k).flags |= w
+		}
+	}
+	for k, v := range numberWords {
+		get(k).flags |= fNumber
+		get(k).num = v
+	}
+	for k, v := range ordinalWords {
+		get(k).flags |= fOrdinal
+		get(k).num = v
+	}
+	for k, v := range cjkNumerals {
+		get(k).flags |= fCJKNum
+		get(k).num = v
+	}
+	for k, u := range proseUnits {
+		get(k).flags |= fUnit
+		get(k).unit = u
+	}
+	for k, u := range posWords {
+		get(k).flags |= fPos
+		get(k).pos = u
+	}
+	return m
+}()
 
 // tokenize splits a normalized line into tokens. Markdown emphasis and
 // backquotes are dropped; full-width punctuation is folded to ASCII.
@@ -138,10 +202,11 @@ func tokenize(line string, buf []ptoken) []ptoken {
 				space = false
 				continue
 			}
-			toks = append(toks, ptoken{kind: 'w', s: lowerASCII(line[i:j]), space: space})
+			w := lowerASCII(line[i:j])
+			toks = append(toks, ptoken{kind: 'w', s: w, space: space, info: wordInfos[w]})
 			i = j
 		case r >= 0x2E80 && unicode.Is(unicode.Han, r):
-			toks = append(toks, ptoken{kind: 'c', s: line[i : i+w], space: space})
+			toks = append(toks, ptoken{kind: 'c', s: line[i : i+w], space: space, info: wordInfos[line[i:i+w]]})
 			i += w
 		default:
 			s := line[i : i+w]
@@ -363,7 +428,7 @@ func (p *sampleParser) proseLine(line string, n int) bool {
 				words++
 			}
 			// "GPU RAM" is the GPU's.
-			if t.s == "ram" && i > 0 && toks[i-1].kind == 'w' && gpuWords[toks[i-1].s] {
+			if t.s == "ram" && i > 0 && toks[i-1].kind == 'w' && toks[i-1].has(fGPU) {
 				gpu = true
 				continue
 			}
@@ -372,9 +437,9 @@ func (p *sampleParser) proseLine(line string, n int) bool {
 		default:
 			continue
 		}
-		mem = mem || memWords[t.s]
-		gpu = gpu || gpuWords[t.s]
-		host = host || hostWords[t.s]
+		mem = mem || t.has(fMem)
+		gpu = gpu || t.has(fGPU)
+		host = host || t.has(fHost)
 	}
 	if words < 5 || !(mem || p.memSeen) {
 		return false
@@ -433,7 +498,7 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 		return
 	}
 	for _, t := range toks {
-		if t.kind == 'w' && condWords[t.s] {
+		if t.kind == 'w' && t.has(fCond) {
 			return
 		}
 	}
@@ -458,7 +523,7 @@ func (p *sampleParser) sentence(toks []ptoken, n int, gpu bool) {
 			i += skip
 			continue
 		}
-		if t.kind == 'w' && startWords[t.s] || t.kind == 'c' && (t.s == "开" || t.s == "初") && i+1 < len(toks) && (toks[i+1].s == "始") {
+		if t.kind == 'w' && t.has(fStart) || t.kind == 'c' && (t.s == "开" || t.s == "初") && i+1 < len(toks) && (toks[i+1].s == "始") {
 			poss = append(poss, clausePos{at: i, kind: "start"})
 			continue
 		}
@@ -597,14 +662,13 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 	t := toks[i]
 	kw := func(j int) (string, bool) {
 		if j < len(toks) && toks[j].kind == 'w' {
-			u, ok := posWords[toks[j].s]
-			return u, ok
+			return toks[j].info.posUnit()
 		}
 		return "", false
 	}
 	switch t.kind {
 	case 'w':
-		if u, ok := posWords[t.s]; ok {
+		if u, ok := t.info.posUnit(); ok {
 			j := i + 1
 			for j < len(toks) && toks[j].kind == 'p' && (toks[j].s == "#" || toks[j].s == ":" || toks[j].s == "=") {
 				j++
@@ -619,15 +683,16 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 			}
 			return clausePos{}, false, 0
 		}
-		if v, ok := ordinalWords[t.s]; ok {
+		if t.has(fOrdinal) {
+			v := t.info.num
 			if u, ok := kw(i + 1); ok {
 				return clausePos{pos: v, kind: u}, true, 1
 			}
 			// "the first six iterations"
 			if i+2 < len(toks) {
 				var nn int64
-				if w, ok := numberWords[toks[i+1].s]; ok && toks[i+1].kind == 'w' {
-					nn = w
+				if toks[i+1].kind == 'w' && toks[i+1].has(fNumber) {
+					nn = toks[i+1].info.num
 				} else if toks[i+1].kind == 'n' && toks[i+1].isInt && toks[i+1].v <= 10000 {
 					nn = int64(toks[i+1].v)
 				}
@@ -636,7 +701,8 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 				}
 			}
 		}
-		if v, ok := numberWords[t.s]; ok && t.s != "a" && t.s != "an" {
+		if t.has(fNumber) && t.s != "a" && t.s != "an" {
+			v := t.info.num
 			if u, ok := kw(i + 1); ok && !rateBefore(toks, i) {
 				return clausePos{pos: v, kind: u}, true, 1
 			}
@@ -655,8 +721,11 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 	case 'c':
 		// 第N个epoch
 		if t.s == "第" && i+2 < len(toks) {
-			v, ok := cjkNumerals[toks[i+1].s]
-			var nv int64
+			ok := toks[i+1].kind == 'c' && toks[i+1].has(fCJKNum)
+			var v, nv int64
+			if ok {
+				v = toks[i+1].info.num
+			}
 			if !ok && toks[i+1].kind == 'n' && toks[i+1].isInt && toks[i+1].v <= maxProsePos {
 				nv, ok = int64(toks[i+1].v), true
 			} else {
@@ -674,6 +743,14 @@ func readPos(toks []ptoken, i int) (clausePos, bool, int) {
 		}
 	}
 	return clausePos{}, false, 0
+}
+
+// posUnit returns a step word's unit.
+func (w *wordInfo) posUnit() (string, bool) {
+	if w == nil || w.flags&fPos == 0 {
+		return "", false
+	}
+	return w.pos, true
 }
 
 // rateBefore reports "per", "each" or "every" just before toks[i].
@@ -701,14 +778,14 @@ func figUnit(toks []ptoken, i int) gpumem.Bytes {
 		j++
 	}
 	if j+1 < len(toks) && toks[j].kind == 'w' && toks[j].s == "k" && !toks[j].space && toks[j+1].kind == 'w' {
-		if _, ok := proseUnits[toks[j+1].s]; ok {
+		if toks[j+1].has(fUnit) {
 			mult = 1000
 			j++
 		}
 	}
 	if j < len(toks) && toks[j].kind == 'w' {
-		if u, ok := proseUnits[toks[j].s]; ok {
-			return u * mult
+		if toks[j].has(fUnit) {
+			return toks[j].info.unit * mult
 		}
 	}
 	return 0
@@ -761,7 +838,7 @@ func readFig(toks []ptoken, i int) (clauseFig, int, bool) {
 		}
 		f.pct = t.v
 	default:
-		if i > 0 && memVerbs[toks[i-1].s] && t.v > 0 && t.v < 1e6 {
+		if i > 0 && toks[i-1].has(fMemVerb) && t.v > 0 && t.v < 1e6 {
 			f.unitless = t.v
 			return f, end, true
 		}
