@@ -46,6 +46,9 @@ func analyzeShort(r *Report, x, y []float64, meanY float64) {
 	r.OLSSlope = beta
 	r.RSquared = stat.RSquared(x, y, nil, alpha, beta)
 	r.Confidence = math.NaN()
+	if n == 2 {
+		r.RSquared = math.NaN() // a line through two points: no fit to speak of
+	}
 	if n >= 3 {
 		rss, sxx, mx := 0.0, 0.0, stat.Mean(x, nil)
 		for i := range x {
