@@ -318,6 +318,10 @@ var realLogs = []struct {
 	{"packnet47.log", 0, 2, ColUsed, true, false, ShapeRising, "epoch", ConfidenceLow, 1, "memory in prose (\"from 21G to 38G in one epoch\"; the maintainer confirms the leak, an un-detached loss kept per step): the start and epoch 1; the text does not say GPU or host: low confidence"},
 }
 
+// excerptBeforeLeak are the labelled logs whose excerpt does not reach
+// the growth the thread reports.
+var excerptBeforeLeak = map[string]bool{"triton2300.log": true}
+
 // TestReadSamplesRealLogs reads every labelled real log: the labelled
 // series' verdict, or ErrNoSamples, never a silent "no leak"; every
 // labelled leak with 5 or more samples is found, no flat series is a
@@ -348,7 +352,11 @@ func TestReadSamplesRealLogs(t *testing.T) {
 			assert.Equal(t, tc.leak, r.Leak, "%s: %s (%s)", tc.file, r.Reason, tc.why)
 			assert.Equal(t, tc.shape, r.Shape, "%s: %s", tc.file, r.Reason)
 			assert.Equal(t, tc.runs, r.Runs)
-			if tc.threadLeak && r.Samples >= 5 && tc.file != "triton2300.log" {
+			// A labelled leak with 5 or more samples is found, unless the
+			// excerpt is outside the leak's window (triton2300: 5
+			// readings over minutes of a leak that shows over days, 1.1%
+			// within the 2% tolerance of used memory).
+			if tc.threadLeak && r.Samples >= 5 && !excerptBeforeLeak[tc.file] {
 				assert.True(t, r.Leak, "a labelled leak with %d samples is found", r.Samples)
 			}
 			assert.Equal(t, r.Samples < 2, r.Shape == ShapeInsufficient, "not enough data only below 2 samples")
