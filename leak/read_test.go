@@ -414,6 +414,12 @@ func FuzzReadSamples(f *testing.F) {
 	f.Add("_step,_runtime,system.gpu.0.memoryAllocatedBytes,system.gpu.1.memoryAllocated\n0,1.5,1073741824,50\n1,,,\n2,3,1e30,-1\n")
 	f.Add("'k (GB)': 1\n'k [MiB]'= 2\n'memory (x)': 3\n(\n'a (GB\n")
 	f.Add("{'gpu_id: 0/memory.used (MB)': 1024.0, 'gpu_id: 1/memory.used (MB)': 1.}\nepoch,gpu_id: 0/memory.used (MB),step\n0,1e300,1\n0,5,2\n")
+	// The readers of prose, YOLO rows, labelled numbers and snapshots.
+	f.Add("GPU memory keeps growing.\nAt iter 99 it uses 3200mb, at iter 219 it jumps to 7000mb; at iter 15000 out of memory\n")
+	f.Add("      0/89     5.61G   0.07745    0.0277   0.01785\n  1/89 1e999G 1 2 3\n")
+	f.Add("Before model run: 1098\nBefore model run: 2173\nLoss: 0.5\nLoss: 0.4\n")
+	f.Add("79 | Working:   622.36 MB (   +0.00 MB) | Private:  1392.77 MB\n")
+	f.Add(`{"segments": [{"device": 0, "total_size": 2097152, "blocks": [{"size": 512, "state": "active_allocated"}]}], "device_traces": [[{"action": "alloc", "addr": 1, "size": 512, "frames": [{"filename": "a.py", "line": 1, "name": "f"}]}]]}`)
 	logs, _ := filepath.Glob("testdata/logs/*/*.log")
 	for _, name := range logs {
 		if data, err := os.ReadFile(name); err == nil {
