@@ -125,7 +125,9 @@ const assumption = "values without a unit read as MiB (integers of at least 2^20
 // per line). ParseSamples reads those too.
 //
 // It returns an error wrapping [ErrNoSamples], with the report, when no
-// line gives a memory figure, and the reader's own error if reading fails.
+// line gives a memory figure, a *[gpumem.FieldError] naming the place
+// ("device_traces[0][3].size", "snapshot") for a PyTorch memory snapshot
+// that does not read, and the reader's own error if reading fails.
 // A nil r is an error of field "reader".
 func ReadSamples(r io.Reader, opts *ReadOptions) ([]Sample, ReadReport, error) {
 	var o ReadOptions
