@@ -27,6 +27,10 @@ const (
 	ShapeSawtooth                  // repeated rises and releases (cache flushes, eval/train alternation)
 	ShapeDeclining                 // memory falls
 	ShapeIrregular                 // none of the above
+	// ShapeRising is a short series (2 to Options.MinSamples − 1
+	// samples) that rises beyond the flat tolerance: too few samples to
+	// test the growth, so never a leak verdict.
+	ShapeRising
 )
 
 // String returns the shape's name ("accelerating leak").
@@ -48,6 +52,8 @@ func (s Shape) String() string {
 		return "sawtooth"
 	case ShapeDeclining:
 		return "declining"
+	case ShapeRising:
+		return "rising (too few samples for a verdict)"
 	}
 	return "irregular"
 }
@@ -76,7 +82,11 @@ type Options struct {
 	// WarmUp is the number of leading samples to drop. Default (0):
 	// 10% of the samples when there are at least 20, else none; −1: none.
 	WarmUp int
-	// MinSamples is the fewest samples analyzed. Default 5, at least 3.
+	// MinSamples is the fewest samples a leak verdict is given on.
+	// Default 5, at least 3. A series of 2 to MinSamples − 1 samples is
+	// described (growth per step between the samples, its range, a
+	// forecast at that rate) with Report.Short set and no verdict; one of
+	// fewer than 2 is ShapeInsufficient.
 	MinSamples int
 	// Significance is the one-sided p-value below which growth counts as
 	// a leak and curvature as acceleration, in (0, 1). Default (zero)
@@ -85,9 +95,13 @@ type Options struct {
 	// Device selects one GPU when the samples name several (nvidia-smi
 	// rows with an index column). Default 0: GPU 0.
 	Device int
+	// Run selects one run of a log whose steps restart (Sample.Run: a
+	// prose narrative that tells two runs). Default 0: the first.
+	Run int
 	// StepUnit names what Sample.Step counts, for Report.Unit, the reason
 	// and the forecast: "step" (default, also for ""), "iteration",
-	// "epoch" or "sample" (ReadReport.StepUnit).
+	// "epoch", "sample" or "event" (an allocator trace entry of a PyTorch
+	// memory snapshot) (ReadReport.StepUnit).
 	StepUnit string
 }
 
@@ -117,10 +131,21 @@ type Report struct {
 	StepUnit string
 	Peak     bool // the column is a running peak: growth is not read as a leak
 
-	Shape        Shape
-	Leak         bool    // significant growth (linear or accelerating), not a running peak
-	Accelerating bool    // the growth rate increases significantly
-	Confidence   float64 // 1 − the one-sided p-value of the OLS slope being > 0
+	Shape Shape
+	// Short is a series of 2 to Options.MinSamples − 1 samples: Shape is
+	// flat, rising, declining or irregular, BytesPerStep the Theil–Sen
+	// slope of those samples, SlopeLow and SlopeHigh the least and most
+	// growth per Axis unit between consecutive samples (the bound), and
+	// Confidence the OLS one with n − 2 degrees of freedom (NaN, JSON
+	// null, for 2 samples); Leak is always false.
+	Short               bool
+	SlopeLow, SlopeHigh float64
+	MinSamples          int     // Options.MinSamples in effect: the fewest samples a verdict needs
+	Runs                int     // distinct Sample.Run values among the samples (1 for most logs)
+	Run                 int     // the run analyzed (Options.Run)
+	Leak                bool    // significant growth (linear or accelerating), not a running peak
+	Accelerating        bool    // the growth rate increases significantly
+	Confidence          float64 // 1 − the one-sided p-value of the OLS slope being > 0
 
 	BytesPerStep float64 // Theil–Sen slope (median of pairwise slopes), bytes per Axis unit
 	BytesPerHour float64 // growth per hour when samples carry times, else 0
@@ -208,9 +233,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	switch o.StepUnit {
 	case "":
 		o.StepUnit = "step"
-	case "step", "iteration", "epoch", "sample":
+	case "step", "iteration", "epoch", "sample", "event":
 	default:
-		return r, gpumem.Errorf("Options.StepUnit", o.StepUnit, gpumem.ErrInvalid, `want "step", "iteration", "epoch" or "sample"`)
+		return r, gpumem.Errorf("Options.StepUnit", o.StepUnit, gpumem.ErrInvalid, `want "step", "iteration", "epoch", "sample" or "event"`)
 	}
 	r.StepUnit = o.StepUnit
 	r.Capacity = o.Capacity
@@ -223,12 +248,22 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 			r.Capacity = s.Capacity
 		}
 	}
+	if o.Run < 0 {
+		return r, gpumem.Errorf("Options.Run", o.Run, gpumem.ErrRange, "negative run index")
+	}
+	r.MinSamples = o.MinSamples
+	r.Run = o.Run
+	runs := map[int]bool{}
+	for _, s := range samples {
+		runs[s.Run] = true
+	}
+	r.Runs = max(1, len(runs))
 	r.Column = o.Column
 	if r.Column == 0 {
 		r.Column = pickColumn(samples)
 	}
 	// The usable samples.
-	use := usable(samples, r.Column, o.Device)
+	use := usable(samples, r.Column, o.Device, o.Run)
 	allStep, allTime := true, true
 	for _, s := range use {
 		allStep = allStep && s.Has&ColStep != 0
@@ -254,9 +289,9 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	r.WarmUp = warm
 	use = use[warm:]
 	r.Samples = len(use)
-	if len(use) < o.MinSamples {
+	if len(use) < 2 {
 		r.Shape = ShapeInsufficient
-		r.Reason = fmt.Sprintf("%d usable samples, fewer than the %d needed", len(use), o.MinSamples)
+		r.Reason = fmt.Sprintf("%d usable sample(s): at least 2 are needed to say how memory moves, %d for a leak verdict", len(use), o.MinSamples)
 		r.OOM = Forecast{Reason: "not enough data"}
 		return r, nil
 	}
@@ -298,6 +333,12 @@ func Analyze(samples []Sample, opts *Options) (Report, error) {
 	minY, maxY := slices.Min(y), slices.Max(y)
 	r.Min, r.Max = gpumem.Bytes(minY), gpumem.Bytes(maxY)
 	meanY := stat.Mean(y, nil)
+	if n < o.MinSamples {
+		analyzeShort(&r, x, y, meanY)
+		r.OOM = r.Forecast(r.Capacity)
+		r.Reason = describe(&r)
+		return r, nil
+	}
 
 	// Robust slope.
 	r.BytesPerStep = theilSen(x, y)
@@ -425,12 +466,12 @@ func pickColumn(samples []Sample) Column {
 	return ColUsed
 }
 
-// usable returns the samples of device that carry column c and are not
+// usable returns the samples of device and run that carry column c and are not
 // an out-of-memory report: the series Analyze reads (before warm-up).
-func usable(samples []Sample, c Column, device int) []Sample {
+func usable(samples []Sample, c Column, device, run int) []Sample {
 	use := make([]Sample, 0, len(samples))
 	for _, s := range samples {
-		if s.OOM || s.Has&c == 0 || s.Device != device {
+		if s.OOM || s.Has&c == 0 || s.Device != device || s.Run != run {
 			continue
 		}
 		use = append(use, s)
@@ -464,7 +505,7 @@ type Point struct {
 // does not keep the series.
 func (r Report) Series(samples []Sample, opts *Options) []Point {
 	o := opts.withDefaults()
-	use := usable(samples, r.Column, o.Device)
+	use := usable(samples, r.Column, o.Device, o.Run)
 	if r.WarmUp >= len(use) {
 		return nil
 	}
@@ -606,15 +647,23 @@ func quadFit(x, y []float64, mean, scale float64) ([3]float64, float64, bool) {
 }
 
 // flatTolerance is growth indistinguishable from noise: 2% of the mean
-// level or 32 MiB (the caching allocator's 2 MiB / 20 MiB segment rounding
-// makes smaller steps common), whichever is larger.
-func flatTolerance(meanY float64) float64 {
-	return math.Max(0.02*meanY, float64(32*gpumem.MiB))
+// level, and at least 32 MiB for reserved and used memory (the caching
+// allocator's 2 MiB / 20 MiB segment rounding makes smaller steps
+// common) or 512 bytes for allocated memory, which counts the bytes of
+// live blocks exactly, each rounded up to kMinBlockSize = 512 bytes
+// (pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize,
+// kSmallBuffer, kLargeBuffer).
+func flatTolerance(meanY float64, col Column) float64 {
+	floor := float64(32 * gpumem.MiB)
+	if col == ColAllocated {
+		floor = 512
+	}
+	return math.Max(0.02*meanY, floor)
 }
 
 func classify(r *Report, x, y []float64, meanY, p, alpha float64) Shape {
 	n := len(y)
-	tol := flatTolerance(meanY)
+	tol := flatTolerance(meanY, r.Column)
 	rng := float64(r.Max - r.Min)
 	growth := r.BytesPerStep * r.fit.xLast
 	// Sawtooth: at least two releases of a quarter of the range.
@@ -697,7 +746,7 @@ func sawtoothTrend(r *Report, x, y []float64, meanY, alpha float64) {
 	if se := math.Sqrt(rss / float64(len(tx)-2) / sxx); se > 0 {
 		p = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(tx) - 2)}.Survival(b / se)
 	}
-	if p >= alpha || b*(tx[len(tx)-1]-tx[0]) <= flatTolerance(meanY) {
+	if p >= alpha || b*(tx[len(tx)-1]-tx[0]) <= flatTolerance(meanY, r.Column) {
 		return
 	}
 	r.Leak = !r.Peak
@@ -737,6 +786,9 @@ func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
 		return f
 	}
 	xl := r.fit.xLast
+	if r.Short {
+		return r.shortForecast(c, capacity)
+	}
 	var cands []float64
 	lin := math.Inf(1)
 	if r.fit.tsSlope > 0 {
@@ -822,7 +874,17 @@ func describe(r *Report) string {
 	if r.Shape == ShapeInsufficient {
 		return r.Reason
 	}
+	if r.Runs > 1 {
+		return fmt.Sprintf("run %d of %d (the steps restart): %s", r.Run+1, r.Runs, describeRun(r))
+	}
+	return describeRun(r)
+}
+
+func describeRun(r *Report) string {
 	unit := r.Unit()
+	if r.Short {
+		return describeShort(r, unit)
+	}
 	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen), R² %.2f, confidence %.3f",
 		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), gpumem.Bytes(math.Round(r.BytesPerStep)).Human(), unit, r.RSquared, r.Confidence)
 	if r.Accelerating {

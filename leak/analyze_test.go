@@ -86,7 +86,10 @@ func TestAnalyzeShapes(t *testing.T) {
 		}), ShapeStepChange, false},
 		{"sawtooth", series(100, func(i int) float64 { return 10*g + float64(i%20)*200e6 }), ShapeSawtooth, false},
 		{"declining", series(100, func(i int) float64 { return 20*g - float64(i)*50e6 + noise(i) }), ShapeDeclining, false},
-		{"insufficient", series(3, func(i int) float64 { return g }), ShapeInsufficient, false},
+		{"insufficient", series(1, func(i int) float64 { return g }), ShapeInsufficient, false},
+		{"short flat", series(3, func(i int) float64 { return g }), ShapeFlat, false},
+		{"short rising", series(4, func(i int) float64 { return g + float64(i)*g }), ShapeRising, false},
+		{"short declining", series(2, func(i int) float64 { return 4*g - float64(i)*g }), ShapeDeclining, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -224,6 +224,9 @@ func parseHeader(t string) (csvSpec, bool) {
 		spec.delim = ';'
 	default:
 		spec.delim = ' '
+		if last := t[len(t)-1]; last == '.' || last == '!' || last == '?' {
+			return spec, false // a sentence ("GPU memory keeps growing."), not a header
+		}
 	}
 	fields := splitFields(t, spec.delim)
 	if len(fields) > 256 {

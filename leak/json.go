@@ -208,7 +208,11 @@ func finite(f float64) *float64 {
 // "bytes_per_hour" (null without times), "r_squared", "curvature",
 // "capacity" (null when unknown), "oom_step", "oom_low", "oom_high" and
 // "oom_time" (null without a forecast), "observed_oom_step" (null when the
-// log reports none) and "reason".
+// log reports none), "short" (2 to min_samples − 1 samples: no verdict),
+// "slope_low" and "slope_high" (a short series' least and most growth
+// between consecutive samples, else null), "min_samples" (the fewest a
+// verdict needs), "runs" and "run" (runs in the log, the one analyzed)
+// and "reason". "confidence" is null for a series of 2 samples.
 func (r Report) MarshalJSON() ([]byte, error) {
 	var capa *int64
 	if r.Capacity > 0 {
@@ -233,6 +237,10 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		s := r.ObservedOOMStep
 		observed = &s
 	}
+	var slopeLow, slopeHigh *float64
+	if r.Short {
+		slopeLow, slopeHigh = finite(r.SlopeLow), finite(r.SlopeHigh)
+	}
 	axis := map[Axis]string{AxisIndex: "sample", AxisStep: "step", AxisTime: "second"}[r.Axis]
 	return json.Marshal(struct {
 		Samples         int        `json:"samples"`
@@ -254,9 +262,16 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		OOMHigh         *float64   `json:"oom_high"`
 		OOMTime         *time.Time `json:"oom_time"`
 		ObservedOOMStep *int64     `json:"observed_oom_step"`
+		Short           bool       `json:"short"`
+		SlopeLow        *float64   `json:"slope_low"`
+		SlopeHigh       *float64   `json:"slope_high"`
+		MinSamples      int        `json:"min_samples"`
+		Runs            int        `json:"runs"`
+		Run             int        `json:"run"`
 		Reason          string     `json:"reason"`
 	}{r.Samples, r.WarmUp, axis, r.Unit(), r.Shape.String(), r.Leak, r.Accelerating, r.Peak, finite(r.Confidence),
-		finite(r.BytesPerStep), perHour, finite(r.RSquared), finite(r.Curvature), capa, step, lo, hi, when, observed, r.Reason})
+		finite(r.BytesPerStep), perHour, finite(r.RSquared), finite(r.Curvature), capa, step, lo, hi, when, observed,
+		r.Short, slopeLow, slopeHigh, r.MinSamples, r.Runs, r.Run, r.Reason})
 }
 
 type jsonSkipped struct {
@@ -269,8 +284,14 @@ type jsonSkipped struct {
 // MarshalJSON writes "lines", "read", "skipped", "skipped_by_reason"
 // ({"no_memory_figure", "malformed", "too_long", "host_memory"}), "examples"
 // ([{"line", "reason", "text", "detail"}]), "samples", "step_unit" (null
-// when no sample has a step) and "assumed_unit" (null when no unit was
-// assumed).
+// when no sample has a step), "assumed_unit" (null when no unit was
+// assumed), "prose_samples", "confidence" ("high", "medium" or "low"),
+// "confidence_why" (why not high) and "snapshot" (a PyTorch memory
+// snapshot's trace: "device", "entries", "allocs", "frees",
+// "unknown_frees", "ooms", "segments", "reserved", "allocated",
+// "absolute", "window", "survivors", "survivor_bytes" and "holders"
+// ([{"frame", "stack", "count", "bytes", "spread", "growing"}]); null for
+// other inputs).
 func (r ReadReport) MarshalJSON() ([]byte, error) {
 	by := make(map[string]int, numSkipReasons)
 	for i, c := range r.ByReason {
@@ -295,5 +316,49 @@ func (r ReadReport) MarshalJSON() ([]byte, error) {
 		Samples  int            `json:"samples"`
 		StepUnit *string        `json:"step_unit"`
 		Assumed  *string        `json:"assumed_unit"`
-	}{r.Lines, r.Read, r.Skipped, by, ex, r.Samples, str(r.StepUnit), str(r.Assumed)})
+		Prose    int            `json:"prose_samples"`
+		Conf     string         `json:"confidence"`
+		Why      []string       `json:"confidence_why"`
+		Snapshot *jsonSnapshot  `json:"snapshot"`
+	}{r.Lines, r.Read, r.Skipped, by, ex, r.Samples, str(r.StepUnit), str(r.Assumed), r.Prose, r.Confidence.String(),
+		append([]string{}, r.ConfidenceWhy...), snapshotJSON(r.Snapshot)})
+}
+
+type jsonHolder struct {
+	Frame   string   `json:"frame"`
+	Stack   []string `json:"stack"`
+	Count   int      `json:"count"`
+	Bytes   int64    `json:"bytes"`
+	Spread  int      `json:"spread"`
+	Growing bool     `json:"growing"`
+}
+
+type jsonSnapshot struct {
+	Device        int          `json:"device"`
+	Devices       int          `json:"devices"`
+	Entries       int          `json:"entries"`
+	Allocs        int          `json:"allocs"`
+	Frees         int          `json:"frees"`
+	UnknownFrees  int          `json:"unknown_frees"`
+	OOMs          int          `json:"ooms"`
+	Segments      int          `json:"segments"`
+	Reserved      int64        `json:"reserved"`
+	Allocated     int64        `json:"allocated"`
+	Absolute      bool         `json:"absolute"`
+	Window        int          `json:"window"`
+	Survivors     int          `json:"survivors"`
+	SurvivorBytes int64        `json:"survivor_bytes"`
+	Holders       []jsonHolder `json:"holders"`
+}
+
+func snapshotJSON(s *SnapshotInfo) *jsonSnapshot {
+	if s == nil {
+		return nil
+	}
+	j := &jsonSnapshot{s.Device, s.Devices, s.Entries, s.Allocs, s.Frees, s.UnknownFrees, s.OOMs, s.Segments,
+		int64(s.Reserved), int64(s.Allocated), s.Absolute, s.Window, s.Survivors, int64(s.SurvivorBytes), []jsonHolder{}}
+	for _, h := range s.Holders {
+		j.Holders = append(j.Holders, jsonHolder{h.Frame, append([]string{}, h.Stack...), h.Count, int64(h.Bytes), h.Spread, h.Growing})
+	}
+	return j
 }

@@ -2,9 +2,11 @@ package leak
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -93,6 +95,17 @@ type ReadReport struct {
 	// Assumed states the unit assumed for unit-less values when
 	// ReadOptions.Unit was not given and one was read; else "".
 	Assumed string
+	// Snapshot describes a PyTorch memory snapshot's trace when the
+	// input was one (its samples are allocated memory at trace events,
+	// StepUnit "event"); else nil.
+	Snapshot *SnapshotInfo
+	// Prose is how many samples were read from prose ("at iter 219 it
+	// jumps to 7000mb").
+	Prose int
+	// Confidence is how sure the reading is, and ConfidenceWhy why it
+	// is not high (see [Confidence]).
+	Confidence    Confidence
+	ConfidenceWhy []string
 }
 
 // assumption is ReadReport.Assumed's text.
@@ -112,7 +125,9 @@ const assumption = "values without a unit read as MiB (integers of at least 2^20
 // per line). ParseSamples reads those too.
 //
 // It returns an error wrapping [ErrNoSamples], with the report, when no
-// line gives a memory figure, and the reader's own error if reading fails.
+// line gives a memory figure, a *[gpumem.FieldError] naming the place
+// ("device_traces[0][3].size", "snapshot") for a PyTorch memory snapshot
+// that does not read, and the reader's own error if reading fails.
 // A nil r is an error of field "reader".
 func ReadSamples(r io.Reader, opts *ReadOptions) ([]Sample, ReadReport, error) {
 	var o ReadOptions
@@ -161,10 +176,14 @@ func noSamples(rep ReadReport) error {
 		}
 		b.WriteString(")")
 	}
+	if rep.Snapshot != nil {
+		fmt.Fprintf(&b, "; the PyTorch memory snapshot has no allocation trace for device %d (%d entries): record one with torch.cuda.memory._record_memory_history(max_entries=…) before the snapshot", rep.Snapshot.Device, rep.Snapshot.Entries)
+		return fmt.Errorf("%w%s", ErrNoSamples, strings.TrimPrefix(b.String(), ErrNoSamples.Error()))
+	}
 	if h := rep.ByReason[SkipHost]; h > 0 {
 		fmt.Fprintf(&b, "; %d line(s) report host (CPU) memory only, not GPU memory", h)
 	}
-	b.WriteString("; expected lines such as \"step 100 memory 18.2GB\", nvidia-smi --format=csv output, or a CSV with a memory column (memory_used, mem_used_mb, gpu_mem …)")
+	b.WriteString("; expected lines such as \"step 100 memory 18.2GB\", nvidia-smi's CSV output, or a CSV with a memory column (memory_used, mem_used_mb, gpu_mem …)")
 	return fmt.Errorf("%w%s", ErrNoSamples, strings.TrimPrefix(b.String(), ErrNoSamples.Error()))
 }
 
@@ -176,6 +195,24 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		return nil, rep, gpumem.Errorf("reader", nil, gpumem.ErrInvalid, "nil reader")
 	}
 	br := bufio.NewReaderSize(r, 64*1024)
+	if head, _ := br.Peek(512); len(head) > 0 {
+		if len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 {
+			// _dump_snapshot's pickle (protocol 2–5) is not read here.
+			return nil, rep, fmt.Errorf("%w: the input is a Python pickle (torch.cuda.memory._dump_snapshot writes one); convert it to JSON first: python -c \"import json, pickle, sys; json.dump(pickle.load(open(sys.argv[1], 'rb')), sys.stdout)\" snapshot.pickle > snapshot.json", ErrNoSamples)
+		}
+		if t := bytes.TrimLeft(head, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			// JSON: a PyTorch memory snapshot, or a memory_stats dump read
+			// line by line.
+			all, err := io.ReadAll(br)
+			if err != nil {
+				return nil, rep, err
+			}
+			if looksLikeSnapshot(all) {
+				return snapshotSamples(all)
+			}
+			br = bufio.NewReaderSize(bytes.NewReader(all), 64*1024)
+		}
+	}
 	p := sampleParser{unit: o.Unit, capacity: o.Capacity}
 	n := 0
 	var long []byte
@@ -221,6 +258,9 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 				skip(SkipHost, line, "host (CPU) memory, not GPU memory")
 			} else {
 				skip(SkipNoMemory, line, "")
+				if label, num, ok := labelledLine(strings.TrimSpace(line)); ok && len(p.labelled) < 10000 {
+					p.labelled = append(p.labelled, labelledNum{line: n, label: label, num: num})
+				}
 			}
 		}
 		if len(p.out) > MaxSamples {
@@ -231,9 +271,10 @@ func readSamples(r io.Reader, strict bool, o ReadOptions) ([]Sample, ReadReport,
 		}
 	}
 	p.flushStats()
+	finishReading(&p, &rep)
 	rep.Samples = len(p.out)
 	best := 0
-	for _, u := range [...]string{"step", "iteration", "epoch", "sample"} {
+	for _, u := range [...]string{"step", "iteration", "epoch", "sample", "event"} {
 		if p.units[u] > best {
 			rep.StepUnit, best = u, p.units[u]
 		}
@@ -292,4 +333,76 @@ func exampleText(s string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// finishReading resolves what only the whole input tells: the prose
+// figures' positions and runs, percentages against a capacity, the
+// labelled numbers of a log that gave nothing else, and the confidence.
+func finishReading(p *sampleParser, rep *ReadReport) {
+	before := len(p.out)
+	why, noCapacity := p.finishProse()
+	rep.Prose = len(p.out) - before
+	for _, l := range noCapacity {
+		// A line read for its percentages only, without a capacity: skipped
+		// as malformed, saying what is missing.
+		rep.Read--
+		rep.Skipped++
+		rep.ByReason[SkipMalformed]++
+		if rep.ByReason[SkipMalformed] <= MaxExamples {
+			rep.Examples = append(rep.Examples, SkippedLine{Line: l, Reason: SkipMalformed, Text: p.pctText[l],
+				Detail: "a percentage of the device needs its capacity (ReadOptions.Capacity, --capacity, request field capacity)"})
+		}
+	}
+	if lines := p.finishLabelled(); len(lines) > 0 {
+		why = append(why, whyLabelled)
+		read := map[int]bool{}
+		for _, l := range lines {
+			read[l] = true
+		}
+		rep.Read += len(lines)
+		rep.Skipped -= len(lines)
+		rep.ByReason[SkipNoMemory] -= len(lines)
+		k := 0
+		for _, e := range rep.Examples {
+			if e.Reason == SkipNoMemory && read[e.Line] {
+				continue
+			}
+			rep.Examples[k] = e
+			k++
+		}
+		rep.Examples = rep.Examples[:k]
+	}
+	if len(p.out) > before {
+		slices.SortStableFunc(p.out, func(a, b Sample) int { return a.Line - b.Line })
+	}
+	if p.assumed {
+		why = append([]string{whyAssumed}, why...)
+	}
+	rep.ConfidenceWhy = why
+	switch {
+	case len(why) == 0:
+		rep.Confidence = ConfidenceHigh
+	case len(why) == 1 && why[0] == whyAssumed, len(why) == 1 && why[0] == whyProse,
+		len(why) == 2 && why[0] == whyAssumed && why[1] == whyProse:
+		rep.Confidence = ConfidenceMedium
+	default:
+		rep.Confidence = ConfidenceLow
+	}
+}
+
+// snapshotSamples is readSamples for a PyTorch memory snapshot.
+func snapshotSamples(all []byte) ([]Sample, ReadReport, error) {
+	var rep ReadReport
+	rep.Lines = bytes.Count(all, []byte{'\n'}) + 1
+	out, info, err := readSnapshot(all)
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Read = rep.Lines
+	rep.Snapshot = info
+	rep.Samples = len(out)
+	if len(out) > 0 {
+		rep.StepUnit = "event"
+	}
+	return out, rep, nil
 }

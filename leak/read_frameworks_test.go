@@ -51,8 +51,8 @@ var frameworkLogs = []struct {
 		"detectron2 max_mem flat at 8132M over iterations 339–419 while the user sees nvidia-smi rise: the running peak is flat, no leak in it"},
 	{"tf73457.log", gpumem.GB, 7, 7, ColAllocated, 0.18e9, 0.35e9, false, true, true, "iteration",
 		"get_memory_info current 0.18 → 0.35 (GB, given as ReadOptions.Unit) over iterations 6–12, each taking the iteration of the line before; the CPU lines are skipped as host"},
-	{"tf73457.log", 0, 7, 7, ColAllocated, 188744, 367002, false, true, false, "iteration",
-		"the same log without a unit: 0.18 is read as MiB by the assumption, and the 0.17 MiB rise is under the 32 MiB flat tolerance: the leak is missed unless the unit is given (ReadReport.Assumed says so)"},
+	{"tf73457.log", 0, 7, 7, ColAllocated, 188744, 367002, false, true, true, "iteration",
+		"the same log without a unit: 0.18 is read as MiB by the assumption (ReadReport.Assumed says so); the rise 0.18 → 0.35 nearly doubles the level, beyond allocated memory's 2% flat tolerance whatever the unit, so the leak is found; only the sizes are in the wrong unit"},
 	{"nemo14850.log", 0, 4, 0, ColReserved, 57466159104, 57675874304, true, false, false, "step",
 		"max_memory_reserved/max_memory_allocated in bytes, global_step over iteration over epoch; running peaks, 4 samples: not judged"},
 	{"mlx724.log", 0, 10, 0, ColAllocated, 100.759e9, 100.759e9, true, false, false, "iteration",
@@ -85,8 +85,8 @@ var frameworkLogs = []struct {
 		"see_memory_usage MA 0.14 GiB = ⌈150323855.36⌉ before and after get_layer_state_dict; the 2 CPU Virtual Memory lines skipped as host; 2 samples: not judged"},
 	{"primerl1126.log", 0, 1, 0, ColAllocated, 5583457485, 5583457485, true, false, false, "step",
 		"\"Peak Mem.: 5.2/23.7 GiB (22.1%)\": used/total with one unit after the pair, which applies to both: 5.2 GiB = ⌈5583457484.8⌉ of max_memory_allocated (a running peak), 23.7 GiB the capacity; 1 sample, not judged"},
-	{"yolov5_2552.log", 0, 0, 0, 0, 0, 0, false, false, false, "",
-		"MISS: YOLOv5 results rows without their header (\"0/89     5.61G   0.07745 …\", epoch/total then gpu_mem) over epochs 0–8, gpu_mem flat at 5.61G (= 6023566705 B, binary G), give no sample: the row has no memory word and the G figure is not taken on its own"},
+	{"yolov5_2552.log", 0, 9, 0, ColReserved, 5.61e9, 5.61e9, false, false, false, "epoch",
+		"YOLOv5 results rows without their header (\"0/89     5.61G   0.07745 …\"): epoch/last epoch, then GPU_mem, which train.py prints as torch.cuda.memory_reserved() / 1E9 with a G (decimal GB, reserved), then at least three numbers; epochs 0–8, 5.61 GB flat: no leak"},
 	{"mmseg308.log", 0, 5, 0, ColAllocated, 19873 * gpumem.MiB, 19873 * gpumem.MiB, true, false, false, "iteration",
 		"mmcv TextLoggerHook \"Iter [n/N] … memory: 19873\": the Iter is the step and memory: is torch.cuda.max_memory_allocated() in MiB (mmcv/runner/hooks/logger/text.py _get_max_memory), a running peak of allocated; flat, no leak; the thread's kill is host memory during evaluation, not in these lines"},
 	{"cmid5.log", 0, 5, 0, ColAllocated, 22159 * gpumem.MiB, 22159 * gpumem.MiB, true, false, false, "iteration",
@@ -102,6 +102,9 @@ var frameworkLogs = []struct {
 	{"litehrnet32.log", 0, 3, 0, ColAllocated, 400 * gpumem.MiB, 400 * gpumem.MiB, true, false, false, "iteration",
 		"mmpose (mmcv) \"Epoch [1][2350/18726] … memory: 400\": the epoch-based line is read (step 2350–2450, max_memory_allocated as a running peak), unlike mmseg's \"Iter [n/N]\" lines above; 3 samples: not judged"},
 }
+
+// notOverTime are the labelled logs whose series is not in time order.
+var notOverTime = map[string]bool{"lasagne860.log": true}
 
 // TestReadSamplesFrameworkLogs reads every labelled framework log: the
 // series and its figures, the host lines skipped, and the verdict.
@@ -139,7 +142,12 @@ func TestReadSamplesFrameworkLogs(t *testing.T) {
 			r, err := Analyze(got, &Options{Column: tc.column, StepUnit: rep.StepUnit})
 			require.NoError(t, err)
 			assert.Equal(t, tc.leak, r.Leak, "%s: %s (%s)", tc.file, r.Reason, tc.why)
-			if tc.threadLeak && len(series) >= 5 && tc.unit != 0 {
+			assert.Equal(t, r.Samples < 2, r.Shape == ShapeInsufficient, "not enough data only below 2 samples: %s", r.Reason)
+			// A labelled leak with 5 or more samples is found, except in a
+			// running peak (never a leak: the thread saw growth elsewhere) and
+			// in a series that is not one over time (lasagne860's sorted
+			// histogram).
+			if tc.threadLeak && len(series) >= 5 && !tc.peak && !notOverTime[tc.file] {
 				assert.True(t, r.Leak, "a labelled leak with %d samples is found", len(series))
 			}
 		})

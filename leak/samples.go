@@ -3,6 +3,7 @@ package leak
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ type Sample struct {
 	Step      int64     // training step or iteration, when ColStep
 	Time      time.Time // when the sample was taken, when ColTime
 	Device    int       // GPU index when the source names one (nvidia-smi "index"), else 0
+	Run       int       // 0, or the number of a later run when a narrative's steps restart (Options.Run)
 	Line      int       // 1-based line of the input it was read from
 	Has       Column    // which fields are set
 	Peak      bool      // memory columns are running peaks (max_memory_allocated, max_mem, Max_MA): they never decrease
@@ -112,6 +114,19 @@ type sampleParser struct {
 
 	pairBuf []pair // reused by pairs, line after line
 
+	// Prose: the figures read from sentences, resolved at the end
+	// (finishProse), and the scratch of the current line.
+	prose     []proseFig
+	memSeen   bool           // a line spoke of memory: prose figures after it are memory figures
+	pctText   map[int]string // lines with prose percentages, by number, for the report
+	tokBuf    []ptoken
+	figBuf    []clauseFig
+	posBuf    []clausePos
+	clauseBuf [][2]int
+	assignBuf []clausePos
+	// "Label: N" lines, read as a last resort (finishLabelled).
+	labelled []labelledNum
+
 	// Time-of-day cells without a date ("03:27:19.000", xpu-smi dump):
 	// the offset from the first such row, a day added each time the
 	// clock goes back (past midnight).
@@ -159,6 +174,10 @@ func (p *sampleParser) line(line string, n int) error {
 	}
 	// A CSV header: nvidia-smi's, or a logger's own.
 	if spec, ok := parseHeader(t); ok {
+		if !spec.hasMemory() && p.proseLine(t, n) {
+			// A sentence with commas is no table header.
+			return nil
+		}
 		p.csv, p.spec = true, spec
 		p.used = spec.hasMemory() // a header without a memory column is skipped, and shown
 		return nil
@@ -192,6 +211,12 @@ func (p *sampleParser) line(line string, n int) error {
 	// torch.cuda.memory_summary() rows.
 	if strings.HasPrefix(t, "|") {
 		return p.summaryRow(t, n)
+	}
+	// YOLO's training rows without their header.
+	if s, ok := yoloRow(t, n); ok {
+		p.stepUnit = "epoch"
+		p.emit(s)
+		return nil
 	}
 	// Bare columns of numbers: "value" or "step value".
 	if s, ok, err := p.bareRow(t, n); err != nil || ok {
@@ -481,6 +506,9 @@ var freeKeys = map[string]memKey{
 	"used": {col: ColUsed}, "gpu": {col: ColUsed}, "memory_usage": {col: ColUsed}, "current_memory_usage": {col: ColUsed},
 	"current_memory": {col: ColUsed}, "gpu_memory_usage": {col: ColUsed}, "gpu_memory_used": {col: ColUsed},
 	"occupied_memory": {col: ColUsed}, "used_memory": {col: ColUsed}, "gpu_mem_used": {col: ColUsed},
+	// A process's working set (Windows' resident memory, psutil's wset),
+	// as per-iteration tables print it ("79 | Working: 622.36 MB").
+	"working": {col: ColUsed}, "working_set": {col: ColUsed},
 	// PyTorch's allocated (tensors); RETURNN's "alloc cur".
 	"allocated": {col: ColAllocated}, "alloc": {col: ColAllocated}, "memory_allocated": {col: ColAllocated},
 	"mem_allocated": {col: ColAllocated}, "ma": {col: ColAllocated}, "allocated_memory": {col: ColAllocated},
@@ -579,6 +607,21 @@ func hostLine(line string) bool {
 	return false
 }
 
+// leadingBarStep reads the row number of a table printed as "79 |
+// Working: 622.36 MB | …": an integer, blanks, a '|'.
+func leadingBarStep(line string) (int64, bool) {
+	i := skipSpace(line, 0)
+	if i >= len(line) || !isDigit(line[i]) {
+		return 0, false
+	}
+	v, j, ok := readInt(line, i)
+	if !ok {
+		return 0, false
+	}
+	j = skipSpace(line, j)
+	return v, j < len(line) && line[j] == '|' && j+1 < len(line) && line[j+1] != '|'
+}
+
 // afterIterations reads Megatron report_memory's "(after N iterations)".
 func afterIterations(line string) (int64, bool) {
 	i := strings.Index(line, "after ")
@@ -632,6 +675,9 @@ func (p *sampleParser) freeForm(line string, n int) error {
 	}
 	if v, ok := afterIterations(line); ok {
 		setStep(v, 4, "iteration")
+	}
+	if v, ok := leadingBarStep(line); ok {
+		setStep(v, 2, "step")
 	}
 	var peakCols Column
 	for _, q := range ps {
@@ -723,6 +769,9 @@ func (p *sampleParser) freeForm(line string, n int) error {
 			s.Used, s.Capacity = u, c
 			s.Has |= ColUsed | ColCapacity
 		}
+	}
+	if s.Has&ColMemory == 0 && p.proseLine(line, n) {
+		return nil
 	}
 	if s.Has&ColMemory == 0 {
 		if s.Has&(ColStep|ColTime) != 0 && reportsOOM(line) {
@@ -1099,4 +1148,58 @@ func (p *sampleParser) lightningLine(line string, n int, gs []lightningGPU) erro
 		p.emit(x)
 	}
 	return nil
+}
+
+// yoloRow reads a YOLOv5/YOLOv7/YOLOv8 training row without its header:
+// "0/89  5.61G  0.07745  0.0277 …", the epoch over the last epoch, then
+// GPU_mem, then the losses and counts. ultralytics/yolov5 train.py (and
+// WongKinYiu/yolov7's, ultralytics' trainer) prints GPU_mem as
+// f'{torch.cuda.memory_reserved() / 1E9:.3g}G': reserved memory in
+// decimal GB, so the bare G here is 10⁹ bytes (unlike the bare G of
+// other tools, binary), and the column is Reserved. At least three
+// numbers must follow the memory cell.
+func yoloRow(t string, n int) (Sample, bool) {
+	if !isDigit(t[0]) || strings.IndexByte(t, '/') < 0 || strings.IndexByte(t, '/') > 12 {
+		return Sample{}, false
+	}
+	// The first five blank-separated fields, without allocating.
+	var fields [5]string
+	nf := 0
+	for i := 0; i < len(t) && nf < len(fields); {
+		for i < len(t) && (t[i] == ' ' || t[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(t) && t[j] != ' ' && t[j] != '\t' {
+			j++
+		}
+		if j > i {
+			fields[nf] = t[i:j]
+			nf++
+		}
+		i = j
+	}
+	if nf < len(fields) {
+		return Sample{}, false
+	}
+	ep, tot, ok := strings.Cut(fields[0], "/")
+	e, err1 := strconv.ParseInt(ep, 10, 64)
+	last, err2 := strconv.ParseInt(tot, 10, 64)
+	if !ok || err1 != nil || err2 != nil || e < 0 || e > last+1 {
+		return Sample{}, false
+	}
+	mem := fields[1]
+	if len(mem) < 2 || mem[len(mem)-1] != 'G' {
+		return Sample{}, false
+	}
+	v, err := strconv.ParseFloat(mem[:len(mem)-1], 64)
+	if err != nil || !(v >= 0) || v > 1e6 {
+		return Sample{}, false
+	}
+	for _, f := range fields[2:5] {
+		if _, err := strconv.ParseFloat(f, 64); err != nil {
+			return Sample{}, false
+		}
+	}
+	return Sample{Line: n, Step: e, Reserved: gpumem.Bytes(math.Round(v * 1e9)), Has: ColStep | ColReserved}, true
 }

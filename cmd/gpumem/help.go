@@ -138,13 +138,16 @@ it: what was requested, what was free, allocated and reserved, the cause
 
 func leakHelp() help {
 	return help{
-		usage: "gpumem leak [--capacity SIZE | --gpu NAME] [--unit UNIT] [--json] FILE | -",
+		usage: "gpumem leak [--capacity SIZE | --gpu NAME] [--unit UNIT] [--run N] [--json] FILE | -",
 		about: `Read a memory log (training logs that print memory, nvidia-smi CSV, torch
-memory_stats dumps) and tell whether memory grows: its shape (flat, warm-up,
-step change, linear or accelerating leak, sawtooth), the growth per step, and
-the step at which it will run out of memory.`,
+memory_stats dumps, a PyTorch memory snapshot as JSON, memory figures written
+in prose) and tell whether memory grows: its shape (flat, warm-up, step
+change, linear or accelerating leak, sawtooth), the growth per step, and the
+step at which it will run out of memory. A log of 2 to 4 samples is described
+without a verdict; a snapshot names the frames holding the growth.`,
 		examples: []string{
 			"gpumem leak --gpu rtx4090 train.log",
+			"python -c \"import json, pickle, sys; json.dump(pickle.load(open(sys.argv[1], 'rb')), sys.stdout)\" snapshot.pickle | gpumem leak -",
 			"nvidia-smi --query-gpu=timestamp,memory.used --format=csv -l 10 > mem.csv; gpumem leak --capacity 24GiB mem.csv",
 			"gpumem leak --capacity 80GiB --json - < train.log",
 		},

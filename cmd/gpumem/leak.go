@@ -90,11 +90,16 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	capacity := fs.String("capacity", "", "device memory to forecast the OOM against (e.g. 24GiB); default: from the log, if it says")
 	gpu := fs.String("gpu", "", "take the capacity from the GPU catalog (e.g. rtx4090)")
 	unitFlag := fs.String("unit", "", "unit of memory values that carry none in bare columns of numbers and CSV columns (e.g. MiB, GB, B); default: MiB (integers of at least 2^20: bytes), and the output says it was assumed")
+	run := fs.Int("run", 1, "the run to analyze when a narrative's steps restart (1 = the first)")
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *run < 1 {
+		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", errUsage, *run)
+	}
 	var opts leak.Options
+	opts.Run = *run - 1
 	switch {
 	case *capacity != "" && *gpu != "":
 		return fmt.Errorf("%w: give one of --capacity and --gpu", errUsage)
@@ -133,6 +138,9 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	r, err := leak.Analyze(samples, &opts)
 	if err != nil {
 		return err
+	}
+	if r.Run >= r.Runs {
+		return fmt.Errorf("%w: --run %d: the log has %d run(s)", errUsage, *run, r.Runs)
 	}
 	if *asJSON {
 		j, err := leakJSON(r, rr)
@@ -178,6 +186,28 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	if rr.Assumed != "" {
 		fmt.Fprintf(out, "unit          %s (--unit)\n", rr.Assumed)
 	}
+	if rr.Confidence != leak.ConfidenceHigh {
+		fmt.Fprintf(out, "reading       confidence %s: %s\n", rr.Confidence, strings.Join(rr.ConfidenceWhy, "; "))
+	}
+	if sn := rr.Snapshot; sn != nil {
+		level := "relative to its lowest point (no segments)"
+		if sn.Absolute {
+			level = "absolute (the segments' allocated blocks at the snapshot)"
+		}
+		fmt.Fprintf(out, "snapshot      device %d: %d trace entries (%d allocs, %d frees, %d of blocks allocated before the trace), %d segments, %s reserved, %s allocated; history %s",
+			sn.Device, sn.Entries, sn.Allocs, sn.Frees, sn.UnknownFrees, sn.Segments, sn.Reserved.Human(), sn.Allocated.Human(), level)
+		if sn.Window > 1 {
+			fmt.Fprintf(out, ", the lowest level of every %d entries", sn.Window)
+		}
+		fmt.Fprintf(out, "\nsurvivors     %d allocations of the trace never freed, %s\n", sn.Survivors, sn.SurvivorBytes.Human())
+		for _, h := range sn.Holders {
+			g := ""
+			if h.Growing {
+				g = ", growing"
+			}
+			fmt.Fprintf(out, "  held by     %s: %d allocations, %s, in %d/10 of the trace%s\n", strconv.QuoteToASCII(h.Frame), h.Count, h.Bytes.Human(), h.Spread, g)
+		}
+	}
 	fmt.Fprintf(out, "samples       %d (%d warm-up dropped)\n", r.Samples, r.WarmUp)
 	axis := r.Unit()
 	if r.Axis == leak.AxisTime {
@@ -185,6 +215,13 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	}
 	fmt.Fprintf(out, "axis          %s\n", axis)
 	fmt.Fprintf(out, "shape         %s\n", r.Shape)
+	if r.Runs > 1 {
+		fmt.Fprintf(out, "runs          %d (the steps restart; run %d analyzed, --run)\n", r.Runs, r.Run+1)
+	}
+	if r.Short {
+		fmt.Fprintf(out, "verdict       none: %d samples, %d needed; growth between samples %s to %s per %s\n",
+			r.Samples, r.MinSamples, gpumem.Bytes(r.SlopeLow).Human(), gpumem.Bytes(r.SlopeHigh).Human(), r.Unit())
+	}
 	fmt.Fprintf(out, "leak          %v", r.Leak)
 	if r.Accelerating {
 		fmt.Fprint(out, " (accelerating)")

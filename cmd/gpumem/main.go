@@ -8,7 +8,7 @@
 //	gpumem estimate --model NAME --train|--infer [--batch B --seq S ...] [--gpu NAME | --memory 80GiB] [--json] [--chart F.png]
 //	gpumem plan     --model NAME --train|--infer --gpu NAME | --memory 24GiB [--target-batch N --max-seq S --allow ...] [--json] [--chart F.png]
 //	gpumem oom      [FILE|-]                               [--json]
-//	gpumem leak     [--capacity 24GiB | --gpu NAME]        [--json] FILE|-
+//	gpumem leak     [--capacity 24GiB | --gpu NAME] [--unit MiB] [--run N] [--json] FILE|-
 //	gpumem devices                                         [--json]
 //	gpumem accuracy [--data testdata] [--by family|gpu|id]  [--json] [--chart F.png]
 //	gpumem serve    [--addr 127.0.0.1:8080] [--max-body 1MiB] [--json]  (HTTP JSON; see README.md)

@@ -196,7 +196,7 @@ func (s *server) table() []route {
 		{http.MethodPost, "/v1/plan", nil, s.plan},
 		{http.MethodPost, "/v1/pipeline", nil, s.pipeline},
 		{http.MethodPost, "/v1/oom", nil, s.oom},
-		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit"}, s.leak},
+		{http.MethodPost, "/v1/leak", []string{"capacity", "gpu", "unit", "run"}, s.leak},
 		{http.MethodGet, "/v1/models", nil, static(s.models)},
 		{http.MethodGet, "/v1/devices", nil, static(s.devices)},
 	}
@@ -1224,6 +1224,9 @@ type leakRequest struct {
 	// Series adds the points fitted and the fitted line to the reply
 	// (leakSeries).
 	Series bool `json:"series"`
+	// Run is the run to analyze when a narrative's steps restart (1 =
+	// the first), as gpumem leak --run.
+	Run *int `json:"run"`
 }
 
 // leak answers POST /v1/leak: the body is the log as text with capacity,
@@ -1233,6 +1236,14 @@ type leakRequest struct {
 func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	q := r.URL.Query() // checkQuery has parsed it already
 	capacity, gpu, unitText := q.Get("capacity"), q.Get("gpu"), q.Get("unit")
+	run := 1
+	if v := q.Get("run"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return badField("run", "want an integer of 1 or more, got %q", v)
+		}
+		run = n
+	}
 	text, series := body, false
 	if isJSON(r) {
 		var req leakRequest
@@ -1252,7 +1263,16 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		if req.Unit != "" && unitText != "" {
 			return badField("unit", "give unit in the JSON body or the query string, not both")
 		}
+		if req.Run != nil && q.Get("run") != "" {
+			return badField("run", "give run in the JSON body or the query string, not both")
+		}
+		if req.Run != nil {
+			run = *req.Run
+		}
 		capacity, gpu, unitText, text, series = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log), req.Series
+	}
+	if run < 1 {
+		return badField("run", "want 1 or more (runs are numbered from 1), got %d", run)
 	}
 	var unit gpumem.Bytes
 	if unitText != "" {
@@ -1262,7 +1282,7 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		}
 		unit = u
 	}
-	var opts leak.Options
+	opts := leak.Options{Run: run - 1}
 	switch {
 	case capacity != "" && gpu != "":
 		return badField("capacity", "give one of capacity and gpu")
@@ -1286,8 +1306,12 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	if err != nil {
 		ae := libraryError(err, nil)
 		var fe *gpumem.FieldError
-		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "line ") {
-			ae.field = "log" // the message keeps the line: "line 12 = 5Gb: ..."
+		if errors.As(err, &fe) && !strings.HasPrefix(fe.Field, "ReadOptions.") {
+			// The message keeps the place in the log: "line 12 = 5Gb: ...",
+			// "device_traces[0][3].size = -5: ..." of a memory snapshot:
+			// a log that does not read, 422 as one without a figure.
+			ae.field = "log"
+			ae.status = http.StatusUnprocessableEntity
 		}
 		return ae
 	}
@@ -1297,7 +1321,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	s.computed.Add(1)
 	rep, err := leak.Analyze(samples, &opts)
 	if err != nil {
-		return libraryError(err, map[string]string{"Options.Capacity": "capacity"})
+		return libraryError(err, map[string]string{"Options.Capacity": "capacity", "Options.Run": "run"})
+	}
+	if rep.Run >= rep.Runs {
+		return badField("run", "the log has %d run(s), got run %d", rep.Runs, run)
 	}
 	j, err := leakJSON(rep, rr)
 	if err != nil {

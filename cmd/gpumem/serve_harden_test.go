@@ -227,5 +227,10 @@ func FuzzServeLeak(f *testing.F) {
 		`{"log":"Step 1: Memory=1GB\nStep 2: Memory=2GB\nStep 3: Memory=3GB\nStep 4: Memory=4GB\nStep 5: Memory=5GB\nStep 6: Memory=6GB\n","gpu":"h100"}`,
 		`{"log":"","capacity":"0"}`, `{"log":"1,2\n","capacity":12345678}`,
 		`{"log":"Step 1: Memory=1GB","capacity":"1.` + strings.Repeat("9", 3000) + `GiB"}`,
+		`{"log":"At iter 99 the model uses 3200mb of GPU memory, at iter 219 it jumps to 7000mb, at iter 5199 it is 10gb."}`,
+		`{"log":"At the beginning, GPU memory usage is only 22%. However, after 900 steps, GPU memory usage is around 68%.","capacity":"24GiB"}`,
+		`{"log":"{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": 5}, {\"action\": \"alloc\", \"addr\": 2, \"size\": -5}]]}"}`,
+		`{"log":"[{\"action\": \"alloc\", \"addr\": 1, \"size\": 5}, {\"action\": \"free_completed\", \"addr\": 1, \"size\": 5}]"}`,
+		`{"log":"      0/89     5.61G   0.07745    0.0277   0.01785\n      1/89     5.71G   0.07745    0.0277   0.01785\n"}`,
 	})
 }
