@@ -98,15 +98,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	var b Breakdown
 	var err error
 	acc := accumulator{}
+	// The model's figures for this precision and rank (memo.go).
+	fig := m.figures(j.Precision, v)
+	add := func(s sized) gpumem.Bytes { return acc.add(s.b, s.err) }
 
 	// Persistent state.
-	b.Weights = acc.add(m.weightsOf(wDT, false, false, v, 0))
+	b.Weights = add(fig.weights)
 	// Weight copies that live from forward to the end of backward:
 	// autocast's 16-bit casts of the fp32 weights, saved by the matmuls
 	// that use them, or Transformer Engine's fp8 weights.
 	var casts gpumem.Bytes
 	if train && j.Precision.autocast() {
-		casts = acc.add(m.casts(cDT, v))
+		casts = add(fig.casts)
 	}
 	if !train && j.Mode != Load && j.Precision.autocast() {
 		// Inference under autocast: cached_cast (aten/src/ATen/
@@ -117,10 +120,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// default: the Model's trainable set) accumulate until the
 		// autocast context exits; a frozen weight's cast is a transient
 		// of its own op.
-		casts = acc.add(m.trainableCasts(cDT, v))
+		casts = add(fig.trainableCasts)
 	}
 	if train && j.Precision == FP8 {
-		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
+		casts = add(fig.fp8)
 	}
 	var grads, optState, optStep gpumem.Bytes
 	// paged: the part of optState in CUDA unified memory (bitsandbytes'
@@ -132,14 +135,14 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// inBwd: each gradient is stepped and freed inside backward.
 	var inBwd inBwdFigures
 	if paramGrads {
-		grads = acc.add(m.weightsOf(gDT, true, false, v, 0))
+		grads = add(fig.grads)
 		if j.Precision.master() {
-			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v, 0))
+			b.Master = add(fig.master)
 		}
-		if j.Optimizer != nil && j.OptimizerInBackward {
-			optState, inBwd, paged = acc.optimizerInBackward(j, gDT, sDT)
-		} else if j.Optimizer != nil {
-			optState, optStep, paged = acc.optimizer(j, v, sDT)
+		if j.Optimizer != nil {
+			// optimizerInBackward's or optimizer's figures (memo.go).
+			of := acc.optimizerFigures(j, v, gDT, sDT)
+			optState, optStep, inBwd, paged = of.state, of.step, of.inBwd, of.paged
 		}
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
@@ -156,9 +159,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// reduce-scatter of one unit's gradients.
 	var inflight gpumem.Bytes
 	if paramGrads && ((shards > 1 && par.Stage >= 2) || paramsOff) {
-		inflight = m.bucket(gDT, v)
+		inflight = fig.bucket
 		if par.FSDP {
-			inflight = acc.add(m.layerWeights(gDT, v))
+			inflight = add(fig.layerG)
 		}
 	}
 	var hostParams gpumem.Bytes
@@ -170,9 +173,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// DeepSpeed's persistence threshold kept whole on every rank.
 		var kept, live gpumem.Bytes
 		if par.FSDP {
-			live = 2 * acc.add(m.layerWeights(wDT, v))
+			live = 2 * add(fig.layerW)
 		} else {
-			kept = acc.add(m.weightsOf(wDT, false, false, v, zero3Persistence))
+			kept = add(fig.kept)
 			live, _ = wDT.Size(zero3MaxLive + zero3Prefetch)
 		}
 		shard, gathered := partition(b.Weights-kept, shards), min(b.Weights-kept, live)
@@ -283,7 +286,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	}
 	var cands [12]candidate
 	n := 0
-	add := func(c candidate) { cands[n] = c; n++ }
+	addCand := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
 	// An encoder–decoder runs its encoder first in forward and last in
 	// backward: the encoder's transients sit on what the encoder side
@@ -298,20 +301,20 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// Forward: the last block's transient on everything saved so far,
 		// then the logits with the loss's fp32 upcast.
 		iFwd := n // the forward's two candidates: the last block's transient and the logits
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
 		if encDec {
-			add(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
+			addCand(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
 			// Backward reaches the encoder once the decoder's, the
 			// head's and the shared embedding's gradients exist, with
 			// every encoder block's activations still saved.
-			decGrads := m.gradsOutsideEncoder(gDT, v)
+			decGrads := fig.outsideEncoder
 			if !paramGrads {
 				decGrads = 0
 			}
-			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
 		}
 		iLogits := n
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
 		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
 		if !ok {
 			acc.add(0, errOverflow("kept inputs"))
@@ -327,21 +330,21 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
+		addCand(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		iBlocks := n // the blocks' backward candidates: the first and the last block
 		// The first block's backward (the last block of forward): the
 		// loss, the head and the final norm have run theirs, releasing
 		// what they saved and making their gradients.
 		firstGrads := persistentGrads
 		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
-			firstGrads = m.headGrads(gDT, v)
+			firstGrads = fig.headGrads
 		}
 		firstActs := body - act.headSaved
 		if j.OptimizerInBackward {
 			// As the head's step below, counted as an upper bound.
 			firstActs = body
 		}
-		add(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
+		addCand(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
 		lastAttn := act.backward
 		if encDec {
 			lastAttn = act.encBackward // the encoder's first block ends backward
@@ -360,18 +363,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// backward (a tied one's began with the head's).
 		lastGrads := grads
 		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
-			lastGrads = grads - min(grads, m.embedGrads(gDT, v))
+			lastGrads = grads - min(grads, fig.embedGrads)
 		}
 		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
 		// the blocks' saved tensors: from here to the end of backward
 		// they are all still there.
-		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
+		addCand(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
 		if paramGrads && !j.OptimizerInBackward {
 			// The end of backward: every gradient, the embeddings' just
 			// made, beside what the embeddings saved.
-			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
+			addCand(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
 		}
-		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+		if tied, dec := fig.tied, fig.tiedDecoder; tied > 0 && paramGrads && !j.OptimizerInBackward {
 			// A tied embedding's gradient when its last use's arrives:
 			// the head's contribution, the embedding's dense gradient and
 			// their sum at once (Model.tiedGrad), beside every other
@@ -379,9 +382,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// backward, or, for a decoder's embedding, beside the
 			// decoder's gradients and every encoder block's activations.
 			if dec {
-				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
+				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
 			} else {
-				add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
+				addCand(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
 			}
 		}
 		if j.OptimizerInBackward {
@@ -402,9 +405,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// alive, an upper bound: the loss's saved log-softmax is
 			// released by its backward, and the head's input is
 			// replaced by its gradient of the same size.
-			add(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
+			addCand(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
 			// The embeddings step last, once the blocks are released.
-			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
+			addCand(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
 			// Optimizer step: every gradient and the step's temporaries,
 			// beside the logits where the loop keeps them (KeepLogits); a
@@ -414,21 +417,21 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			if j.HoldsPreviousStep {
 				c.acts, c.logits = kept, max(act.kept, act.logits)
 			}
-			add(c)
+			addCand(c)
 		}
 	} else {
 		ph := Forward
 		if j.Mode == Generation {
 			ph = Decode
 		}
-		add(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
+		addCand(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
 		if encDec {
 			// The encoder's pass: before any decoder step, so before
 			// any KV cache in generation.
-			add(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
+			addCand(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
 		}
 		// The logits, with an evaluation's loss transient (EvalLoss).
-		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
+		addCand(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {

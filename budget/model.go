@@ -48,6 +48,10 @@ type Model struct {
 	// that cannot train (quantized or fp8 storage): a Training job is
 	// refused with it; inference and load jobs keep the tensor frozen.
 	untrainable error
+
+	// memo keeps the figures computed per precision, rank and optimizer
+	// (memo.go), shared by the copies of the Model.
+	memo *memo
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -102,7 +106,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	for _, r := range trainable {
 		trains[r.Tensor.Name] = true
 	}
-	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
+	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err
