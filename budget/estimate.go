@@ -54,18 +54,21 @@ func Estimate(j Job) (Breakdown, error) {
 	if err := j.Parallel.validateFor(&j); err != nil {
 		return Breakdown{}, err
 	}
+	// The activation model's figures do not depend on the rank's
+	// view: a pipeline's two stages compute them once.
+	var act rankActs
 	if !j.Parallel.modelParallel() {
-		return estimateRank(&j, nil)
+		return estimateRank(&j, nil, &act)
 	}
 	first := j.Parallel.view(&j.Model, false)
-	b, err := estimateRank(&j, &first)
+	b, err := estimateRank(&j, &first, &act)
 	if err != nil || j.Parallel.PipelineParallel < 2 {
 		return b, err
 	}
 	// The first stage holds the most micro-batches of activations and the
 	// embedding; the last holds the head, the logits and the loss.
 	last := j.Parallel.view(&j.Model, true)
-	bl, err := estimateRank(&j, &last)
+	bl, err := estimateRank(&j, &last, &act)
 	if err != nil {
 		return Breakdown{}, err
 	}
@@ -87,9 +90,17 @@ const (
 	zero3Persistence = 100_000
 )
 
+// rankActs is the activation figures of a job, computed by the first
+// rank that needs them.
+type rankActs struct {
+	done bool
+	f    actFigures
+	err  error
+}
+
 // estimateRank is Estimate for the rank v (nil: a rank holding the whole
-// model).
-func estimateRank(j *Job, v *rankView) (Breakdown, error) {
+// model); ra keeps the activation figures for the next rank.
+func estimateRank(j *Job, v *rankView, ra *rankActs) (Breakdown, error) {
 	train := j.Mode == Training
 	ov := j.Overhead.resolve(train, j.Device)
 	wDT, gDT, sDT, cDT := j.Precision.dtypes()
@@ -254,7 +265,11 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		return Breakdown{}, acc.err
 	}
 
-	act, err := activations(j, cDT)
+	if !ra.done {
+		ra.f, ra.err = activations(j, cDT)
+		ra.done = true
+	}
+	act, err := ra.f, ra.err
 	if err != nil {
 		return Breakdown{}, err
 	}

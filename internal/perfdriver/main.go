@@ -93,7 +93,10 @@ func main() {
 			run = func() error { _, err := budget.Allocate(80<<30, j, lim); return err }
 		} else {
 			// BenchmarkAllocateFleet's: two nodes of eight 80 GB GPUs.
-			run = func() error { _, err := budget.AllocateFleet(budget.Fleet{Nodes: 2, GPUsPerNode: 8, Free: 80 << 30}, j, lim); return err }
+			run = func() error {
+				_, err := budget.AllocateFleet(budget.Fleet{Nodes: 2, GPUsPerNode: 8, Free: 80 << 30}, j, lim)
+				return err
+			}
 		}
 	default:
 		fmt.Fprintln(os.Stderr, "unknown case", *c)
