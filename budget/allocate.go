@@ -447,25 +447,10 @@ func (a *allocator) fitsCandidate(j Job) (Breakdown, bool, error) {
 // or limits return a *gpumem.FieldError. Allocate is deterministic and
 // safe for concurrent use.
 func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
-	if err := j.validate(); err != nil {
-		return Plan{}, err
-	}
-	if j.Mode == Load {
-		return Plan{}, gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid,
-			"a Load job has no batch or sequence to plan; Estimate tells whether it loads")
-	}
-	a, err := newAllocator(free, j, lim)
+	a, given, err := prepareAllocate(free, j, lim)
 	if err != nil {
 		return Plan{}, err
 	}
-	// The job as given: buffers at their sizes, batch within limits.
-	given := j
-	given.Batch = min(max(j.Batch, a.minBatch), a.maxBatch)
-	if a.varySeq {
-		given.SeqLen = min(max(j.SeqLen, a.minSeq), a.maxSeq)
-	}
-	a.setAccum(&given)
-
 	ladder, jobs, changes, firstFit, err := a.ladder(given)
 	if err != nil {
 		return Plan{}, err
@@ -633,6 +618,30 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	}
 	p.Headroom, p.MinHeadroom = free-p.Need.Required(), a.headroom
 	return p, nil
+}
+
+// prepareAllocate checks Allocate's arguments and returns its allocator
+// and the job as given: buffers at their sizes, batch (and sequence,
+// when it may vary) within limits, accumulation for the target batch.
+func prepareAllocate(free gpumem.Bytes, j Job, lim *Limits) (*allocator, Job, error) {
+	if err := j.validate(); err != nil {
+		return nil, Job{}, err
+	}
+	if j.Mode == Load {
+		return nil, Job{}, gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid,
+			"a Load job has no batch or sequence to plan; Estimate tells whether it loads")
+	}
+	a, err := newAllocator(free, j, lim)
+	if err != nil {
+		return nil, Job{}, err
+	}
+	given := j
+	given.Batch = min(max(j.Batch, a.minBatch), a.maxBatch)
+	if a.varySeq {
+		given.SeqLen = min(max(j.SeqLen, a.minSeq), a.maxSeq)
+	}
+	a.setAccum(&given)
+	return a, given, nil
 }
 
 // maximizeRungs is the rung search of the maximizing objectives: for

@@ -361,3 +361,51 @@ func TestAllocateFleetDifferential(t *testing.T) {
 	}
 	checkRecorded(t, "fleet.txt", gotNames, got)
 }
+
+// TestCannotFit checks AllocateFleet's lower bound on the grid's jobs
+// and every layout of its fleets: where cannotFit skips a layout,
+// Allocate with the first pass's Limits fails with an
+// InsufficientMemoryError whose first rung is the one cannotFit
+// returns, and the bound is below the Required of every rung tried.
+func TestCannotFit(t *testing.T) {
+	_, jobs, lims := differentialPlanJobs(t)
+	skipped, tried := 0, 0
+	for i, j := range jobs {
+		for _, f := range []Fleet{{1, 1, 24 << 30}, {1, 8, 24 << 30}, {1, 8, 80 << 30}, {4, 8, 80 << 30}, {2, 4, 40 << 30}, {1, 2, 16 << 30}} {
+			var cheap Limits
+			if lims[i] != nil {
+				cheap = *lims[i]
+			}
+			cheap.Optimizers, cheap.Precisions, cheap.Offload, cheap.Models = nil, nil, 0, nil
+			for _, par := range Layouts(f, j) {
+				jl := j
+				jl.Parallel = par
+				tried++
+				r, skip := cannotFit(f.Free, jl, &cheap)
+				if !skip {
+					continue
+				}
+				skipped++
+				_, err := Allocate(f.Free, jl, &cheap)
+				var ime *InsufficientMemoryError
+				if !errors.As(err, &ime) {
+					t.Errorf("%s on %s: cannotFit, but Allocate answers %v", j.Model.spec.Name, par.Describe(), err)
+					continue
+				}
+				if formatAny(ime.Ladder[0]) != formatAny(r) {
+					t.Errorf("%s on %s: first rung %s, cannotFit's %s", j.Model.spec.Name, par.Describe(), formatAny(ime.Ladder[0]), formatAny(r))
+				}
+				bound, _ := statesBound(&jl)
+				for _, rung := range ime.Ladder {
+					if rung.Fits || rung.Device < bound {
+						t.Errorf("%s on %s: rung %q (device %d) under the bound %d", j.Model.spec.Name, par.Describe(), rung.Change, rung.Device, bound)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d layouts skipped", skipped, tried)
+	if skipped == 0 || skipped == tried {
+		t.Errorf("%d of %d layouts skipped: the grid does not test the bound", skipped, tried)
+	}
+}

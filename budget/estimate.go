@@ -58,17 +58,17 @@ func Estimate(j Job) (Breakdown, error) {
 	// view: a pipeline's two stages compute them once.
 	var act rankActs
 	if !j.Parallel.modelParallel() {
-		return estimateRank(&j, nil, &act)
+		return estimateRank(&j, nil, &act, false)
 	}
 	first := j.Parallel.view(&j.Model, false)
-	b, err := estimateRank(&j, &first, &act)
+	b, err := estimateRank(&j, &first, &act, false)
 	if err != nil || j.Parallel.PipelineParallel < 2 {
 		return b, err
 	}
 	// The first stage holds the most micro-batches of activations and the
 	// embedding; the last holds the head, the logits and the loss.
 	last := j.Parallel.view(&j.Model, true)
-	bl, err := estimateRank(&j, &last, &act)
+	bl, err := estimateRank(&j, &last, &act, false)
 	if err != nil {
 		return Breakdown{}, err
 	}
@@ -98,9 +98,37 @@ type rankActs struct {
 	err  error
 }
 
+// statesBound returns a lower bound of Estimate(j).Required() that
+// holds at any workload (batch, sequence, accumulation, buffers),
+// attention kernel, loss and checkpointing policy: the model states of
+// the rank — weights as stored, master copies, optimizer state, after
+// sharding and offload, without autocast's copies, gradients or the
+// step's temporaries — and the CUDA context; of a pipeline, the smaller
+// of its two stages'. ok is false for a job Estimate refuses or that
+// another runtime serves.
+func statesBound(j *Job) (bound gpumem.Bytes, ok bool) {
+	if j.Runtime != PyTorch || j.Mode == Load || j.validate() != nil || j.Parallel.validateFor(j) != nil {
+		return 0, false
+	}
+	if !j.Parallel.modelParallel() {
+		b, err := estimateRank(j, nil, nil, true)
+		return b.Required(), err == nil
+	}
+	first := j.Parallel.view(&j.Model, false)
+	b, err := estimateRank(j, &first, nil, true)
+	if err != nil || j.Parallel.PipelineParallel < 2 {
+		return b.Required(), err == nil
+	}
+	last := j.Parallel.view(&j.Model, true)
+	bl, err := estimateRank(j, &last, nil, true)
+	return min(b.Required(), bl.Required()), err == nil
+}
+
 // estimateRank is Estimate for the rank v (nil: a rank holding the whole
-// model); ra keeps the activation figures for the next rank.
-func estimateRank(j *Job, v *rankView, ra *rankActs) (Breakdown, error) {
+// model); ra keeps the activation figures for the next rank. With
+// statesOnly it returns the rank's model states and context only
+// (statesBound).
+func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown, error) {
 	train := j.Mode == Training
 	ov := j.Overhead.resolve(train, j.Device)
 	wDT, gDT, sDT, cDT := j.Precision.dtypes()
@@ -218,6 +246,14 @@ func estimateRank(j *Job, v *rankView, ra *rankActs) (Breakdown, error) {
 		b.Optimizer, b.Master, optStep, b.Paged, b.PagedResident = 0, 0, 0, 0, 0
 	}
 	b.Host = acc.sum(b.Host, hostParams)
+	if statesOnly {
+		// Every later term adds to these three (casts to Weights, the
+		// step's temporaries to Optimizer) or is a component of its own.
+		if acc.err != nil {
+			return Breakdown{}, acc.err
+		}
+		return Breakdown{Weights: b.Weights, Master: b.Master, Optimizer: b.Optimizer, Context: ov.Context}, nil
+	}
 	var largestCopy gpumem.Bytes
 	for i := range j.Copies {
 		c := &j.Copies[i]
