@@ -40,7 +40,9 @@ func Add(a, b int64) (int64, bool) {
 // overflow together, as the element count of a tensor with a zero dimension.
 func MulAll(xs ...int64) (int64, bool) {
 	var p uint64 = 1
-	over := false
+	// over collects, without a branch per factor, a high word or a sign
+	// bit of any partial product.
+	var over uint64
 	for _, x := range xs {
 		if x <= 0 {
 			if x < 0 {
@@ -49,10 +51,10 @@ func MulAll(xs ...int64) (int64, bool) {
 			return 0, true
 		}
 		hi, lo := bits.Mul64(p, uint64(x))
-		over = over || hi != 0 || lo > 1<<63-1
+		over |= hi | lo>>63
 		p = lo
 	}
-	if over {
+	if over != 0 {
 		return 0, false
 	}
 	return int64(p), true
