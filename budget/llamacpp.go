@@ -73,11 +73,16 @@ type LlamaCppOptions struct {
 	// il ≥ i_gpu_start (llama_model::load_tensors, src/llama-model.cpp,
 	// ggml-org/llama.cpp master): -ngl 16 on a 32-layer model puts 15
 	// layers and the output layer on the GPU, -ngl 33 (or more) all of
-	// them. Releases of 2024 computed i_gpu_start = max(n_layer − ngl, 0)
-	// instead (ngl layers, and the output layer only when ngl > n_layer);
-	// a full offload is the same in both. Zero means all (-ngl 999); a
-	// negative value is refused.
+	// them. Builds before PR #18148 (December 2025) computed
+	// i_gpu_start = max(n_layer − ngl, 0) instead (ngl layers, and the
+	// output layer only when ngl > n_layer), and builds before December
+	// 2023 had two more slots, the V and K caches; a full offload is the
+	// same in all (see Version and LlamaCppVersion). Zero means all
+	// (-ngl 999); a negative value is refused.
 	GPULayers int
+	// Version is the build's date, which selects the placement rule of
+	// GPULayers (LlamaCppVersion); zero means a current build.
+	Version LlamaCppVersion
 	// Context is --ctx-size (n_ctx), the KV cache's cells over all
 	// sequences; zero means Parallel × (Job.SeqLen + Job.Generate).
 	// llama.cpp pads it to a multiple of 256 (llamaCppPad).
@@ -211,7 +216,7 @@ type LlamaCppReport struct {
 	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
 	Layers      int          // layers on the GPU, the output layer included ("offloaded N/M layers to GPU")
-	Slots       int          // n_layer + 1
+	Slots       int          // n_layer + 1 (n_layer + 3 before 2023-12-07: LlamaCppVersion)
 	OutputOnGPU bool
 	Cells       int // KV cells: n_ctx padded
 	UBatch      int // n_ubatch as used
@@ -295,6 +300,10 @@ func (j *Job) validateLlamaCpp() error {
 		return gpumem.Errorf("Job.LlamaCpp.Parallel", o.Parallel, gpumem.ErrInvalid, "must not be negative (zero: Job.Batch)")
 	case o.UBatch < 0:
 		return gpumem.Errorf("Job.LlamaCpp.UBatch", o.UBatch, gpumem.ErrInvalid, "must not be negative (zero: 512)")
+	case o.Version != 0:
+		if _, err := ParseLlamaCppVersion("Job.LlamaCpp.Version", o.Version.String()); err != nil || o.Version < 20230101 {
+			return gpumem.Errorf("Job.LlamaCpp.Version", int32(o.Version), gpumem.ErrInvalid, "want a build date as YYYYMMDD from 2023 on, outside 2025-12-17 to 2025-12-23 (zero: current)")
+		}
 	}
 	for _, c := range [...]struct {
 		field string
@@ -338,18 +347,16 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	o := j.LlamaCpp
 	var r LlamaCppReport
 	nLayer := int(lm.Layers)
-	r.Slots = nLayer + 1
-	ngl := o.GPULayers
-	if ngl == 0 || ngl > r.Slots {
-		ngl = r.Slots
-	}
-	start := r.Slots - ngl // i_gpu_start
-	onGPU := func(il int) bool { return il >= start }
+	pl := llamaPlace(o.Version, nLayer, o.GPULayers)
+	r.Slots = pl.slots
+	start := pl.start                  // i_gpu_start
+	act := min(pl.offloaded, nLayer+1) // act_gpu_layers
+	onGPU := func(il int) bool { return il >= start && il-start < act }
 	r.OutputOnGPU = onGPU(nLayer)
-	r.Layers = ngl
+	r.Layers = pl.offloaded
 	sp := llamaSplitPoints(&o)
 	r.GPUs = sp.n
-	dev := func(il int) int { return sp.device(il-start, ngl) }
+	dev := func(il int) int { return sp.device(il-start, act) }
 	row := o.SplitMode == LlamaSplitRow && sp.n > 1
 
 	// Weights. place puts b bytes of a tensor of slot il (−1: the host)
@@ -531,7 +538,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	if !ok {
 		return r, errOverflow("llama.cpp KV cache")
 	}
-	gpuLayers := int64(min(max(ngl-1, 0), nLayer))
+	gpuLayers := int64(nLayer - min(start, nLayer))
 	for il := nLayer - int(gpuLayers); il < nLayer; il++ {
 		d := &r.Devices[dev(il)]
 		d.Layers++
@@ -542,6 +549,23 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	kvHost, ok := checked.Mul(perLayer, int64(nLayer)-gpuLayers)
 	if !ok {
 		return r, errOverflow("llama.cpp KV cache")
+	}
+	var kvSlotsGPU int64 // the KV slots' cache on the main GPU (builds before 2023-12-07)
+	if pl.slots > nLayer+1 {
+		// One cache for all layers, its V slot and K slot offloaded with
+		// -ngl n_layer + 2 and n_layer + 3.
+		all, ok1 := checked.Mul(perLayer, int64(nLayer))
+		v, ok2 := checked.Mul(int64(vb), int64(nLayer))
+		if !ok1 || !ok2 {
+			return r, errOverflow("llama.cpp KV cache")
+		}
+		switch pl.kvSlots {
+		case 1:
+			kvSlotsGPU = v
+		case 2:
+			kvSlotsGPU = all
+		}
+		kvHost = all - kvSlotsGPU
 	}
 	r.HostKV = gpumem.Bytes(kvHost)
 
@@ -562,6 +586,12 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	for i := range r.GPUs {
 		d := &r.Devices[i]
 		kv, ok := checked.Mul(perLayer, int64(d.Layers))
+		if pl.slots > nLayer+1 {
+			kv = 0
+			if i == 0 {
+				kv = kvSlotsGPU
+			}
+		}
 		if !ok {
 			return r, errOverflow("llama.cpp KV cache")
 		}

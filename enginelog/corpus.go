@@ -27,6 +27,12 @@ type Entry struct {
 	GPU           *string  `json:"gpu"`
 	GPUs          *int     `json:"gpus"`
 	EngineVersion *string  `json:"engine_version"`
+	// LlamaCppBuild is the date of the llama.cpp build that printed the
+	// log (budget.ParseLlamaCppVersion: YYYY-MM-DD or YYYY-MM), or of the
+	// post that shows it when the thread names no build, a date in the
+	// same placement era (budget.LlamaCppVersion); nil for a current
+	// build or another engine.
+	LlamaCppBuild *string `json:"llamacpp_build"`
 	NCtx          *int     `json:"n_ctx"`
 	NGPULayers    *int     `json:"n_gpu_layers"`
 	NParallel     *int     `json:"n_parallel"`

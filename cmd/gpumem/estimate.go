@@ -200,11 +200,12 @@ type llamaFlags struct {
 	tensorSplit    string // --tensor-split: comma-separated shares
 	mainGPU        int    // --main-gpu
 	noMmap         bool   // --no-mmap
+	version        string // --llamacpp-version: the build's date (budget.ParseLlamaCppVersion)
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
-	"split-mode", "tensor-split", "main-gpu", "no-mmap"}
+	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -218,6 +219,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
 	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
+	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots (default current: the output layer first)")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -272,6 +274,9 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.noMmap {
 		given["no-mmap"] = "true"
 	}
+	if l.version != "" {
+		given["llamacpp-version"] = l.version
+	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
 			if v, ok := given[name]; ok {
@@ -301,6 +306,13 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 		}
 	}
 	o.Context, o.Parallel, o.UBatch, o.FlashAttention = l.ctxSize, l.parallel, l.ubatch, l.flashAttn
+	if l.version != "" {
+		v, err := budget.ParseLlamaCppVersion("--llamacpp-version", l.version)
+		if err != nil {
+			return "llamacpp-version", fmt.Errorf("%w: %w", errUsage, err)
+		}
+		o.Version = v
+	}
 	for _, c := range []struct {
 		name, v string
 		dst     *gpumem.DType

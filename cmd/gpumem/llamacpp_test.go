@@ -344,3 +344,39 @@ func TestEstimateLlamaCppNoMmap(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--no-mmap")
 }
+
+// TestEstimateLlamaCppVersion: --llamacpp-version (llamacpp_version)
+// selects the -ngl rule of the build: at -ngl 22 on Llama-3.1-8B a build
+// of May 2025 keeps the output layer on the CPU, a current one offloads
+// it first; a bad date is refused naming the flag or the field.
+func TestEstimateLlamaCppVersion(t *testing.T) {
+	args := []string{"estimate", "--model", "llama-3.1-8b", "--infer", "--runtime", "llama.cpp", "--ctx-size", "4096", "--n-gpu-layers", "22", "--json"}
+	out := map[string]map[string]any{}
+	for _, v := range []string{"", "2025-05-22"} {
+		a := args
+		if v != "" {
+			a = append(append([]string{}, args...), "--llamacpp-version", v)
+		}
+		code, text, errOut := runCLI(t, "", a...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(text), &got))
+		out[v] = got["llamacpp"].(map[string]any)
+	}
+	assert.Equal(t, true, out[""]["output_on_gpu"])
+	assert.Equal(t, false, out["2025-05-22"]["output_on_gpu"])
+	assert.Greater(t, out["2025-05-22"]["host_weights"].(float64), out[""]["host_weights"].(float64))
+
+	code, _, errOut := runCLI(t, "", append(append([]string{}, args...), "--llamacpp-version", "b5466")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--llamacpp-version")
+
+	h := newServer(serverOptions{})
+	rec := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(
+		`{"model":"llama-3.1-8b","mode":"infer","runtime":"llama.cpp","n_gpu_layers":22,"llamacpp_version":"2025-12"}`))
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+	assert.Equal(t, "llamacpp_version", e["field"])
+	assert.Contains(t, e["error"], "llamacpp_version")
+}

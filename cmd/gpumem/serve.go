@@ -605,10 +605,13 @@ type estimateRequest struct {
 	// --tensor-split (one share per GPU: their count is the GPUs) and
 	// --main-gpu.
 	// NoMmap is llama.cpp's --no-mmap.
-	NoMmap      bool      `json:"no_mmap"`
-	SplitMode   string    `json:"split_mode"`
-	TensorSplit []float64 `json:"tensor_split"`
-	MainGPU     int       `json:"main_gpu"`
+	NoMmap bool `json:"no_mmap"`
+	// LlamaCppVersion is --llamacpp-version: the llama.cpp build's date,
+	// YYYY-MM-DD or YYYY-MM, which sets how n_gpu_layers places the layers.
+	LlamaCppVersion string    `json:"llamacpp_version"`
+	SplitMode       string    `json:"split_mode"`
+	TensorSplit     []float64 `json:"tensor_split"`
+	MainGPU         int       `json:"main_gpu"`
 
 	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
 	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
@@ -772,6 +775,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
 	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
+	jf.llama.version = req.LlamaCppVersion
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {
 			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
