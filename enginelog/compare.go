@@ -450,6 +450,7 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 		o.KVCacheDType = d
 	}
 	v0 := e.EngineVersion != nil && strings.Contains(*e.EngineVersion, "V0")
+	o.V0 = v0
 	if e.MaxBatched != nil {
 		o.MaxNumBatchedTokens = *e.MaxBatched
 	} else if v0 && mml > 0 && mml <= 32768 {

@@ -76,11 +76,12 @@ type vllmFlags struct {
 	tensorParallel int     // --tensor-parallel-size; 0: 1
 	cudaGraphMem   string  // --cuda-graph-memory: vLLM's "Estimated CUDA graph memory"
 	enforceEager   bool    // --enforce-eager
+	v0             bool    // --vllm-v0
 }
 
 // vllmFlagNames are the flags that only a vLLM job takes.
 var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size",
-	"cuda-graph-memory", "enforce-eager"}
+	"cuda-graph-memory", "enforce-eager", "vllm-v0"}
 
 func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
@@ -91,6 +92,7 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
 	fs.StringVar(&v.cudaGraphMem, "cuda-graph-memory", "", "with --runtime vllm: vLLM's \"Estimated CUDA graph memory\" from a log of the same model and settings (v0.21+ subtract it from the KV cache), e.g. 1.58GiB")
 	fs.BoolVar(&v.enforceEager, "enforce-eager", false, "with --runtime vllm: vLLM's --enforce-eager, no CUDA graphs")
+	fs.BoolVar(&v.v0, "vllm-v0", false, "with --runtime vllm: the V0 engine (VLLM_USE_V1=0, the default before 0.8): its profile run sorts the sampler's logits for top-k/top-p (a larger activation peak) and only the driver rank samples")
 	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
@@ -118,6 +120,9 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.enforceEager {
 		given["enforce-eager"] = "true"
+	}
+	if v.v0 {
+		given["vllm-v0"] = "true"
 	}
 	if j.Runtime == budget.SGLang {
 		// SGLang names these two as vLLM does; the others are vLLM's.
@@ -172,7 +177,7 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 		}
 		o.CUDAGraphMemory = b
 	}
-	o.EnforceEager = v.enforceEager
+	o.EnforceEager, o.V0 = v.enforceEager, v.v0
 	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
 	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
 	switch v.kvCacheDType {

@@ -625,9 +625,10 @@ type estimateRequest struct {
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
 	// CUDAGraphMemory and EnforceEager are vLLM's --cuda-graph-memory
-	// (a size, "1.58GiB") and --enforce-eager.
+	// (a size, "1.58GiB") and --enforce-eager; VLLMV0 is --vllm-v0.
 	CUDAGraphMemory string `json:"cuda_graph_memory"`
 	EnforceEager    bool   `json:"enforce_eager"`
+	VLLMV0          bool   `json:"vllm_v0"`
 
 	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
 	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
@@ -789,7 +790,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
 		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
-		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager}
+		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager, v0: req.VLLMV0}
 	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
 		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
