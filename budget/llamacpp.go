@@ -578,7 +578,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	r.UBatch = int(ub)
 	var whole gpumem.Bytes // every offloaded stage: a row-split GPU's
 	if row {
-		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, gpuLayers > 0, r.OutputOnGPU); err != nil {
+		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, int(gpuLayers), r.OutputOnGPU, false, o.Version); err != nil {
 			return r, err
 		}
 	}
@@ -600,7 +600,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		case row:
 			d.Compute = whole
 		case d.Layers > 0 || d.Output:
-			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers > 0, d.Output); err != nil {
+			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers, d.Output, false, o.Version); err != nil {
 				return r, err
 			}
 		}
@@ -720,90 +720,86 @@ func (sp *llamaSplit) device(k, act int) int {
 	return sp.n - 1 // past the last point: llama.cpp would index past its devices
 }
 
-// llamaCppCompute approximates the GPU compute buffer: ggml-alloc
-// (ggml/src/ggml-alloc.c, ggml_gallocr_reserve) measures the largest set
-// of intermediate tensors alive at once while it walks the worst-case
-// graph that llama_context reserves (n_ubatch tokens over a full cache,
-// n_kv = kv_size, every token an output), freeing a tensor after its last
-// consumer and computing in place in a parent's buffer where the op
-// allows it (ggml_op_can_inplace: the softmax reuses KQ). The live sets
-// of a llama graph (llm_build_llama, src/models/llama.cpp; build_attn_mha
-// in src/llama-graph.cpp), in fp32 unless stated, with the KQ mask (an
-// input, alive throughout: n_kv × pad(n_ubatch, 64), fp32, or f16 with
-// flash attention):
-//   - attention without flash attention: KQ = n_kv × n_ubatch × n_head
-//     (soft_max in place), the residual, Q and KQV (n_embd × n_ubatch
-//     each);
-//   - attention with flash attention: the residual, Q and the output;
-//   - feed-forward: the residual and gate and up (n_ff × n_ubatch each);
-//   - output: the final norm (n_embd × n_ubatch) and the logits
-//     (n_vocab × n_ubatch).
-//
-// The buffer is the mask plus the largest of the stages the GPU runs
-// (the layers' when any layer is offloaded, the output's when the output
-// layer is). It ignores the allocator's fragmentation between stages and
-// the small tensors (positions, K and V of the ubatch, norms in place),
-// and the CPU layers' matmuls the CUDA scheduler runs on the GPU for
-// large batches (op offload); see testdata/llamacpp for how it compares
-// with llama.cpp's own figures.
-func llamaCppCompute(lm model.Spec, nKV, ub int64, flash, layers, output bool) (gpumem.Bytes, error) {
-	mul := func(xs ...int64) (int64, bool) {
-		p := int64(1)
-		for _, x := range xs {
-			var ok bool
-			if p, ok = checked.Mul(p, x); !ok {
-				return 0, false
-			}
-		}
-		return p, true
+// llamaCppCompute is a device's compute buffer: what ggml's graph
+// allocator reserves for the part of the worst-case graph the device runs
+// (llama_context reserves n_ubatch tokens over a full cache, n_kv =
+// kv_size, every token an output), replayed by llamaGraph.peak
+// (llamacpp_graph.go, which states the allocator and the graph with their
+// sources): layers is the repeating layers the device holds (the last
+// ones), output whether it holds the output layer, host whether the
+// whole graph runs on one CPU device (the tokens' lookup and the inputs in
+// the same buffer; on a GPU the layer input and the inputs arrive as
+// copies). The build's date v selects the graph: builds from August 2025
+// (llamaCppSetRowsFrom) store K and V with set_rows and index inputs and
+// keep the last layer's get_rows by out_ids when every token is an
+// output; builds from January 2026 (llamaCppEmbdInputFrom) hold an unused
+// embeddings input on the host; earlier builds pad the mask's rows to
+// GGML_KQ_MASK_PAD (llamaCppMaskPad). Mixture-of-experts layers are
+// replayed as a dense feed-forward of the active experts' width and MLA
+// layers with the compressed cache's K width: approximations.
+func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, output, host bool, v LlamaCppVersion) (gpumem.Bytes, error) {
+	if layers == 0 && !output {
+		return 0, nil
 	}
-	rows, _ := checked.CeilDiv(ub, llamaCppMaskPad)
-	rows *= llamaCppMaskPad
-	maskElem := int64(4)
-	if flash {
-		maskElem = 2
+	headDim := lm.HeadDim
+	if headDim == 0 && lm.Heads > 0 {
+		headDim = lm.Hidden / lm.Heads
 	}
-	mask, ok := mul(nKV, rows, maskElem)
+	kv := lm.KVHeads * headDim
+	if lm.MLA.Enabled() {
+		kv = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
+	}
+	ff := lm.Intermediate
+	if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
+		ff = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
+	}
+	qDim, ok := checked.Mul(lm.Heads, headDim)
 	if !ok {
 		return 0, errOverflow("llama.cpp compute buffer")
 	}
-	hidden, _ := mul(lm.Hidden, ub, 4)
+	recent := v == 0 || v >= llamaCppSetRowsFrom
+	rows := ub
+	if !recent {
+		r, _ := checked.CeilDiv(ub, llamaCppMaskPad)
+		rows = r * llamaCppMaskPad
+	}
+	g := llamaGraph{embd: lm.Hidden, qDim: qDim, kv: kv, ff: ff, vocab: lm.Vocab, heads: lm.Heads,
+		nKV: nKV, ub: ub, flash: flash, layers: layers, output: output, host: host, idx: recent,
+		unusedEmbd: host && (v == 0 || v >= llamaCppEmbdInputFrom)}
 	var peak int64
-	if layers {
-		attn := 3 * hidden
-		if !flash {
-			kq, ok := mul(nKV, ub, lm.Heads, 4)
-			if !ok {
-				return 0, errOverflow("llama.cpp compute buffer")
+	if rows == ub {
+		peak, ok = g.peak()
+	} else {
+		// the padded mask: replay with the mask's rows, then take the
+		// padding's extra bytes (the other tensors are of n_ubatch).
+		peak, ok = g.peak()
+		if ok {
+			el := int64(4)
+			if flash {
+				el = 2
 			}
-			attn, ok = checked.Add(attn, kq)
-			if !ok {
-				return 0, errOverflow("llama.cpp compute buffer")
-			}
+			extra, ok2 := checked.Mul(nKV, (rows-ub)*el)
+			peak, ok = checked.Add(peak, extra)
+			ok = ok && ok2
 		}
-		ffDim := lm.Intermediate
-		if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
-			ffDim = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
-		}
-		ff, ok := mul(ffDim, ub, 4)
-		if !ok {
-			return 0, errOverflow("llama.cpp compute buffer")
-		}
-		peak = max(attn, hidden+2*ff)
 	}
-	if output {
-		logits, ok := mul(lm.Vocab, ub, 4)
-		if !ok {
-			return 0, errOverflow("llama.cpp compute buffer")
-		}
-		peak = max(peak, hidden+logits)
-	}
-	total, ok := checked.Add(mask, peak)
 	if !ok {
 		return 0, errOverflow("llama.cpp compute buffer")
 	}
-	return gpumem.Bytes(total), nil
+	return gpumem.Bytes(peak), nil
 }
+
+// llamaCppSetRowsFrom is the first build day taken to store the cache
+// with set_rows (PR #14285, July 2025, enabled by default by the end of
+// that month) and to keep the last layer's out_ids get_rows when every
+// token is an output (PR #14275, June 2025): builds of June and July 2025
+// may have one without the other.
+const llamaCppSetRowsFrom LlamaCppVersion = 20250801
+
+// llamaCppEmbdInputFrom is the first build day taken to hold the unused
+// embeddings input on the host (build_inp_embd's ggml_build_forward_select,
+// PR #18550, January 2026).
+const llamaCppEmbdInputFrom LlamaCppVersion = 20260115
 
 // estimateLlamaCpp is Estimate for Runtime LlamaCpp: the GPU model buffer
 // in Weights, the KV buffer in KVCache, the compute buffer in Workspace,
