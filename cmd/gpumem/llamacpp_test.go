@@ -177,9 +177,11 @@ func TestEstimateLlamaCpp(t *testing.T) {
 	// 1,000 tokens → 1,024 cells × 2 layers × (128 + 128) × 2 bytes.
 	assert.EqualValues(t, 1024, l["kv_cells"])
 	assert.EqualValues(t, 1024*2*256*2, l["kv"])
-	// Compute, n_ubatch 512: mask 1024·512·4 = 2 MiB, KQ 1024·512·4·4 =
-	// 8 MiB, 3 × 256·512·4 = 1.5 MiB: 11.5 MiB.
-	assert.EqualValues(t, 11.5*(1<<20), l["compute"])
+	// Compute, n_ubatch 512, as ggml-alloc places it: the inputs (mask
+	// 1024·512·4 = 2 MiB, v_idxs 512·128·8 = 0.5 MiB, positions, k_idxs
+	// and out_ids 8 KiB), then KQ 1024·512·4·4 = 8 MiB above four
+	// 256·512·4 tensors (2 MiB): 13,115,392.
+	assert.EqualValues(t, 13_115_392, l["compute"])
 	assert.EqualValues(t, 3, l["layers_offloaded"])
 
 	// -ngl 2: the output layer and layer 1; -ctk q8_0; flash attention.
