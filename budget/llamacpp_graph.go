@@ -58,6 +58,10 @@ const llamaGraphMaxNodes = 448
 // the last.
 const llamaGraphLayers = 4
 
+// llamaGraphMaxTensor bounds one tensor (4 PiB), so that the offsets of
+// all of them stay far from overflowing; a larger one is an overflow.
+const llamaGraphMaxTensor = 1 << 52
+
 // llamaGraphAlign is the compute buffer's alignment: 32 bytes on the CPU
 // (TENSOR_ALIGNMENT), 128 on CUDA; a few bytes per tensor either way.
 const llamaGraphAlign = 128
@@ -81,7 +85,7 @@ type ggraph struct {
 }
 
 func (g *ggraph) add(size int64, inplace bool, srcs ...int16) int16 {
-	if g.n == llamaGraphMaxNodes || size < 0 {
+	if g.n == llamaGraphMaxNodes || size < 0 || size > llamaGraphMaxTensor {
 		g.err = true
 		return -1
 	}

@@ -60,3 +60,16 @@ func TestLlamaGraphAllocator(t *testing.T) {
 	assert.Equal(t, int64(1280+2048), a.max)
 	assert.Equal(t, int64(1024), a.alloc(100), "the freed 256 bytes at 1024, merged with nothing")
 }
+
+// TestLlamaGraphOverflow: a graph whose tensors pass 4 PiB is an
+// overflow, not a wrapped size.
+func TestLlamaGraphOverflow(t *testing.T) {
+	g := llamaGraph{embd: 1 << 20, qDim: 1 << 20, kv: 1 << 20, ff: 1 << 22, vocab: 1 << 22, heads: 1 << 10,
+		nKV: 1 << 40, ub: 1 << 20, layers: 2, output: true}
+	_, ok := g.peak()
+	assert.False(t, ok)
+	g = llamaGraph{embd: 512, qDim: 512, kv: 128, ff: 1024, vocab: 2048, heads: 8, nKV: 1024, ub: 512, layers: 1, output: true}
+	p, ok := g.peak()
+	assert.True(t, ok)
+	assert.Positive(t, p)
+}
