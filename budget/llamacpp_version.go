@@ -36,9 +36,11 @@ const (
 	// cache slots: PR #4309's merge (2023-12-07).
 	LlamaCppKVSlotsUntil LlamaCppVersion = 20231207
 	// LlamaCppOutputFirstFrom is the first build day taken to offload the
-	// output layer first: PR #18148, opened 2025-12-17 and merged within
-	// the week; a build of 2025-12-17 to 2025-12-23 is ambiguous, so
-	// ParseLlamaCppVersion refuses those days.
+	// output layer first: PR #18148 was opened on 2025-12-17; its merge
+	// day is not recorded here, so the week from its opening is refused as
+	// ambiguous (ParseLlamaCppVersion) and later builds are taken to have
+	// it (a build of March 2026 prints "offloading output layer" first,
+	// one of May 2025 does not: testdata/enginelogs).
 	LlamaCppOutputFirstFrom LlamaCppVersion = 20251224
 )
 
