@@ -73,3 +73,16 @@ func TestLlamaGraphOverflow(t *testing.T) {
 	assert.True(t, ok)
 	assert.Positive(t, p)
 }
+
+// BenchmarkLlamaCppCompute: one replay of Llama-3-8B's worst-case graph
+// (four layers and the output), allocation-free.
+func BenchmarkLlamaCppCompute(b *testing.B) {
+	g := llamaGraph{embd: 4096, qDim: 4096, kv: 1024, ff: 14336, vocab: 128256, heads: 32,
+		nKV: 8192, ub: 512, flash: true, layers: 32, output: true, idx: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := g.peak(); !ok {
+			b.Fatal("overflow")
+		}
+	}
+}
