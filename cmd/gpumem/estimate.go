@@ -78,11 +78,12 @@ type vllmFlags struct {
 	tensorParallel int     // --tensor-parallel-size; 0: 1
 	cudaGraphMem   string  // --cuda-graph-memory: vLLM's "Estimated CUDA graph memory"
 	enforceEager   bool    // --enforce-eager
+	v0             bool    // --vllm-v0
 }
 
 // vllmFlagNames are the flags that only a vLLM job takes.
 var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size",
-	"cuda-graph-memory", "enforce-eager"}
+	"cuda-graph-memory", "enforce-eager", "vllm-v0"}
 
 func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
@@ -93,6 +94,7 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
 	fs.StringVar(&v.cudaGraphMem, "cuda-graph-memory", "", "with --runtime vllm: vLLM's \"Estimated CUDA graph memory\" from a log of the same model and settings (v0.21+ subtract it from the KV cache), e.g. 1.58GiB")
 	fs.BoolVar(&v.enforceEager, "enforce-eager", false, "with --runtime vllm: vLLM's --enforce-eager, no CUDA graphs")
+	fs.BoolVar(&v.v0, "vllm-v0", false, "with --runtime vllm: the V0 engine (VLLM_USE_V1=0, the default before 0.8): its profile run sorts the sampler's logits for top-k/top-p (a larger activation peak) and only the driver rank samples")
 	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
@@ -120,6 +122,9 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.enforceEager {
 		given["enforce-eager"] = "true"
+	}
+	if v.v0 {
+		given["vllm-v0"] = "true"
 	}
 	if j.Runtime == budget.SGLang {
 		// SGLang names these two as vLLM does; the others are vLLM's.
@@ -174,7 +179,7 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 		}
 		o.CUDAGraphMemory = b
 	}
-	o.EnforceEager = v.enforceEager
+	o.EnforceEager, o.V0 = v.enforceEager, v.v0
 	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
 	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
 	switch v.kvCacheDType {
@@ -202,11 +207,12 @@ type llamaFlags struct {
 	tensorSplit    string // --tensor-split: comma-separated shares
 	mainGPU        int    // --main-gpu
 	noMmap         bool   // --no-mmap
+	version        string // --llamacpp-version: the build's date (budget.ParseLlamaCppVersion)
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
-	"split-mode", "tensor-split", "main-gpu", "no-mmap"}
+	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -220,6 +226,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
 	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
+	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots (default current: the output layer first)")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -274,6 +281,9 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.noMmap {
 		given["no-mmap"] = "true"
 	}
+	if l.version != "" {
+		given["llamacpp-version"] = l.version
+	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
 			if v, ok := given[name]; ok {
@@ -303,6 +313,13 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 		}
 	}
 	o.Context, o.Parallel, o.UBatch, o.FlashAttention = l.ctxSize, l.parallel, l.ubatch, l.flashAttn
+	if l.version != "" {
+		v, err := budget.ParseLlamaCppVersion("--llamacpp-version", l.version)
+		if err != nil {
+			return "llamacpp-version", fmt.Errorf("%w: %w", errUsage, err)
+		}
+		o.Version = v
+	}
 	for _, c := range []struct {
 		name, v string
 		dst     *gpumem.DType

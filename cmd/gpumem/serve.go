@@ -611,10 +611,13 @@ type estimateRequest struct {
 	// --tensor-split (one share per GPU: their count is the GPUs) and
 	// --main-gpu.
 	// NoMmap is llama.cpp's --no-mmap.
-	NoMmap      bool      `json:"no_mmap"`
-	SplitMode   string    `json:"split_mode"`
-	TensorSplit []float64 `json:"tensor_split"`
-	MainGPU     int       `json:"main_gpu"`
+	NoMmap bool `json:"no_mmap"`
+	// LlamaCppVersion is --llamacpp-version: the llama.cpp build's date,
+	// YYYY-MM-DD or YYYY-MM, which sets how n_gpu_layers places the layers.
+	LlamaCppVersion string    `json:"llamacpp_version"`
+	SplitMode       string    `json:"split_mode"`
+	TensorSplit     []float64 `json:"tensor_split"`
+	MainGPU         int       `json:"main_gpu"`
 
 	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
 	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
@@ -628,9 +631,10 @@ type estimateRequest struct {
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
 	// CUDAGraphMemory and EnforceEager are vLLM's --cuda-graph-memory
-	// (a size, "1.58GiB") and --enforce-eager.
+	// (a size, "1.58GiB") and --enforce-eager; VLLMV0 is --vllm-v0.
 	CUDAGraphMemory string `json:"cuda_graph_memory"`
 	EnforceEager    bool   `json:"enforce_eager"`
+	VLLMV0          bool   `json:"vllm_v0"`
 
 	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
 	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
@@ -810,6 +814,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
 	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
+	jf.llama.version = req.LlamaCppVersion
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {
 			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
@@ -823,7 +828,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
 		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
-		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager}
+		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager, v0: req.VLLMV0}
 	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
 		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
