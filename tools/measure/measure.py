@@ -619,6 +619,27 @@ def validate():
                      "expected_end": pb + 2 * pb + 2 * 4, "measured_end": ph["after"]["start"],
                      "step_peak": ph["step"]["peak"],
                      "how": "Linear(256,128) after one AdamW step and zero_grad(set_to_none): params, exp_avg, exp_avg_sq, 2 step scalars"})
+    # 5. Kernel choices that differ from CUDA's, read from the profiler's op names and output
+    #    dtypes (facts for the README's CPU-to-CUDA notes, not figures to match).
+    q = torch.randn(2, 4, 64, 32, requires_grad=True)
+    mask = torch.zeros(2, 1, 64, 64)
+    for name, kw in (("plain", {}), ("causal", {"is_causal": True}), ("mask", {"attn_mask": mask}),
+                     ("dropout", {"dropout_p": 0.1}), ("mask-dropout", {"attn_mask": mask, "dropout_p": 0.1})):
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, **kw)
+        ops = sorted({e.name for e in p.events() if e.name.startswith("aten::_scaled_dot_product")})
+        rows.append({"case": "sdpa-kernel-" + name, "kernel": ops,
+                     "how": "F.scaled_dot_product_attention on CPU fp32 (2,4,64,32), requires_grad: the aten op it dispatches to"})
+    x = torch.randn(8, 64, dtype=torch.bfloat16)
+    w = torch.randn(64, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = {"linear": torch.nn.functional.linear(x.float(), w).dtype,
+               "layer_norm": torch.nn.functional.layer_norm(x, (64,)).dtype,
+               "softmax": torch.softmax(x, -1).dtype,
+               "log_softmax": torch.log_softmax(x, -1).dtype,
+               "cross_entropy": torch.nn.functional.cross_entropy(x, torch.zeros(8, dtype=torch.long)).dtype}
+    rows.append({"case": "autocast-cpu-dtypes", "dtypes": {k: str(v) for k, v in out.items()},
+                 "how": "torch.autocast('cpu', bfloat16): the dtype each op returns for a bf16 input (fp32 for linear)"})
     for r in rows:
         r["ok"] = all(r["expected_" + k] == r["measured_" + k] for k in ("peak", "end") if "expected_" + k in r)
         r["torch"] = torch.__version__
