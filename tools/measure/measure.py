@@ -330,9 +330,16 @@ class Marks:
         self.handle = ops._record_function_enter_new(PHASE + name, None) if name else None
 
 
-def curve(prof):
+# The aten ops that implement scaled_dot_product_attention, which a row
+# records by name: which kernel the CPU ran (flash or math) decides what the
+# attention holds.
+SDPA_OPS = ("aten::_scaled_dot_product", "aten::_efficient_attention", "aten::_flash_attention")
+
+
+def curve(prof, kernels=None):
     """The memory events and phase marks of a profile: [(t_ns, seq, delta)]
-    and [(t_ns, name)], both in time order."""
+    and [(t_ns, name)], both in time order. With a set `kernels`, adds the
+    names of the SDPA ops the profile ran."""
     mem, marks = [], []
     for i, e in enumerate(prof.profiler.kineto_results.events()):
         name = e.name()
@@ -341,6 +348,8 @@ def curve(prof):
                 mem.append((e.start_ns(), i, e.nbytes()))
         elif name.startswith(PHASE):
             marks.append((e.start_ns(), name[len(PHASE):]))
+        elif kernels is not None and name.startswith(SDPA_OPS):
+            kernels.add(name)
     mem.sort()
     marks.sort()
     return mem, marks
@@ -405,7 +414,9 @@ def run_job(torch, transformers, job):
         gc.collect()
         marks.mark("freed")
         marks.mark(None)
-    mem, mk = curve(prof)
+    kernels = set()
+    mem, mk = curve(prof, kernels)
+    info["sdpa_kernels"] = sorted(kernels)
     phases, end = phase_peaks(mem, mk)
     return phases, info
 
