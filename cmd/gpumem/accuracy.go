@@ -255,7 +255,9 @@ type caseJSON struct {
 	Estimated int64   `json:"estimated"`
 	Error     float64 `json:"error"`
 	Phase     string  `json:"phase"`
-	Exempt    string  `json:"exempt,omitempty"`
+	// MeasuredPhase is the phase a CPU row peaked in.
+	MeasuredPhase string `json:"measured_phase,omitempty"`
+	Exempt        string `json:"exempt,omitempty"`
 }
 
 type oomJSON struct {
@@ -290,7 +292,7 @@ func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group,
 	}
 	for _, c := range set.Cases {
 		v.Cases = append(v.Cases, caseJSON{c.Source, c.ID, c.Family, c.GPU, c.Label, int64(c.Measured), int64(c.Predicted),
-			round(c.Err()), c.Phase, c.Exempt})
+			round(c.Err()), c.Phase, c.MeasuredPhase, c.Exempt})
 	}
 	for _, o := range set.OOMs {
 		v.OOMs = append(v.OOMs, oomJSON{o.ID, o.GPU, int64(o.Capacity), int64(o.Need), o.Fits, o.Phase})
