@@ -634,13 +634,16 @@ def validate():
     #    dtypes (facts for the README's CPU-to-CUDA notes, not figures to match).
     q = torch.randn(2, 4, 64, 32, requires_grad=True)
     mask = torch.zeros(2, 1, 64, 64)
+    kv = torch.randn(2, 1, 64, 32, requires_grad=True)
     for name, kw in (("plain", {}), ("causal", {"is_causal": True}), ("mask", {"attn_mask": mask}),
-                     ("dropout", {"dropout_p": 0.1}), ("mask-dropout", {"attn_mask": mask, "dropout_p": 0.1})):
+                     ("dropout", {"dropout_p": 0.1}), ("mask-dropout", {"attn_mask": mask, "dropout_p": 0.1}),
+                     ("gqa-causal", {"is_causal": True, "enable_gqa": True})):
+        k = kv if kw.get("enable_gqa") else q
         with profile(activities=[ProfilerActivity.CPU]) as p:
-            torch.nn.functional.scaled_dot_product_attention(q, q, q, **kw)
+            torch.nn.functional.scaled_dot_product_attention(q, k, k, **kw)
         ops = sorted({e.name for e in p.events() if e.name.startswith("aten::_scaled_dot_product")})
         rows.append({"case": "sdpa-kernel-" + name, "kernel": ops,
-                     "how": "F.scaled_dot_product_attention on CPU fp32 (2,4,64,32), requires_grad: the aten op it dispatches to"})
+                     "how": "F.scaled_dot_product_attention on CPU fp32, q (2,4,64,32) (k, v (2,1,64,32) with enable_gqa), requires_grad: the aten op it dispatches to"})
     x = torch.randn(8, 64, dtype=torch.bfloat16)
     w = torch.randn(64, 64)
     with torch.autocast("cpu", dtype=torch.bfloat16):
