@@ -387,10 +387,9 @@ def run_job(torch, transformers, job):
         marks = Marks(torch)
         marks.mark("build")
         model = build_model(torch, transformers, job)
-        seen = {}
-        for p in model.parameters():
-            seen[id(p)] = p
-        params = list(seen.values())
+        # Unique parameters (tied ones once); a comprehension, so that no loop
+        # variable keeps one alive after the case deletes the model.
+        params = list({id(p): p for p in model.parameters()}.values())
         info["param_bytes"] = storage_bytes(params)
         info["buffer_bytes"] = storage_bytes(list(model.buffers()))
         info["params"] = sum(p.numel() for p in params)
@@ -410,7 +409,7 @@ def run_job(torch, transformers, job):
         # block it tracked outlives it (see run_cases); what the level does
         # not return to zero from is kept by a library cache.
         marks.mark("done")
-        del model, x, labels, params, seen
+        del model, x, labels, params
         gc.collect()
         marks.mark("freed")
         marks.mark(None)

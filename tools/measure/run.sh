@@ -40,7 +40,10 @@ if [ ! -d "$OPT/transformers-src/src/transformers" ] || ! cmp -s "$SRC/COMMIT" "
 	cp -a "$SRC" "$OPT/transformers-src"
 fi
 
+# The repository commit the rows were measured with; "+dirty" when tools/measure
+# differs from it.
 COMMIT=$(git -C "$ROOT" rev-parse HEAD)
+[ -z "$(git -C "$ROOT" status --porcelain -- tools/measure)" ] || COMMIT="$COMMIT+dirty"
 inchroot() {
 	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
 		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
