@@ -67,6 +67,8 @@ type CPURow struct {
 		ParamPlusBufferBytes  int64 `json:"param_plus_buffer_bytes"`
 		AfterInputs           int64 `json:"after_inputs"`
 		ParamBufferInputBytes int64 `json:"param_buffer_input_bytes"`
+		// Leftover is the level once the case freed what it made.
+		Leftover int64 `json:"leftover"`
 	} `json:"checks"`
 	File string `json:"-"`
 	Line int    `json:"-"`

@@ -48,7 +48,8 @@ func TestCPU(t *testing.T) {
 // of tools/measure (live bytes known to the byte) agrees with what it
 // expects, and in every job row the integrated level after the build and
 // after the inputs equals the storages of the parameters, buffers and
-// inputs, so the integration missed no allocation or free.
+// inputs, so the integration missed no allocation or free, and the level
+// returns to zero once the case frees what it made.
 func TestCPUMethod(t *testing.T) {
 	names, err := fs.Glob(cpuData, "validation-*.jsonl")
 	require.NoError(t, err)
@@ -84,6 +85,7 @@ func TestCPUMethod(t *testing.T) {
 		require.Equal(t, c.ParamPlusBufferBytes, c.AfterBuild, "%s: level after the build", r.ID)
 		require.Equal(t, c.ParamBufferInputBytes, c.AfterInputs, "%s: level after the inputs", r.ID)
 		require.Equal(t, r.ModelInfo.ParamBytes+r.ModelInfo.BufferBytes, c.ParamPlusBufferBytes, r.ID)
+		require.Zero(t, c.Leftover, "%s: bytes left once the case freed what it made", r.ID)
 	}
 }
 
