@@ -274,6 +274,10 @@ type Spec struct {
 	// DiT holds a diffusion transformer's conditioning sizes (cogvideox).
 	DiT DiT
 
+	// Backbone holds the stages of a hierarchical vision backbone
+	// (resnet, convnext, swin); see vision_cnn.go.
+	Backbone *Backbone
+
 	// Vision is the vision tower of a multimodal model.
 	Vision *Spec
 	// Text is the language model of a multimodal model.
@@ -378,6 +382,9 @@ func (s Spec) validateFields(path string) error {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
+	if l == layoutBackbone {
+		return s.validateBackbone(path)
+	}
 	if l == layoutMultimodal {
 		if s.Vision == nil {
 			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)

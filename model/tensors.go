@@ -32,6 +32,7 @@ const (
 	layoutCLIPText     // clip_text_model
 	layoutMultimodal   // llava, clip, gemma3
 	layoutCogVideoX    // diffusers CogVideoXTransformer3DModel
+	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
 )
 
 func layoutOf(s Spec) layout {
@@ -68,13 +69,15 @@ func layoutOf(s Spec) layout {
 		return layoutMultimodal
 	case "cogvideox":
 		return layoutCogVideoX
+	case "resnet", "convnext", "swin":
+		return layoutBackbone
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutBackbone:
 		return false
 	}
 	return true
@@ -295,6 +298,8 @@ func (s Spec) build(b *builder) {
 		s.buildMultimodal(b)
 	case layoutCogVideoX:
 		s.buildCogVideoX(b)
+	case layoutBackbone:
+		s.buildBackbone(b)
 	}
 }
 
