@@ -493,6 +493,11 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	if err != nil {
 		return Activations{}, err
 	}
+	if layoutOf(s) == layoutBackbone {
+		if err := w.checkBackbone(s); err != nil {
+			return Activations{}, err
+		}
+	}
 	if cp := w.ContextParallel; cp > 1 {
 		// Each rank holds its SeqLen/cp tokens of every tensor; the
 		// fused kernel saves the rank's q, k, v, output and log-sum-exp
@@ -506,6 +511,8 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.multimodal(&a, s, w, e)
 	case layoutT5, layoutWhisper:
 		c.encDec(&a, s, w, e)
+	case layoutBackbone:
+		c.backbone(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
 		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
 		if s.Head == HeadImageCls {
@@ -543,6 +550,9 @@ func (s Spec) checkAct(path string) error {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
+	if l == layoutBackbone {
+		return s.validateBackbone(path)
+	}
 	if l == layoutMultimodal {
 		if s.Vision == nil {
 			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)
@@ -630,7 +640,7 @@ func (w Workload) check(s Spec) (int64, error) {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
 	l := layoutOf(s)
-	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision
+	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision || l == layoutBackbone
 	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.SeqLen", w.SeqLen, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
@@ -1355,7 +1365,13 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 	rank := bl.split(w.tp())
 	sh.sp = w.sp()
 	x := c.block(&rank, sh)
-	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: sh.s,
+	return c.place(a, w, part, kind, sh.s, x, count, train)
+}
+
+// place records count blocks of one kind, each costing x, under the
+// workload's checkpointing policy (or, without train, as inference).
+func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens int64, x actCost, count int64, train bool) LayerActivations {
+	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: tokens,
 		Saved: gpumem.Bytes(x.saved), Attention: gpumem.Bytes(x.attn), Input: gpumem.Bytes(x.input),
 		Forward: gpumem.Bytes(x.fwd), Backward: gpumem.Bytes(x.bwd), FLOPs: x.flops, AttentionFLOPs: x.attnFlops}
 	if !train {
