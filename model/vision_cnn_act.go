@@ -30,8 +30,9 @@ package model
 //     the first convolution;
 //   - max_pool2d_with_indices saves its input (the stem ReLU's result)
 //     and the int64 indices, 8·N·C·H² bytes at the pooled side;
-//   - adaptive_avg_pool2d saves its input (the last block's output,
-//     already saved by its ReLU); the classifier saves the pooled N·C.
+//   - adaptive_avg_pool2d to 1×1 runs as mean over the two spatial
+//     dimensions (aten adaptive_avg_pool2d), which saves no input in
+//     torch 2.x; the classifier saves the pooled N·C.
 //
 // A bottleneck block (input Cin at side H, width m = Cout/4, output Cout
 // at side H' after the stride) saves e·N·(2·m·H² + 2·m·H'² + 2·Cout·H'²)
@@ -63,7 +64,8 @@ package model
 // relative position bias and the shifted-window mask added by ops that
 // save nothing); the output projection saves the contiguous context;
 // layernorm_after, intermediate.dense, GELU and output.dense save as
-// in ViT. Padding to a multiple of the window follows maybe_pad, and a
+// in ViT; the final LayerNorm saves its input and statistics, the
+// average pool (a mean) nothing. Padding to a multiple of the window follows maybe_pad, and a
 // stage whose side is at most the window attends over the whole map
 // without shift (set_shift_and_window_size). Patch merging saves the
 // concatenated 4C map (LayerNorm input, 8 bytes per position) and the
@@ -206,17 +208,24 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 			// Mean pooling saves nothing; LayerNorm saves the pooled N·C.
 			a.FinalNorm = gpumem.Bytes(c.a(c.m(e, N, C), c.m(8, N)))
 		case "swin":
-			// swin.layernorm (input, statistics) and the 1-D adaptive
-			// average pool's input, the LayerNorm output.
-			a.FinalNorm = gpumem.Bytes(c.a(c.m(2, e, N, C, h, h), c.m(8, N, h, h)))
+			// swin.layernorm (input, statistics); the average pool to
+			// one position is a mean, which saves no input.
+			a.FinalNorm = gpumem.Bytes(c.a(c.m(e, N, C, h, h), c.m(8, N, h, h)))
 		}
 	}
 	if s.Head == HeadImageCls {
-		// The classifier's input is the pooled N·C (ResNet), or the final
-		// LayerNorm's output; taskHead counts it once.
-		sh := s
-		sh.Hidden = C
-		c.taskHead(a, sh, w, HeadImageCls, e, N, N, false)
+		// The classifier saves its input, the pooled N·C (ResNet) or the
+		// final LayerNorm's output; CrossEntropyLoss on the logits as
+		// they are (the classes' own loss, no upcast): log_softmax saves
+		// its N·L result, nll_loss the labels and its 0-dim total_weight
+		// in the logits' dtype.
+		L := s.labels()
+		a.Logits = gpumem.Bytes(c.m(e, N, L))
+		if train {
+			a.Head = gpumem.Bytes(c.a(c.m(e, N, C), c.m(e, N, L), e))
+			a.TokenIDs = gpumem.Bytes(c.m(8, N))
+			a.LossGrad = gpumem.Bytes(c.m(2, e, N, L))
+		}
 	}
 	c.finish(a, w)
 	if !train {
