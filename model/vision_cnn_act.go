@@ -90,7 +90,9 @@ package model
 // (tools/oracle/activations.py, the "resnet", "convnext" and "swin"
 // cases of testdata/oracle/activations.json; TestBackboneOracle).
 //
-// Not modelled: FLOPs (recompute fractions are 0), tensor, sequence and
+// FLOPs count the convolutions' and linear layers' multiply-adds (2 each)
+// and Swin's two attention products; norms, activations and pooling are
+// left out. Not modelled: tensor, sequence and
 // context parallelism (refused), dropout inside Swin (its configs' 0).
 
 import (
@@ -188,6 +190,7 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 				down := c.a(c.cfNorm(e, N, in, h), c.m(e, N, in, h, h))
 				first.saved = c.a(first.saved, down)
 				first.input = c.m(e, N, in, h, h)
+				first.flops = c.a(first.flops, c.m(2, N, 4, in, out, h2, h2))
 				first.noGrad = actMax(first.noGrad, c.m(3, e, N, in, h, h))
 				c.place(a, w, "", kind+".first", h2*h2, first, 1, train)
 				if d > 1 {
@@ -202,6 +205,24 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 		in, h = out, h2
 	}
 	C := bb.Widths[len(bb.Widths)-1]
+	// Forward FLOPs (2 per multiply-add of the convolutions and linear
+	// layers): the stem and classifier, then the blocks.
+	var flops int64
+	switch s.Family {
+	case "resnet":
+		h1 := convOut(s.Image.Size, 7, 2, 3)
+		flops = c.m(2, N, bb.Stem, s.Image.Channels, 49, h1, h1)
+	default:
+		P := s.Image.Patch
+		flops = c.m(2, N, bb.Stem, s.Image.Channels, P, P, stem, stem)
+	}
+	if s.Head == HeadImageCls {
+		flops = c.a(flops, c.m(2, N, C, s.labels()))
+	}
+	for _, l := range c.layers() {
+		flops = c.a(flops, c.m(l.FLOPs, l.Count))
+	}
+	a.FLOPs = flops
 	if train {
 		switch s.Family {
 		case "convnext":
@@ -254,6 +275,7 @@ func (c *actCalc) resnetBlock(s Spec, e, N, cin, cout, h, h2 int64, withInput bo
 		a1 := c.m(e, N, m, h, h)   // conv1 output at the input side
 		a2 := c.m(e, N, m, h2, h2) // conv2 output after the stride
 		x2.saved = c.a(c.m(2, a1), c.m(2, a2), c.m(2, o), c.m(8, c.a(m, m, cout)))
+		x2.flops = c.m(2, N, c.a(c.m(cin, m, h, h), c.m(9, m, m, h2, h2), c.m(m, cout, h2, h2)))
 		// Inference: the block input (the identity) and the largest
 		// adjacent pair of maps, the shortcut's pair beside the main
 		// branch's output.
@@ -261,11 +283,13 @@ func (c *actCalc) resnetBlock(s Spec, e, N, cin, cout, h, h2 int64, withInput bo
 		x2.bwd = c.a(x, c.m(2, actMax(a1, o)))
 	} else {
 		x2.saved = c.a(c.m(4, o), c.m(16, cout))
+		x2.flops = c.m(2, N, 9, c.a(c.m(cin, cout, h2, h2), c.m(cout, cout, h2, h2)))
 		x2.noGrad = c.a(x, c.m(2, o))
 		x2.bwd = c.a(x, c.m(2, o))
 	}
 	if shortcut {
 		x2.saved = c.a(x2.saved, o, c.m(8, cout))
+		x2.flops = c.a(x2.flops, c.m(2, N, cin, cout, h2, h2))
 		x2.noGrad = actMax(x2.noGrad, c.a(x, c.m(3, o)))
 	}
 	if withInput {
@@ -290,6 +314,7 @@ func (c *actCalc) convnextBlock(s Spec, w Workload, e, N, C, h int64) actCost {
 		r.saved = c.a(r.saved, c.m(e, N))
 	}
 	r.input = x
+	r.flops = c.m(2, T, c.a(c.m(49, C), c.m(8, C, C)))
 	r.noGrad = c.m(9, x) // the input, pwconv1's output and GELU's
 	r.bwd = c.m(9, x)    // GELU's two 4C gradients and the input's
 	return r
@@ -320,6 +345,8 @@ func (c *actCalc) swinStage(a *Activations, s Spec, w Workload, e, N int64, i in
 		}
 		b.attn = attn
 		b.input = x
+		b.attnFlops = c.m(4, Tw, win, win, C) // q·kᵀ and p·v
+		b.flops = c.a(c.m(2, T, C, C, 4+2*r), b.attnFlops)
 		// Forward transients beside the saved tensors: the q/k/v
 		// projections' outputs (held by the attention's locals) and the
 		// scaled and biased scores before softmax.
@@ -336,6 +363,7 @@ func (c *actCalc) swinStage(a *Activations, s Spec, w Workload, e, N int64, i in
 		var m actCost
 		m.saved = c.a(c.m(2, e, T2, 4*C), c.m(8, T2))
 		m.input = x
+		m.flops = c.m(2, T2, 4*C, 2*C)
 		m.noGrad = c.a(x, c.m(2, e, T2, 4*C))
 		m.bwd = c.m(2, e, T2, 4*C)
 		c.place(a, w, "", kind+".merge", h2*h2, m, 1, w.Train)

@@ -239,3 +239,22 @@ func TestBackboneScaling(t *testing.T) {
 	require.Zero(t, inf.LayersTotal())
 	require.Less(t, float64(inf.Peak()), 0.2*float64(a32.Peak()))
 }
+
+// TestBackboneFLOPs checks the forward multiply-adds at 224 px against
+// torchvision's weights metadata ("_ops", GFLOPS counted as
+// multiply-adds: ResNet-50 4.089, ResNet-18 1.814, ConvNeXt-T 4.456,
+// Swin-T 4.491): equal to the published three decimals.
+func TestBackboneFLOPs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		gops float64
+	}{{"resnet50", 4.089}, {"resnet18", 1.814}, {"convnext_tiny", 4.456}, {"swin_t", 4.491}} {
+		s, _ := model.Lookup(c.name)
+		a, err := s.Activations(model.Workload{Batch: 1, Train: true, DType: gpumem.FP32})
+		require.NoError(t, err)
+		got := float64(a.FLOPs) / 2 / 1e9
+		t.Logf("%s: %.3f GMAC (torchvision %.3f)", c.name, got, c.gops)
+		require.InDelta(t, c.gops, got, 0.0005, c.name)
+	}
+}
