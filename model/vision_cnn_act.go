@@ -99,6 +99,18 @@ import (
 	"github.com/gpumem/gpumem"
 )
 
+// stageKinds names each stage's LayerActivations.Kind: its blocks
+// ("stage1"), its first block when that differs ("stage1.first") and
+// Swin's patch merging after it ("stage1.merge"); constants, so that
+// Estimate allocates nothing for them.
+var stageKinds = func() (k [16][3]string) {
+	for i := range k {
+		n := "stage" + itoa(int64(i+1))
+		k[i] = [3]string{n, n + ".first", n + ".merge"}
+	}
+	return k
+}()
+
 // backboneSides returns the feature-map side after the stem and the
 // side after each stage.
 func (s Spec) backboneSides() (stem int64, sides [16]int64) {
@@ -172,11 +184,10 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 	for i, out := range bb.Widths {
 		d := bb.Depths[i]
 		h2 := sides[i]
-		kind := "stage" + itoa(int64(i+1))
+		kind, first, merge := stageKinds[i][0], stageKinds[i][1], stageKinds[i][2]
 		switch s.Family {
 		case "resnet":
-			first := c.resnetBlock(s, e, N, in, out, h, h2, i == 0)
-			c.place(a, w, "", kind+".first", h2*h2, first, 1, train)
+			c.place(a, w, "", first, h2*h2, c.resnetBlock(s, e, N, in, out, h, h2, i == 0), 1, train)
 			if d > 1 {
 				rest := c.resnetBlock(s, e, N, out, out, h2, h2, false)
 				c.place(a, w, "", kind, h2*h2, rest, d-1, train)
@@ -186,13 +197,13 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 				// The downsampling layer (channels-first LayerNorm and
 				// the 2×2 convolution's input) opens the stage's first
 				// block.
-				first := c.convnextBlock(s, w, e, N, out, h2)
+				b0 := c.convnextBlock(s, w, e, N, out, h2)
 				down := c.a(c.cfNorm(e, N, in, h), c.m(e, N, in, h, h))
-				first.saved = c.a(first.saved, down)
-				first.input = c.m(e, N, in, h, h)
-				first.flops = c.a(first.flops, c.m(2, N, 4, in, out, h2, h2))
-				first.noGrad = actMax(first.noGrad, c.m(3, e, N, in, h, h))
-				c.place(a, w, "", kind+".first", h2*h2, first, 1, train)
+				b0.saved = c.a(b0.saved, down)
+				b0.input = c.m(e, N, in, h, h)
+				b0.flops = c.a(b0.flops, c.m(2, N, 4, in, out, h2, h2))
+				b0.noGrad = actMax(b0.noGrad, c.m(3, e, N, in, h, h))
+				c.place(a, w, "", first, h2*h2, b0, 1, train)
 				if d > 1 {
 					c.place(a, w, "", kind, h2*h2, c.convnextBlock(s, w, e, N, out, h2), d-1, train)
 				}
@@ -200,7 +211,7 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 				c.place(a, w, "", kind, h2*h2, c.convnextBlock(s, w, e, N, out, h2), d, train)
 			}
 		case "swin":
-			c.swinStage(a, s, w, e, N, i, h2, kind)
+			c.swinStage(a, s, w, e, N, i, h2, kind, merge)
 		}
 		in, h = out, h2
 	}
@@ -322,7 +333,7 @@ func (c *actCalc) convnextBlock(s Spec, w Workload, e, N, C, h int64) actCost {
 
 // swinStage places the blocks of Swin stage i (side h) and the patch
 // merging after it.
-func (c *actCalc) swinStage(a *Activations, s Spec, w Workload, e, N int64, i int, h int64, kind string) {
+func (c *actCalc) swinStage(a *Activations, s Spec, w Workload, e, N int64, i int, h int64, kind, merge string) {
 	bb := s.Backbone
 	C, heads, r := bb.Widths[i], bb.Heads[i], bb.MLPRatio
 	win, shift := bb.Window, bb.Window/2
@@ -366,7 +377,7 @@ func (c *actCalc) swinStage(a *Activations, s Spec, w Workload, e, N int64, i in
 		m.flops = c.m(2, T2, 4*C, 2*C)
 		m.noGrad = c.a(x, c.m(2, e, T2, 4*C))
 		m.bwd = c.m(2, e, T2, 4*C)
-		c.place(a, w, "", kind+".merge", h2*h2, m, 1, w.Train)
+		c.place(a, w, "", merge, h2*h2, m, 1, w.Train)
 	}
 }
 
