@@ -357,7 +357,17 @@ func (s Spec) buildBackbone(b *builder) {
 		b.bn(p0+"embedder.embedder.normalization", bb.Stem)
 		in := bb.Stem
 		for i, out := range bb.Widths {
-			for j := int64(0); j < bb.Depths[i]; j++ {
+			// The stage's first block (its input width and stride) and
+			// the others, identical: folded by stack.
+			class := firstLayer
+			if in == out && !(i > 0 || bb.DownsampleFirst) {
+				class = nil // no shortcut: the first block is like the others
+			}
+			b.stack(bb.Depths[i], class, func(j int64) {
+				in := in
+				if j > 0 {
+					in = out
+				}
 				p := p0 + "encoder.stages." + itoa(int64(i)) + ".layers." + itoa(j) + "."
 				stride := j == 0 && (i > 0 || bb.DownsampleFirst)
 				if j == 0 && (in != out || stride) {
@@ -378,8 +388,8 @@ func (s Spec) buildBackbone(b *builder) {
 					b.addP(p, "layer.1.convolution.weight", out, out, 3, 3)
 					b.bn(p+"layer.1.normalization", out)
 				}
-				in = out
-			}
+			})
+			in = out
 		}
 		if cls {
 			b.linear("classifier.1", s.labels(), in, true)
@@ -398,7 +408,7 @@ func (s Spec) buildBackbone(b *builder) {
 				b.addP(p, "downsampling_layer.1.weight", out, in, 2, 2)
 				b.addP(p, "downsampling_layer.1.bias", out)
 			}
-			for j := int64(0); j < bb.Depths[i]; j++ {
+			b.stack(bb.Depths[i], nil, func(j int64) {
 				q := p + "layers." + itoa(j) + "."
 				b.addP(q, "dwconv.weight", out, 1, 7, 7)
 				b.addP(q, "dwconv.bias", out)
@@ -408,7 +418,7 @@ func (s Spec) buildBackbone(b *builder) {
 				if bb.LayerScale {
 					b.addP(q, "layer_scale_parameter", out)
 				}
-			}
+			})
 			in = out
 		}
 		b.normP(p0, "layernorm", in, LayerNorm)
@@ -428,7 +438,7 @@ func (s Spec) buildBackbone(b *builder) {
 		rel := (2*bb.Window - 1) * (2*bb.Window - 1)
 		for i, d := range bb.Widths {
 			p := p0 + "encoder.layers." + itoa(int64(i)) + "."
-			for j := int64(0); j < bb.Depths[i]; j++ {
+			b.stack(bb.Depths[i], nil, func(j int64) {
 				q := p + "blocks." + itoa(j) + "."
 				b.normP(q, "layernorm_before", d, LayerNorm)
 				b.addP(q, "attention.self.relative_position_bias_table", rel, bb.Heads[i])
@@ -439,7 +449,7 @@ func (s Spec) buildBackbone(b *builder) {
 				b.normP(q, "layernorm_after", d, LayerNorm)
 				b.linearP(q, "intermediate.dense", bb.MLPRatio*d, d, true)
 				b.linearP(q, "output.dense", d, bb.MLPRatio*d, true)
-			}
+			})
 			if i < len(bb.Widths)-1 {
 				b.addP(p, "downsample.reduction.weight", 2*d, 4*d)
 				b.normP(p, "downsample.norm", 4*d, LayerNorm)
