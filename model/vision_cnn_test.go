@@ -258,3 +258,34 @@ func TestBackboneFLOPs(t *testing.T) {
 		require.InDelta(t, c.gops, got, 0.0005, c.name)
 	}
 }
+
+// FuzzBackboneActivations: any backbone config that reads, at any image
+// size and batch, gives activations or a field error, never a panic or a
+// negative figure.
+func FuzzBackboneActivations(f *testing.F) {
+	for _, name := range []string{"resnet-50", "resnet-18", "convnext-tiny-224", "swin-tiny-patch4-window7-224"} {
+		data, err := os.ReadFile("configs/" + name + ".json")
+		require.NoError(f, err)
+		f.Add(data, int64(224), int64(64), true)
+	}
+	f.Add([]byte(`{"model_type":"swin","embed_dim":8,"depths":[1,1,1,1,1,1],"num_heads":[1,1,1,1,1,1],"window_size":1000}`), int64(65536), int64(1<<40), true)
+	f.Add([]byte(`{"model_type":"resnet","hidden_sizes":[4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,32768,65536,131072],"depths":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}`), int64(33), int64(3), false)
+	f.Fuzz(func(t *testing.T, data []byte, size, batch int64, train bool) {
+		s, err := model.FromHFConfig(strings.NewReader(string(data)))
+		if err != nil || s.Backbone == nil {
+			return
+		}
+		s.Image.Size = size
+		a, err := s.Activations(model.Workload{Batch: batch, Train: train})
+		if err != nil {
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe)
+			return
+		}
+		require.GreaterOrEqual(t, int64(a.Peak()), int64(a.Total()))
+		require.GreaterOrEqual(t, int64(a.Total()), int64(0))
+		if train {
+			require.Positive(t, int64(a.LayersTotal()))
+		}
+	})
+}
