@@ -104,6 +104,8 @@ func catalogAlias(key string) string {
 		return "convnext-tiny-224"
 	case "swin_t", "swin-t", "swin-tiny":
 		return "swin-tiny-patch4-window7-224"
+	case "efficientnet_b0", "efficientnet-b0":
+		return "efficientnet-b0"
 	}
 	if k, ok := strings.CutSuffix(key, "-hf"); ok {
 		return k

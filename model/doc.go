@@ -30,18 +30,21 @@
 // deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
 // qwen2_5_vl, T5 encoder-only checkpoints
 // (T5EncoderModel), diffusers' CogVideoXTransformer3DModel configs, and
-// the hierarchical vision backbones resnet, convnext and swin.
+// the hierarchical vision backbones resnet, convnext, swin and
+// efficientnet.
 //
-// resnet, convnext and swin (vision_cnn.go, [Backbone] in
+// resnet, convnext, swin and efficientnet (vision_cnn.go, [Backbone] in
 // [Spec.Backbone]) are the *ForImageClassification classes of
 // transformers, whose parameters are torchvision's resnet50, resnet18,
-// convnext_tiny and swin_t; the catalog has them under those names too.
+// convnext_tiny, swin_t and efficientnet_b0; the catalog has them under
+// those names too.
 // Their activations (vision_cnn_act.go) are derived op by op as for the
 // transformer blocks: convolution inputs, BatchNorm inputs and fp32
 // statistics, ReLU results (torchvision's in-place ReLU saves the same
 // bytes as transformers' out-of-place one), max-pool int64 indices,
 // ConvNeXt's Python-op channels-first LayerNorm, Swin's window copies and
-// probabilities; [Image.Size] is the training image side. FLOPs count
+// probabilities, EfficientNet's SiLU inputs, squeeze-excite, padding
+// copies and dropout masks; [Image.Size] is the training image side. FLOPs count
 // the convolutions' and linear layers' multiply-adds, equal to
 // torchvision's published GFLOPS. Tensor, sequence and context
 // parallelism, dropout and fused attention for Swin are refused.
@@ -111,7 +114,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 65 well-known models, each stored as its
+// [Lookup] and [Catalog] give 66 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -124,21 +127,21 @@
 // which transformers does not load; GPTQ/AWQ packed layouts (their
 // quantization_config is recorded, the exact tensors come from the
 // safetensors header); model types not listed above (other diffusion transformers, VAEs,
-// UNets, EfficientNet); the vision tower of multimodal configs other than llava, clip
+// UNets); the vision tower of multimodal configs other than llava, clip
 // and gemma3. Heads and head size cannot
 // be separated from a checkpoint's shapes alone, so inventories read
 // without a config leave them zero (GGUF metadata provides them).
 //
 // # Accuracy
 //
-// Parameter counts are exact against 63 published counts of
+// Parameter counts are exact against 64 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
 // Phi-2/3, GPT-2, StarCoder, Pythia, OPT, BERT, RoBERTa, T5, FLAN-T5, mT5,
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
-// transformer and T5 encoder, ResNet-50 and -18, ConvNeXt-T, Swin-T from
-// torchvision's weights metadata), against three published PEFT LoRA
+// transformer and T5 encoder, ResNet-50 and -18, ConvNeXt-T, Swin-T,
+// EfficientNet-B0 from torchvision's weights metadata), against three published PEFT LoRA
 // trainable counts and one published MoE active count (Qwen3-30B-A3B);
 // two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand
 // in the tests from the module definitions. DeepSeek-V3's published

@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	"resnet", "convnext", "swin",
+	"resnet", "convnext", "swin", "efficientnet",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -429,7 +429,7 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		return c.llava(s)
 	case "cogvideox":
 		e.err = c.cogvideox(&s)
-	case "resnet", "convnext", "swin":
+	case "resnet", "convnext", "swin", "efficientnet":
 		e.err = c.backbone(&s)
 	case "clip", "siglip":
 		return c.clip(s)

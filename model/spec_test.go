@@ -102,6 +102,7 @@ var publishedParams = []struct {
 	{"resnet-50", 25_557_032, "torchvision resnet.py ResNet50_Weights meta \"num_params\": 25557032 (same modules as ResNetForImageClassification)"},
 	{"resnet-18", 11_689_512, "torchvision resnet.py ResNet18_Weights meta \"num_params\": 11689512"},
 	{"convnext-tiny-224", 28_589_128, "torchvision convnext.py ConvNeXt_Tiny_Weights meta \"num_params\": 28589128"},
+	{"efficientnet-b0", 5_288_548, "torchvision efficientnet.py EfficientNet_B0_Weights meta \"num_params\": 5288548"},
 	{"swin-tiny-patch4-window7-224", 28_288_354, "torchvision swin_transformer.py Swin_T_Weights meta \"num_params\": 28288354"},
 	{"vit-base-patch16-224", 86_389_248, "\"vit-base-patch16-224-in21k-finetuned-cifar10: 86389248 parameters\" (AutoModel = ViTModel with pooler)"},
 	{"vit-large-patch16-224", 304_351_232, "\"cifar100-vit-large: 304351232 parameters\" (AutoModel = ViTModel with pooler)"},

@@ -69,7 +69,7 @@ func layoutOf(s Spec) layout {
 		return layoutMultimodal
 	case "cogvideox":
 		return layoutCogVideoX
-	case "resnet", "convnext", "swin":
+	case "resnet", "convnext", "swin", "efficientnet":
 		return layoutBackbone
 	}
 	return layoutLlama

@@ -21,13 +21,22 @@ package model
 //     convolution; ConvNextLayer: 7×7 depthwise convolution, permute,
 //     LayerNorm, Linear 4×, GELU, Linear, layer scale, residual add;
 //     global mean, LayerNorm, classifier);
-//   - swin: modeling_swin.py at commit 33ed6f90b084424bd5e9fcf84615bc8cc50cc25a
+//   - swin: modeling_swin.py at commit 0004a3c206a354820edc45954e80b6657f10a7c7
 //     (patch convolution and LayerNorm; stages of SwinLayer with
 //     query/key/value/output projections, a relative position bias table
 //     of (2·window−1)² rows per head, LayerNorms and a 4× MLP; a
 //     SwinPatchMerging (LayerNorm over 4C, Linear 4C→2C without bias)
 //     after every stage but the last; final LayerNorm, mean pooling,
-//     classifier).
+//     classifier);
+//   - efficientnet: modeling_efficientnet.py at commit 03569cc9f4a87c3337cac6e33d3cbb086f5165e3
+//     (zero-padded 3×3/2 stem, BatchNorm, SiLU; EfficientNetBlock: 1×1
+//     expansion unless the ratio is 1, depthwise k×k with transformers'
+//     asymmetric padding at stride 2, squeeze-excite of
+//     max(1, in·squeeze_expansion_ratio) channels, 1×1 projection, the
+//     residual after nn.Dropout in a stage's later blocks; 1×1 top
+//     convolution to round_filters(1280); average pool, dropout,
+//     classifier), with round_filters and round_repeats applied to the
+//     config's lists; the parameters equal torchvision's efficientnet_b0.
 //
 // BatchNorm's running_mean, running_var and num_batches_tracked are
 // buffers, not parameters: they are not in the inventory (ResNet-50 has
@@ -43,7 +52,7 @@ import (
 )
 
 // Backbone describes a hierarchical vision backbone (resnet, convnext,
-// swin): its stages' widths and depths and the block design. The image
+// swin, efficientnet): its stages' widths and depths and the block design. The image
 // geometry is in [Spec.Image] (Size, Channels, and the patch size of
 // convnext and swin).
 type Backbone struct {
@@ -80,12 +89,31 @@ type Backbone struct {
 	// AbsolutePositions adds Swin's learned absolute position embeddings
 	// (use_absolute_embeddings).
 	AbsolutePositions bool
+
+	// EfficientNet's stages (efficientnet): Inputs is each stage's first
+	// block's input channels (round_filters of in_channels), Kernels the
+	// depthwise kernel sizes, Strides the first block's stride, Expand
+	// the expand ratios; Widths and Depths hold the rounded out_channels
+	// and round_repeats(num_block_repeats).
+	Inputs, Kernels, Strides, Expand []int64
+	// SERatio is squeeze_expansion_ratio: the squeeze-excite width is
+	// max(1, ⌊in·SERatio⌋) of the block's input channels.
+	SERatio float64
+	// NoAdjust lists the blocks (depthwise_padding) whose stride-2
+	// padding is symmetric.
+	NoAdjust []int64
+	// Top is the 1×1 top convolution's channels (round_filters(1280),
+	// which must equal hidden_dim).
+	Top int64
+	// HeadDropout says the classifier's input goes through dropout
+	// (dropout_rate > 0), which saves a 1-byte mask in training.
+	HeadDropout bool
 }
 
 // isBackbone reports whether family is a hierarchical backbone.
 func isBackbone(family string) bool {
 	switch family {
-	case "resnet", "convnext", "swin":
+	case "resnet", "convnext", "swin", "efficientnet":
 		return true
 	}
 	return false
@@ -204,6 +232,10 @@ func (c *config) backbone(s *Spec) error {
 			return err
 		}
 		bb.DropPath = dp > 0
+	case "efficientnet":
+		if err := c.efficientnet(s, bb); err != nil {
+			return err
+		}
 	case "swin":
 		s.Image.Patch = e.i(c.posv(4, "patch_size"))
 		bb.Stem = e.i(c.posv(96, "embed_dim"))
@@ -251,6 +283,9 @@ func (c *config) backbone(s *Spec) error {
 		return gpumem.Errorf(c.field("depths"), len(bb.Depths), gpumem.ErrInvalid, "hidden_sizes lists %d stages", len(bb.Widths))
 	}
 	s.Hidden = bb.Widths[len(bb.Widths)-1]
+	if s.Family == "efficientnet" {
+		s.Hidden = bb.Top
+	}
 	for _, d := range bb.Depths {
 		s.Layers += d
 	}
@@ -312,6 +347,31 @@ func (s Spec) validateBackbone(path string) error {
 		}
 		if s.Image.Size < s.Image.Patch<<(n-1) {
 			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrInvalid, "smaller than the %d pixels the %d stages need", s.Image.Patch<<(n-1), n)
+		}
+	}
+	if s.Family == "efficientnet" {
+		for _, l := range []struct {
+			name string
+			v    []int64
+			max  int64
+		}{{"Inputs", bb.Inputs, 1 << 24}, {"Kernels", bb.Kernels, 31}, {"Strides", bb.Strides, 2}, {"Expand", bb.Expand, 64}} {
+			if len(l.v) != n {
+				return gpumem.Errorf(path+".Backbone."+l.name, len(l.v), gpumem.ErrInvalid, "want one per stage (%d)", n)
+			}
+			for i, v := range l.v {
+				if v <= 0 || v > l.max {
+					return gpumem.Errorf(path+".Backbone."+l.name+"["+strconv.Itoa(i)+"]", v, gpumem.ErrInvalid, "must be in [1, %d]", l.max)
+				}
+			}
+		}
+		if bb.Top <= 0 || bb.Top > 1<<24 {
+			return gpumem.Errorf(path+".Backbone.Top", bb.Top, gpumem.ErrInvalid, "must be in [1, 2^24]")
+		}
+		if !(bb.SERatio > 0 && bb.SERatio <= 1) {
+			return gpumem.Errorf(path+".Backbone.SERatio", bb.SERatio, gpumem.ErrInvalid, "must be in (0, 1]")
+		}
+		if s.Image.Size < 32 {
+			return gpumem.Errorf(path+".Image.Size", s.Image.Size, gpumem.ErrInvalid, "an EfficientNet needs at least 32 pixels")
 		}
 	}
 	if s.Family == "swin" {
@@ -425,6 +485,41 @@ func (s Spec) buildBackbone(b *builder) {
 		if cls {
 			b.linear("classifier", s.labels(), in, true)
 		}
+	case "efficientnet":
+		p0 := "efficientnet."
+		b.addP(p0, "embeddings.convolution.weight", bb.Stem, s.Image.Channels, 3, 3)
+		b.bn(p0+"embeddings.batchnorm", bb.Stem)
+		k := int64(0)
+		for i, out := range bb.Widths {
+			first := k
+			b.stack(bb.Depths[i], firstLayer, func(j int64) {
+				in := bb.Inputs[i]
+				if j > 0 {
+					in = out
+				}
+				p := p0 + "encoder.blocks." + itoa(first+j) + "."
+				x := in * bb.Expand[i]
+				if bb.Expand[i] != 1 {
+					b.addP(p, "expansion.expand_conv.weight", x, in, 1, 1)
+					b.bn(p+"expansion.expand_bn", x)
+				}
+				b.addP(p, "depthwise_conv.depthwise_conv.weight", x, 1, bb.Kernels[i], bb.Kernels[i])
+				b.bn(p+"depthwise_conv.depthwise_norm", x)
+				se := bb.se(in)
+				b.addP(p, "squeeze_excite.reduce.weight", se, x, 1, 1)
+				b.addP(p, "squeeze_excite.reduce.bias", se)
+				b.addP(p, "squeeze_excite.expand.weight", x, se, 1, 1)
+				b.addP(p, "squeeze_excite.expand.bias", x)
+				b.addP(p, "projection.project_conv.weight", out, x, 1, 1)
+				b.bn(p+"projection.project_bn", out)
+			})
+			k += bb.Depths[i]
+		}
+		b.addP(p0, "encoder.top_conv.weight", bb.Top, bb.Widths[len(bb.Widths)-1], 1, 1)
+		b.bn(p0+"encoder.top_bn", bb.Top)
+		if cls {
+			b.linear("classifier", s.labels(), bb.Top, true)
+		}
 	case "swin":
 		p0 := "swin."
 		P, C := s.Image.Patch, bb.Stem
@@ -461,4 +556,137 @@ func (s Spec) buildBackbone(b *builder) {
 			b.linear("classifier", s.labels(), last, true)
 		}
 	}
+}
+
+// se is an EfficientNet block's squeeze-excite width for in input
+// channels: max(1, int(in·squeeze_expansion_ratio)).
+func (bb *Backbone) se(in int64) int64 {
+	return max(1, int64(float64(in)*bb.SERatio))
+}
+
+// roundFilters is transformers' round_filters: channels·width rounded to
+// a multiple of the divisor, not below 90% of it.
+func roundFilters(ch int64, width float64, divisor int64) int64 {
+	x := float64(ch) * width
+	d := float64(divisor)
+	n := max(divisor, int64(x+d/2)/divisor*divisor)
+	if float64(n) < 0.9*x {
+		n += divisor
+	}
+	return n
+}
+
+// efficientnet reads EfficientNetConfig (configuration_efficientnet.py;
+// its defaults are EfficientNet-B7's), with the channels and repeats
+// rounded as EfficientNetEncoder rounds them (round_filters,
+// round_repeats).
+func (c *config) efficientnet(s *Spec, bb *Backbone) error {
+	var e errs
+	s.Image.Size = e.i(c.posv(600, "image_size"))
+	width, err := c.floatv("width_coefficient", 2.0)
+	if err != nil {
+		return err
+	}
+	depth, err := c.floatv("depth_coefficient", 3.1)
+	if err != nil {
+		return err
+	}
+	if width <= 0 || width > 64 || depth <= 0 || depth > 64 {
+		return gpumem.Errorf(c.field("width_coefficient"), width, gpumem.ErrInvalid, "width and depth coefficients must be in (0, 64]")
+	}
+	div := e.i(c.posv(8, "depth_divisor"))
+	lists := []struct {
+		key string
+		def []int64
+		dst *[]int64
+	}{
+		{"in_channels", []int64{32, 16, 24, 40, 80, 112, 192}, &bb.Inputs},
+		{"out_channels", []int64{16, 24, 40, 80, 112, 192, 320}, &bb.Widths},
+		{"kernel_sizes", []int64{3, 3, 5, 3, 5, 5, 3}, &bb.Kernels},
+		{"strides", []int64{1, 2, 2, 2, 1, 2, 1}, &bb.Strides},
+		{"num_block_repeats", []int64{1, 2, 2, 3, 3, 4, 1}, &bb.Depths},
+		{"expand_ratios", []int64{1, 6, 6, 6, 6, 6, 6}, &bb.Expand},
+	}
+	for _, l := range lists {
+		v, err := c.ints(l.key, l.def)
+		if err != nil {
+			return err
+		}
+		if l.key != "in_channels" && len(v) != len(bb.Inputs) {
+			return gpumem.Errorf(c.field(l.key), len(v), gpumem.ErrInvalid, "in_channels lists %d stages", len(bb.Inputs))
+		}
+		*l.dst = v
+	}
+	for i, st := range bb.Strides {
+		if st > 2 {
+			return gpumem.Errorf(c.field("strides")+"["+strconv.Itoa(i)+"]", st, gpumem.ErrUnsupported, "strides of 1 or 2 are modelled")
+		}
+		if bb.Kernels[i]%2 == 0 {
+			return gpumem.Errorf(c.field("kernel_sizes")+"["+strconv.Itoa(i)+"]", bb.Kernels[i], gpumem.ErrInvalid, "must be odd")
+		}
+	}
+	if e.err != nil {
+		return e.err
+	}
+	for i := range bb.Inputs {
+		if bb.Inputs[i] > 1<<20 || bb.Widths[i] > 1<<20 {
+			return gpumem.Errorf(c.field("out_channels"), bb.Widths[i], gpumem.ErrRange, "channels above 2^20")
+		}
+		bb.Inputs[i] = roundFilters(bb.Inputs[i], width, div)
+		bb.Widths[i] = roundFilters(bb.Widths[i], width, div)
+		bb.Depths[i] = int64(math.Ceil(depth * float64(bb.Depths[i])))
+	}
+	bb.Stem = roundFilters(32, width, div)
+	bb.Top = roundFilters(1280, width, div)
+	if hd := e.i(c.posv(2560, "hidden_dim")); e.err == nil && hd != bb.Top {
+		return gpumem.Errorf(c.field("hidden_dim"), hd, gpumem.ErrInvalid, "top_bn's %d channels must equal top_conv's round_filters(1280) = %d", hd, bb.Top)
+	}
+	if bb.SERatio, err = c.floatv("squeeze_expansion_ratio", 0.25); err != nil {
+		return err
+	}
+	if bb.NoAdjust, err = c.intsOrEmpty("depthwise_padding"); err != nil {
+		return err
+	}
+	if act := e.s(c.str("hidden_act", "swish")); act != "swish" && act != "silu" && e.err == nil {
+		e.err = gpumem.Errorf(c.field("hidden_act"), act, gpumem.ErrUnsupported, "only swish (SiLU) is modelled")
+	}
+	if pt := e.s(c.str("pooling_type", "mean")); pt != "mean" && e.err == nil {
+		e.err = gpumem.Errorf(c.field("pooling_type"), pt, gpumem.ErrUnsupported, "only mean pooling is modelled")
+	}
+	dc, err := c.floatv("drop_connect_rate", 0.2)
+	if err != nil {
+		return err
+	}
+	bb.DropPath = dc > 0
+	dr, err := c.floatv("dropout_rate", 0.5)
+	if err != nil {
+		return err
+	}
+	bb.HeadDropout = dr > 0
+	return e.err
+}
+
+// intsOrEmpty reads a list of non-negative integers that may be empty
+// (EfficientNet's depthwise_padding).
+func (c *config) intsOrEmpty(key string) ([]int64, error) {
+	_, v, ok := c.lookup(key)
+	if !ok {
+		return nil, nil
+	}
+	l, isList := v.([]any)
+	if !isList {
+		return nil, gpumem.Errorf(c.field(key), v, gpumem.ErrSyntax, "not a list")
+	}
+	if len(l) > 1<<10 {
+		return nil, gpumem.Errorf(c.field(key), len(l), gpumem.ErrRange, "more than 1024 entries")
+	}
+	out := make([]int64, len(l))
+	for i, x := range l {
+		n, err := toInt(c.field(key)+"["+strconv.Itoa(i)+"]", x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
 }

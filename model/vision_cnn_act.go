@@ -72,6 +72,15 @@ package model
 // LayerNorm output. Drop path saves its per-sample mask (N elements)
 // when drop_path_rate > 0.
 //
+// EfficientNet (transformers modeling_efficientnet.py): see mbconv. SiLU
+// saves its input (silu_backward needs self), so each SiLU keeps the
+// BatchNorm output beside the BatchNorm input; the stem's ZeroPad2d and
+// each stride-2 depthwise convolution's padding make copies, which the
+// convolutions save; the top's average pool (an avg_pool2d of kernel
+// hidden_dim, not a mean) saves its input; training's nn.Dropout layers
+// save 1-byte masks (native_dropout), per element of a later block's
+// output and of the pooled features before the classifier.
+//
 // Inference (no graph) keeps a block's input and the largest set of maps
 // alive at one op, following the Python variables of the forward (the
 // block input stays referenced as the identity). Backward transients are
@@ -87,8 +96,9 @@ package model
 //
 // What is verified: the per-block saved bytes, the stem, the final
 // pooling and norm, and the head, against the CPU oracle
-// (tools/oracle/activations.py, the "resnet", "convnext" and "swin"
-// cases of testdata/oracle/activations.json; TestBackboneOracle).
+// (tools/oracle/backbones.py, the resnet, convnext, swin and
+// efficientnet cases of testdata/oracle/backbones.json: 18 cases, 160
+// figures, every one exact; TestBackboneOracle).
 //
 // FLOPs count the convolutions' and linear layers' multiply-adds (2 each)
 // and Swin's two attention products; norms, activations and pooling are
@@ -135,6 +145,16 @@ func (s Spec) backboneSides() (stem int64, sides [16]int64) {
 			}
 			sides[i] = h
 		}
+	case "efficientnet":
+		stem = convOut(S+1, 3, 2, 0) // ZeroPad2d((0, 1, 0, 1)), then a valid 3×3/2
+		h, k := stem, int64(0)
+		for i := range bb.Depths {
+			if bb.Strides[i] == 2 {
+				h = convOut(h+bb.dwPad(k, bb.Kernels[i]), bb.Kernels[i], 2, 0)
+			}
+			sides[i] = h
+			k += bb.Depths[i]
+		}
 	case "swin":
 		stem = (S + s.Image.Patch - 1) / s.Image.Patch
 		h := stem
@@ -156,6 +176,7 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 	stem, sides := s.backboneSides()
 	a.Tokens = 1
 	in, h := bb.Stem, stem
+	blockNo := int64(0) // EfficientNet's running block index
 	if train {
 		a.Embedding = gpumem.Bytes(c.m(e, N, s.Image.Channels, s.Image.Size, s.Image.Size)) // the stem convolution's input
 	}
@@ -169,6 +190,14 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 			// BN input, ReLU result (the max-pool's input), BN
 			// statistics, max-pool indices.
 			a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), c.m(2, e, m1), c.m(8, bb.Stem), c.m(8, N, bb.Stem, h, h)))
+		}
+	case "efficientnet":
+		m1 := c.m(N, bb.Stem, h, h)
+		stemMap = c.m(2, e, m1)
+		if train {
+			// The padded pixels (the convolution's input), BN input and
+			// statistics, SiLU's input.
+			a.Embedding = gpumem.Bytes(c.a(c.m(e, N, s.Image.Channels, s.Image.Size+1, s.Image.Size+1), c.m(2, e, m1), c.m(8, bb.Stem)))
 		}
 	case "convnext", "swin":
 		m0 := c.m(N, bb.Stem, h, h)
@@ -212,10 +241,24 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 			}
 		case "swin":
 			c.swinStage(a, s, w, e, N, i, h2, kind, merge)
+		case "efficientnet":
+			c.place(a, w, "", first, h2*h2, c.mbconv(s, e, N, bb.Inputs[i], out, i, h, h2, blockNo, false), 1, train)
+			if d > 1 {
+				c.place(a, w, "", kind, h2*h2, c.mbconv(s, e, N, out, out, i, h2, h2, blockNo+1, true), d-1, train)
+			}
+			blockNo += d
 		}
 		in, h = out, h2
 	}
 	C := bb.Widths[len(bb.Widths)-1]
+	if s.Family == "efficientnet" {
+		// top_conv saves the last block's output; top_bn its input and
+		// statistics; SiLU its input; the average pool its input.
+		if train {
+			a.FinalNorm = gpumem.Bytes(c.a(c.m(e, N, C, h, h), c.m(3, e, N, bb.Top, h, h), c.m(8, bb.Top)))
+		}
+		C = bb.Top
+	}
 	// Forward FLOPs (2 per multiply-add of the convolutions and linear
 	// layers): the stem and classifier, then the blocks.
 	var flops int64
@@ -223,6 +266,9 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 	case "resnet":
 		h1 := convOut(s.Image.Size, 7, 2, 3)
 		flops = c.m(2, N, bb.Stem, s.Image.Channels, 49, h1, h1)
+	case "efficientnet":
+		last := bb.Widths[len(bb.Widths)-1]
+		flops = c.a(c.m(2, N, bb.Stem, s.Image.Channels, 9, stem, stem), c.m(2, N, last, bb.Top, h, h))
 	default:
 		P := s.Image.Patch
 		flops = c.m(2, N, bb.Stem, s.Image.Channels, P, P, stem, stem)
@@ -255,6 +301,9 @@ func (c *actCalc) backbone(a *Activations, s Spec, w Workload, e int64) {
 		a.Logits = gpumem.Bytes(c.m(e, N, L))
 		if train {
 			a.Head = gpumem.Bytes(c.a(c.m(e, N, C), c.m(e, N, L), e))
+			if bb.HeadDropout {
+				a.Head = gpumem.Bytes(c.a(int64(a.Head), c.m(N, C))) // native_dropout's 1-byte mask
+			}
 			a.TokenIDs = gpumem.Bytes(c.m(8, N))
 			a.LossGrad = gpumem.Bytes(c.m(2, e, N, L))
 		}
@@ -403,4 +452,59 @@ func (w Workload) checkBackbone(s Spec) error {
 		return gpumem.Errorf("Workload.LogitsToKeep", w.LogitsToKeep, gpumem.ErrUnsupported, "%s has one logit row per image", s.Family)
 	}
 	return nil
+}
+
+// dwPad is the total padding EfficientNet puts around a stride-2
+// depthwise convolution of kernel k in block number blk (correct_pad:
+// k/2−1 and k/2 with adjust_padding, k/2 on both sides for the blocks
+// depthwise_padding lists).
+func (bb *Backbone) dwPad(blk, k int64) int64 {
+	for _, n := range bb.NoAdjust {
+		if n == blk {
+			return 2 * (k / 2)
+		}
+	}
+	return 2*(k/2) - 1
+}
+
+// mbconv is one EfficientNetBlock of stage i from in channels at side h
+// to out at side h2 (transformers modeling_efficientnet.py at commit
+// 03569cc9f4a87c3337cac6e33d3cbb086f5165e3): the expansion's 1×1
+// convolution saves the block input, its BatchNorm its input and
+// statistics, SiLU its input; the depthwise convolution its input (the
+// zero-padded copy at stride 2), its BatchNorm and SiLU as before; the
+// squeeze-excite's mean saves nothing, its convolutions their N·C and
+// N·se inputs, SiLU its input, sigmoid its result, the multiply the
+// depthwise SiLU's output; the projection's convolution the product, its
+// BatchNorm its input and statistics. Blocks after a stage's first add
+// the residual after nn.Dropout(drop_connect_rate·k/n), whose CUDA kernel
+// (native_dropout) saves a 1-byte mask.
+func (c *actCalc) mbconv(s Spec, e, N, in, out int64, i int, h, h2, blk int64, rest bool) actCost {
+	bb := s.Backbone
+	r, k := bb.Expand[i], bb.Kernels[i]
+	x := in * r
+	se := bb.se(in)
+	var m actCost
+	var saved, stats int64
+	if r != 1 {
+		saved = c.a(c.m(in, h, h), c.m(2, x, h, h))
+		stats = c.a(stats, x)
+	}
+	if h2 != h || (bb.Strides[i] == 2 && !rest) {
+		hp := h + bb.dwPad(blk, k)
+		saved = c.a(saved, c.m(x, hp, hp))
+	} else {
+		saved = c.a(saved, c.m(x, h, h))
+	}
+	saved = c.a(saved, c.m(4, x, h2, h2), c.m(out, h2, h2), c.m(2, c.a(x, se)))
+	stats = c.a(stats, x, out)
+	m.saved = c.a(c.m(e, N, saved), c.m(8, stats))
+	if rest && bb.DropPath {
+		m.saved = c.a(m.saved, c.m(N, out, h2, h2))
+	}
+	m.input = c.m(e, N, in, h, h)
+	m.flops = c.m(2, N, c.a(c.m(in, x, h, h)*actB2i(r != 1), c.m(x, k, k, h2, h2), c.m(2, x, se), c.m(x, out, h2, h2)))
+	m.noGrad = c.a(m.input, c.m(2, e, N, x, h, h), c.m(e, N, x, h2, h2))
+	m.bwd = c.a(m.input, c.m(2, e, N, x, h, h))
+	return m
 }

@@ -29,6 +29,7 @@ func TestBackboneParams(t *testing.T) {
 		{"resnet18", 11_689_512, 62},
 		{"convnext_tiny", 28_589_128, 182},
 		{"swin_t", 28_288_354, 221},
+		{"efficientnet_b0", 5_288_548, 213},
 	} {
 		s, ok := model.Lookup(c.name)
 		require.True(t, ok, c.name)
@@ -87,6 +88,15 @@ type backboneCase struct {
 		Batch      int64   `json:"batch"`
 		Labels     int64   `json:"labels"`
 		DType      string  `json:"dtype"`
+		// EfficientNet
+		Inputs      []int64 `json:"inputs"`
+		Kernels     []int64 `json:"kernels"`
+		Strides     []int64 `json:"strides"`
+		Expand      []int64 `json:"expand"`
+		Top         int64   `json:"top"`
+		NoAdjust    []int64 `json:"no_adjust"`
+		DropConnect float64 `json:"drop_connect"`
+		Dropout     float64 `json:"dropout"`
 	} `json:"config"`
 	Saved struct {
 		CUDA map[string]int64 `json:"cuda"`
@@ -105,7 +115,7 @@ func TestBackboneOracle(t *testing.T) {
 		Cases []backboneCase `json:"cases"`
 	}
 	require.NoError(t, json.Unmarshal(data, &f))
-	require.GreaterOrEqual(t, len(f.Cases), 12)
+	require.GreaterOrEqual(t, len(f.Cases), 16)
 	figures := 0
 	for i, c := range f.Cases {
 		cfg := c.Config
@@ -118,6 +128,10 @@ func TestBackboneOracle(t *testing.T) {
 			bb.Stem = cfg.Stem
 		case "convnext":
 			bb.Stem = cfg.Widths[0]
+		case "efficientnet":
+			bb.Stem, bb.Inputs, bb.Kernels, bb.Strides, bb.Expand = cfg.Stem, cfg.Inputs, cfg.Kernels, cfg.Strides, cfg.Expand
+			bb.Top, bb.NoAdjust, bb.SERatio = cfg.Top, cfg.NoAdjust, 0.25
+			bb.DropPath, bb.HeadDropout = cfg.DropConnect > 0, cfg.Dropout > 0
 		case "swin":
 			bb.Stem, bb.Heads, bb.Window, bb.MLPRatio, bb.QKVBias = cfg.Embed, cfg.Heads, cfg.Window, 4, true
 			bb.Widths = nil
@@ -249,7 +263,7 @@ func TestBackboneFLOPs(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		gops float64
-	}{{"resnet50", 4.089}, {"resnet18", 1.814}, {"convnext_tiny", 4.456}, {"swin_t", 4.491}} {
+	}{{"resnet50", 4.089}, {"resnet18", 1.814}, {"convnext_tiny", 4.456}, {"swin_t", 4.491}, {"efficientnet_b0", 0.386}} {
 		s, _ := model.Lookup(c.name)
 		a, err := s.Activations(model.Workload{Batch: 1, Train: true, DType: gpumem.FP32})
 		require.NoError(t, err)

@@ -304,7 +304,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
-	fs.IntVar(&f.imageSize, "image-size", 0, "a vision backbone's (resnet, convnext, swin) square image side in pixels, with --batch images per step (default: the config's image_size, 224)")
+	fs.IntVar(&f.imageSize, "image-size", 0, "a vision backbone's (resnet, convnext, swin, efficientnet) square image side in pixels, with --batch images per step (default: the config's image_size, 224)")
 	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
 	fs.IntVar(&f.logitsToKeep, "logits-to-keep", 0, "with --infer and no --generate: project only the last N positions of each sequence to logits (transformers' logits_to_keep); 0: every position")
 	fs.IntVar(&f.gpus, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
@@ -1228,7 +1228,7 @@ func withImageSize(s model.Spec, n int) (model.Spec, error) {
 	case n == 0:
 		return s, nil
 	case s.Backbone == nil:
-		return s, fmt.Errorf("%s is not a vision backbone (resnet, convnext or swin); a ViT's image size is its config's image_size, which sizes its position table", s.Name)
+		return s, fmt.Errorf("%s is not a vision backbone (resnet, convnext, swin or efficientnet); a ViT's image size is its config's image_size, which sizes its position table", s.Name)
 	case n < 0 || n > 1<<16:
 		return s, errors.New("want 1 to 65536 pixels")
 	}

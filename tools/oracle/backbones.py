@@ -28,7 +28,9 @@ The modules follow the op order of (written from, not copied):
     variant "hf" follows transformers modeling_resnet.py (00cbbe53b2f70d551ce82a1f6b43a2e4a4debe42):
     nn.ReLU() out of place, shortcut after the main branch;
   - transformers modeling_convnext.py (00fea5de3f39d68bacc08b65261aa60eda7df10d);
-  - transformers modeling_swin.py (0004a3c206a354820edc45954e80b6657f10a7c7), eager attention.
+  - transformers modeling_swin.py (0004a3c206a354820edc45954e80b6657f10a7c7), eager attention;
+  - transformers modeling_efficientnet.py (03569cc9f4a87c3337cac6e33d3cbb086f5165e3), its nn.Dropout
+    as CUDA runs it (native_dropout, a 1-byte mask).
 
 The "_cuda" figures apply activations.py's corrections (torch 2.x mean.dim
 saves no input; wrapped Python floats are CPU scalars; LayerNorm statistics
@@ -372,7 +374,89 @@ class Swin(nn.Module):
         return logits, F.cross_entropy(logits, labels)
 
 
-MODELS = {"resnet": ResNet, "convnext": ConvNext, "swin": Swin}
+# ---------------------------------------------------------------------------
+# EfficientNet
+# ---------------------------------------------------------------------------
+
+class MBConv(nn.Module):
+    """EfficientNetBlock: expansion, depthwise, squeeze-excite, projection."""
+
+    def __init__(self, cin, cout, k, stride, r, se_ratio, pad, rate, skip):
+        super().__init__()
+        x = cin * r
+        se = max(1, int(cin * se_ratio))
+        self.expand = None
+        if r != 1:
+            self.expand = nn.Sequential(nn.Conv2d(cin, x, 1, bias=False), BatchNorm(x), nn.SiLU())
+        self.stride, self.pad = stride, pad
+        self.dw = nn.Conv2d(x, x, k, stride, padding="valid" if stride == 2 else "same", groups=x, bias=False)
+        self.dw_bn, self.dw_act = BatchNorm(x), nn.SiLU()
+        self.reduce, self.expand_se = nn.Conv2d(x, se, 1), nn.Conv2d(se, x, 1)
+        self.project, self.project_bn = nn.Conv2d(x, cout, 1, bias=False), BatchNorm(cout)
+        self.rate, self.skip = rate, skip
+
+    def forward(self, h):
+        emb = h
+        if self.expand is not None:
+            h = self.expand(h)
+        if self.stride == 2:
+            h = F.pad(h, self.pad)
+        h = self.dw_act(self.dw_bn(self.dw(h)))
+        s = F.adaptive_avg_pool2d(h, 1)
+        s = torch.sigmoid(self.expand_se(F.silu(self.reduce(s))))
+        h = torch.mul(h, s)
+        h = self.project_bn(self.project(h))
+        if not self.skip:
+            if self.rate > 0:
+                h = torch.native_dropout(h, self.rate, True)[0]  # CUDA's F.dropout: a 1-byte mask
+            h = h + emb
+        return h
+
+
+class EfficientNet(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c["stem"], 3, 2, padding="valid", bias=False)
+        self.bn, self.act = BatchNorm(c["stem"]), nn.SiLU()
+        self.stages = nn.ModuleList()
+        n = sum(c["depths"])
+        blk = 0
+        for i, d in enumerate(c["depths"]):
+            k = c["kernels"][i]
+            st = nn.ModuleList()
+            for j in range(d):
+                cin = c["inputs"][i] if j == 0 else c["widths"][i]
+                adjust = blk not in c["no_adjust"]
+                pad = (k // 2 - 1, k // 2, k // 2 - 1, k // 2) if adjust else (k // 2,) * 4
+                st.append(MBConv(cin, c["widths"][i], k, c["strides"][i] if j == 0 else 1, c["expand"][i],
+                                 0.25, pad, c["drop_connect"] * blk / n, j == 0))
+                blk += 1
+            self.stages.append(st)
+        self.top = nn.Conv2d(c["widths"][-1], c["top"], 1, bias=False)
+        self.top_bn, self.top_act = BatchNorm(c["top"]), nn.SiLU()
+        self.pool = nn.AvgPool2d(c["top"], ceil_mode=True)
+        self.dropout = c["dropout"]
+        self.fc = nn.Linear(c["top"], c["labels"])
+
+    def forward(self, x, labels):
+        phase("stem")
+        x = self.act(self.bn(self.conv(F.pad(x, (0, 1, 0, 1)))))
+        for i, st in enumerate(self.stages):
+            for j, b in enumerate(st):
+                phase("s%db%d" % (i, j))
+                x = b(x)
+        phase("final_norm")
+        x = self.top_act(self.top_bn(self.top(x)))
+        x = self.pool(x)
+        x = x.reshape(x.shape[:2])
+        phase("head")
+        if self.dropout > 0:
+            x = torch.native_dropout(x, self.dropout, True)[0]
+        logits = self.fc(x)
+        return logits, F.cross_entropy(logits, labels)
+
+
+MODELS = {"resnet": ResNet, "convnext": ConvNext, "swin": Swin, "efficientnet": EfficientNet}
 
 
 def measure(c):
@@ -418,6 +502,14 @@ def grid():
         # 56 px / 4 = 14 patches, window 4: padded to 16; 7 -> padded to 8; merge of an odd side.
         yield dict(arch="swin", embed=8, depths=[2, 2], heads=[2, 4], window=4, patch=4,
                    image=56, batch=2, labels=10, dtype=dt)
+        # EfficientNet: a stage without expansion, 5x5 and 3x3 depthwise kernels at stride 2 with
+        # transformers' asymmetric padding, or symmetric (depthwise_padding) on an odd side.
+        yield dict(arch="efficientnet", stem=8, inputs=[8, 8, 12], widths=[8, 12, 16], kernels=[3, 5, 3],
+                   strides=[1, 2, 2], depths=[1, 2, 2], expand=[1, 4, 6], top=32, no_adjust=[],
+                   drop_connect=0.2, dropout=0.2, image=64, batch=2, labels=10, dtype=dt)
+        yield dict(arch="efficientnet", stem=8, inputs=[8, 8], widths=[8, 16], kernels=[3, 5],
+                   strides=[1, 2], depths=[2, 2], expand=[1, 6], top=24, no_adjust=[2],
+                   drop_connect=0.0, dropout=0.0, image=57, batch=3, labels=10, dtype=dt)
 
 
 def main():
