@@ -59,12 +59,23 @@ func TestBackboneConfigErrors(t *testing.T) {
 		{`{"model_type":"swin","num_heads":[3,6,12]}`, "config.num_heads"},
 		{`{"model_type":"swin","embed_dim":100}`, "config.num_heads[0]"},
 		{`{"model_type":"swin","hidden_act":"relu"}`, "config.hidden_act"},
+		{`{"model_type":"efficientnet","hidden_dim":1280}`, "config.hidden_dim"},
+		{`{"model_type":"efficientnet","strides":[1,2,2]}`, "config.strides"},
+		{`{"model_type":"efficientnet","kernel_sizes":[3,3,4,3,5,5,3]}`, "config.kernel_sizes[2]"},
+		{`{"model_type":"efficientnet","width_coefficient":-1}`, "config.width_coefficient"},
 	} {
 		_, err := model.FromHFConfig(strings.NewReader(c.cfg))
 		var fe *gpumem.FieldError
 		require.ErrorAs(t, err, &fe, c.cfg)
 		require.Equal(t, c.field, fe.Field, c.cfg)
 	}
+	// EfficientNetConfig's defaults are EfficientNet-B7's (width 2.0,
+	// depth 3.1, 600 px): torchvision's EfficientNet_B7_Weights
+	// "num_params": 66347960 with a 1000-class classifier.
+	b7, err := model.FromHFConfig(strings.NewReader(`{"model_type":"efficientnet","architectures":["EfficientNetForImageClassification"],"num_labels":1000}`))
+	require.NoError(t, err)
+	require.Equal(t, int64(66_347_960), b7.Params())
+	require.Equal(t, int64(600), b7.Image.Size)
 	// ResNet-18's config read with the defaults it leaves out.
 	s, err := model.FromHFConfig(strings.NewReader(`{"model_type":"resnet","layer_type":"basic","hidden_sizes":[64,128,256,512],"depths":[2,2,2,2]}`))
 	require.NoError(t, err)
