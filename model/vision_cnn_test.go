@@ -288,7 +288,7 @@ func TestBackboneFLOPs(t *testing.T) {
 // size and batch, gives activations or a field error, never a panic or a
 // negative figure.
 func FuzzBackboneActivations(f *testing.F) {
-	for _, name := range []string{"resnet-50", "resnet-18", "convnext-tiny-224", "swin-tiny-patch4-window7-224"} {
+	for _, name := range []string{"resnet-50", "resnet-18", "convnext-tiny-224", "swin-tiny-patch4-window7-224", "efficientnet-b0"} {
 		data, err := os.ReadFile("configs/" + name + ".json")
 		require.NoError(f, err)
 		f.Add(data, int64(224), int64(64), true)
