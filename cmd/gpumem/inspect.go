@@ -99,6 +99,7 @@ type inspection struct {
 	AttentionPeakBytes *int64            `json:"attention_peak_bytes,omitempty"`
 	ActivationLayers   []activationLayer `json:"activation_layers,omitempty"`
 	workload           string
+	stages             string // a vision backbone's stages, for the geometry line
 }
 
 type activationLayer struct {
@@ -156,6 +157,9 @@ func (r *inspection) addActivations(s model.Spec, batch, seq int64, attn, ckpt s
 			SavedBytes: int64(l.Saved), KeptBytes: int64(l.KeptTotal), Forward: int64(l.Forward), Backward: int64(l.Backward)})
 	}
 	r.workload = fmt.Sprintf("batch %d × %d tokens, %s attention, %s checkpointing", batch, seq, attn, ckpt)
+	if s.Backbone != nil {
+		r.workload = fmt.Sprintf("batch %d × %d×%d px images, %s checkpointing", batch, s.Image.Size, s.Image.Size, ckpt)
+	}
 	return nil
 }
 
@@ -175,6 +179,9 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 		Name: s.Name, Family: s.Family, Layers: lm.Layers, Hidden: lm.Hidden, Heads: lm.Heads, KVHeads: lm.KVHeads,
 		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(),
 		ByDType: map[string]int64{},
+	}
+	if bb := s.Backbone; bb != nil {
+		r.stages = fmt.Sprintf("%d stages of widths %v, depths %v; %d×%d px images", len(bb.Widths), bb.Widths, bb.Depths, s.Image.Size, s.Image.Size)
 	}
 	var err error
 	if r.Params, err = ft.Params(); err != nil {
@@ -229,8 +236,12 @@ func (r inspection) print(w io.Writer) error {
 		name = "(unnamed)"
 	}
 	fmt.Fprintf(tw, "model\t%s (%s)\n", name, clean(r.Family))
-	fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
-		r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
+	if r.stages != "" {
+		fmt.Fprintf(tw, "geometry\t%s\n", r.stages)
+	} else {
+		fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
+			r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
+	}
 	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))
 	dts := make([]string, 0, len(r.ByDType))
 	for d := range r.ByDType {
