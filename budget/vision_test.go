@@ -40,3 +40,19 @@ func TestEstimateBackbones(t *testing.T) {
 		require.Less(t, full.LayersTotal(), a.LayersTotal()/2, name)
 	}
 }
+
+// TestBackbonePipelineRefused: pipeline stages assume a stack of identical
+// blocks; a backbone's stages differ, so a pipeline layout is refused,
+// naming the field.
+func TestBackbonePipelineRefused(t *testing.T) {
+	s, _ := model.Lookup("resnet50")
+	m, err := budget.NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	sgd, _ := optimizer.Lookup("sgd")
+	j := budget.Job{Model: m, Mode: budget.Training, Batch: 32, SeqLen: 1, Precision: budget.FP32, Optimizer: sgd,
+		GradAccum: 4, Parallel: budget.Parallel{PipelineParallel: 2}}
+	_, err = budget.Estimate(j)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "Job.Parallel.PipelineParallel", fe.Field)
+}
