@@ -68,4 +68,17 @@ func TestImageSizeFlag(t *testing.T) {
 	code, out, stderr = runCLI(t, "", "plan", "--model", "convnext_tiny", "--train", "--gpu", "rtx 3090")
 	require.Equal(t, exitOK, code, stderr)
 	require.Contains(t, out, "px images")
+	// The plan request takes image_size too: a larger image fits a
+	// smaller batch.
+	batch := func(body string) float64 {
+		w := do(t, h, http.MethodPost, "/v1/plan", "application/json", strings.NewReader(body))
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		var p struct{ Batch float64 }
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p), w.Body.String())
+		return p.Batch
+	}
+	b224 := batch(`{"model":"resnet50","train":true,"gpu":"rtx 3090"}`)
+	b448 := batch(`{"model":"resnet50","train":true,"gpu":"rtx 3090","image_size":448}`)
+	require.Greater(t, b448, 0.0)
+	require.InDelta(t, 4.0, b224/b448, 0.3)
 }
