@@ -314,3 +314,24 @@ func FuzzBackboneActivations(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkBackboneActivations times the activation model of the
+// catalog's backbones (one Workload each).
+func BenchmarkBackboneActivations(b *testing.B) {
+	var specs []model.Spec
+	for _, n := range []string{"resnet50", "convnext_tiny", "swin_t", "efficientnet_b0"} {
+		s, ok := model.Lookup(n)
+		require.True(b, ok)
+		specs = append(specs, s)
+	}
+	var buf [16]model.LayerActivations
+	w := model.Workload{Batch: 64, Train: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range specs {
+			if _, err := s.AppendActivations(buf[:0], w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
