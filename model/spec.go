@@ -856,6 +856,9 @@ func Component(name string) (part, comp string, layer int) {
 	case strings.Contains(name, "decoder."):
 		part = "decoder"
 	}
+	if l, ok := backboneBlock(name); ok {
+		return part, "layer", l
+	}
 	if l, ok := layerIndex(name); ok {
 		return part, "layer", l
 	}

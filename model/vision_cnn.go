@@ -47,6 +47,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/gpumem/gpumem"
 )
@@ -689,4 +690,38 @@ func (c *config) intsOrEmpty(key string) ([]int64, error) {
 		out[i] = n
 	}
 	return out, nil
+}
+
+// backboneBlock numbers the blocks of a ResNet or ConvNeXt
+// ("resnet.encoder.stages.S.layers.B.…") and of Swin
+// ("swin.encoder.layers.S.blocks.B.…") across their stages, so that
+// [Component] counts each block as one layer (stage·2^16 + block, from
+// 2^16 on, apart from the numbers of single-index layers); Swin's patch
+// merging after stage S ("swin.encoder.layers.S.downsample…") counts in
+// the stage's first block. ok is false for any other name.
+func backboneBlock(name string) (int, bool) {
+	var rest, inner string
+	switch {
+	case strings.HasPrefix(name, "resnet.encoder.stages."):
+		rest, inner = name[len("resnet.encoder.stages."):], "layers"
+	case strings.HasPrefix(name, "convnext.encoder.stages."):
+		rest, inner = name[len("convnext.encoder.stages."):], "layers"
+	case strings.HasPrefix(name, "swin.encoder.layers."):
+		rest, inner = name[len("swin.encoder.layers."):], "blocks"
+	default:
+		return 0, false
+	}
+	st, rest, _ := strings.Cut(rest, ".")
+	stage, err := strconv.Atoi(st)
+	if err != nil || stage < 0 || stage >= 1<<10 {
+		return 0, false
+	}
+	block := 0
+	if seg, after, _ := strings.Cut(rest, "."); seg == inner {
+		b, _, _ := strings.Cut(after, ".")
+		if block, err = strconv.Atoi(b); err != nil || block < 0 || block >= 1<<16 {
+			return 0, false
+		}
+	}
+	return (stage+1)<<16 | block, true
 }

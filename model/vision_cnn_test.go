@@ -335,3 +335,31 @@ func BenchmarkBackboneActivations(b *testing.B) {
 		}
 	}
 }
+
+// TestBackboneComponents: each block of a backbone is one layer of
+// Component, across stages (ResNet-50's 16 blocks, ConvNeXt-T's 18 with
+// each downsampling layer in its stage's first block, Swin-T's 12 with
+// each patch merging in its stage's first block, EfficientNet-B0's 16).
+func TestBackboneComponents(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		blocks int
+	}{{"resnet50", 16}, {"convnext_tiny", 18}, {"swin_t", 12}, {"efficientnet_b0", 16}} {
+		s, _ := model.Lookup(c.name)
+		layers := map[int]bool{}
+		for _, ts := range s.Tensors() {
+			if _, comp, l := model.Component(ts.Name); comp == "layer" {
+				layers[l] = true
+			}
+		}
+		require.Len(t, layers, c.blocks, c.name)
+	}
+	_, comp, l := model.Component("resnet.encoder.stages.2.layers.5.layer.0.convolution.weight")
+	require.Equal(t, "layer", comp)
+	_, _, l0 := model.Component("resnet.encoder.stages.3.layers.0.layer.0.convolution.weight")
+	require.NotEqual(t, l, l0)
+	// T5's block.N.layer.M stays block N.
+	_, _, t5 := model.Component("encoder.block.3.layer.1.DenseReluDense.wi.weight")
+	require.Equal(t, 3, t5)
+}
