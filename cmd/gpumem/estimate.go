@@ -47,6 +47,7 @@ type jobFlags struct {
 	dropout           bool
 	head              string // --head: the task head, overriding the config's architectures
 	labels            int    // --labels: num_labels of a classification head
+	imageSize         int    // --image-size: a vision backbone's image side in pixels
 	loss              string // --loss: full, chunked[:N], liger or cce
 	logitsToKeep      int    // --logits-to-keep
 	keepLogits        bool   // --keep-logits
@@ -418,6 +419,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
+	fs.IntVar(&f.imageSize, "image-size", 0, "a vision backbone's (resnet, convnext, swin, efficientnet) square image side in pixels, with --batch images per step (default: the config's image_size, 224)")
 	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
 	fs.BoolVar(&f.keepLogits, "keep-logits", false, "with --train: the loop holds the model's output (its batch×seq×vocab logits) through backward and the optimizer step, as `logits, loss = model(x, y)` does (litgpt); the default is Hugging Face's Trainer, whose compute_loss returns the loss alone, so the logits are freed before backward")
 	fs.BoolVar(&f.evalLoss, "eval", false, "with --infer and no --generate: an evaluation pass, labels given, the loss computed under torch.no_grad (Trainer.evaluate): the loss's fp32 upcast and log-softmax beside the logits")
@@ -500,6 +502,14 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	}
 	if s, err = withLabels(s, f.labels); err != nil {
 		return j, dev, fmt.Errorf("%w: --labels %d: %v", errUsage, f.labels, err)
+	}
+	if s, err = withImageSize(s, f.imageSize); err != nil {
+		return j, dev, fmt.Errorf("%w: --image-size %d: %v", errUsage, f.imageSize, err)
+	}
+	if s.Backbone != nil && j.Attention == model.SDPA {
+		// transformers' Swin has only its eager attention (ResNet and
+		// ConvNeXt have none): the default sdpa reads as eager.
+		j.Attention = model.Eager
 	}
 	if f.generate > 0 && s.Head != model.HeadDefault && s.Head != model.HeadCausalLM {
 		return j, dev, fmt.Errorf("%w: --generate %d: a %s head generates no tokens (give --head causal-lm, or leave --generate out)", errUsage, f.generate, s.Head)
@@ -833,7 +843,7 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 	if f.loadOnly {
 		// A load-only job runs nothing: the flags of a run do not apply.
 		for _, name := range []string{"generate", "batch", "seq", "grad-accum", "optimizer", "checkpointing", "dropout",
-			"images", "attention", "kv-dtype", "kv-block"} {
+			"images", "image-size", "attention", "kv-dtype", "kv-block"} {
 			if given[name] {
 				return fmt.Errorf("%w: --%s: a load-only job runs nothing (leave --%s out, or give --train or --infer instead of --load)", errUsage, name, name)
 			}
@@ -1053,7 +1063,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	} else if j.Runtime == budget.SGLang {
 		fmt.Fprintf(out, "%s%s: SGLang serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else {
-		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
+		fmt.Fprintf(out, "%s%s: %s, %s, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, batchNote(j), j.Precision)
 	}
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
@@ -1425,6 +1435,37 @@ func withLabels(s model.Spec, n int) (model.Spec, error) {
 	}
 	s.Labels = int64(n)
 	return s, nil
+}
+
+// withImageSize returns s with a vision backbone's image side
+// (--image-size, request "image_size"); zero keeps the config's.
+func withImageSize(s model.Spec, n int) (model.Spec, error) {
+	switch {
+	case n == 0:
+		return s, nil
+	case s.Backbone == nil:
+		return s, fmt.Errorf("%s is not a vision backbone (resnet, convnext, swin or efficientnet); a ViT's image size is its config's image_size, which sizes its position table", s.Name)
+	case n < 0 || n > 1<<16:
+		return s, errors.New("want 1 to 65536 pixels")
+	}
+	s.Image.Size = int64(n)
+	if err := s.Validate(); err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) {
+			return s, fe.Err
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// batchNote describes a job's batch: images of a side for a vision
+// backbone, else sequences of tokens.
+func batchNote(j budget.Job) string {
+	if s := j.Model.Spec(); s.Backbone != nil {
+		return fmt.Sprintf("batch %d × %d×%d px images", j.Batch, s.Image.Size, s.Image.Size)
+	}
+	return fmt.Sprintf("batch %d × %d tokens", j.Batch, j.SeqLen)
 }
 
 // headNote describes a classification or question-answering head for

@@ -557,8 +557,9 @@ type estimateRequest struct {
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
-	Head          string          `json:"head"`   // --head: the task head
-	Labels        int             `json:"labels"` // --labels: a classification head's num_labels
+	Head          string          `json:"head"`       // --head: the task head
+	Labels        int             `json:"labels"`     // --labels: a classification head's num_labels
+	ImageSize     int             `json:"image_size"` // --image-size: a vision backbone's image side in pixels
 	Loss          string          `json:"loss"`
 	LogitsToKeep  int             `json:"logits_to_keep"`
 	GPU           string          `json:"gpu"`
@@ -800,6 +801,10 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	}
 	if _, err := withLabels(headed, req.Labels); err != nil {
 		return jf, spec, badField("labels", "labels = %d: %v", req.Labels, forRequest(err.Error()))
+	}
+	jf.imageSize = req.ImageSize
+	if _, err := withImageSize(spec, req.ImageSize); err != nil {
+		return jf, spec, badField("image_size", "image_size = %d: %v", req.ImageSize, forRequest(err.Error()))
 	}
 	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
@@ -1665,6 +1670,7 @@ type modelKey struct {
 	source      string
 	head        string
 	labels      int
+	imageSize   int
 	rank        int64
 	targets     string // LoRA.Targets joined by NUL
 	loraDType   gpumem.DType
@@ -1701,7 +1707,7 @@ type modelCache struct {
 // f describes into a budget.Model for a model from source.
 func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (budget.Model, error) {
 	return func(ft model.Finetune) (budget.Model, error) {
-		k := modelKey{source: source, head: f.head, labels: f.labels,
+		k := modelKey{source: source, head: f.head, labels: f.labels, imageSize: f.imageSize,
 			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
 			quant: ft.Quant, quantHead: ft.QuantizeHead, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
 			compute: ft.ComputeDType, unfused: ft.Unfused, keepsInputs: ft.KeepsInputs, quantFrom: ft.QuantFrom,
