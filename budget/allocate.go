@@ -1243,7 +1243,11 @@ func (p Plan) String() string {
 	if p.Job.Parallel.GPUs() > 1 {
 		fmt.Fprintf(&b, "layout %s; ", p.Job.Parallel.Describe())
 	}
-	fmt.Fprintf(&b, "batch %d × %d tokens", p.Batch, p.SeqLen)
+	if s := p.Job.Model.Spec(); s.Backbone != nil {
+		fmt.Fprintf(&b, "batch %d × %d×%d px images", p.Batch, s.Image.Size, s.Image.Size)
+	} else {
+		fmt.Fprintf(&b, "batch %d × %d tokens", p.Batch, p.SeqLen)
+	}
 	if p.GradAccum > 1 {
 		fmt.Fprintf(&b, ", %d accumulation steps", p.GradAccum)
 	}

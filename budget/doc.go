@@ -119,8 +119,11 @@
 // placement: the layers it offloads at a context, and the longest context
 // with all of them. llama.cpp's KV and model buffers are checked against its
 // own logs and against runs of the real llama.cpp on the CPU
-// (testdata/llamacpp); the compute buffer is an approximation whose error
-// those tests print.
+// (testdata/llamacpp); the compute buffer replays ggml's graph allocator
+// over the llama graph and matches those to the printed 0.01 MiB.
+// LlamaCppOptions.Version (a build's date, [LlamaCppVersion]) selects the
+// -ngl placement rule and the graph of older builds; VLLMOptions.V0 the V0
+// engine's profile sampler.
 //
 // # More than one GPU
 //

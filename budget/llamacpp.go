@@ -73,11 +73,16 @@ type LlamaCppOptions struct {
 	// il ≥ i_gpu_start (llama_model::load_tensors, src/llama-model.cpp,
 	// ggml-org/llama.cpp master): -ngl 16 on a 32-layer model puts 15
 	// layers and the output layer on the GPU, -ngl 33 (or more) all of
-	// them. Releases of 2024 computed i_gpu_start = max(n_layer − ngl, 0)
-	// instead (ngl layers, and the output layer only when ngl > n_layer);
-	// a full offload is the same in both. Zero means all (-ngl 999); a
-	// negative value is refused.
+	// them. Builds before PR #18148 (December 2025) computed
+	// i_gpu_start = max(n_layer − ngl, 0) instead (ngl layers, and the
+	// output layer only when ngl > n_layer), and builds before December
+	// 2023 had two more slots, the V and K caches; a full offload is the
+	// same in all (see Version and LlamaCppVersion). Zero means all
+	// (-ngl 999); a negative value is refused.
 	GPULayers int
+	// Version is the build's date, which selects the placement rule of
+	// GPULayers (LlamaCppVersion); zero means a current build.
+	Version LlamaCppVersion
 	// Context is --ctx-size (n_ctx), the KV cache's cells over all
 	// sequences; zero means Parallel × (Job.SeqLen + Job.Generate).
 	// llama.cpp pads it to a multiple of 256 (llamaCppPad).
@@ -211,7 +216,7 @@ type LlamaCppReport struct {
 	Busiest     int          // the index in Devices of the GPU with the most memory
 	Context     gpumem.Bytes // the CUDA context (Overhead.Context)
 	Layers      int          // layers on the GPU, the output layer included ("offloaded N/M layers to GPU")
-	Slots       int          // n_layer + 1
+	Slots       int          // n_layer + 1 (n_layer + 3 before 2023-12-07: LlamaCppVersion)
 	OutputOnGPU bool
 	Cells       int // KV cells: n_ctx padded
 	UBatch      int // n_ubatch as used
@@ -295,6 +300,10 @@ func (j *Job) validateLlamaCpp() error {
 		return gpumem.Errorf("Job.LlamaCpp.Parallel", o.Parallel, gpumem.ErrInvalid, "must not be negative (zero: Job.Batch)")
 	case o.UBatch < 0:
 		return gpumem.Errorf("Job.LlamaCpp.UBatch", o.UBatch, gpumem.ErrInvalid, "must not be negative (zero: 512)")
+	case o.Version != 0:
+		if _, err := ParseLlamaCppVersion("Job.LlamaCpp.Version", o.Version.String()); err != nil || o.Version < 20230101 {
+			return gpumem.Errorf("Job.LlamaCpp.Version", int32(o.Version), gpumem.ErrInvalid, "want a build date as YYYYMMDD from 2023 on, outside 2025-12-17 to 2025-12-23 (zero: current)")
+		}
 	}
 	for _, c := range [...]struct {
 		field string
@@ -338,18 +347,16 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	o := j.LlamaCpp
 	var r LlamaCppReport
 	nLayer := int(lm.Layers)
-	r.Slots = nLayer + 1
-	ngl := o.GPULayers
-	if ngl == 0 || ngl > r.Slots {
-		ngl = r.Slots
-	}
-	start := r.Slots - ngl // i_gpu_start
-	onGPU := func(il int) bool { return il >= start }
+	pl := llamaPlace(o.Version, nLayer, o.GPULayers)
+	r.Slots = pl.slots
+	start := pl.start                  // i_gpu_start
+	act := min(pl.offloaded, nLayer+1) // act_gpu_layers
+	onGPU := func(il int) bool { return il >= start && il-start < act }
 	r.OutputOnGPU = onGPU(nLayer)
-	r.Layers = ngl
+	r.Layers = pl.offloaded
 	sp := llamaSplitPoints(&o)
 	r.GPUs = sp.n
-	dev := func(il int) int { return sp.device(il-start, ngl) }
+	dev := func(il int) int { return sp.device(il-start, act) }
 	row := o.SplitMode == LlamaSplitRow && sp.n > 1
 
 	// Weights. place puts b bytes of a tensor of slot il (−1: the host)
@@ -531,7 +538,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	if !ok {
 		return r, errOverflow("llama.cpp KV cache")
 	}
-	gpuLayers := int64(min(max(ngl-1, 0), nLayer))
+	gpuLayers := int64(nLayer - min(start, nLayer))
 	for il := nLayer - int(gpuLayers); il < nLayer; il++ {
 		d := &r.Devices[dev(il)]
 		d.Layers++
@@ -542,6 +549,23 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	kvHost, ok := checked.Mul(perLayer, int64(nLayer)-gpuLayers)
 	if !ok {
 		return r, errOverflow("llama.cpp KV cache")
+	}
+	var kvSlotsGPU int64 // the KV slots' cache on the main GPU (builds before 2023-12-07)
+	if pl.slots > nLayer+1 {
+		// One cache for all layers, its V slot and K slot offloaded with
+		// -ngl n_layer + 2 and n_layer + 3.
+		all, ok1 := checked.Mul(perLayer, int64(nLayer))
+		v, ok2 := checked.Mul(int64(vb), int64(nLayer))
+		if !ok1 || !ok2 {
+			return r, errOverflow("llama.cpp KV cache")
+		}
+		switch pl.kvSlots {
+		case 1:
+			kvSlotsGPU = v
+		case 2:
+			kvSlotsGPU = all
+		}
+		kvHost = all - kvSlotsGPU
 	}
 	r.HostKV = gpumem.Bytes(kvHost)
 
@@ -554,7 +578,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	r.UBatch = int(ub)
 	var whole gpumem.Bytes // every offloaded stage: a row-split GPU's
 	if row {
-		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, gpuLayers > 0, r.OutputOnGPU); err != nil {
+		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, int(gpuLayers), r.OutputOnGPU, false, o.Version); err != nil {
 			return r, err
 		}
 	}
@@ -562,6 +586,12 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	for i := range r.GPUs {
 		d := &r.Devices[i]
 		kv, ok := checked.Mul(perLayer, int64(d.Layers))
+		if pl.slots > nLayer+1 {
+			kv = 0
+			if i == 0 {
+				kv = kvSlotsGPU
+			}
+		}
 		if !ok {
 			return r, errOverflow("llama.cpp KV cache")
 		}
@@ -570,7 +600,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		case row:
 			d.Compute = whole
 		case d.Layers > 0 || d.Output:
-			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers > 0, d.Output); err != nil {
+			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers, d.Output, false, o.Version); err != nil {
 				return r, err
 			}
 		}
@@ -690,90 +720,86 @@ func (sp *llamaSplit) device(k, act int) int {
 	return sp.n - 1 // past the last point: llama.cpp would index past its devices
 }
 
-// llamaCppCompute approximates the GPU compute buffer: ggml-alloc
-// (ggml/src/ggml-alloc.c, ggml_gallocr_reserve) measures the largest set
-// of intermediate tensors alive at once while it walks the worst-case
-// graph that llama_context reserves (n_ubatch tokens over a full cache,
-// n_kv = kv_size, every token an output), freeing a tensor after its last
-// consumer and computing in place in a parent's buffer where the op
-// allows it (ggml_op_can_inplace: the softmax reuses KQ). The live sets
-// of a llama graph (llm_build_llama, src/models/llama.cpp; build_attn_mha
-// in src/llama-graph.cpp), in fp32 unless stated, with the KQ mask (an
-// input, alive throughout: n_kv × pad(n_ubatch, 64), fp32, or f16 with
-// flash attention):
-//   - attention without flash attention: KQ = n_kv × n_ubatch × n_head
-//     (soft_max in place), the residual, Q and KQV (n_embd × n_ubatch
-//     each);
-//   - attention with flash attention: the residual, Q and the output;
-//   - feed-forward: the residual and gate and up (n_ff × n_ubatch each);
-//   - output: the final norm (n_embd × n_ubatch) and the logits
-//     (n_vocab × n_ubatch).
-//
-// The buffer is the mask plus the largest of the stages the GPU runs
-// (the layers' when any layer is offloaded, the output's when the output
-// layer is). It ignores the allocator's fragmentation between stages and
-// the small tensors (positions, K and V of the ubatch, norms in place),
-// and the CPU layers' matmuls the CUDA scheduler runs on the GPU for
-// large batches (op offload); see testdata/llamacpp for how it compares
-// with llama.cpp's own figures.
-func llamaCppCompute(lm model.Spec, nKV, ub int64, flash, layers, output bool) (gpumem.Bytes, error) {
-	mul := func(xs ...int64) (int64, bool) {
-		p := int64(1)
-		for _, x := range xs {
-			var ok bool
-			if p, ok = checked.Mul(p, x); !ok {
-				return 0, false
-			}
-		}
-		return p, true
+// llamaCppCompute is a device's compute buffer: what ggml's graph
+// allocator reserves for the part of the worst-case graph the device runs
+// (llama_context reserves n_ubatch tokens over a full cache, n_kv =
+// kv_size, every token an output), replayed by llamaGraph.peak
+// (llamacpp_graph.go, which states the allocator and the graph with their
+// sources): layers is the repeating layers the device holds (the last
+// ones), output whether it holds the output layer, host whether the
+// whole graph runs on one CPU device (the tokens' lookup and the inputs in
+// the same buffer; on a GPU the layer input and the inputs arrive as
+// copies). The build's date v selects the graph: builds from August 2025
+// (llamaCppSetRowsFrom) store K and V with set_rows and index inputs and
+// keep the last layer's get_rows by out_ids when every token is an
+// output; builds from January 2026 (llamaCppEmbdInputFrom) hold an unused
+// embeddings input on the host; earlier builds pad the mask's rows to
+// GGML_KQ_MASK_PAD (llamaCppMaskPad). Mixture-of-experts layers are
+// replayed as a dense feed-forward of the active experts' width and MLA
+// layers with the compressed cache's K width: approximations.
+func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, output, host bool, v LlamaCppVersion) (gpumem.Bytes, error) {
+	if layers == 0 && !output {
+		return 0, nil
 	}
-	rows, _ := checked.CeilDiv(ub, llamaCppMaskPad)
-	rows *= llamaCppMaskPad
-	maskElem := int64(4)
-	if flash {
-		maskElem = 2
+	headDim := lm.HeadDim
+	if headDim == 0 && lm.Heads > 0 {
+		headDim = lm.Hidden / lm.Heads
 	}
-	mask, ok := mul(nKV, rows, maskElem)
+	kv := lm.KVHeads * headDim
+	if lm.MLA.Enabled() {
+		kv = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
+	}
+	ff := lm.Intermediate
+	if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
+		ff = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
+	}
+	qDim, ok := checked.Mul(lm.Heads, headDim)
 	if !ok {
 		return 0, errOverflow("llama.cpp compute buffer")
 	}
-	hidden, _ := mul(lm.Hidden, ub, 4)
+	recent := v == 0 || v >= llamaCppSetRowsFrom
+	rows := ub
+	if !recent {
+		r, _ := checked.CeilDiv(ub, llamaCppMaskPad)
+		rows = r * llamaCppMaskPad
+	}
+	g := llamaGraph{embd: lm.Hidden, qDim: qDim, kv: kv, ff: ff, vocab: lm.Vocab, heads: lm.Heads,
+		nKV: nKV, ub: ub, flash: flash, layers: layers, output: output, host: host, idx: recent,
+		unusedEmbd: host && (v == 0 || v >= llamaCppEmbdInputFrom)}
 	var peak int64
-	if layers {
-		attn := 3 * hidden
-		if !flash {
-			kq, ok := mul(nKV, ub, lm.Heads, 4)
-			if !ok {
-				return 0, errOverflow("llama.cpp compute buffer")
+	if rows == ub {
+		peak, ok = g.peak()
+	} else {
+		// the padded mask: replay with the mask's rows, then take the
+		// padding's extra bytes (the other tensors are of n_ubatch).
+		peak, ok = g.peak()
+		if ok {
+			el := int64(4)
+			if flash {
+				el = 2
 			}
-			attn, ok = checked.Add(attn, kq)
-			if !ok {
-				return 0, errOverflow("llama.cpp compute buffer")
-			}
+			extra, ok2 := checked.Mul(nKV, (rows-ub)*el)
+			peak, ok = checked.Add(peak, extra)
+			ok = ok && ok2
 		}
-		ffDim := lm.Intermediate
-		if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
-			ffDim = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
-		}
-		ff, ok := mul(ffDim, ub, 4)
-		if !ok {
-			return 0, errOverflow("llama.cpp compute buffer")
-		}
-		peak = max(attn, hidden+2*ff)
 	}
-	if output {
-		logits, ok := mul(lm.Vocab, ub, 4)
-		if !ok {
-			return 0, errOverflow("llama.cpp compute buffer")
-		}
-		peak = max(peak, hidden+logits)
-	}
-	total, ok := checked.Add(mask, peak)
 	if !ok {
 		return 0, errOverflow("llama.cpp compute buffer")
 	}
-	return gpumem.Bytes(total), nil
+	return gpumem.Bytes(peak), nil
 }
+
+// llamaCppSetRowsFrom is the first build day taken to store the cache
+// with set_rows (PR #14285, July 2025, enabled by default by the end of
+// that month) and to keep the last layer's out_ids get_rows when every
+// token is an output (PR #14275, June 2025): builds of June and July 2025
+// may have one without the other.
+const llamaCppSetRowsFrom LlamaCppVersion = 20250801
+
+// llamaCppEmbdInputFrom is the first build day taken to hold the unused
+// embeddings input on the host (build_inp_embd's ggml_build_forward_select,
+// PR #18550, January 2026).
+const llamaCppEmbdInputFrom LlamaCppVersion = 20260115
 
 // estimateLlamaCpp is Estimate for Runtime LlamaCpp: the GPU model buffer
 // in Weights, the KV buffer in KVCache, the compute buffer in Workspace,

@@ -82,6 +82,7 @@ func TestLlamaCppLogs(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			var name string
+			var ver LlamaCppVersion // the log's build era ("# build:"), which shapes the graph
 			params := map[string]int{}
 			got := map[string]float64{}
 			sc := bufio.NewScanner(f)
@@ -89,6 +90,12 @@ func TestLlamaCppLogs(t *testing.T) {
 				line := sc.Text()
 				if rest, ok := strings.CutPrefix(line, "# model: "); ok {
 					name, _, _ = strings.Cut(rest, " ")
+					continue
+				}
+				if rest, ok := strings.CutPrefix(line, "# build: "); ok {
+					d, _, _ := strings.Cut(rest, " ")
+					ver, err = ParseLlamaCppVersion("# build", d)
+					require.NoError(t, err)
 					continue
 				}
 				if strings.HasPrefix(line, "#") {
@@ -110,7 +117,7 @@ func TestLlamaCppLogs(t *testing.T) {
 				ub = 512 // n_batch's default, which sized the graph before n_ubatch
 			}
 			j := Job{Model: build(t), Mode: Prefill, Precision: BF16, Batch: 1, SeqLen: 1, Runtime: LlamaCpp,
-				LlamaCpp: LlamaCppOptions{Context: params["n_ctx"], UBatch: ub, FlashAttention: params["flash_attn"] == 1}}
+				LlamaCpp: LlamaCppOptions{Context: params["n_ctx"], UBatch: ub, FlashAttention: params["flash_attn"] == 1, Version: ver}}
 			r, err := LlamaCppBuffers(j)
 			require.NoError(t, err)
 			mib := func(b gpumem.Bytes) float64 { return float64(b) / (1 << 20) }

@@ -150,7 +150,7 @@ func (p Parallel) validateFor(j *Job) error {
 		}
 	}
 	if pp := p.PipelineParallel; pp > 1 {
-		if s.Encoder != nil || s.Vision != nil {
+		if s.Encoder != nil || s.Vision != nil || s.Backbone != nil {
 			return gpumem.Errorf("Job.Parallel.PipelineParallel", pp, gpumem.ErrUnsupported, "pipeline stages are modelled for decoder-only language models, not %s", s.Family)
 		}
 		if int64(pp) > lm.Layers {

@@ -54,6 +54,10 @@ type VLLMOptions struct {
 	// EnforceEager is --enforce-eager: no CUDA graphs, so no
 	// CUDAGraphMemory.
 	EnforceEager bool
+	// V0 is the V0 engine (vLLM up to 0.10 with VLLM_USE_V1=0, the
+	// default before 0.8): its profile run's sampler sorts the logits for
+	// top-k and top-p, and only the driver rank samples (vllmProfilePeak).
+	V0 bool
 }
 
 // VLLMReport is one rank's memory as vLLM sizes it at start-up
@@ -309,16 +313,42 @@ func vllmRefusal(mml, need, avail, tokens int64) string {
 		"decreasing `max_model_len` when initializing the engine.", mml, float64(need)/gib, float64(avail)/gib, estimated)
 }
 
-// vllmProfilePeak approximates the torch peak increase of vLLM's profile
-// run (gpu_model_runner.py profile_run): a dummy forward pass of
-// max_num_batched_tokens tokens, then the sampler over max_num_seqs
-// sequences' logits. The forward pass's live set at its widest, the gated
-// MLP, in the compute dtype, per token: the residual and the normed hidden
-// state (2 × hidden) and the merged gate_up output and the activation's
-// output (3 × intermediate / TP) — vLLM's fused kernels keep no other
-// per-layer tensors alive. The sampler's: the fp32 logits and their
-// softmax, 2 × max_num_seqs × vocab × 4 bytes (the vocabulary is gathered
-// on every rank). The peak is the larger.
+// vllmProfilePeak is the torch peak increase of vLLM's profile run: a
+// dummy forward pass of max_num_batched_tokens tokens over max_num_seqs
+// sequences, then the sampler over the sequences' last tokens
+// (gpu_model_runner.py profile_run, _dummy_run and _dummy_sampler_run in
+// V1; worker/model_runner.py profile_run and execute_model in V0). The
+// peak is the larger of the two phases, on the rank that samples (in V0
+// the driver, whose blocks, the fewest, are the engine's):
+//
+//   - The forward pass is widest in the gated MLP (LlamaMLP.forward,
+//     vllm/model_executor/models/llama.py): while down_proj runs, the
+//     decoder layer's residual and normed input (its caller's local),
+//     gate_up_proj's output (2 × intermediate / TP; the local gate_up lives
+//     until the method returns), SiluAndMul's output (intermediate / TP)
+//     and down_proj's output are alive: 3 × hidden + 3 × intermediate /
+//     TP per token, in the compute dtype. The fused add-RMSNorm works in
+//     place and the attention's live set (qkv, its output and o_proj's) is
+//     narrower.
+//   - V0's sampler holds the forward pass's output hidden states (the
+//     caller's local, tokens × hidden), the logits of max_num_seqs rows
+//     in the compute dtype (compute_logits) and their fp32 copy
+//     (Sampler.forward: logits.to(torch.float)). The dummy requests ask
+//     for top-k (vocab − 1) and top-p (0.99): V0's _apply_top_k_top_p
+//     (vllm/model_executor/layers/sampler.py) sorts the fp32 logits, and
+//     PyTorch's stable sort of 128 or more rows (segmented_sort_pairs,
+//     aten/src/ATen/native/cuda/SortStable.cu) allocates, besides the
+//     sorted values (fp32) and indices (int64), an int64 index per element
+//     and cub's alternate key and value buffers (fp32 and int64): 36 bytes
+//     per logit with the fp32 copy, the peak of the sampler. V1's dummy
+//     sampler (FlashInfer's top-k/top-p kernels on CUDA, or none: the
+//     model runner notes that profiling may skip top-k, top-p and
+//     logprobs) is taken as the fp32 logits and their softmax, 8 bytes
+//     per logit; the hidden states it also holds are not counted (no V1
+//     log of the corpus prints its activation peak to check them).
+//
+// The vocabulary is whole on the sampling rank (V0 gathers the logits to
+// the driver, V1 to every rank).
 func vllmProfilePeak(j *Job, cdt gpumem.DType, tp int64) (gpumem.Bytes, error) {
 	lm := j.Model.spec.LM()
 	o := j.VLLM
@@ -334,7 +364,7 @@ func vllmProfilePeak(j *Job, cdt gpumem.DType, tp int64) (gpumem.Bytes, error) {
 	if lm.MoE.Experts > 0 && lm.MoE.Intermediate > 0 {
 		ff = lm.MoE.Intermediate * max(lm.MoE.Active, 1)
 	}
-	width := checked.SatSum(2*lm.Hidden, 3*((ff+tp-1)/tp))
+	width := checked.SatSum(3*lm.Hidden, 3*((ff+tp-1)/tp))
 	fwd, ok := checked.Mul(width, tokens)
 	if !ok {
 		return 0, errOverflow("vLLM profile run")
@@ -343,9 +373,29 @@ func vllmProfilePeak(j *Job, cdt gpumem.DType, tp int64) (gpumem.Bytes, error) {
 	if err != nil {
 		return 0, err
 	}
-	sampler, ok := checked.Mul(seqs, lm.Vocab)
+	hiddenN, ok := checked.Mul(lm.Hidden, tokens)
+	if !ok {
+		return 0, errOverflow("vLLM profile run")
+	}
+	hidden, err := cdt.Size(hiddenN)
+	if err != nil {
+		return 0, err
+	}
+	logitsN, ok := checked.Mul(seqs, lm.Vocab)
+	if !ok {
+		return 0, errOverflow("vLLM profile run")
+	}
+	perLogit, held := int64(8), int64(0) // V1: fp32 logits and softmax
+	if o.V0 {
+		cl, err := cdt.Size(1)
+		if err != nil {
+			return 0, err
+		}
+		perLogit, held = int64(cl)+36, int64(hidden)
+	}
+	sampler, ok := checked.Mul(logitsN, perLogit)
 	if ok {
-		sampler, ok = checked.Mul(sampler, 8)
+		sampler, ok = checked.Add(sampler, held)
 	}
 	if !ok {
 		return 0, errOverflow("vLLM profile run")

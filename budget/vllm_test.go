@@ -35,7 +35,7 @@ func TestVLLMLlama3(t *testing.T) {
 	// 8,030,261,248 parameters × 2 bytes.
 	assert.Equal(t, gpumem.Bytes(16_060_522_496), r.Weights)
 	// The sampler's 256 × 128,256 × 8 = 262,668,288 beats the forward
-	// pass's 2,048 × (2 × 4,096 + 3 × 14,336) × 2 = 209,715,200.
+	// pass's 2,048 × (3 × 4,096 + 3 × 14,336) × 2 = 226,492,416.
 	assert.Equal(t, gpumem.Bytes(262_668_288), r.Activations)
 	// 77,309,411,328 − 16,060,522,496 − 262,668,288.
 	assert.Equal(t, gpumem.Bytes(60_986_220_544), r.KVMemory)
@@ -61,8 +61,8 @@ func TestVLLMTensorParallel(t *testing.T) {
 	assert.Equal(t, gpumem.Bytes(8_030_261_248), r.Weights)
 	// 16 × 4 heads × 128 × 2 × 1 byte × 32 layers.
 	assert.Equal(t, gpumem.Bytes(524_288), r.PageBytes)
-	// The forward pass: 2,048 × (8,192 + 3 × 7,168) × 2 = 121,634,816; the
-	// sampler's 262,668,288 is larger.
+	// The forward pass: 2,048 × (3 × 4,096 + 3 × 7,168) × 2 = 138,412,032;
+	// the sampler's 262,668,288 is larger.
 	assert.Equal(t, gpumem.Bytes(262_668_288), r.Activations)
 	assert.Equal(t, gpumem.Bytes(77_309_411_328-8_030_261_248-262_668_288), r.KVMemory)
 }
@@ -132,4 +132,26 @@ func TestVLLMEstimateAllocs(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// TestVLLMV0ProfilePeak computes V0's profile-run peak of Llama-3-8B by
+// hand: at 8,192 tokens the driver's sampler (the sort of 256 × 128,256
+// logits) is the peak, at 20,000 the gated MLP.
+func TestVLLMV0ProfilePeak(t *testing.T) {
+	m := vllmLlama3(t)
+	r, err := VLLMBuffers(vllmJob(m, 80*gpumem.GiB, VLLMOptions{V0: true, MaxNumBatchedTokens: 8192}))
+	require.NoError(t, err)
+	// 256 × 128,256 = 32,833,536 logits × (2 bf16 + 4 fp32 copy + 4 + 8
+	// sorted values and indices + 8 reverse indices + 4 + 8 cub's
+	// alternates) + 8,192 × 4,096 × 2 hidden states = 1,314,783,232
+	// (vLLM logged 1.26 GiB); the forward pass's 8,192 × (3 × 4,096 + 3 ×
+	// 14,336) × 2 = 905,969,664 is less.
+	assert.Equal(t, gpumem.Bytes(1_314_783_232), r.Activations)
+	r, err = VLLMBuffers(vllmJob(m, 80*gpumem.GiB, VLLMOptions{V0: true, MaxNumBatchedTokens: 20000}))
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(20000*(3*4096+3*14336)*2), r.Activations)
+	// V1's sampler at 8,192 tokens: the forward pass.
+	r, err = VLLMBuffers(vllmJob(m, 80*gpumem.GiB, VLLMOptions{MaxNumBatchedTokens: 8192}))
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(905_969_664), r.Activations)
 }

@@ -295,10 +295,16 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 	if ub == 0 && e.NUBatch != nil {
 		ub = *e.NUBatch
 	}
+	var ver budget.LlamaCppVersion
+	if e.LlamaCppBuild != nil {
+		if ver, err = budget.ParseLlamaCppVersion("llamacpp_build", *e.LlamaCppBuild); err != nil {
+			return nil, err
+		}
+	}
 	job := func(ngl int) (budget.LlamaCppReport, error) {
 		return budget.LlamaCppBuffers(budget.Job{Model: m, Mode: budget.Prefill, Precision: budget.BF16, Batch: 1, SeqLen: 1,
 			Runtime: budget.LlamaCpp, LlamaCpp: budget.LlamaCppOptions{GPULayers: ngl, Context: ctx, Parallel: par, UBatch: ub,
-				FlashAttention: fa, CacheK: ck, CacheV: cv}})
+				FlashAttention: fa, CacheK: ck, CacheV: cv, Version: ver}})
 	}
 	full, err := job(0)
 	if err != nil {
@@ -367,7 +373,11 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 		if rep == p.LayersTotal {
 			rep--
 		}
-		part, err := job(rep + 1) // rep repeating layers (and the output slot, which holds no cache)
+		at := rep + 1 // rep repeating layers (and the output slot, which holds no cache)
+		if ver != 0 && ver < budget.LlamaCppOutputFirstFrom {
+			at = rep // the repeating layers went first
+		}
+		part, err := job(at)
 		if err != nil {
 			return nil, err
 		}
@@ -440,6 +450,7 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 		o.KVCacheDType = d
 	}
 	v0 := e.EngineVersion != nil && strings.Contains(*e.EngineVersion, "V0")
+	o.V0 = v0
 	if e.MaxBatched != nil {
 		o.MaxNumBatchedTokens = *e.MaxBatched
 	} else if v0 && mml > 0 && mml <= 32768 {

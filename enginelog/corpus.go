@@ -17,16 +17,22 @@ import (
 // not. A parameter the log itself prints (n_ctx, cache types, offloaded
 // layers) is read from the log instead (Log.Params).
 type Entry struct {
-	File          string   `json:"file"`
-	Engine        string   `json:"engine"`
-	Source        string   `json:"source"`
-	URL           string   `json:"url"`
-	Model         string   `json:"model"`
-	Catalog       *string  `json:"catalog"`
-	Quant         *string  `json:"quant"`
-	GPU           *string  `json:"gpu"`
-	GPUs          *int     `json:"gpus"`
-	EngineVersion *string  `json:"engine_version"`
+	File          string  `json:"file"`
+	Engine        string  `json:"engine"`
+	Source        string  `json:"source"`
+	URL           string  `json:"url"`
+	Model         string  `json:"model"`
+	Catalog       *string `json:"catalog"`
+	Quant         *string `json:"quant"`
+	GPU           *string `json:"gpu"`
+	GPUs          *int    `json:"gpus"`
+	EngineVersion *string `json:"engine_version"`
+	// LlamaCppBuild is the date of the llama.cpp build that printed the
+	// log (budget.ParseLlamaCppVersion: YYYY-MM-DD or YYYY-MM), or of the
+	// post that shows it when the thread names no build, a date in the
+	// same placement era (budget.LlamaCppVersion); nil for a current
+	// build or another engine.
+	LlamaCppBuild *string  `json:"llamacpp_build"`
 	NCtx          *int     `json:"n_ctx"`
 	NGPULayers    *int     `json:"n_gpu_layers"`
 	NParallel     *int     `json:"n_parallel"`

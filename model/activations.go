@@ -507,8 +507,13 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	if err != nil {
 		return Activations{}, err
 	}
-	if layoutOf(s) == layoutMamba {
+	switch layoutOf(s) {
+	case layoutMamba:
 		if err := w.checkMamba(); err != nil {
+			return Activations{}, err
+		}
+	case layoutBackbone:
+		if err := w.checkBackbone(s); err != nil {
 			return Activations{}, err
 		}
 	}
@@ -527,6 +532,8 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.encDec(&a, s, w, e)
 	case layoutMamba:
 		c.mamba(&a, s, w, e)
+	case layoutBackbone:
+		c.backbone(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
 		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
 		if s.Head == HeadImageCls {
@@ -574,6 +581,9 @@ func (s Spec) checkAct(path string) error {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
+	if l == layoutBackbone {
+		return s.validateBackbone(path)
+	}
 	if l == layoutMultimodal {
 		if s.Vision == nil {
 			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)
@@ -661,7 +671,7 @@ func (w Workload) check(s Spec) (int64, error) {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
 	l := layoutOf(s)
-	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision
+	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision || l == layoutBackbone
 	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.SeqLen", w.SeqLen, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
@@ -1428,7 +1438,13 @@ func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBl
 	rank := bl.split(w.tp())
 	sh.sp = w.sp()
 	x := c.block(&rank, sh)
-	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: sh.s,
+	return c.place(a, w, part, kind, sh.s, x, count, train)
+}
+
+// place records count blocks of one kind, each costing x, under the
+// workload's checkpointing policy (or, without train, as inference).
+func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens int64, x actCost, count int64, train bool) LayerActivations {
+	l := LayerActivations{Part: part, Kind: kind, Count: count, Tokens: tokens,
 		Saved: gpumem.Bytes(x.saved), Attention: gpumem.Bytes(x.attn), Input: gpumem.Bytes(x.input),
 		Forward: gpumem.Bytes(x.fwd), Backward: gpumem.Bytes(x.bwd), FLOPs: x.flops, AttentionFLOPs: x.attnFlops}
 	if !train {

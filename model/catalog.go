@@ -96,6 +96,16 @@ func catalogAlias(key string) string {
 		return "cogvideox-5b-transformer"
 	case "whisper-large":
 		return "whisper-large-v3"
+	case "resnet50", "resnet-50":
+		return "resnet-50"
+	case "resnet18":
+		return "resnet-18"
+	case "convnext_tiny", "convnext-tiny", "convnext-t":
+		return "convnext-tiny-224"
+	case "swin_t", "swin-t", "swin-tiny":
+		return "swin-tiny-patch4-window7-224"
+	case "efficientnet_b0", "efficientnet-b0":
+		return "efficientnet-b0"
 	}
 	if k, ok := strings.CutSuffix(key, "-hf"); ok {
 		return k

@@ -38,7 +38,8 @@
 // model/mamba.go: parameters, the generation state [Spec.MambaState]
 // that budget counts instead of a KV cache, and the activations of the
 // mamba_ssm fused kernels' MambaInnerFn, derived by hand without an
-// oracle).
+// oracle), and the hierarchical vision backbones resnet, convnext, swin
+// and efficientnet.
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])
 // (diffusers 0.40.0.dev0, commit 58eb52c0; model/diffusers.go) are
@@ -50,6 +51,22 @@
 // targets to_k, to_q, to_v and to_out.0 by default, as diffusers' LoRA
 // training scripts do. Their activations are budget's diffusion
 // pipeline's (budget.EstimatePipeline), not [Spec.Activations].
+//
+// resnet, convnext, swin and efficientnet (vision_cnn.go, [Backbone] in
+// [Spec.Backbone]) are the *ForImageClassification classes of
+// transformers, whose parameters are torchvision's resnet50, resnet18,
+// convnext_tiny, swin_t and efficientnet_b0; the catalog has them under
+// those names too.
+// Their activations (vision_cnn_act.go) are derived op by op as for the
+// transformer blocks: convolution inputs, BatchNorm inputs and fp32
+// statistics, ReLU results (torchvision's in-place ReLU saves the same
+// bytes as transformers' out-of-place one), max-pool int64 indices,
+// ConvNeXt's Python-op channels-first LayerNorm, Swin's window copies and
+// probabilities, EfficientNet's SiLU inputs, squeeze-excite, padding
+// copies and dropout masks; [Image.Size] is the training image side. FLOPs count
+// the convolutions' and linear layers' multiply-adds, equal to
+// torchvision's published GFLOPS. Tensor, sequence and context
+// parallelism, dropout and fused attention for Swin are refused.
 //
 // gpt_oss (transformers v4.55.0 modeling_gpt_oss.py) is read as its bf16
 // model: per-head attention sinks, biased q/k/v/o, a biased router and
@@ -116,7 +133,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 85 well-known models, each stored as its
+// [Lookup] and [Catalog] give 93 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -136,7 +153,7 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 80 published counts of
+// Parameter counts are exact against 85 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
@@ -144,7 +161,9 @@
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder, the Stable Diffusion 1.5, 2.1 and XL UNets,
 // VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers,
-// Mamba-130m and -2.8b, SD3-medium's MMDiT without its buffer),
+// Mamba-130m and -2.8b, SD3-medium's MMDiT without its buffer, ResNet-50
+// and -18, ConvNeXt-T, Swin-T, EfficientNet-B0 from torchvision's weights
+// metadata),
 // against three published PEFT LoRA
 // trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
 // DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);

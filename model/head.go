@@ -98,7 +98,7 @@ func (s Spec) headSupported(h Head) bool {
 		return true
 	case HeadCausalLM:
 		switch layoutOf(s) {
-		case layoutBERT, layoutVision, layoutCLIPVision, layoutSiglipVision, layoutCLIPText, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutMamba, layoutSD3, layoutMultimodal, layoutT5, layoutWhisper:
+		case layoutBERT, layoutVision, layoutBackbone, layoutCLIPVision, layoutSiglipVision, layoutCLIPText, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutMamba, layoutSD3, layoutMultimodal, layoutT5, layoutWhisper:
 			return false
 		}
 		return !s.EncoderOnly
@@ -106,7 +106,7 @@ func (s Spec) headSupported(h Head) bool {
 	switch layoutOf(s) {
 	case layoutBERT:
 		return h == HeadMaskedLM || h == HeadSeqCls || h == HeadTokenCls || h == HeadQA
-	case layoutVision:
+	case layoutVision, layoutBackbone:
 		return h == HeadImageCls
 	case layoutLlama, layoutGPT2:
 		return h == HeadSeqCls || h == HeadTokenCls || h == HeadQA

@@ -33,6 +33,7 @@ var supportedFamilies = [...]string{
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
 	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilySD3,
+	"resnet", "convnext", "swin", "efficientnet",
 }
 
 // FromHFConfig reads a Hugging Face config.json and returns the
@@ -462,6 +463,8 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.mamba(&s)
 	case FamilySD3:
 		e.err = c.sd3(&s)
+	case "resnet", "convnext", "swin", "efficientnet":
+		e.err = c.backbone(&s)
 	case "clip", "siglip":
 		return c.clip(s)
 	default:

@@ -288,6 +288,10 @@ type Spec struct {
 	// (Family FamilyUNet) or AutoencoderKL (FamilyVAE); nil otherwise.
 	UNet *UNet
 
+	// Backbone holds the stages of a hierarchical vision backbone
+	// (resnet, convnext, swin); see vision_cnn.go.
+	Backbone *Backbone
+
 	// Vision is the vision tower of a multimodal model.
 	Vision *Spec
 	// Text is the language model of a multimodal model.
@@ -392,6 +396,9 @@ func (s Spec) validateFields(path string) error {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
 	l := layoutOf(s)
+	if l == layoutBackbone {
+		return s.validateBackbone(path)
+	}
 	if l == layoutMultimodal {
 		if s.Vision == nil {
 			return gpumem.Errorf(path+".Vision", nil, gpumem.ErrInvalid, "%s needs a vision tower", s.Family)
@@ -884,6 +891,9 @@ func Component(name string) (part, comp string, layer int) {
 		part = "encoder"
 	case strings.Contains(name, "decoder."):
 		part = "decoder"
+	}
+	if l, ok := backboneBlock(name); ok {
+		return part, "layer", l
 	}
 	if p, l, ok := diffusersBlock(name); ok {
 		// A diffusers UNet's or VAE's resolution blocks: part "down",

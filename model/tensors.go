@@ -37,6 +37,7 @@ const (
 	layoutFlux         // diffusers FluxTransformer2DModel
 	layoutMamba        // transformers MambaForCausalLM
 	layoutSD3          // diffusers SD3Transformer2DModel
+	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
 )
 
 func layoutOf(s Spec) layout {
@@ -83,13 +84,15 @@ func layoutOf(s Spec) layout {
 		return layoutMamba
 	case FamilySD3:
 		return layoutSD3
+	case "resnet", "convnext", "swin", "efficientnet":
+		return layoutBackbone
 	}
 	return layoutLlama
 }
 
 func (l layout) hasVocab() bool {
 	switch l {
-	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutSD3:
+	case layoutVision, layoutCLIPVision, layoutSiglipVision, layoutMultimodal, layoutCogVideoX, layoutBackbone, layoutUNet, layoutVAE, layoutFlux, layoutSD3:
 		return false
 	}
 	return true
@@ -320,6 +323,8 @@ func (s Spec) build(b *builder) {
 		s.buildMamba(b)
 	case layoutSD3:
 		s.buildSD3(b)
+	case layoutBackbone:
+		s.buildBackbone(b)
 	}
 }
 

@@ -28,7 +28,7 @@ var errGate = errors.New("the estimates miss the accuracy gate")
 
 func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 	fs := newFlags("accuracy", out)
-	data := fs.String("data", "testdata", "the `DIR` holding measured/ (tools/calibrate's rows) and published/ (peaks.jsonl, jobs.jsonl)")
+	data := fs.String("data", "testdata", "the `DIR` holding measured/ (tools/calibrate's rows), measured/cpu/ (tools/measure's rows and misses.tsv) and published/ (peaks.jsonl, jobs.jsonl)")
 	by := fs.String("by", "family", "group the table by family (the model's model_type), gpu or id (one row per case)")
 	chart := fs.String("chart", "", "also write a `FILE.png` scatter plot of estimated against measured memory")
 	asJSON := fs.Bool("json", false, "print JSON: the groups, every case and the gate's violations (bytes as integers)")
@@ -49,7 +49,7 @@ func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 	if *chart != "" && !strings.EqualFold(filepath.Ext(*chart), ".png") {
 		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", errUsage, *chart)
 	}
-	set, err := loadAccuracy(*data)
+	set, cpu, err := loadAccuracy(*data)
 	if err != nil {
 		return err
 	}
@@ -64,12 +64,17 @@ func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 			return err
 		}
 	}
+	// The CPU rows are their own source, held to their own target
+	// (accuracy.CheckCPU); the chart and the GPU gate leave them out.
+	violations = append(violations, cpu.violations...)
+	set.Cases = append(set.Cases, cpu.set.Cases...)
+	set.Failures = append(set.Failures, cpu.set.Failures...)
 	if *asJSON {
 		if err := writeAccuracyJSON(out, set, accuracy.Summarize(set.Cases, key), eng, violations); err != nil {
 			return err
 		}
 	} else {
-		printAccuracy(out, set, key, *by, eng, violations)
+		printAccuracy(out, set, cpu, key, *by, eng, violations)
 	}
 	if len(violations) > 0 {
 		return errGate
@@ -77,27 +82,56 @@ func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 	return nil
 }
 
-// loadAccuracy reads both data sets under dir and compares them.
-func loadAccuracy(dir string) (accuracy.Set, error) {
+// cpuAccuracy is the comparison of the CPU rows (measured/cpu) and what
+// it violates of their target.
+type cpuAccuracy struct {
+	set        accuracy.CPUSet
+	rows       int
+	misses     int // the cases that miss the target
+	listed     int // the rows misses.tsv lists
+	violations []string
+}
+
+// loadAccuracy reads the data sets under dir and compares them: the GPU
+// rows and published figures, and the CPU rows with their list of misses.
+func loadAccuracy(dir string) (accuracy.Set, cpuAccuracy, error) {
+	var cpu cpuAccuracy
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return accuracy.Set{}, fmt.Errorf("%w: --data %q: not a folder (run from the repository root, or name its testdata folder)", errUsage, dir)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: not a folder (run from the repository root, or name its testdata folder)", errUsage, dir)
 	}
 	fsys := os.DirFS(dir)
 	rows, err := accuracy.ReadMeasured(fsys, "measured")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return accuracy.Set{}, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
 	}
 	stated, err := accuracy.ReadPublished(fsys, "published")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return accuracy.Set{}, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
 	}
-	if len(rows) == 0 && len(stated) == 0 {
-		if _, err := fs.Stat(fsys, engineLogDir); err == nil {
-			return accuracy.Set{}, nil // engine logs alone
+	cpuRows, err := accuracy.ReadCPU(fsys, "measured/cpu")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+	}
+	if len(cpuRows) > 0 {
+		misses, err := accuracy.ReadCPUMisses(fsys, "measured/cpu/misses.tsv")
+		if err != nil {
+			return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
 		}
-		return accuracy.Set{}, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl) and no stated figures (published/jobs.jsonl)", errUsage, dir)
+		cpu.set, cpu.rows, cpu.listed = accuracy.CompareCPU(cpuRows), len(cpuRows), len(misses)
+		for _, c := range cpu.set.Cases {
+			if accuracy.CPUMiss(c) != "" {
+				cpu.misses++
+			}
+		}
+		cpu.violations = accuracy.CheckCPU(cpu.set, misses)
 	}
-	return accuracy.Compare(rows, stated), nil
+	if len(rows) == 0 && len(stated) == 0 && len(cpuRows) == 0 {
+		if _, err := fs.Stat(fsys, engineLogDir); err == nil {
+			return accuracy.Set{}, cpu, nil // engine logs alone
+		}
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl, measured/cpu/*.jsonl) and no stated figures (published/jobs.jsonl)", errUsage, dir)
+	}
+	return accuracy.Compare(rows, stated), cpu, nil
 }
 
 // shortGPU shortens an NVML name for a table ("NVIDIA H100 80GB HBM3" →
@@ -186,7 +220,7 @@ func (e *engineLogs) print(out io.Writer) {
 	}
 }
 
-func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) string, by string, eng *engineLogs, violations []string) {
+func printAccuracy(out io.Writer, set accuracy.Set, cpu cpuAccuracy, key func(accuracy.Case) string, by string, eng *engineLogs, violations []string) {
 	count := map[string]int{}
 	for _, c := range set.Cases {
 		count[c.Source]++
@@ -198,7 +232,13 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 		fmt.Fprintf(out, "measured:  %d rows (%d ok, %d oom, %d unsupported or failed) on %s: %d figures\n", total, ok,
 			set.Statuses["oom"], total-ok-set.Statuses["oom"], strings.Join(set.GPUs, ", "), count[accuracy.Measured])
 	}
-	fmt.Fprintf(out, "published: %d figures with a stated job (testdata/published/jobs.jsonl)\n\n", count[accuracy.Published])
+	fmt.Fprintf(out, "published: %d figures with a stated job (testdata/published/jobs.jsonl)\n", count[accuracy.Published])
+	if cpu.rows > 0 {
+		fmt.Fprintf(out, "cpu:       %d rows of whole jobs on the CPU (torch %s, transformers %s; measured/cpu): %d meet the target, %d miss it (%d listed)\n",
+			cpu.rows, strings.Join(cpu.set.Torch, ", "), strings.Join(cpu.set.Transformers, ", "),
+			len(cpu.set.Cases)-cpu.misses, cpu.misses, cpu.listed)
+	}
+	fmt.Fprintln(out)
 	if len(set.Cases) > 0 {
 		width := len(by)
 		groups := accuracy.Summarize(set.Cases, key)
@@ -253,6 +293,10 @@ func printAccuracy(out io.Writer, set accuracy.Set, key func(accuracy.Case) stri
 			}
 		}
 		fmt.Fprintf(out, "\nOOM rows: %d, predicted not to fit: %d\n", len(set.OOMs), len(set.OOMs)-missed)
+	}
+	if cpu.rows > 0 {
+		fmt.Fprintf(out, "\ncpu target: within %.0f%%, at most %.0f%% under, the peak's phase named right; the rows that miss it are\n"+
+			"those measured/cpu/misses.tsv lists, each with the mechanism believed to explain it.\n", 100*accuracy.CPUTarget, 100*accuracy.CPUMaxUnder)
 	}
 	if len(violations) == 0 {
 		fmt.Fprintf(out, "\ngate: met (no allocated, KV cache or weights estimate more than %.0f%% under, measured medians within %.0f%%, every OOM predicted)\n",
@@ -374,17 +418,19 @@ type groupJSON struct {
 }
 
 type caseJSON struct {
-	Source    string   `json:"source"`
-	ID        string   `json:"id"`
-	Family    string   `json:"family"`
-	GPU       string   `json:"gpu"`
-	Level     string   `json:"level"`
-	Measured  int64    `json:"measured"`
-	Estimated int64    `json:"estimated"`
-	Error     float64  `json:"error"`
-	Phase     string   `json:"phase"`
-	Exempt    string   `json:"exempt,omitempty"`
-	Features  []string `json:"features"`
+	Source    string  `json:"source"`
+	ID        string  `json:"id"`
+	Family    string  `json:"family"`
+	GPU       string  `json:"gpu"`
+	Level     string  `json:"level"`
+	Measured  int64   `json:"measured"`
+	Estimated int64   `json:"estimated"`
+	Error     float64 `json:"error"`
+	Phase     string  `json:"phase"`
+	// MeasuredPhase is the phase a CPU row peaked in.
+	MeasuredPhase string   `json:"measured_phase,omitempty"`
+	Exempt        string   `json:"exempt,omitempty"`
+	Features      []string `json:"features"`
 }
 
 type oomJSON struct {
@@ -429,7 +475,7 @@ func writeAccuracyJSON(out io.Writer, set accuracy.Set, groups []accuracy.Group,
 	}
 	for _, c := range set.Cases {
 		v.Cases = append(v.Cases, caseJSON{c.Source, c.ID, c.Family, c.GPU, c.Label, int64(c.Measured), int64(c.Predicted),
-			round(c.Err()), c.Phase, c.Exempt, c.Features})
+			round(c.Err()), c.Phase, c.MeasuredPhase, c.Exempt, c.Features})
 	}
 	for _, o := range set.OOMs {
 		v.OOMs = append(v.OOMs, oomJSON{o.ID, o.GPU, int64(o.Capacity), int64(o.Need), o.Fits, o.Phase})

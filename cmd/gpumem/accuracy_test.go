@@ -16,18 +16,22 @@ import (
 )
 
 // TestAccuracy runs gpumem accuracy on the repository's data: the table
-// names every published level, the JSON has one case per stated figure
-// and the chart is a PNG.
+// names every published level and the CPU source, the JSON has one case
+// per stated figure and per ok CPU row, and the chart is a PNG.
 func TestAccuracy(t *testing.T) {
 	t.Parallel()
 	code, out, stderr := runCLI(t, "", "accuracy", "--data", "../../testdata")
 	require.Equal(t, exitOK, code, stderr)
-	for _, want := range []string{"published  all", "allocated", "reserved", "device", "gate: met", "by feature", "published  loss:chunked",
+	for _, want := range []string{"published  all", "cpu        all", "allocated", "reserved", "device", "gate: met", "by feature", "published  loss:chunked",
 		"enginelog  KV cache (all layers)", "serving-engine load logs (testdata/enginelogs)"} {
 		assert.Contains(t, out, want)
 	}
 	stated, err := accuracy.ReadPublished(os.DirFS("../../testdata"), "published")
 	require.NoError(t, err)
+	cpuRows, err := accuracy.ReadCPU(os.DirFS("../../testdata"), "measured/cpu")
+	require.NoError(t, err)
+	cpu := accuracy.CompareCPU(cpuRows)
+	require.NotEmpty(t, cpu.Cases)
 	code, out, _ = runCLI(t, "", "accuracy", "--data", "../../testdata", "--by", "id", "--json")
 	require.Equal(t, exitOK, code)
 	var v struct {
@@ -40,6 +44,7 @@ func TestAccuracy(t *testing.T) {
 			N   int    `json:"n"`
 		} `json:"features"`
 		Cases []struct {
+			Source    string   `json:"source"`
 			ID        string   `json:"id"`
 			Measured  int64    `json:"measured"`
 			Estimated int64    `json:"estimated"`
@@ -64,13 +69,17 @@ func TestAccuracy(t *testing.T) {
 		} `json:"engine_logs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Len(t, v.Cases, len(stated))
-	require.Len(t, v.Groups, len(stated), "--by id: one group per case")
+	require.Len(t, v.Cases, len(stated)+len(cpu.Cases))
+	require.Len(t, v.Groups, len(stated)+len(cpu.Cases), "--by id: one group per case")
+	n := map[string]int{}
 	// Each held case counts once under each of its features.
 	held := map[string]int{}
 	for _, c := range v.Cases {
+		n[c.Source]++
 		assert.InDelta(t, float64(c.Estimated-c.Measured)/float64(c.Measured), c.Error, 1e-4, c.ID)
-		require.NotEmpty(t, c.Features, c.ID)
+		if c.Source != accuracy.CPU {
+			require.NotEmpty(t, c.Features, c.ID)
+		}
 		for _, f := range c.Features {
 			if c.Exempt == "" {
 				held[f]++
@@ -86,15 +95,16 @@ func TestAccuracy(t *testing.T) {
 	// and every figure outside its tolerance a listed miss.
 	assert.GreaterOrEqual(t, v.EngineLogs.Logs, 100)
 	require.NotEmpty(t, v.EngineLogs.Figures)
-	n := 0
+	figures := 0
 	for _, st := range v.EngineLogs.Stats {
-		n += st.N
+		figures += st.N
 	}
-	assert.Equal(t, len(v.EngineLogs.Figures), n)
+	assert.Equal(t, len(v.EngineLogs.Figures), figures)
 	for _, f := range v.EngineLogs.Figures {
 		assert.InDelta(t, (f.Estimated-f.Measured)/f.Measured, f.Error, 1e-4, f.File)
 		assert.Equal(t, f.Within, f.Miss == "", "%s: a figure outside its tolerance is a listed miss, and only such a figure", f.File)
 	}
+	require.Equal(t, map[string]int{accuracy.Published: len(stated), accuracy.CPU: len(cpu.Cases)}, n)
 
 	png := filepath.Join(t.TempDir(), "acc.png")
 	code, _, stderr = runCLI(t, "", "accuracy", "--data", "../../testdata", "--by", "gpu", "--chart", png)
@@ -153,6 +163,27 @@ func TestAccuracyGate(t *testing.T) {
 	code, _, stderr = runCLI(t, "", "accuracy", "--data", eng)
 	assert.Equal(t, exitBadInput, code)
 	assert.Contains(t, stderr, "enginelogs/index.jsonl line 1")
+
+	// A CPU row far from its estimate misses the gate unless misses.tsv
+	// lists it, and a listed row that meets the target misses it too.
+	cpu := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(cpu, "measured", "cpu"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cpu, "measured", "cpu", "2.6.0-x.jsonl"),
+		[]byte(`{"schema":1,"id":"c","status":"ok","job":{"model":"gpt2","catalog":"gpt2","kind":"causal","mode":"prefill",`+
+			`"batch":1,"seq":128,"precision":"fp32","optimizer":null,"attention":"sdpa","checkpointing":"none","lora_rank":0},`+
+			`"env":{"torch":"2.6.0","transformers":"4.57.1"},"peak":{"allocated":42949672960,"phase":"forward"}}`+"\n"), 0o600))
+	code, _, stderr = runCLI(t, "", "accuracy", "--data", cpu)
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, stderr, "misses.tsv")
+	require.NoError(t, os.WriteFile(filepath.Join(cpu, "measured", "cpu", "misses.tsv"), nil, 0o600))
+	code, out, _ = runCLI(t, "", "accuracy", "--data", cpu)
+	assert.Equal(t, exitDoesNotFit, code)
+	assert.Contains(t, out, "cpu c: misses the target")
+	assert.Contains(t, out, "1 rows of whole jobs on the CPU (torch 2.6.0, transformers 4.57.1; measured/cpu): 0 meet the target, 1 miss it (0 listed)")
+	require.NoError(t, os.WriteFile(filepath.Join(cpu, "measured", "cpu", "misses.tsv"), []byte("c\ta test\n"), 0o600))
+	code, out, stderr = runCLI(t, "", "accuracy", "--data", cpu)
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "gate: met")
 
 	for _, tc := range []struct {
 		args []string

@@ -47,6 +47,7 @@ type jobFlags struct {
 	dropout           bool
 	head              string // --head: the task head, overriding the config's architectures
 	labels            int    // --labels: num_labels of a classification head
+	imageSize         int    // --image-size: a vision backbone's image side in pixels
 	loss              string // --loss: full, chunked[:N], liger or cce
 	logitsToKeep      int    // --logits-to-keep
 	keepLogits        bool   // --keep-logits
@@ -78,11 +79,12 @@ type vllmFlags struct {
 	tensorParallel int     // --tensor-parallel-size; 0: 1
 	cudaGraphMem   string  // --cuda-graph-memory: vLLM's "Estimated CUDA graph memory"
 	enforceEager   bool    // --enforce-eager
+	v0             bool    // --vllm-v0
 }
 
 // vllmFlagNames are the flags that only a vLLM job takes.
 var vllmFlagNames = []string{"gpu-memory-utilization", "max-model-len", "max-num-batched-tokens", "max-num-seqs", "block-size", "kv-cache-dtype", "tensor-parallel-size",
-	"cuda-graph-memory", "enforce-eager"}
+	"cuda-graph-memory", "enforce-eager", "vllm-v0"}
 
 func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&v.gpuMemUtil, "gpu-memory-utilization", 0, "with --runtime vllm: the fraction of the GPU's total memory vLLM may use, in (0, 1] (default 0.9)")
@@ -93,6 +95,7 @@ func (v *vllmFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&v.kvCacheDType, "kv-cache-dtype", "", "with --runtime vllm or sglang: auto (the weights' dtype, default), fp8 (vLLM), fp8_e4m3 or fp8_e5m2")
 	fs.StringVar(&v.cudaGraphMem, "cuda-graph-memory", "", "with --runtime vllm: vLLM's \"Estimated CUDA graph memory\" from a log of the same model and settings (v0.21+ subtract it from the KV cache), e.g. 1.58GiB")
 	fs.BoolVar(&v.enforceEager, "enforce-eager", false, "with --runtime vllm: vLLM's --enforce-eager, no CUDA graphs")
+	fs.BoolVar(&v.v0, "vllm-v0", false, "with --runtime vllm: the V0 engine (VLLM_USE_V1=0, the default before 0.8): its profile run sorts the sampler's logits for top-k/top-p (a larger activation peak) and only the driver rank samples")
 	fs.IntVar(&v.tensorParallel, "tensor-parallel-size", 0, "with --runtime vllm or sglang: GPUs the weights and KV heads are split over; figures are per GPU (default 1)")
 }
 
@@ -120,6 +123,9 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 	}
 	if v.enforceEager {
 		given["enforce-eager"] = "true"
+	}
+	if v.v0 {
+		given["vllm-v0"] = "true"
 	}
 	if j.Runtime == budget.SGLang {
 		// SGLang names these two as vLLM does; the others are vLLM's.
@@ -174,7 +180,7 @@ func (v *vllmFlags) apply(j *budget.Job) (string, error) {
 		}
 		o.CUDAGraphMemory = b
 	}
-	o.EnforceEager = v.enforceEager
+	o.EnforceEager, o.V0 = v.enforceEager, v.v0
 	o.GPUMemoryUtilization, o.MaxModelLen, o.MaxNumBatchedTokens = v.gpuMemUtil, v.maxModelLen, v.batchedTokens
 	o.MaxNumSeqs, o.BlockSize, o.TensorParallel = v.maxNumSeqs, v.blockSize, v.tensorParallel
 	switch v.kvCacheDType {
@@ -202,11 +208,12 @@ type llamaFlags struct {
 	tensorSplit    string // --tensor-split: comma-separated shares
 	mainGPU        int    // --main-gpu
 	noMmap         bool   // --no-mmap
+	version        string // --llamacpp-version: the build's date (budget.ParseLlamaCppVersion)
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
-	"split-mode", "tensor-split", "main-gpu", "no-mmap"}
+	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -220,6 +227,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
 	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
+	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots (default current: the output layer first)")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -274,6 +282,9 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.noMmap {
 		given["no-mmap"] = "true"
 	}
+	if l.version != "" {
+		given["llamacpp-version"] = l.version
+	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
 			if v, ok := given[name]; ok {
@@ -303,6 +314,13 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 		}
 	}
 	o.Context, o.Parallel, o.UBatch, o.FlashAttention = l.ctxSize, l.parallel, l.ubatch, l.flashAttn
+	if l.version != "" {
+		v, err := budget.ParseLlamaCppVersion("--llamacpp-version", l.version)
+		if err != nil {
+			return "llamacpp-version", fmt.Errorf("%w: %w", errUsage, err)
+		}
+		o.Version = v
+	}
 	for _, c := range []struct {
 		name, v string
 		dst     *gpumem.DType
@@ -401,6 +419,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.dropout, "dropout", false, "with --train: the model trains with dropout > 0 (BERT, T5, OPT, GPT-2 by their configs); CUDA keeps a 1-byte mask per dropped element")
 	fs.StringVar(&f.head, "head", "", "the task head, overriding the class the config's architectures name: "+strings.Join(model.HeadNames(), ", "))
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
+	fs.IntVar(&f.imageSize, "image-size", 0, "a vision backbone's (resnet, convnext, swin, efficientnet) square image side in pixels, with --batch images per step (default: the config's image_size, 224)")
 	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
 	fs.BoolVar(&f.keepLogits, "keep-logits", false, "with --train: the loop holds the model's output (its batch×seq×vocab logits) through backward and the optimizer step, as `logits, loss = model(x, y)` does (litgpt); the default is Hugging Face's Trainer, whose compute_loss returns the loss alone, so the logits are freed before backward")
 	fs.BoolVar(&f.evalLoss, "eval", false, "with --infer and no --generate: an evaluation pass, labels given, the loss computed under torch.no_grad (Trainer.evaluate): the loss's fp32 upcast and log-softmax beside the logits")
@@ -483,6 +502,14 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	}
 	if s, err = withLabels(s, f.labels); err != nil {
 		return j, dev, fmt.Errorf("%w: --labels %d: %v", errUsage, f.labels, err)
+	}
+	if s, err = withImageSize(s, f.imageSize); err != nil {
+		return j, dev, fmt.Errorf("%w: --image-size %d: %v", errUsage, f.imageSize, err)
+	}
+	if s.Backbone != nil && j.Attention == model.SDPA {
+		// transformers' Swin has only its eager attention (ResNet and
+		// ConvNeXt have none): the default sdpa reads as eager.
+		j.Attention = model.Eager
 	}
 	if f.generate > 0 && s.Head != model.HeadDefault && s.Head != model.HeadCausalLM {
 		return j, dev, fmt.Errorf("%w: --generate %d: a %s head generates no tokens (give --head causal-lm, or leave --generate out)", errUsage, f.generate, s.Head)
@@ -816,7 +843,7 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 	if f.loadOnly {
 		// A load-only job runs nothing: the flags of a run do not apply.
 		for _, name := range []string{"generate", "batch", "seq", "grad-accum", "optimizer", "checkpointing", "dropout",
-			"images", "attention", "kv-dtype", "kv-block"} {
+			"images", "image-size", "attention", "kv-dtype", "kv-block"} {
 			if given[name] {
 				return fmt.Errorf("%w: --%s: a load-only job runs nothing (leave --%s out, or give --train or --infer instead of --load)", errUsage, name, name)
 			}
@@ -1036,7 +1063,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	} else if j.Runtime == budget.SGLang {
 		fmt.Fprintf(out, "%s%s: SGLang serving, %s precision", describe(j), headNote(j.Model.Spec()), j.Precision)
 	} else {
-		fmt.Fprintf(out, "%s%s: %s, batch %d × %d tokens, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, j.Batch, j.SeqLen, j.Precision)
+		fmt.Fprintf(out, "%s%s: %s, %s, %s precision", describe(j), headNote(j.Model.Spec()), j.Mode, batchNote(j), j.Precision)
 	}
 	if j.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", j.Optimizer)
@@ -1408,6 +1435,37 @@ func withLabels(s model.Spec, n int) (model.Spec, error) {
 	}
 	s.Labels = int64(n)
 	return s, nil
+}
+
+// withImageSize returns s with a vision backbone's image side
+// (--image-size, request "image_size"); zero keeps the config's.
+func withImageSize(s model.Spec, n int) (model.Spec, error) {
+	switch {
+	case n == 0:
+		return s, nil
+	case s.Backbone == nil:
+		return s, fmt.Errorf("%s is not a vision backbone (resnet, convnext, swin or efficientnet); a ViT's image size is its config's image_size, which sizes its position table", s.Name)
+	case n < 0 || n > 1<<16:
+		return s, errors.New("want 1 to 65536 pixels")
+	}
+	s.Image.Size = int64(n)
+	if err := s.Validate(); err != nil {
+		var fe *gpumem.FieldError
+		if errors.As(err, &fe) {
+			return s, fe.Err
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// batchNote describes a job's batch: images of a side for a vision
+// backbone, else sequences of tokens.
+func batchNote(j budget.Job) string {
+	if s := j.Model.Spec(); s.Backbone != nil {
+		return fmt.Sprintf("batch %d × %d×%d px images", j.Batch, s.Image.Size, s.Image.Size)
+	}
+	return fmt.Sprintf("batch %d × %d tokens", j.Batch, j.SeqLen)
 }
 
 // headNote describes a classification or question-answering head for

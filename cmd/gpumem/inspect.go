@@ -101,6 +101,7 @@ type inspection struct {
 	AttentionPeakBytes *int64            `json:"attention_peak_bytes,omitempty"`
 	ActivationLayers   []activationLayer `json:"activation_layers,omitempty"`
 	workload           string
+	stages             string // a vision backbone's stages, for the geometry line
 }
 
 type activationLayer struct {
@@ -158,6 +159,9 @@ func (r *inspection) addActivations(s model.Spec, batch, seq int64, attn, ckpt s
 			SavedBytes: int64(l.Saved), KeptBytes: int64(l.KeptTotal), Forward: int64(l.Forward), Backward: int64(l.Backward)})
 	}
 	r.workload = fmt.Sprintf("batch %d × %d tokens, %s attention, %s checkpointing", batch, seq, attn, ckpt)
+	if s.Backbone != nil {
+		r.workload = fmt.Sprintf("batch %d × %d×%d px images, %s checkpointing", batch, s.Image.Size, s.Image.Size, ckpt)
+	}
 	return nil
 }
 
@@ -177,6 +181,9 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 		UNet: s.UNet, Name: s.Name, Family: s.Family, Layers: lm.Layers, Hidden: lm.Hidden, Heads: lm.Heads, KVHeads: lm.KVHeads,
 		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(),
 		ByDType: map[string]int64{},
+	}
+	if bb := s.Backbone; bb != nil {
+		r.stages = fmt.Sprintf("%d stages of widths %v, depths %v; %d×%d px images", len(bb.Widths), bb.Widths, bb.Depths, s.Image.Size, s.Image.Size)
 	}
 	var err error
 	if r.Params, err = ft.Params(); err != nil {
@@ -234,6 +241,8 @@ func (r inspection) print(w io.Writer) error {
 	if u := r.UNet; u != nil {
 		fmt.Fprintf(tw, "geometry\t%d levels, channels %v, layers per block %v, heads %v, transformer layers %v, cross-attention width %v\n",
 			u.Levels(), u.Channels, u.LayersPerBlock, u.Heads, u.TransformerLayers, u.CrossDim)
+	} else if r.stages != "" {
+		fmt.Fprintf(tw, "geometry\t%s\n", r.stages)
 	} else {
 		fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
 			r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)

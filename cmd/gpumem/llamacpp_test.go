@@ -177,9 +177,11 @@ func TestEstimateLlamaCpp(t *testing.T) {
 	// 1,000 tokens → 1,024 cells × 2 layers × (128 + 128) × 2 bytes.
 	assert.EqualValues(t, 1024, l["kv_cells"])
 	assert.EqualValues(t, 1024*2*256*2, l["kv"])
-	// Compute, n_ubatch 512: mask 1024·512·4 = 2 MiB, KQ 1024·512·4·4 =
-	// 8 MiB, 3 × 256·512·4 = 1.5 MiB: 11.5 MiB.
-	assert.EqualValues(t, 11.5*(1<<20), l["compute"])
+	// Compute, n_ubatch 512, as ggml-alloc places it: the inputs (mask
+	// 1024·512·4 = 2 MiB, v_idxs 512·128·8 = 0.5 MiB, positions, k_idxs
+	// and out_ids 8 KiB), then KQ 1024·512·4·4 = 8 MiB above four
+	// 256·512·4 tensors (2 MiB): 13,115,392.
+	assert.EqualValues(t, 13_115_392, l["compute"])
 	assert.EqualValues(t, 3, l["layers_offloaded"])
 
 	// -ngl 2: the output layer and layer 1; -ctk q8_0; flash attention.
@@ -343,4 +345,40 @@ func TestEstimateLlamaCppNoMmap(t *testing.T) {
 	code, _, errOut := runCLI(t, "", "estimate", "--model", "gpt2", "--infer", "--no-mmap")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--no-mmap")
+}
+
+// TestEstimateLlamaCppVersion: --llamacpp-version (llamacpp_version)
+// selects the -ngl rule of the build: at -ngl 22 on Llama-3.1-8B a build
+// of May 2025 keeps the output layer on the CPU, a current one offloads
+// it first; a bad date is refused naming the flag or the field.
+func TestEstimateLlamaCppVersion(t *testing.T) {
+	args := []string{"estimate", "--model", "llama-3.1-8b", "--infer", "--runtime", "llama.cpp", "--ctx-size", "4096", "--n-gpu-layers", "22", "--json"}
+	out := map[string]map[string]any{}
+	for _, v := range []string{"", "2025-05-22"} {
+		a := args
+		if v != "" {
+			a = append(append([]string{}, args...), "--llamacpp-version", v)
+		}
+		code, text, errOut := runCLI(t, "", a...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(text), &got))
+		out[v] = got["llamacpp"].(map[string]any)
+	}
+	assert.Equal(t, true, out[""]["output_on_gpu"])
+	assert.Equal(t, false, out["2025-05-22"]["output_on_gpu"])
+	assert.Greater(t, out["2025-05-22"]["host_weights"].(float64), out[""]["host_weights"].(float64))
+
+	code, _, errOut := runCLI(t, "", append(append([]string{}, args...), "--llamacpp-version", "b5466")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--llamacpp-version")
+
+	h := newServer(serverOptions{})
+	rec := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(
+		`{"model":"llama-3.1-8b","mode":"infer","runtime":"llama.cpp","n_gpu_layers":22,"llamacpp_version":"2025-12"}`))
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+	assert.Equal(t, "llamacpp_version", e["field"])
+	assert.Contains(t, e["error"], "llamacpp_version")
 }

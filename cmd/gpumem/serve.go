@@ -557,8 +557,9 @@ type estimateRequest struct {
 	QLoRA         bool            `json:"qlora"`
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
-	Head          string          `json:"head"`   // --head: the task head
-	Labels        int             `json:"labels"` // --labels: a classification head's num_labels
+	Head          string          `json:"head"`       // --head: the task head
+	Labels        int             `json:"labels"`     // --labels: a classification head's num_labels
+	ImageSize     int             `json:"image_size"` // --image-size: a vision backbone's image side in pixels
 	Loss          string          `json:"loss"`
 	LogitsToKeep  int             `json:"logits_to_keep"`
 	GPU           string          `json:"gpu"`
@@ -611,10 +612,13 @@ type estimateRequest struct {
 	// --tensor-split (one share per GPU: their count is the GPUs) and
 	// --main-gpu.
 	// NoMmap is llama.cpp's --no-mmap.
-	NoMmap      bool      `json:"no_mmap"`
-	SplitMode   string    `json:"split_mode"`
-	TensorSplit []float64 `json:"tensor_split"`
-	MainGPU     int       `json:"main_gpu"`
+	NoMmap bool `json:"no_mmap"`
+	// LlamaCppVersion is --llamacpp-version: the llama.cpp build's date,
+	// YYYY-MM-DD or YYYY-MM, which sets how n_gpu_layers places the layers.
+	LlamaCppVersion string    `json:"llamacpp_version"`
+	SplitMode       string    `json:"split_mode"`
+	TensorSplit     []float64 `json:"tensor_split"`
+	MainGPU         int       `json:"main_gpu"`
 
 	// GPUMemoryUtilization, MaxModelLen, MaxNumBatchedTokens,
 	// MaxNumSeqs, BlockSize, KVCacheDType and TensorParallelSize are
@@ -628,9 +632,10 @@ type estimateRequest struct {
 	KVCacheDType         string  `json:"kv_cache_dtype"`
 	TensorParallelSize   int     `json:"tensor_parallel_size"`
 	// CUDAGraphMemory and EnforceEager are vLLM's --cuda-graph-memory
-	// (a size, "1.58GiB") and --enforce-eager.
+	// (a size, "1.58GiB") and --enforce-eager; VLLMV0 is --vllm-v0.
 	CUDAGraphMemory string `json:"cuda_graph_memory"`
 	EnforceEager    bool   `json:"enforce_eager"`
+	VLLMV0          bool   `json:"vllm_v0"`
 
 	// MemFractionStatic, MaxTotalTokens, PageSize and ContextLength are
 	// SGLang's flags with runtime "sglang" (--mem-fraction-static and so
@@ -797,6 +802,10 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if _, err := withLabels(headed, req.Labels); err != nil {
 		return jf, spec, badField("labels", "labels = %d: %v", req.Labels, forRequest(err.Error()))
 	}
+	jf.imageSize = req.ImageSize
+	if _, err := withImageSize(spec, req.ImageSize); err != nil {
+		return jf, spec, badField("image_size", "image_size = %d: %v", req.ImageSize, forRequest(err.Error()))
+	}
 	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
@@ -810,6 +819,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
 	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
+	jf.llama.version = req.LlamaCppVersion
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {
 			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
@@ -823,7 +833,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
 		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
 		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
-		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager}
+		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager, v0: req.VLLMV0}
 	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
 		pageSize: req.PageSize, contextLength: req.ContextLength}
 	{
@@ -1660,6 +1670,7 @@ type modelKey struct {
 	source      string
 	head        string
 	labels      int
+	imageSize   int
 	rank        int64
 	targets     string // LoRA.Targets joined by NUL
 	loraDType   gpumem.DType
@@ -1696,7 +1707,7 @@ type modelCache struct {
 // f describes into a budget.Model for a model from source.
 func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (budget.Model, error) {
 	return func(ft model.Finetune) (budget.Model, error) {
-		k := modelKey{source: source, head: f.head, labels: f.labels,
+		k := modelKey{source: source, head: f.head, labels: f.labels, imageSize: f.imageSize,
 			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
 			quant: ft.Quant, quantHead: ft.QuantizeHead, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
 			compute: ft.ComputeDType, unfused: ft.Unfused, keepsInputs: ft.KeepsInputs, quantFrom: ft.QuantFrom,

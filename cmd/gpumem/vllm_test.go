@@ -41,9 +41,9 @@ func TestEstimateVLLM(t *testing.T) {
 	v = got["vllm"].(map[string]any)
 	assert.EqualValues(t, 524_288, v["page_bytes"])
 	// 0.5 × 85,899,345,920 − 8,030,261,248 − the forward pass's
-	// 2,048 × (8,192 + 3 × 7,168) × 2 = 121,634,816 (the sampler's
+	// 2,048 × (3 × 4,096 + 3 × 7,168) × 2 = 138,412,032 (the sampler's
 	// 64 × 128,256 × 8 = 65,667,072 is smaller).
-	assert.EqualValues(t, 42_949_672_960-8_030_261_248-121_634_816, v["kv_cache_memory"])
+	assert.EqualValues(t, 42_949_672_960-8_030_261_248-138_412_032, v["kv_cache_memory"])
 
 	// The refusal: exit 1 with vLLM's message.
 	var out, errOut bytes.Buffer
@@ -114,4 +114,30 @@ func TestServeVLLMNeedsDevice(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m))
 	assert.Equal(t, 400, w.Code, m)
 	assert.Equal(t, "runtime", m["field"], m)
+}
+
+// TestEstimateVLLMV0: --vllm-v0 (vllm_v0) takes V0's profile sampler,
+// which sorts 256 × 128,256 logits: 32,833,536 × (2 + 36) bytes plus the
+// 2,048 × 4,096 × 2 hidden states it holds, 1,264,451,584 bytes, where V1's
+// fp32 logits and softmax take 262,668,288.
+func TestEstimateVLLMV0(t *testing.T) {
+	args := []string{"estimate", "--model", "llama-3-8b", "--infer", "--precision", "bf16", "--seq", "8192", "--runtime", "vllm", "--memory", "80GiB", "--json"}
+	kv := map[bool]float64{}
+	for _, v0 := range []bool{false, true} {
+		a := args
+		if v0 {
+			a = append(append([]string{}, args...), "--vllm-v0")
+		}
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitOK, run(a, strings.NewReader(""), &out, &errOut), errOut.String())
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+		kv[v0] = got["vllm"].(map[string]any)["kv_cache_memory"].(float64)
+	}
+	assert.Equal(t, float64(1_264_451_584-262_668_288), kv[false]-kv[true])
+
+	var out, errOut bytes.Buffer
+	code := run([]string{"estimate", "--model", "llama-3-8b", "--infer", "--vllm-v0"}, strings.NewReader(""), &out, &errOut)
+	assert.Equal(t, exitBadInput, code)
+	assert.Contains(t, errOut.String(), "--vllm-v0")
 }

@@ -46,8 +46,10 @@ type Case struct {
 	GPU                 string // the GPU it was measured on, as the source names it
 	Label               string // Allocated, Reserved or Device
 	Measured, Predicted gpumem.Bytes
-	// Phase is the phase that sets the estimate's peak.
-	Phase string
+	// Phase is the phase that sets the estimate's peak; MeasuredPhase,
+	// for the CPU rows, the phase the measurement peaked in, in the same
+	// names.
+	Phase, MeasuredPhase string
 	// Exempt, when set, says why the case is reported but not held to
 	// the margin (published figures whose window holds memory the
 	// estimate does not model).

@@ -1,0 +1,88 @@
+package budget
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpumem/gpumem"
+)
+
+// TestLlamaCppVersionPlacement: the -ngl rule of each era on a 32-layer
+// model, as llama.cpp printed it: "offloading 22 repeating layers",
+// "offloaded 22/33" (December 2023, the output layer on the CPU); "offloaded
+// 0/35" slots before the per-layer cache (October 2023); 21 repeating
+// layers and the output layer today.
+func TestLlamaCppVersionPlacement(t *testing.T) {
+	m := llama3Q4KMModel(t)
+	run := func(v LlamaCppVersion, ngl int) LlamaCppReport {
+		t.Helper()
+		r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 4096, GPULayers: ngl, Version: v}))
+		require.NoError(t, err)
+		return r
+	}
+	perLayer := gpumem.Bytes(4096 * 2 * 1024 * 2) // K and V of 1024 columns, f16
+
+	cur := run(0, 22)
+	assert.Equal(t, 33, cur.Slots)
+	assert.True(t, cur.OutputOnGPU)
+	assert.Equal(t, 21*perLayer, cur.KV)
+
+	dec23 := run(20231213, 22)
+	assert.Equal(t, 33, dec23.Slots)
+	assert.Equal(t, 22, dec23.Layers)
+	assert.False(t, dec23.OutputOnGPU)
+	assert.Equal(t, 22*perLayer, dec23.KV)
+	assert.Equal(t, 10*perLayer, dec23.HostKV)
+	// The output layer's weights move to the host.
+	assert.Greater(t, dec23.HostWeights, cur.HostWeights)
+
+	// At ngl = n_layer + 1 both rules put everything on the GPU.
+	a, b := run(0, 33), run(20250522, 33)
+	assert.Equal(t, a.GPUWeights, b.GPUWeights)
+	assert.Equal(t, a.KV, b.KV)
+	assert.True(t, b.OutputOnGPU)
+
+	// October 2023: n_layer + 3 slots; the cache is one slot of V and one
+	// of K after the output layer.
+	oct := run(20231013, 33)
+	assert.Equal(t, 35, oct.Slots)
+	assert.True(t, oct.OutputOnGPU)
+	assert.Zero(t, oct.KV)
+	assert.Equal(t, 32*perLayer, oct.HostKV)
+	oct = run(20231013, 34)
+	assert.Equal(t, 16*perLayer, oct.KV, "the V cache")
+	oct = run(20231013, 0)
+	assert.Equal(t, 35, oct.Layers)
+	assert.Equal(t, 32*perLayer, oct.KV)
+	assert.Zero(t, oct.HostKV)
+	assert.Equal(t, a.GPUWeights, oct.GPUWeights)
+}
+
+func TestParseLlamaCppVersion(t *testing.T) {
+	for s, want := range map[string]LlamaCppVersion{
+		"": 0, "current": 0, "2025-05-22": 20250522, "2025-05": 20250501, "2023-10-13": 20231013,
+		"2026-03": 20260301, "2025-12-24": 20251224, "2025-12-16": 20251216,
+	} {
+		v, err := ParseLlamaCppVersion("--llamacpp-version", s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, v, s)
+	}
+	for _, s := range []string{"b5466", "2025-12", "2023-12", "2025-12-20", "2022-06-01", "2025-13-01", "2025-02-30", "yesterday"} {
+		_, err := ParseLlamaCppVersion("--llamacpp-version", s)
+		require.Error(t, err, s)
+		assert.True(t, errors.Is(err, gpumem.ErrInvalid), s)
+		assert.Contains(t, err.Error(), "--llamacpp-version", s)
+	}
+	assert.Equal(t, "2025-05-22", LlamaCppVersion(20250522).String())
+
+	// A Version set in Go is checked too.
+	m := llama3Q4KMModel(t)
+	for _, v := range []LlamaCppVersion{-1, 20221231, 20251220, 20251399} {
+		_, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Version: v}))
+		require.Error(t, err, "%d", v)
+		assert.Contains(t, err.Error(), "Job.LlamaCpp.Version")
+	}
+}

@@ -1,0 +1,67 @@
+#!/bin/sh
+# Measures the whole grid in the chroot setup.sh made and writes
+#   testdata/measured/cpu/<torch>-<date>.jsonl             one row per case
+#   testdata/measured/cpu/validation-<torch>-<date>.jsonl  the method's validation
+#
+#   tools/measure/run.sh [CHROOT] [TRANSFORMERS_SRC]      (as root, from anywhere)
+#
+# measure.py, the import stubs, the catalog configs and transformers' source
+# are copied into CHROOT/opt/gpumem; one process runs the cases of one model
+# (OMP_NUM_THREADS=1: the rows do not depend on it, the machine's other users
+# do). /proc, /sys and /dev are mounted in the chroot if they are not, and
+# unmounted again at the end. MEASURE_ONLY=<regexp> limits the grid to the
+# case ids it matches (grep -E).
+set -eu
+CHROOT=${1:-/var/tmp/gpumem-trixie}
+SRC=${2:-/var/tmp/transformers-src}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OPT=$CHROOT/opt/gpumem
+[ -e "$CHROOT/.ready" ] || { echo "run.sh: no chroot at $CHROOT: run tools/measure/setup.sh" >&2; exit 2; }
+[ -e "$SRC/COMMIT" ] || { echo "run.sh: no transformers source at $SRC: run tools/measure/setup.sh" >&2; exit 2; }
+
+mounted=""
+for d in proc sys dev; do
+	if ! mountpoint -q "$CHROOT/$d"; then
+		case $d in proc) mount -t proc proc "$CHROOT/proc" ;; sys) mount -t sysfs sys "$CHROOT/sys" ;; dev) mount --bind /dev "$CHROOT/dev" ;; esac
+		mounted="$CHROOT/$d $mounted"
+	fi
+done
+cleanup() { for m in $mounted; do umount "$m" || true; done; }
+trap cleanup EXIT
+
+rm -rf "$OPT/measure" "$OPT/stubs" "$OPT/configs" "$OPT/work"
+mkdir -p "$OPT/measure" "$OPT/work"
+cp "$HERE/measure.py" "$OPT/measure/"
+cp -a "$HERE/stubs" "$OPT/stubs"
+cp -a "$ROOT/model/configs" "$OPT/configs"
+if [ ! -d "$OPT/transformers-src/src/transformers" ] || ! cmp -s "$SRC/COMMIT" "$OPT/transformers-src/COMMIT"; then
+	rm -rf "$OPT/transformers-src"
+	cp -a "$SRC" "$OPT/transformers-src"
+fi
+
+# The repository commit the rows were measured with; "+dirty" when tools/measure
+# differs from it.
+COMMIT=$(git -C "$ROOT" rev-parse HEAD)
+[ -z "$(git -C "$ROOT" status --porcelain -- tools/measure)" ] || COMMIT="$COMMIT+dirty"
+inchroot() {
+	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
+		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
+		GPUMEM_TRANSFORMERS_COMMIT="$(cat "$SRC/COMMIT")" \
+		PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \
+		python3 /opt/gpumem/measure/measure.py "$@"
+}
+
+TORCH=$(chroot "$CHROOT" python3 -c 'import torch; print(torch.__version__.split("+")[0])')
+DATE=$(date -u +%Y-%m-%d)
+OUT=$ROOT/testdata/measured/cpu
+mkdir -p "$OUT"
+inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
+inchroot --list | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
+for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
+	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
+	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
+	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$OUT/$TORCH-$DATE.jsonl" 2>"$OPT/work/$m.log" ||
+		echo "run.sh: $m: the process failed; see $OPT/work/$m.log" >&2
+done
+echo "run.sh: $(wc -l <"$OUT/$TORCH-$DATE.jsonl") rows in $OUT/$TORCH-$DATE.jsonl" >&2

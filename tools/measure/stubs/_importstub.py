@@ -1,0 +1,61 @@
+"""Import stubs for the measurement chroot: huggingface_hub and tokenizers.
+
+tools/measure builds every model from a config dict with random weights and
+feeds it random token ids, so it never downloads a file nor tokenizes text;
+transformers only needs these two packages' names to import its modeling
+code. A stubbed package and each of its submodules resolve a name that is
+not listed in `values` to a placeholder class, which raises if anything
+ever instantiates it, so a code path that really needs the hub or a
+tokenizer fails loudly instead of measuring something else.
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+
+class _Placeholder(Exception):
+    """Stands for any class or function of a stubbed package; calling it is an error."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(f"{type(self).__name__}: this package is an import stub in tools/measure")
+
+    def __init_subclass__(cls, **kwargs):
+        pass
+
+
+def _module_getattr(modname, values):
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = values[name] if name in values else type(name, (_Placeholder,), {})
+        setattr(sys.modules[modname], name, value)
+        return value
+
+    return __getattr__
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, root, values):
+        self.root, self.values = root, values
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.startswith(self.root + "."):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        mod = types.ModuleType(spec.name)
+        mod.__path__ = []
+        mod.__getattr__ = _module_getattr(spec.name, self.values)
+        return mod
+
+    def exec_module(self, module):
+        pass
+
+
+def install(package, values):
+    """Make `package` (already imported) and all its submodules stubs."""
+    sys.meta_path.insert(0, _Finder(package, values))
+    sys.modules[package].__getattr__ = _module_getattr(package, values)
