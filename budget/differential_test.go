@@ -28,8 +28,9 @@ import (
 var updateDifferential = flag.Bool("update-differential", false, "rewrite testdata/differential")
 
 // formatValue prints v with every integer in full (gpumem.Bytes'
-// String rounds) and every field named, recursively; pointers, slices
-// of models and functions are left out (they print addresses).
+// String rounds) and every field named, recursively; Models and Jobs
+// are left out (a Model prints addresses, and a Job's fields grow with
+// every runtime; formatPlan prints the Plan's Job's knobs).
 func formatValue(b *strings.Builder, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -54,13 +55,15 @@ func formatValue(b *strings.Builder, v reflect.Value) {
 	case reflect.Struct:
 		b.WriteByte('{')
 		t := v.Type()
+		n := 0
 		for i := 0; i < v.NumField(); i++ {
-			if t.Field(i).Type == reflect.TypeOf(Model{}) {
-				continue
+			if ft := t.Field(i).Type; ft == reflect.TypeOf(Model{}) || ft == reflect.TypeOf(Job{}) {
+				continue // addresses; a Plan's Job is printed by formatPlan
 			}
-			if i > 0 {
+			if n > 0 {
 				b.WriteByte(' ')
 			}
+			n++
 			b.WriteString(t.Field(i).Name)
 			b.WriteByte(':')
 			formatValue(b, v.Field(i))
@@ -109,7 +112,6 @@ func formatPlan(p Plan, err error) string {
 		return formatResult(nil, err)
 	}
 	j := p.Job
-	p.Job = Job{}
 	return formatAny(p) + fmt.Sprintf(" job{%s %s %d %d %d %v %v %s} par%s", j.Mode, j.Precision, j.Batch, j.SeqLen, j.GradAccum,
 		j.Checkpointing, j.Attention, formatAny(j.Optimizer), formatAny(j.Parallel))
 }
