@@ -52,6 +52,9 @@ type Model struct {
 	// memo keeps the figures computed per precision, rank and optimizer
 	// (memo.go), shared by the copies of the Model.
 	memo *memo
+	// actErr is spec.CheckActivations(): the activation model's checks
+	// of the architecture, made once (activations).
+	actErr error
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -108,6 +111,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
+	m.actErr = s.CheckActivations()
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err
 	}

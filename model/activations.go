@@ -497,17 +497,40 @@ func (s Spec) Activations(w Workload) (Activations, error) {
 // few entries suffice: one per kind of block (a multimodal model has
 // three or four).
 func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations, error) {
-	if s.Inventory != nil && s.Hidden == 0 {
-		return Activations{}, gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
-	}
-	if err := s.checkAct("Spec"); err != nil {
+	if err := s.CheckActivations(); err != nil {
 		return Activations{}, err
 	}
+	return s.appendChecked(dst, w)
+}
+
+// CheckActivations returns the error [Spec.AppendActivations] returns
+// for s whatever the workload, nil when the activation model covers s's
+// fields. It depends on s alone: a caller that estimates one Spec often
+// (budget.NewModel) checks it once and calls
+// [Spec.AppendActivationsChecked].
+func (s Spec) CheckActivations() error {
+	if s.Inventory != nil && s.Hidden == 0 {
+		return gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
+	}
+	return s.checkAct("Spec")
+}
+
+// AppendActivationsChecked is [Spec.AppendActivations] without the
+// checks of [Spec.CheckActivations], for a Spec they passed (the Spec's
+// checks cost about as much as a tenth of the estimate); the Workload is
+// checked. Called on a Spec that fails them, its answer is undefined.
+func (s *Spec) AppendActivationsChecked(dst []LayerActivations, w Workload) (Activations, error) {
+	return s.appendChecked(dst, w)
+}
+
+// appendChecked is AppendActivations once s is checked.
+func (s Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, error) {
 	e, err := w.check(s)
 	if err != nil {
 		return Activations{}, err
 	}
-	switch layoutOf(s) {
+	l := layoutOf(s)
+	switch l {
 	case layoutMamba:
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
@@ -525,7 +548,7 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	}
 	var c actCalc
 	var a Activations
-	switch layoutOf(s) {
+	switch l {
 	case layoutMultimodal:
 		c.multimodal(&a, s, w, e)
 	case layoutT5, layoutWhisper:
