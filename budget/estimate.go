@@ -276,9 +276,9 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 	// The model's registered buffers (model.Spec.BufferBytes: BigCode's
 	// causal mask, BERT's position and token-type ids) move to the GPU
 	// with it.
-	b.Buffers = acc.sum(b.Buffers, m.spec.BufferBytes())
+	b.Buffers = acc.sum(b.Buffers, m.bufferBytes)
 	if j.Mode == Generation {
-		b.KVCache = acc.add(kvCache(*j, cDT, v))
+		b.KVCache = acc.add(kvCache(j, cDT, v))
 	}
 	if w, ok := checked.Mul(int64(ov.Workspace), int64(ov.Workspaces)); ok {
 		b.Workspace = gpumem.Bytes(w)

@@ -55,6 +55,8 @@ type Model struct {
 	// actErr is spec.CheckActivations(): the activation model's checks
 	// of the architecture, made once (activations).
 	actErr error
+	// bufferBytes is spec.BufferBytes(): the registered buffers.
+	bufferBytes gpumem.Bytes
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -112,6 +114,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
 	m.actErr = s.CheckActivations()
+	m.bufferBytes = s.BufferBytes()
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err
 	}

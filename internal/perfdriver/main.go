@@ -44,7 +44,7 @@ func lookup(name string, f func(*model.Finetune)) budget.Model {
 }
 
 func main() {
-	c := flag.String("case", "train", "train, zero3, fsdp, parallel, moe, allocate or fleet")
+	c := flag.String("case", "train", "train, zero3, fsdp, parallel, generate, moe, allocate or fleet")
 	n := flag.Int("n", 1000, "repetitions")
 	flag.Parse()
 	m := lookup("llama-2-70b", nil)
@@ -67,6 +67,10 @@ func main() {
 		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
 			Batch: 1, SeqLen: 4096, Attention: model.Flash, GradAccum: 8,
 			Parallel: budget.Parallel{DataParallel: 2, Stage: 1, TensorParallel: 8, SequenceParallel: true, PipelineParallel: 4}}
+		run = est
+	case "generate":
+		j = budget.Job{Model: m, Mode: budget.Generation, Precision: budget.BF16, Attention: model.SDPA,
+			Batch: 8, SeqLen: 4096, Generate: 512}
 		run = est
 	case "moe":
 		j.Model = lookup("mixtral-8x7b", nil)
