@@ -264,7 +264,7 @@ func (m Model) Spec() model.Spec { return m.spec }
 func (m Model) Params() (total, trainable int64) { return m.params, m.trainableParams }
 
 // valid reports whether m was built by NewModel.
-func (m Model) valid() bool { return m.tensors > 0 }
+func (m *Model) valid() bool { return m.tensors > 0 }
 
 // weights returns the bytes of every tensor stored in dt (quantized
 // groups in their own storage), each rounded up to the caching
