@@ -383,6 +383,8 @@ type allocator struct {
 	minSeq, maxSeq int
 	varySeq        bool
 	objective      Objective // resolved: never ObjectiveDefault
+	// scratch is the Job a change applies to (change.apply).
+	scratch Job
 }
 
 // budget is the device bytes a plan may use.
@@ -592,13 +594,13 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 			continue
 		}
 		p.Ladder[i].Applied = false
-		x := given
+		a.scratch = given
 		for k := 1; k < len(p.Ladder); k++ {
 			if p.Ladder[k].Applied {
-				changes[k].apply(&x)
+				changes[k].apply(&a.scratch)
 			}
 		}
-		x = withWorkload(x, best)
+		x := withWorkload(a.scratch, best)
 		if nb, ok, err := a.fits(x); err == nil && ok {
 			best, p.Need = x, nb
 		} else {
@@ -938,18 +940,26 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
-	steps := []Rung{{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
-		Cost: Cost{Kind: CostNone, Text: "—"}}}
-	jobs := []Job{j}
-	applied := []change{{}}
+	cs := a.changes(j)
+	// At most one rung per change: sized once (a Job is 1.8 KB, and
+	// growing the slice copied them over and over).
+	steps := make([]Rung, 1, len(cs)+1)
+	steps[0] = Rung{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
+		Cost: Cost{Kind: CostNone, Text: "—"}}
+	jobs := make([]Job, 1, len(cs)+1)
+	jobs[0] = j
+	applied := make([]change, 1, len(cs)+1)
 	first := -1
 	if ok {
 		first = 0
 	}
 	cur, curB := j, b
-	for _, c := range a.changes(j) {
-		x := cur
-		c.apply(&x)
+	for _, c := range cs {
+		// The change applies to the allocator's scratch Job: a local
+		// whose address a func value takes would move to the heap.
+		a.scratch = cur
+		c.apply(&a.scratch)
+		x := a.scratch
 		nb, ok, err := a.fits(x)
 		if err != nil {
 			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrUnsupported) {
