@@ -524,19 +524,19 @@ func (s *Spec) AppendActivationsChecked(dst []LayerActivations, w Workload) (Act
 }
 
 // appendChecked is AppendActivations once s is checked.
-func (s Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, error) {
-	e, err := w.check(&s)
+func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, error) {
+	e, err := w.check(s)
 	if err != nil {
 		return Activations{}, err
 	}
-	l := layoutOf(&s)
+	l := layoutOf(s)
 	switch l {
 	case layoutMamba:
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
 	case layoutBackbone:
-		if err := w.checkBackbone(s); err != nil {
+		if err := w.checkBackbone(*s); err != nil {
 			return Activations{}, err
 		}
 	}
@@ -550,22 +550,22 @@ func (s Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, er
 	var a Activations
 	switch l {
 	case layoutMultimodal:
-		c.multimodal(&a, s, w, e)
+		c.multimodal(&a, *s, w, e)
 	case layoutT5, layoutWhisper:
-		c.encDec(&a, s, w, e)
+		c.encDec(&a, *s, w, e)
 	case layoutMamba:
-		c.mamba(&a, s, w, e)
+		c.mamba(&a, *s, w, e)
 	case layoutBackbone:
-		c.backbone(&a, s, w, e)
+		c.backbone(&a, *s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
-		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		tokens := c.vision(&a, *s, w, e, "", w.Batch, !w.Train)
 		if s.Head == HeadImageCls {
 			T := c.m(w.Batch, tokens)
-			c.taskHead(&a, s, w, HeadImageCls, e, T, T, false)
+			c.taskHead(&a, *s, w, HeadImageCls, e, T, T, false)
 		}
 		c.finish(&a, w)
 	default:
-		c.decoderOnly(&a, &s, w, e, "", w.SeqLen)
+		c.decoderOnly(&a, s, w, e, "", w.SeqLen)
 	}
 	if c.bad {
 		// Name the larger of the two dimensions the bytes grow with (the
