@@ -101,3 +101,39 @@ func BenchmarkAllocateFleet(b *testing.B) {
 		}
 	}
 }
+
+// TestEstimateConcurrentMemo estimates the differential grid's jobs from
+// several goroutines at once, on Models built afresh so that their
+// figures are computed while other goroutines read them (run it with
+// -race too), and checks every answer against the same job estimated
+// alone.
+func TestEstimateConcurrentMemo(t *testing.T) {
+	_, jobs := differentialJobs(t)
+	want := make([]string, len(jobs))
+	for i, j := range jobs {
+		b, err := Estimate(j)
+		want[i] = formatResult(b, err)
+	}
+	_, fresh := differentialJobs(t) // new Models, nothing kept
+	const workers = 4
+	n := len(fresh)
+	errs := make(chan string, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			for i := 0; i < n; i++ {
+				k := (i*7 + w*13) % n // each worker in its own order
+				b, err := Estimate(fresh[k])
+				if got := formatResult(b, err); got != want[k] {
+					errs <- got + " != " + want[k]
+					return
+				}
+			}
+			errs <- ""
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
