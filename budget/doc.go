@@ -37,16 +37,17 @@
 // the first Estimate that needs them; the rest (the activation model,
 // the peak's composition) runs per call. Measured with callgrind
 // (internal/perfdriver, instructions per call): a 70B training job
-// (BenchmarkEstimate) 11,363 instructions (35,015 before the Model kept
-// its figures), the same under ZeRO-3 over 64 GPUs 11,586, FSDP 11,549,
-// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 14,788
-// (78,794), an 8×7B MoE under EP 8 × TP 2 × CP 2 12,727. At the rate of
-// the earlier measurement of 2.4 µs for about 30,400 instructions this
-// is about 0.9 µs for the 70B job; on the machine these were measured
+// (BenchmarkEstimate) 10,643 instructions (35,015 before the Model kept
+// its figures), the same under ZeRO-3 over 64 GPUs 10,866, FSDP 10,828,
+// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 14,092
+// (78,794), an 8×7B MoE under EP 8 × TP 2 × CP 2 11,915, generation
+// 9,195. At the rate of the earlier measurement of 2.4 µs for about
+// 30,400 instructions this is about 0.84 µs for the 70B job (1.1 µs for
+// the two pipeline stages); on the machine these were measured
 // on (2 vCPUs of an Intel Xeon, nproc 2, shared with other work, load
 // average about 10, so that wall-clock figures are upper bounds) the
-// minimum of repeated runs was 1.3 µs for BenchmarkEstimate and 1.3–3.9
-// µs across BenchmarkEstimateLayouts. Fits and Utilization take
+// minimum of repeated runs was 1.29 µs for BenchmarkEstimate and
+// 1.3–3.1 µs across BenchmarkEstimateLayouts. Fits and Utilization take
 // nanoseconds. NewModel
 // costs the model's distinct layer kinds, not its size: it builds one
 // layer of each kind and one expert of each block (model.Spec.Runs), so
@@ -71,14 +72,14 @@
 // [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
-// (BenchmarkAllocate): 417,971 instructions under callgrind (883,194
-// before), about 33 µs at the rate above (80 µs minimum wall-clock on
+// (BenchmarkAllocate): 399,926 instructions under callgrind (883,194
+// before), about 32 µs at the rate above (81 µs minimum wall-clock on
 // the shared machine), 60 allocations. [AllocateFleet] does not search
 // a layout whose model states alone (weights as stored, master copies
 // and optimizer state after sharding and offload, and the CUDA context)
 // exceed the free memory: the layout keeps its first rung, and the plan
 // or the error is the one the full search gives (two nodes of eight 80
-// GB GPUs, BenchmarkAllocateFleet: 849,197 instructions, 2,975,848
+// GB GPUs, BenchmarkAllocateFleet: 813,709 instructions, 2,975,848
 // before).
 //
 // # What is modelled
