@@ -25,8 +25,8 @@ func allocCases(t testing.TB) []allocCase {
 	lora := lookupModel(t, "llama-3.2-1b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
 	frozen := lookupModel(t, "qwen2.5-0.5b", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	return []allocCase{
-		{"train defaults", Job{Model: small, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
-		{"train target", Job{Model: llama, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
+		{"train defaults", Job{Model: small, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
+		{"train target", Job{Model: llama, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
 			Limits{TargetGlobalBatch: 64, Attention: []model.AttentionKernel{model.SDPA, model.Flash},
 				Optimizers: []optimizer.Optimizer{optimizer.AdamW8bit{}}, Offload: OffloadOptimizer,
 				Models: []Alternative{{"LoRA r=8", lora}}}},
@@ -292,7 +292,7 @@ func BenchmarkAllocate(b *testing.B) {
 		f.LoRA = model.LoRA{Rank: 16}
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 	})
-	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
+	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 	lim := &Limits{
 		TargetGlobalBatch: 256,
 		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
@@ -434,7 +434,7 @@ func qloraJob(t testing.TB) (Job, gpumem.Bytes) {
 	if !ok {
 		t.Fatal("a100-40gb not in the catalog")
 	}
-	return Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
+	return Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
 		Batch: 1, SeqLen: 2048, Device: d}, d.Free()
 }
 
@@ -559,7 +559,7 @@ func TestAllocateFleetMaximizeSeqLen(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3-8b", nil)
 	d, _ := gpumem.LookupDevice("a100-40gb")
-	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048, Device: d}
+	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048, Device: d}
 	p, err := AllocateFleet(Fleet{Nodes: 1, GPUsPerNode: 8, Free: d.Free()}, j, &Limits{MaxSeqLen: 65536})
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func TestCalibrateJobs(t *testing.T) {
 	truth := Overhead{Context: 900 * gpumem.MiB, Fragmentation: 0.12}
 	var obs []Observation
 	for _, batch := range []int{1, 2, 4, 8, 16} {
-		j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
+		j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
 			Batch: batch, SeqLen: 1024}
 		b, err := Estimate(j)
 		require.NoError(t, err)
@@ -294,12 +294,12 @@ func publishedObservations(t *testing.T) []publishedObservation {
 		{"hf-anatomy-bert-large-bs4-fp32-adamw", 4, 1, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
 		{"hf-anatomy-bert-large-bs1-ga4-fp32-adamw", 1, 4, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
 		{"hf-anatomy-bert-large-bs1-ga4-gc-fp32-adamw", 1, 4, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
-		{"hf-anatomy-bert-large-bs4-fp16-adamw", 4, 1, AMPFP16, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adamw", 1, 4, AMPFP16, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs4-fp16-adamw", 4, 1, FP16Mixed, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adamw", 1, 4, FP16Mixed, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
 		{"hf-anatomy-bert-large-bs4-fp32-adafactor", 4, 1, FP32, optimizer.Adafactor{}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adafactor", 1, 4, AMPFP16, optimizer.Adafactor{}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adafactor", 1, 4, FP16Mixed, optimizer.Adafactor{}, model.FullCheckpointing},
 		{"hf-anatomy-bert-large-bs4-fp32-adam8bit", 4, 1, FP32, optimizer.Adam8bit{}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adam8bit", 1, 4, AMPFP16, optimizer.Adam8bit{}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adam8bit", 1, 4, FP16Mixed, optimizer.Adam8bit{}, model.FullCheckpointing},
 	} {
 		j := Job{Model: bert, Mode: Training, Precision: c.prec, Optimizer: c.opt, Attention: model.Eager,
 			Batch: c.batch, SeqLen: 512, GradAccum: c.ga, Checkpointing: c.ckpt, Dropout: true}

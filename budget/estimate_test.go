@@ -40,7 +40,7 @@ func TestEstimateClosedForm(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-2-7b", nil)
 	j := trainJob(m)
-	j.Precision = MixedBF16
+	j.Precision = BF16Master
 	j.Optimizer = optimizer.AdamW{Impl: optimizer.Fused}
 	b, err := Estimate(j)
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func FuzzEstimate(f *testing.F) {
 
 func BenchmarkEstimate(b *testing.B) {
 	m := lookupModel(b, "llama-2-70b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
 		Batch: 1, SeqLen: 4096, Checkpointing: model.FullCheckpointing}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -40,7 +40,7 @@ func ExampleAllocate_llavaOn3090() {
 		f.LoRA = model.LoRA{Rank: 16, Targets: []string{"all-linear"}}
 	})
 	j := budget.Job{
-		Model: full, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+		Model: full, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: 4, SeqLen: 2048, Images: 1,
 	}
 	rtx3090, _ := gpumem.LookupDevice("rtx 3090")
@@ -228,7 +228,7 @@ func ExampleAllocate_maximizeSeqLen() {
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 	})
 	a100, _ := gpumem.LookupDevice("a100-40gb")
-	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.SDPA, Batch: 1, SeqLen: 2048, Device: a100}
 	p, err := budget.Allocate(a100.Free(), j, &budget.Limits{MaxSeqLen: 32768})
 	if err != nil {

@@ -21,7 +21,7 @@ func ExampleAllocateFleet_llama70bFullFinetune() {
 		return
 	}
 	h100, _ := gpumem.LookupDevice("h100-sxm")
-	job := budget.Job{Model: m, Mode: budget.Training, Precision: budget.MixedBF16,
+	job := budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Master,
 		Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 4096, Attention: model.Flash}
 	plan, err := budget.AllocateFleet(budget.Fleet{Nodes: 1, GPUsPerNode: 8, Free: h100.Free()}, job,
 		&budget.Limits{TargetGlobalBatch: 64, Offload: budget.OffloadOptimizer})

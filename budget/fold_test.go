@@ -78,7 +78,7 @@ func TestNewModelFoldedEqualsFull(t *testing.T) {
 			}
 			for _, mode := range []Mode{Training, Prefill, Generation} {
 				for _, par := range []Parallel{{}, {DataParallel: 2, Stage: 3}, {TensorParallel: 2, PipelineParallel: 2}} {
-					ja := Job{Model: a, Mode: mode, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 128, Generate: 16, Parallel: par}
+					ja := Job{Model: a, Mode: mode, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 128, Generate: 16, Parallel: par}
 					jb := ja
 					jb.Model = b
 					ea, errA := Estimate(ja)
@@ -119,7 +119,7 @@ func benchmarkNewModel(b *testing.B, s model.Spec) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		j := Job{Model: m, Mode: Training, Batch: 1, SeqLen: 512, Precision: AMPBF16, Optimizer: optimizer.AdamW{}}
+		j := Job{Model: m, Mode: Training, Batch: 1, SeqLen: 512, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}}
 		if _, err := Estimate(j); err != nil {
 			b.Fatal(err)
 		}

@@ -14,7 +14,7 @@ func TestEstimateOffloadOptimizer(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3.2-1b", nil)
 	j := trainJob(m)
-	j.Precision = MixedBF16
+	j.Precision = BF16Master
 	on, err := Estimate(j)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestEstimateAutocastSkipsQuantized(t *testing.T) {
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 	})
 	j := trainJob(q)
-	j.Precision = AMPBF16
+	j.Precision = BF16Mixed
 	amp, err := Estimate(j)
 	if err != nil {
 		t.Fatal(err)

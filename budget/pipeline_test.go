@@ -46,7 +46,7 @@ func within(t *testing.T, want int64, got gpumem.Bytes, n int64, what string) {
 func TestPipelineLoRATraining(t *testing.T) {
 	t.Parallel()
 	p := pipelineModels(t, "sdxl", 4)
-	p.Mode, p.Precision, p.Optimizer = Training, AMPFP16, optimizer.AdamW{}
+	p.Mode, p.Precision, p.Optimizer = Training, FP16Mixed, optimizer.AdamW{}
 	p.Batch, p.Height, p.Width, p.Attention = 1, 1024, 1024, model.SDPA
 	e, err := EstimatePipeline(p)
 	require.NoError(t, err)
@@ -137,10 +137,10 @@ func TestPipelineErrors(t *testing.T) {
 		{"Pipeline.Batch", func(p *Pipeline) { p.Batch = 0 }},
 		{"Pipeline.Height", func(p *Pipeline) { p.Height = 500 }},
 		{"Pipeline.Mode", func(p *Pipeline) { p.Mode = Generation }},
-		{"Pipeline.Precision", func(p *Pipeline) { p.Precision = AMPFP16 }},
-		{"Pipeline.Optimizer", func(p *Pipeline) { p.Mode, p.Precision = Training, AMPFP16 }},
+		{"Pipeline.Precision", func(p *Pipeline) { p.Precision = FP16Mixed }},
+		{"Pipeline.Optimizer", func(p *Pipeline) { p.Mode, p.Precision = Training, FP16Mixed }},
 		{"Pipeline.CPUOffload", func(p *Pipeline) {
-			p.Mode, p.Precision, p.Optimizer, p.CPUOffload = Training, AMPFP16, optimizer.AdamW{}, true
+			p.Mode, p.Precision, p.Optimizer, p.CPUOffload = Training, FP16Mixed, optimizer.AdamW{}, true
 		}},
 		{"Pipeline.FrozenDType", func(p *Pipeline) { p.FrozenDType = gpumem.INT8 }},
 	} {
@@ -160,7 +160,7 @@ func BenchmarkEstimatePipeline(b *testing.B) {
 	var p Pipeline
 	p.UNet, _ = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: 4}})
 	p.VAE, _ = NewModel(model.Finetune{Model: d.VAE})
-	p.Mode, p.Precision, p.Optimizer = Training, AMPFP16, optimizer.AdamW{}
+	p.Mode, p.Precision, p.Optimizer = Training, FP16Mixed, optimizer.AdamW{}
 	p.Batch, p.Height, p.Width, p.Checkpointing = 1, 1024, 1024, true
 	b.ReportAllocs()
 	for b.Loop() {

@@ -135,7 +135,7 @@ func TestQLoRAWeights(t *testing.T) {
 	f.Unquantized = gpumem.BF16
 	fixed := quantModel(t, "llama-3.1-8b", f)
 	job := func(m Model) Breakdown {
-		b, err := Estimate(Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 512,
+		b, err := Estimate(Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 512,
 			Attention: model.SDPA, Checkpointing: model.FullCheckpointing})
 		require.NoError(t, err)
 		return b

@@ -209,7 +209,7 @@ func footprint() (Footprint, error) {
 // and one 336-px image each.
 func job797(m budget.Model) budget.Job {
 	return budget.Job{
-		Model: m, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+		Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: startBatch, SeqLen: seqLen, Images: 1,
 	}
 }

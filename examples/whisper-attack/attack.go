@@ -25,7 +25,7 @@ var gpus = []string{"tesla t4", "v100-sxm2-16gb", "rtx 4000 ada", "l4", "rtx 309
 
 // precisions are the two ways the attack runs: plain fp32, and fp16
 // autocast (lang_autocast=True).
-var precisions = []budget.Precision{budget.FP32, budget.AMPFP16}
+var precisions = []budget.Precision{budget.FP32, budget.FP16Mixed}
 
 // Report is what the program computes; run prints it.
 type Report struct {
@@ -173,7 +173,7 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, " %14s", d.Name)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.AMPFP16)
+	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.FP16Mixed)
 	fmt.Fprintf(w, "  PGD's delta_batch and r_batch take %s, and language_probs would take %s\n",
 		r.PGDBuffers.Human(), r.LangProbs.Human())
 	fmt.Fprintln(w, "  on the GPU: neither is what fills it. nb_iter does not enter the estimate: each")
