@@ -84,7 +84,7 @@ func TestNewModelFoldedEqualsFull(t *testing.T) {
 					ea, errA := Estimate(ja)
 					eb, errB := Estimate(jb)
 					if (errA == nil) != (errB == nil) || (errA == nil && !cmp.Equal(ea, eb)) {
-						t.Errorf("%s %s %v %+v: folded %v (%v), full %v (%v)", s.Name, name, mode, par, ea.Total(), errA, eb.Total(), errB)
+						t.Errorf("%s %s %v %+v: folded %v (%v), full %v (%v)", s.Name, name, mode, par, ea.Device(), errA, eb.Device(), errB)
 					}
 				}
 			}
