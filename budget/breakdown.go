@@ -200,7 +200,6 @@ func (b *Breakdown) required() gpumem.Bytes {
 		int64(min(b.PagedResident, b.Paged))))
 }
 
-
 // Total returns Device.
 //
 // Deprecated: use [Breakdown.Device], the device level beside
