@@ -5,16 +5,8 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/attention"
+	"github.com/gpumem/gpumem/budget"
 )
-
-// roundAlloc rounds a request up as PyTorch's CUDA caching allocator
-// reports it in "Tried to allocate" for requests above 10 MiB: to a
-// multiple of 2 MiB (c10/cuda/CUDACachingAllocator.cpp,
-// get_allocation_size; docs/reference.md#caching-allocator-rounding).
-func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
 
 // The Whisper language attack (docs/scenarios.md): Whisper-small's encoder (12 heads of 64, 1500 frames for a 30 s
 // clip) under openai/whisper's qkv_attention, which upcasts q·k to fp32
@@ -24,7 +16,7 @@ func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
 func Example_whisperAttack() {
 	s := attention.Shape{Batch: 1, Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), roundAlloc(scores))
+	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), budget.AllocationRequest(scores))
 
 	whisper := attention.Eager{SoftmaxFP32: true, CastBeforeSoftmax: true}
 	fwd, _ := whisper.Forward(s)

@@ -960,7 +960,7 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 			if x.Mode == Training {
 				_, tr := x.Model.Params()
 				_, was := cur.Model.Params()
-				cost.Text += "; trains " + group3(tr) + " parameters instead of " + group3(was)
+				cost.Text += "; trains " + gpumem.Thousands(tr) + " parameters instead of " + gpumem.Thousands(was)
 			}
 		}
 		steps = append(steps, Rung{Change: c.text, Allocated: nb.Allocated(), Device: nb.Device(),
@@ -1215,19 +1215,6 @@ func CacheEntries(entryBytes, budget gpumem.Bytes, min, max int64) (int64, error
 	return n, nil
 }
 
-// group3 writes n with commas between thousands: 6,738,415,616.
-func group3(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 // String prints the plan and its ladder as a table.
 func (p Plan) String() string {
 	var b strings.Builder
@@ -1282,14 +1269,14 @@ func (p Plan) String() string {
 		for _, r := range p.Ladder[1:] {
 			changed = changed || r.Applied
 		}
-		v := group3(int64(p.objectiveValue()))
+		v := gpumem.Thousands(int64(p.objectiveValue()))
 		switch {
 		case !changed:
 			fmt.Fprintf(&b, "objective: the %s, %s %s; no change tried lengthens it\n", what, v, unit)
 		case first == 0:
 			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (nothing fits without them)\n", what, v, unit)
 		default:
-			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, group3(int64(first)))
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, gpumem.Thousands(int64(first)))
 		}
 	}
 	writeLadder(&b, p.Ladder)
@@ -1345,9 +1332,9 @@ func writeLadder(b *strings.Builder, ladder []Rung) {
 		case column == "":
 			return ""
 		case s.MaxSeqLen > 0:
-			return fmt.Sprintf("%13s  ", group3(int64(s.MaxSeqLen)))
+			return fmt.Sprintf("%13s  ", gpumem.Thousands(int64(s.MaxSeqLen)))
 		case s.MaxBatch > 0:
-			return fmt.Sprintf("%13s  ", group3(int64(s.MaxBatch)))
+			return fmt.Sprintf("%13s  ", gpumem.Thousands(int64(s.MaxBatch)))
 		}
 		return fmt.Sprintf("%13s  ", "—")
 	}

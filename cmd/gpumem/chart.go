@@ -504,7 +504,7 @@ const chartTitleWidth = 90
 func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 	parts := []string{fmt.Sprintf("%s: %s", describe(j), j.Mode), j.Precision.String()}
 	if total, trainable := j.Model.Params(); j.Mode == budget.Training && trainable < total {
-		parts = append(parts, group3(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
+		parts = append(parts, gpumem.Thousands(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
 	}
 	if j.Optimizer != nil {
 		parts = append(parts, j.Optimizer.String())
@@ -543,10 +543,10 @@ func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false), hr.name)
 	case s.fitMax == s.limit:
 		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", clean(dev.Name), dev.Free().Human(),
-			axisLabel(s.axis, false), group3(int64(s.fitMax)), hr.name)
+			axisLabel(s.axis, false), gpumem.Thousands(int64(s.fitMax)), hr.name)
 	default:
 		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false),
-			group3(int64(s.fitMax)), hr.name)
+			gpumem.Thousands(int64(s.fitMax)), hr.name)
 	}
 	return b.String()
 }

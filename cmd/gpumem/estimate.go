@@ -1067,9 +1067,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprint(out, ", evaluation loss")
 	}
 	if j.Mode == budget.Load {
-		fmt.Fprintf(out, "\nparameters %s\n", group3(total))
+		fmt.Fprintf(out, "\nparameters %s\n", gpumem.Thousands(total))
 	} else {
-		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", gpumem.Thousands(total), gpumem.Thousands(trainable))
 	}
 	if j.Parallel.GPUs() > 1 {
 		fmt.Fprintf(out, "layout %s over %d GPUs; figures for one GPU", j.Parallel.Describe(), j.Parallel.GPUs())
@@ -1131,10 +1131,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			vrow("Estimated CUDA graph memory", gib(v.CUDAGraphs))
 		}
 		vrow("Available KV cache memory", gib(v.KVMemory))
-		vrow("# GPU blocks", group3(v.Blocks))
-		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
-		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
-		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		vrow("# GPU blocks", gpumem.Thousands(v.Blocks))
+		vrow("GPU KV cache size (tokens)", gpumem.Thousands(v.Tokens))
+		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", gpumem.Thousands(int64(v.MaxModelLen)), v.Concurrency)
+		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", gpumem.Thousands(int64(v.MaxModelLen)), v.MinUtilization)
 		if v.CUDAGraphs > 0 {
 			fmt.Fprintf(out, "  the current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling; %.4f keeps the cache of earlier releases\n",
 				v.EquivalentUtilization+(v.CompensatingUtilization-v.EquivalentUtilization)/2, v.EquivalentUtilization, v.CompensatingUtilization)
@@ -1169,7 +1169,7 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
 		} else if e.vllm != nil {
 			fmt.Fprintf(out, "does NOT fit on %s: one request of max_model_len %s tokens needs %s of KV cache, %s more than vLLM has\n",
-				clean(dev.Name), group3(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
+				clean(dev.Name), gpumem.Thousands(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),

@@ -123,7 +123,7 @@ func TestOneLargestValue(t *testing.T) {
 		require.NoError(t, err, c.axis)
 		assert.Equal(t, want, s.fitMax, "%s: the chart's largest value and the library's", c.axis)
 		title := chartTitle(j, s, dev, hr)
-		assert.Contains(t, title, "fits up to "+axisLabel(c.axis, false)+" "+group3(int64(want))+" with 5% headroom", c.axis)
+		assert.Contains(t, title, "fits up to "+axisLabel(c.axis, false)+" "+gpumem.Thousands(int64(want))+" with 5% headroom", c.axis)
 
 		code, out, stderr := runCLI(t, "", append(append([]string{"plan"}, flags...), append(c.plan, "--json")...)...)
 		require.Equal(t, exitOK, code, stderr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
@@ -238,7 +237,7 @@ func (r inspection) print(w io.Writer) error {
 		fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
 			r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
 	}
-	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))
+	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", gpumem.Thousands(r.Params), gpumem.Thousands(r.TrainableParams))
 	dts := make([]string, 0, len(r.ByDType))
 	for d := range r.ByDType {
 		dts = append(dts, d)
@@ -256,9 +255,9 @@ func (r inspection) print(w io.Writer) error {
 		}
 		extra := ""
 		if p.Experts > 0 {
-			extra = fmt.Sprintf("\t(%s in routed experts)", group3(p.Experts))
+			extra = fmt.Sprintf("\t(%s in routed experts)", gpumem.Thousands(p.Experts))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, group3(p.Params), gpumem.Bytes(p.Bytes).Human(), extra)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, gpumem.Thousands(p.Params), gpumem.Bytes(p.Bytes).Human(), extra)
 	}
 	if r.OptimizerStateBytes != nil {
 		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).Human())
@@ -277,25 +276,4 @@ func (r inspection) print(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
-}
-
-// group3 prints n with thousands separators, as published parameter
-// counts are written.
-func group3(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }

@@ -91,7 +91,7 @@ func (p *ollamaPlan) write(out io.Writer) {
 	fmt.Fprintf(out, "%s (%s, %d layers with the output layer) under Ollama %s's placement on %s:\n",
 		model, r.Arch, r.Slots, budget.OllamaVersion, on)
 	fmt.Fprintf(out, "  num_ctx %s, num_batch %d, %d parallel, flash attention %v: %d/%d layers on the GPU",
-		group3(int64(r.Context)), r.Batch, r.Parallel, r.FlashAttn, r.Layers, r.Slots)
+		gpumem.Thousands(int64(r.Context)), r.Batch, r.Parallel, r.FlashAttn, r.Layers, r.Slots)
 	if r.GPUs > 1 {
 		fmt.Fprintf(out, " (split %s over %d GPUs)", joinInts(r.TensorSplit), r.GPUs)
 	}
@@ -110,7 +110,7 @@ func (p *ollamaPlan) write(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "  longest num_ctx with every layer on the GPU: %s (KV cache %s, %s of GPU memory)",
-		group3(int64(p.maxCtx)), p.maxAt.KV.Human(), p.maxAt.VRAM.Human())
+		gpumem.Thousands(int64(p.maxCtx)), p.maxAt.KV.Human(), p.maxAt.VRAM.Human())
 	fmt.Fprintln(out)
 }
 

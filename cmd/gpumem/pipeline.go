@@ -360,14 +360,14 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 		fmt.Fprint(out, ", model CPU offload")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "parameters: unet %s", group3(d.UNet.Params()))
+	fmt.Fprintf(out, "parameters: unet %s", gpumem.Thousands(d.UNet.Params()))
 	if pl.Mode == budget.Training {
 		_, trainable := pl.UNet.Params()
-		fmt.Fprintf(out, " (trainable %s)", group3(trainable))
+		fmt.Fprintf(out, " (trainable %s)", gpumem.Thousands(trainable))
 	}
-	fmt.Fprintf(out, ", vae %s", group3(d.VAE.Params()))
+	fmt.Fprintf(out, ", vae %s", gpumem.Thousands(d.VAE.Params()))
 	for i, t := range d.TextEncoders {
-		fmt.Fprintf(out, ", text encoder %d %s", i+1, group3(t.Params()))
+		fmt.Fprintf(out, ", text encoder %d %s", i+1, gpumem.Thousands(t.Params()))
 	}
 	fmt.Fprintln(out)
 	if b.Host > 0 {

@@ -261,14 +261,6 @@ func formatSize(b gpumem.Bytes) string {
 	return fmt.Sprintf("%.2f GiB", b.GiB())
 }
 
-// roundRequest is the size the caching allocator requests for a tensor
-// of b bytes above 10 MiB, which "Tried to allocate" prints: a multiple
-// of 2 MiB (CUDACachingAllocator.cpp, get_allocation_size).
-func roundRequest(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
-
 // oom22 builds the message PyTorch 2.2+ prints (docs/reference.md#oom-formats, PR
 // #113481) when this process alone holds the GPU.
 func oom22(request, capacity, allocated, reserved, context gpumem.Bytes) string {
@@ -316,7 +308,7 @@ func overrun(plan budget.Plan, gpu gpumem.Device, imageTokens int64) (Overrun, e
 		if err != nil {
 			return v, err
 		}
-		v.Request = roundRequest(logits)
+		v.Request = budget.AllocationRequest(logits)
 		allocated = v.Need.Allocated() - v.Request
 		reserved = allocated + v.Need.Fragmentation
 		if reserved+v.Need.Context+v.Request > gpu.Capacity {

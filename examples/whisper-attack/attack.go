@@ -49,15 +49,6 @@ type Report struct {
 	Micro   [][]int // Micro[p][g]: micro-batch of precision p on GPU g (0: none fits)
 }
 
-// roundRequest is the size PyTorch's CUDA caching allocator requests for
-// a tensor of b bytes above 10 MiB, the figure its "Tried to allocate"
-// prints: b rounded up to a multiple of 2 MiB
-// (c10/cuda/CUDACachingAllocator.cpp, get_allocation_size).
-func roundRequest(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
-
 // job is the language-identification pass over batch clips: a training
 // job (autograd records the graph) whose parameters are all frozen
 // (budget.InputGradients: no parameter gradient, no optimizer), so
@@ -92,7 +83,7 @@ func analyze() (*Report, error) {
 	if r.Scores, err = attention.Scores(s, gpumem.FP32); err != nil {
 		return nil, err
 	}
-	r.Request = roundRequest(r.Scores)
+	r.Request = budget.AllocationRequest(r.Scores)
 
 	// delta_batch and r_batch: one fp32 waveform per clip each.
 	wave, err := gpumem.FP32.Size(pgdBatch * clipSecs * sampleRate)
