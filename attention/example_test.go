@@ -77,10 +77,10 @@ func Example_blockAttentionHeadChunks() {
 
 // The inverse helpers answer "how long can the sequence be" and "how many
 // heads at a time" for a byte budget.
-func ExampleMaxSeqLen() {
+func ExampleLongestSeqLen() {
 	s := attention.Shape{Batch: 1, Heads: 32, KVHeads: 8, HeadDim: 128, DType: gpumem.BF16}
 	for _, k := range []attention.Kernel{attention.Eager{SoftmaxFP32: true, ExpandKV: true}, attention.Flash{}} {
-		n, err := attention.MaxSeqLen(k, s, 8*gpumem.GiB)
+		n, err := attention.LongestSeqLen(k, s, 8*gpumem.GiB)
 		fmt.Printf("%T: %d tokens in 8 GiB (%v)\n", k, n, err)
 	}
 	c, err := attention.MaxHeadChunk(attention.Eager{SoftmaxFP32: true}, attention.Shape{

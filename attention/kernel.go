@@ -78,7 +78,7 @@ type Kernel interface {
 //	max(Inputs + Forward, Saved + Output + Backward)
 //
 // and only Inputs + Forward when s.NoGrad. It is the figure the inverse
-// helpers ([MaxSeqLen], [MaxHeadChunk]) compare with a budget.
+// helpers ([LongestSeqLen], [MaxHeadChunk]) compare with a budget.
 func Peak(k Kernel, s Shape) (gpumem.Bytes, error) {
 	f, err := figuresOf(k, s)
 	if err != nil {

@@ -26,7 +26,7 @@ const DefaultMaxBatch = 4096
 // 5% fragmentation covers them.
 const DefaultHeadroomFraction = 0.05
 
-// DefaultMaxSeqLen bounds MaxSeqLen's search: the longest sequence it
+// DefaultMaxSeqLen bounds LongestSeqLen's search: the longest sequence it
 // reports. Like DefaultMaxBatch it is a bound for the search, not a
 // measured figure.
 const DefaultMaxSeqLen = 1 << 20
@@ -35,7 +35,7 @@ const DefaultMaxSeqLen = 1 << 20
 // no other headroom is asked for: DefaultHeadroomFraction of free,
 // rounded down; zero when free is not positive. It is the one headroom of
 // "the largest job that fits": Allocate with zero Limits.Headroom and
-// HeadroomFraction, MaxBatch, MaxSeqLen and FitsWithHeadroom all leave
+// HeadroomFraction, LargestBatch, LongestSeqLen and FitsWithHeadroom all leave
 // exactly this much.
 func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 	if free <= 0 {
@@ -46,7 +46,7 @@ func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 
 // FitsWithHeadroom reports whether a job that needs need fits on d with
 // DefaultHeadroom(d.Free()) left unused: need.Required() + headroom against
-// d.Free(). It is the test Allocate, MaxBatch and MaxSeqLen apply with
+// d.Free(). It is the test Allocate, LargestBatch and LongestSeqLen apply with
 // default Limits, so that a job at the batch or sequence length they
 // return fits here and one more does not. When it does not fit,
 // shortfall is the missing amount, headroom included; when it does,
@@ -1155,11 +1155,11 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	return e
 }
 
-// MaxBatch returns the largest micro-batch (up to DefaultMaxBatch) at
+// LargestBatch returns the largest micro-batch (up to DefaultMaxBatch) at
 // which j, otherwise unchanged, fits in free bytes with DefaultHeadroom
 // left unused (the test of FitsWithHeadroom); 0 and an
 // *InsufficientMemoryError when batch 1 does not fit.
-func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
+func LargestBatch(j Job, free gpumem.Bytes) (int, error) {
 	p, err := Allocate(free, j, &Limits{Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
 		return 0, err
@@ -1167,12 +1167,12 @@ func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
 	return p.Batch, nil
 }
 
-// MaxSeqLen returns the longest sequence (up to DefaultMaxSeqLen, 2^20
+// LongestSeqLen returns the longest sequence (up to DefaultMaxSeqLen, 2^20
 // tokens) at which j, with its batch and otherwise unchanged, fits in
 // free bytes with DefaultHeadroom left unused (the test of
 // FitsWithHeadroom); 0 and an *InsufficientMemoryError when one token
 // does not fit. A sequence whose estimate overflows does not fit.
-func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
+func LongestSeqLen(j Job, free gpumem.Bytes) (int, error) {
 	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: DefaultMaxSeqLen,
 		Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
@@ -1180,6 +1180,18 @@ func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
 	}
 	return p.SeqLen, nil
 }
+
+// MaxBatch is LargestBatch.
+//
+// Deprecated: use [LargestBatch]; names that begin with Max are the
+// bounds a caller sets (Limits.MaxBatch, DefaultMaxBatch).
+func MaxBatch(j Job, free gpumem.Bytes) (int, error) { return LargestBatch(j, free) }
+
+// MaxSeqLen is LongestSeqLen.
+//
+// Deprecated: use [LongestSeqLen]; names that begin with Max are the
+// bounds a caller sets (Limits.MaxSeqLen, DefaultMaxSeqLen).
+func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) { return LongestSeqLen(j, free) }
 
 // CacheEntries returns how many entries of entryBytes each an elastic
 // cache may hold in budget bytes: ⌊budget / entryBytes⌋, at most max

@@ -50,7 +50,7 @@
 // sequence ([MaximizeSeqLen], the default when [Limits.MaxSeqLen] lets
 // the sequence vary) or the largest batch ([MaximizeBatch]) furthest,
 // with each rung's maximum in the ladder.
-// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions
+// [LargestBatch], [LongestSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
 // (BenchmarkAllocate).

@@ -122,9 +122,9 @@ func ExampleAllocate_blockAttention() {
 // sample's graph of a 30 s clip (1500 encoder frames, fp32, eager
 // attention with its fp32 softmax) until backward. Each clip's graph
 // costs the same, so the language micro-batch (lang_microbatch_size) is
-// what the memory left beside the rest of the attack holds: MaxBatch of
+// what the memory left beside the rest of the attack holds: LargestBatch of
 // that job in that memory.
-func ExampleMaxBatch_whisperAttack() {
+func ExampleLargestBatch_whisperAttack() {
 	frozen := mustModel("whisper-small", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	j := budget.Job{Model: frozen, Mode: budget.Training, Precision: budget.FP32, Attention: model.Eager, Batch: 1, SeqLen: 1}
 	one, _ := budget.Estimate(j)
@@ -138,7 +138,7 @@ func ExampleMaxBatch_whisperAttack() {
 	fmt.Println("batch 8 needs     ", eight.Device().Human())
 	for _, free := range []string{"24GiB", "12GiB", "6GiB"} {
 		b, _ := gpumem.ParseBytes(free)
-		n, err := budget.MaxBatch(j, b)
+		n, err := budget.LargestBatch(j, b)
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:

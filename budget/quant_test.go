@@ -246,7 +246,7 @@ func TestQuantJobErrors(t *testing.T) {
 	}
 }
 
-// TestLoadNotPlanned: Allocate, MaxBatch and MaxSeqLen refuse a Load
+// TestLoadNotPlanned: Allocate, LargestBatch and LongestSeqLen refuse a Load
 // job by its mode.
 func TestLoadNotPlanned(t *testing.T) {
 	t.Parallel()
@@ -254,8 +254,8 @@ func TestLoadNotPlanned(t *testing.T) {
 	j := Job{Model: m, Mode: Load, Precision: BF16}
 	for _, f := range []func() error{
 		func() error { _, err := Allocate(80*gpumem.GiB, j, nil); return err },
-		func() error { _, err := MaxBatch(j, 80*gpumem.GiB); return err },
-		func() error { _, err := MaxSeqLen(j, 80*gpumem.GiB); return err },
+		func() error { _, err := LargestBatch(j, 80*gpumem.GiB); return err },
+		func() error { _, err := LongestSeqLen(j, 80*gpumem.GiB); return err },
 	} {
 		var fe *gpumem.FieldError
 		require.ErrorAs(t, f(), &fe)

@@ -110,9 +110,9 @@ func TestOneLargestValue(t *testing.T) {
 		plan    []string
 		key     string
 	}{
-		{"seq", func(j budget.Job, d gpumem.Device) (int, error) { return budget.MaxSeqLen(j, d.Free()) },
+		{"seq", func(j budget.Job, d gpumem.Device) (int, error) { return budget.LongestSeqLen(j, d.Free()) },
 			[]string{"--max-seq", strconv.Itoa(budget.DefaultMaxSeqLen), "--min-batch", "4", "--max-batch", "4", "--allow", "none"}, "seq_len"},
-		{"batch", func(j budget.Job, d gpumem.Device) (int, error) { return budget.MaxBatch(j, d.Free()) },
+		{"batch", func(j budget.Job, d gpumem.Device) (int, error) { return budget.LargestBatch(j, d.Free()) },
 			[]string{"--allow", "none"}, "batch"},
 	} {
 		want, err := c.library(j, dev)

@@ -117,7 +117,7 @@ func analyze() (*Report, error) {
 		r.PerClip = append(r.PerClip, (whole.Allocated()-one.Allocated())/(pgdBatch-1))
 		micro := make([]int, len(r.GPUs))
 		for g, d := range r.GPUs {
-			n, err := budget.MaxBatch(job(frozen, p, 1, pgd), d.Free())
+			n, err := budget.LargestBatch(job(frozen, p, 1, pgd), d.Free())
 			if err != nil && !errors.Is(err, gpumem.ErrDoesNotFit) {
 				return nil, err
 			}
