@@ -19,11 +19,11 @@
 //
 // # How a scheduler uses it
 //
-// Prepare the model once ([NewModel] reduces its tensor inventory to
+// Prepare the model once ([ModelOf] or [NewModel] reduces its tensor inventory to
 // groups of identical tensors), estimate once per job, then check every
 // node cheaply:
 //
-//	m, err := budget.NewModel(model.Finetune{Model: spec})
+//	m, err := budget.ModelOf(spec)
 //	need, err := budget.Estimate(budget.Job{Model: m, Mode: budget.Training, ...})
 //	short, ok := budget.Fits(need, node.GPU)   // Filter: allocation-free
 //	score := budget.Utilization(need, node.GPU) // Score: in [0,1] when it fits

@@ -203,7 +203,7 @@ func TestDefaultFragmentation(t *testing.T) {
 
 func FuzzEstimate(f *testing.F) {
 	s, _ := model.Lookup("gpt2")
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestEstimateMuonByName(t *testing.T) {
 	t.Parallel()
 	s, ok := model.Lookup("llama-3.2-1b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	j := trainJob(m)
 	j.Precision = FP32
@@ -261,7 +261,7 @@ func TestEstimateOptimizerMatchesInventory(t *testing.T) {
 	t.Parallel()
 	s, ok := model.Lookup("qwen2.5-0.5b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	j := trainJob(m)
 	j.Optimizer = optimizer.AdamW{}

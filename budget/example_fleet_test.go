@@ -15,7 +15,7 @@ import (
 // The plan becomes a DeepSpeed config.
 func ExampleAllocateFleet_llama70bFullFinetune() {
 	spec, _ := model.Lookup("llama-3-70b")
-	m, err := budget.NewModel(model.Finetune{Model: spec})
+	m, err := budget.ModelOf(spec)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -25,7 +25,7 @@ func TestNewModelCostFollowsLayerKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		return testing.AllocsPerRun(3, func() {
-			if _, err := NewModel(model.Finetune{Model: s}); err != nil {
+			if _, err := ModelOf(s); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -115,7 +115,7 @@ func BenchmarkNewModelDeepSeekV3(b *testing.B) {
 func benchmarkNewModel(b *testing.B, s model.Spec) {
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -137,7 +137,7 @@ func LargestModel(f Fleet, template Job, opt LargestOptions) (model.Spec, Plan, 
 			p.Headroom = f.Free - b
 			return spec, p, nil
 		}
-		m, err := NewModel(model.Finetune{Model: spec})
+		m, err := ModelOf(spec)
 		if err != nil {
 			return spec, Plan{}, err
 		}

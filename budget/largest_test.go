@@ -85,7 +85,7 @@ func TestLargestModelFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := NewModel(model.Finetune{Model: bigger})
+	m, _ := ModelOf(bigger)
 	job.Model = m
 	if _, err := AllocateFleet(f, job, nil); !errors.Is(err, gpumem.ErrDoesNotFit) {
 		t.Errorf("%d params: %v, want does not fit", bigger.Params(), err)
@@ -136,7 +136,7 @@ func TestZeROModelStatesMatchEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func FuzzEstimateComposition(f *testing.F) {
 	var ms [2]Model
 	for i, name := range []string{"gpt2", "whisper-small"} {
 		s, _ := model.Lookup(name)
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func TestKorthikantiPipelineFirstStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestExpertParallelWeights(t *testing.T) {
 	if !ok {
 		t.Fatal("mixtral-8x7b not in the catalog")
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@ func pipelineModels(t *testing.T, name string, lora int64) Pipeline {
 	var err error
 	p.UNet, err = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: lora}})
 	require.NoError(t, err)
-	p.VAE, err = NewModel(model.Finetune{Model: d.VAE})
+	p.VAE, err = ModelOf(d.VAE)
 	require.NoError(t, err)
 	for _, s := range d.TextEncoders {
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		require.NoError(t, err)
 		p.TextEncoders = append(p.TextEncoders, m)
 	}
@@ -125,7 +125,7 @@ func TestPipelineErrors(t *testing.T) {
 	good.Mode, good.Precision, good.Batch, good.Height, good.Width = Prefill, FP16, 1, 512, 512
 	llama, ok := model.Lookup("gpt2")
 	require.True(t, ok)
-	notUNet, err := NewModel(model.Finetune{Model: llama})
+	notUNet, err := ModelOf(llama)
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		field string
@@ -159,7 +159,7 @@ func BenchmarkEstimatePipeline(b *testing.B) {
 	d, _ := model.LookupPipeline("sdxl")
 	var p Pipeline
 	p.UNet, _ = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: 4}})
-	p.VAE, _ = NewModel(model.Finetune{Model: d.VAE})
+	p.VAE, _ = ModelOf(d.VAE)
 	p.Mode, p.Precision, p.Optimizer = Training, FP16Mixed, optimizer.AdamW{}
 	p.Batch, p.Height, p.Width, p.Checkpointing = 1, 1024, 1024, true
 	b.ReportAllocs()

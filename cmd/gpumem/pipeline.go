@@ -218,13 +218,13 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", errUsage, f.loraRank, err)
 	}
 	if !p.cacheLatents {
-		if pl.VAE, err = budget.NewModel(model.Finetune{Model: d.VAE}); err != nil {
+		if pl.VAE, err = budget.ModelOf(d.VAE); err != nil {
 			return pl, dev, err
 		}
 	}
 	if !p.precomputeText {
 		for _, t := range d.TextEncoders {
-			m, err := budget.NewModel(model.Finetune{Model: t})
+			m, err := budget.ModelOf(t)
 			if err != nil {
 				return pl, dev, err
 			}

@@ -65,7 +65,7 @@ func newCase(name, title string, stages int, gpu gpumem.Device) (Case, error) {
 	if c.Total, err = s.WeightsBytes(); err != nil {
 		return c, err
 	}
-	fp16, err := budget.NewModel(model.Finetune{Model: s})
+	fp16, err := budget.ModelOf(s)
 	if err != nil {
 		return c, err
 	}

@@ -91,7 +91,7 @@ func analyze() (*Report, error) {
 	}
 	r.Saved = a.Total()
 
-	trained, err := budget.NewModel(model.Finetune{Model: tr})
+	trained, err := budget.ModelOf(tr)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func analyze() (*Report, error) {
 		return nil, fmt.Errorf("%s: not in the catalog as an encoder-decoder", modelName)
 	}
 	// The model as loaded; Job.Gradients freezes it.
-	frozen, err := budget.NewModel(model.Finetune{Model: spec})
+	frozen, err := budget.ModelOf(spec)
 	if err != nil {
 		return nil, err
 	}
