@@ -41,7 +41,7 @@ func ExampleFinetune() {
 		Quant:     gpumem.NF4,
 		Blockwise: gpumem.Blockwise{Block: 64, Nested: true},
 	}
-	trainable, _ := qlora.TrainableParams()
+	trainable := qlora.TrainableParams()
 	weights, _ := qlora.WeightsBytes()
 	fmt.Println(trainable, weights.Human())
 	// Output: 159907840 4.20 GiB
@@ -50,7 +50,7 @@ func ExampleFinetune() {
 func ExampleTrainParts() {
 	s, _ := model.Lookup("llava-1.5-7b")
 	stage1 := model.Finetune{Model: s, Train: model.TrainParts("projector")}
-	n, _ := stage1.TrainableParams()
+	n := stage1.TrainableParams()
 	fmt.Println(n)
 	// Output: 20979712
 }

@@ -177,13 +177,10 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 		HeadDim: lm.HeadDim, Intermediate: lm.Intermediate, Vocab: lm.Vocab, DType: s.DType.String(),
 		ByDType: map[string]int64{},
 	}
-	var err error
-	if r.Params, err = ft.Params(); err != nil {
+	if err := ft.Validate(); err != nil {
 		return r, err
 	}
-	if r.TrainableParams, err = ft.TrainableParams(); err != nil {
-		return r, err
-	}
+	r.Params, r.TrainableParams = ft.Params(), ft.TrainableParams()
 	// Quantized (GGUF Q4_K, fp8 ...) tensors cannot train: budget.NewModel
 	// keeps them frozen, and counts only the tensors that can.
 	if m, err := budget.NewModel(ft); err == nil {

@@ -92,18 +92,5 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 func (r largestResult) describe() string {
 	s := r.spec
 	return fmt.Sprintf("%s parameters (%d layers × d_model %d, %d heads of %d, FFN %d, vocab %d, %d positions, tied embeddings; --model gpt:%dx%d), layout %s",
-		commas(s.Params()), s.Layers, s.Hidden, s.Heads, s.HeadDim, s.Intermediate, s.Vocab, s.Positions, s.Layers, s.Hidden, r.layout.Describe())
-}
-
-// commas writes n with thousands separators.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+		gpumem.Thousands(s.Params()), s.Layers, s.Hidden, s.Heads, s.HeadDim, s.Intermediate, s.Vocab, s.Positions, s.Layers, s.Hidden, r.layout.Describe())
 }
