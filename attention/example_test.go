@@ -21,12 +21,12 @@ func Example_whisperAttack() {
 	whisper := attention.Eager{SoftmaxFP32: true, CastBeforeSoftmax: true}
 	fwd, _ := whisper.Forward(s)
 	saved, _ := whisper.Saved(s)
-	fmt.Printf("forward peak %s, saved per layer %s\n", fwd.Human(), saved.Human())
+	fmt.Printf("forward peak %s, saved per layer %s\n", fwd.String(), saved.String())
 	for _, micro := range []int{8, 1} {
 		m := s
 		m.Batch = micro
 		sv, _ := whisper.Saved(m)
-		fmt.Printf("%d clips kept for backward, 12 layers: %s\n", micro, (12 * sv).Human())
+		fmt.Printf("%d clips kept for backward, 12 layers: %s\n", micro, (12 * sv).String())
 	}
 	// Output:
 	// fp32 scores, one layer: 108000000 B = 103.00 MiB; allocator request 104MiB
@@ -43,7 +43,7 @@ func Example_llavaOn3090() {
 	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores, scores.GiB())
 	for _, k := range []attention.Kernel{attention.Eager{SoftmaxFP32: true}, attention.Flash{}} {
 		sv, _ := k.Saved(s)
-		fmt.Printf("%T saved per layer: %s\n", k, sv.Human())
+		fmt.Printf("%T saved per layer: %s\n", k, sv.String())
 	}
 	// Output:
 	// fp32 attention matrix per layer: 512MiB (0.50 GiB)
@@ -136,7 +136,7 @@ func ExampleKernel_compose() {
 		saved, _ := k.Saved(s)
 		bwd, _ := k.Backward(s)
 		fmt.Printf("%T: forward peak %s, keeps %s, backward peak %s\n", k,
-			(in + fwd).Human(), saved.Human(), (saved + out + bwd).Human())
+			(in + fwd).String(), saved.String(), (saved + out + bwd).String())
 	}
 	// Output:
 	// attention.Eager: forward peak 20.34 GiB, keeps 12.19 GiB, backward peak 24.25 GiB

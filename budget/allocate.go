@@ -355,7 +355,7 @@ type InsufficientMemoryError struct {
 func (e *InsufficientMemoryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "does not fit: needs %s more than the %s free (at least %s on the device; the largest part is %s, %s)",
-		e.Shortfall.Human(), e.Free.Human(), e.Need.Required().Human(), e.Dominant.Name, e.Dominant.Bytes.Human())
+		e.Shortfall.String(), e.Free.String(), e.Need.Required().String(), e.Dominant.Name, e.Dominant.Bytes.String())
 	if len(e.Hints) > 0 {
 		b.WriteString("; ")
 		b.WriteString(strings.Join(e.Hints, "; "))
@@ -956,7 +956,7 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 			cost.Recompute, cost.Text = recompute(x)
 		}
 		if cost.Kind == CostTraining {
-			cost.Text = "weights " + (curB.Weights + curB.Master).Human() + " → " + (nb.Weights + nb.Master).Human()
+			cost.Text = "weights " + (curB.Weights + curB.Master).String() + " → " + (nb.Weights + nb.Master).String()
 			if x.Mode == Training {
 				_, tr := x.Model.Params()
 				_, was := cur.Model.Params()
@@ -1270,8 +1270,8 @@ func (p Plan) String() string {
 			fmt.Fprintf(&b, ", %s %d entries", buf.Name, buf.Entries)
 		}
 	}
-	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Required().Human(), p.Free.Human(),
-		p.Headroom.Human(), p.Reason)
+	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Required().String(), p.Free.String(),
+		p.Headroom.String(), p.Reason)
 	if p.Limiting != "" {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)
 	}
@@ -1366,8 +1366,8 @@ func writeLadder(b *strings.Builder, ladder []Rung) {
 		}
 		saving := "—"
 		if s.Saving > 0 {
-			saving = "−" + s.Saving.Human()
+			saving = "−" + s.Saving.String()
 		}
-		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s%s\n", mark, s.Change, s.Device.Human(), saving, fits, maxCell(s), s.Cost.Text)
+		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s%s\n", mark, s.Change, s.Device.String(), saving, fits, maxCell(s), s.Cost.Text)
 	}
 }

@@ -90,7 +90,7 @@ func TestCalibrateSynthetic(t *testing.T) {
 			got, err := Calibrate(obs)
 			require.NoError(t, err)
 			t.Logf("Calibrate(%d %q observations, noise %.0f%%) = context %s, fragmentation %.5f (truth %s, %.5f)",
-				tc.n, tc.which, 100*tc.noise, got.Context.Human(), got.Fragmentation, truth.Context.Human(), truth.Fragmentation)
+				tc.n, tc.which, 100*tc.noise, got.Context.String(), got.Fragmentation, truth.Context.String(), truth.Fragmentation)
 			assert.InDelta(t, truth.Fragmentation, got.Fragmentation, tc.fragTol, "Fragmentation")
 			if tc.wantCtx {
 				assert.InEpsilon(t, float64(truth.Context), float64(got.Context), tc.ctxRelTol+1e-12, "Context")
@@ -421,7 +421,7 @@ func TestCalibratePublished(t *testing.T) {
 	e, eR, eD := heldOutError(t, full, ov)
 	d, dR, dD := heldOutError(t, full, Overhead{})
 	t.Logf("fit on all %d observations: context %s, fragmentation %.4f; in-sample mean |error| %.1f%% (reserved %.1f%%, device %.1f%%), defaults %.1f%% (%.1f%%, %.1f%%)",
-		len(full), ov.Context.Human(), ov.Fragmentation, 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
+		len(full), ov.Context.String(), ov.Fragmentation, 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
 	for k := range halves {
 		train, test := halves[k], halves[1-k]
 		ov, err := Calibrate(train)
@@ -429,7 +429,7 @@ func TestCalibratePublished(t *testing.T) {
 		e, eR, eD := heldOutError(t, test, ov)
 		d, dR, dD := heldOutError(t, test, Overhead{})
 		t.Logf("fit on half %d (%d observations): context %s, fragmentation %.4f; held-out half (%d): mean |error| %.1f%% (reserved %.1f%%, device %.1f%%), defaults %.1f%% (%.1f%%, %.1f%%)",
-			k, len(train), ov.Context.Human(), ov.Fragmentation, len(test), 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
+			k, len(train), ov.Context.String(), ov.Fragmentation, len(test), 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
 		assert.LessOrEqual(t, e, d, "held-out error of the fit on half %d exceeds the defaults'", k)
 	}
 	for _, p := range all {
@@ -437,12 +437,12 @@ func TestCalibratePublished(t *testing.T) {
 		require.NoError(t, err)
 		r, d := levels(a, ov)
 		if p.obs.Reserved > 0 {
-			t.Logf("%-44s reserved measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Reserved.Human(),
+			t.Logf("%-44s reserved measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Reserved.String(),
 				100*(func() float64 { r0, _ := levels(a, Overhead{}); return r0 })()/float64(p.obs.Reserved)-100,
 				100*r/float64(p.obs.Reserved)-100)
 		}
 		if p.obs.Device > 0 {
-			t.Logf("%-44s device   measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Device.Human(),
+			t.Logf("%-44s device   measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Device.String(),
 				100*(func() float64 { _, d0 := levels(a, Overhead{}); return d0 })()/float64(p.obs.Device)-100,
 				100*d/float64(p.obs.Device)-100)
 		}
@@ -463,7 +463,7 @@ func ExampleCalibrate() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("context %s, fragmentation %.3f\n", ov.Context.Human(), ov.Fragmentation)
+	fmt.Printf("context %s, fragmentation %.3f\n", ov.Context.String(), ov.Fragmentation)
 	// Output:
 	// context 488.00 MiB, fragmentation 0.080
 }

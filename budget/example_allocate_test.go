@@ -134,8 +134,8 @@ func ExampleLargestBatch_whisperAttack() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("each clip's graph:", ((eight.Allocated() - one.Allocated()) / 7).Human())
-	fmt.Println("batch 8 needs     ", eight.Device().Human())
+	fmt.Println("each clip's graph:", ((eight.Allocated() - one.Allocated()) / 7).String())
+	fmt.Println("batch 8 needs     ", eight.Device().String())
 	for _, free := range []string{"24GiB", "12GiB", "6GiB"} {
 		b, _ := gpumem.ParseBytes(free)
 		n, err := budget.LargestBatch(j, b)

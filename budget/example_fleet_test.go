@@ -30,7 +30,7 @@ func ExampleAllocateFleet_llama70bFullFinetune() {
 		return
 	}
 	fmt.Println(plan)
-	fmt.Printf("host memory per node: %s\n", plan.Need.HostNode.Human())
+	fmt.Printf("host memory per node: %s\n", plan.Need.HostNode.String())
 	ds, err := plan.DeepSpeed()
 	if err != nil {
 		fmt.Println(err)

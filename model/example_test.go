@@ -11,7 +11,7 @@ import (
 func ExampleLookup() {
 	s, _ := model.Lookup("llama-3-8b")
 	b, _ := s.Bytes(gpumem.BF16)
-	fmt.Println(s.Params(), s.KVHeads, s.HeadDim, b.Human())
+	fmt.Println(s.Params(), s.KVHeads, s.HeadDim, b.String())
 	// Output: 8030261248 8 128 14.96 GiB
 }
 
@@ -43,7 +43,7 @@ func ExampleFinetune() {
 	}
 	trainable := qlora.TrainableParams()
 	weights, _ := qlora.WeightsBytes()
-	fmt.Println(trainable, weights.Human())
+	fmt.Println(trainable, weights.String())
 	// Output: 159907840 4.20 GiB
 }
 

@@ -37,10 +37,10 @@ func llama2_7B(dt gpumem.DType) []gpumem.Tensor {
 func Example_llama2() {
 	ts := llama2_7B(gpumem.FP32)
 	base, _ := optimizer.Total(optimizer.AdamW{}, ts)
-	fmt.Printf("%-22s %s\n", optimizer.AdamW{}, base.Human())
+	fmt.Printf("%-22s %s\n", optimizer.AdamW{}, base.String())
 	for _, opt := range []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}} {
 		b, _ := optimizer.Total(opt, ts)
-		fmt.Printf("%-22s %s, saves %.2f GiB\n", opt, b.Human(), (base - b).GiB())
+		fmt.Printf("%-22s %s, saves %.2f GiB\n", opt, b.String(), (base - b).GiB())
 	}
 	// Output:
 	// torch.optim.AdamW      50.21 GiB
@@ -62,7 +62,7 @@ func ExampleTotal() {
 		}
 	}
 	b, _ := optimizer.Total(optimizer.AdamW{}, lora)
-	fmt.Println(len(lora), "adapter tensors:", b.Human())
+	fmt.Println(len(lora), "adapter tensors:", b.String())
 	// Output:
 	// 128 adapter tensors: 64.00 MiB
 }

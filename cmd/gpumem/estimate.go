@@ -947,9 +947,9 @@ func headroomOf(lim *budget.Limits, free gpumem.Bytes) headroom {
 	pct := strconv.FormatFloat(100*frac, 'g', 4, 64) + "%"
 	switch {
 	case fixed > 0 && frac > 0:
-		hr.name = fixed.Human() + " + " + pct + " headroom"
+		hr.name = fixed.String() + " + " + pct + " headroom"
 	case fixed > 0:
-		hr.name = fixed.Human() + " headroom"
+		hr.name = fixed.String() + " headroom"
 	case frac > 0:
 		hr.name = pct + " headroom"
 	default:
@@ -966,7 +966,7 @@ func (h headroom) String() string {
 	if h.bytes == 0 || !strings.Contains(h.name, "%") {
 		return h.name
 	}
-	return h.name + " (" + h.bytes.Human() + ")"
+	return h.name + " (" + h.bytes.String() + ")"
 }
 
 func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
@@ -1079,10 +1079,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	if need.Host > 0 {
-		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.Human(), need.HostNode.Human())
+		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.String(), need.HostNode.String())
 	}
 	fmt.Fprintln(out)
-	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
+	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.String()) }
 	if l := e.llama; l != nil {
 		fmt.Fprintf(out, "llama.cpp: offloaded %d/%d layers to GPU, %d KV cells, n_ubatch %d, flash attention %v\n",
 			l.Layers, l.Slots, l.Cells, l.UBatch, j.LlamaCpp.FlashAttention)
@@ -1165,15 +1165,15 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
 	if dev.Capacity > 0 {
 		if fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
-				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().String(),
+				(dev.Free() - need.Required()).String(), 100*budget.Utilization(need, dev))
 		} else if e.vllm != nil {
 			fmt.Fprintf(out, "does NOT fit on %s: one request of max_model_len %s tokens needs %s of KV cache, %s more than vLLM has\n",
-				clean(dev.Name), gpumem.Thousands(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
+				clean(dev.Name), gpumem.Thousands(int64(e.vllm.MaxModelLen)), e.vllm.Needed.String(), shortfall.String())
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
-				e.headroom, dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
+				e.headroom, dev.Free().String(), shortfall.String(), d.Name, d.Bytes.String())
 		}
 	}
 	return e.verdict()
@@ -1210,7 +1210,7 @@ func (e estimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.Human())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.String())
 }
 
 // estimation is an estimate and its fit on a device: what gpumem estimate

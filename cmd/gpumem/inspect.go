@@ -241,7 +241,7 @@ func (r inspection) print(w io.Writer) error {
 	}
 	sort.Strings(dts)
 	for _, d := range dts {
-		fmt.Fprintf(tw, "weights\t%s in %s\n", gpumem.Bytes(r.ByDType[d]).Human(), d)
+		fmt.Fprintf(tw, "weights\t%s in %s\n", gpumem.Bytes(r.ByDType[d]).String(), d)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "part\tcount\tparameters\tbytes")
@@ -254,22 +254,22 @@ func (r inspection) print(w io.Writer) error {
 		if p.Experts > 0 {
 			extra = fmt.Sprintf("\t(%s in routed experts)", gpumem.Thousands(p.Experts))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, gpumem.Thousands(p.Params), gpumem.Bytes(p.Bytes).Human(), extra)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, gpumem.Thousands(p.Params), gpumem.Bytes(p.Bytes).String(), extra)
 	}
 	if r.OptimizerStateBytes != nil {
-		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).Human())
+		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).String())
 	}
 	if r.ActivationsBytes != nil {
 		fmt.Fprintf(tw, "\nactivations\t%s: %s saved for backward, largest block transient %s\n", r.workload,
-			gpumem.Bytes(*r.ActivationsBytes).Human(), gpumem.Bytes(*r.AttentionPeakBytes).Human())
+			gpumem.Bytes(*r.ActivationsBytes).String(), gpumem.Bytes(*r.AttentionPeakBytes).String())
 		fmt.Fprintln(tw, "block\tcount\tsaved per block\tkept, all blocks\tforward transient\tbackward transient")
 		for _, l := range r.ActivationLayers {
 			name := l.Kind
 			if l.Part != "" {
 				name = l.Part + " " + l.Kind
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Count, gpumem.Bytes(l.SavedBytes).Human(),
-				gpumem.Bytes(l.KeptBytes).Human(), gpumem.Bytes(l.Forward).Human(), gpumem.Bytes(l.Backward).Human())
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Count, gpumem.Bytes(l.SavedBytes).String(),
+				gpumem.Bytes(l.KeptBytes).String(), gpumem.Bytes(l.Forward).String(), gpumem.Bytes(l.Backward).String())
 		}
 	}
 	return tw.Flush()

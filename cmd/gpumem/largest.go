@@ -75,8 +75,8 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 				"model_states": int64(r.plan.Need.Weights)})
 		}
 		fmt.Fprintf(out, "largest GPT by model states alone (ZeRO paper, 16 bytes per parameter with mixed-precision Adam, sharded by the layout) on %s (%s): %s\n",
-			clean(dev.Name), dev.Capacity.Human(), r.describe())
-		fmt.Fprintf(out, "model states per GPU: %s\n", r.plan.Need.Weights.Human())
+			clean(dev.Name), dev.Capacity.String(), r.describe())
+		fmt.Fprintf(out, "model states per GPU: %s\n", r.plan.Need.Weights.String())
 		return nil
 	}
 	if asJSON {
@@ -84,7 +84,7 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 		m["largest_model"] = r.json()
 		return writeJSON(out, m)
 	}
-	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", clean(dev.Name), dev.Free().Human(), r.describe())
+	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", clean(dev.Name), dev.Free().String(), r.describe())
 	fmt.Fprint(out, r.plan)
 	return nil
 }

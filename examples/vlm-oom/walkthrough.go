@@ -395,7 +395,7 @@ func run(out io.Writer) error {
 	fmt.Fprintln(out)
 
 	ft := w.Fit
-	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (the budget-allocator exercise)\n", ft.GPU.Name, ft.GPU.Free().Human(), targetBatch)
+	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (the budget-allocator exercise)\n", ft.GPU.Name, ft.GPU.Free().String(), targetBatch)
 	fmt.Fprintln(out, "   with the default limits:")
 	for _, l := range wrap(ft.Default.Error(), 88) {
 		fmt.Fprintln(out, "     "+l)
@@ -412,13 +412,13 @@ func run(out io.Writer) error {
 	v := w.Overrun
 	printMessage(out, v.Message)
 	fmt.Fprintf(out, "     the estimate at micro-batch %d needs %s on the device; Allocate's answer is the\n",
-		v.Batch, v.Need.Device().Human())
+		v.Batch, v.Need.Device().String())
 	fmt.Fprintf(out, "     plan above: micro-batch %d with %d accumulation steps\n", ft.Plan.Batch, ft.Plan.GradAccum)
 	fmt.Fprintln(out)
 
 	l := w.Leak
 	r := l.Report
-	fmt.Fprintf(out, "4. Reading the leaking memory log, against the %s's %s\n", ft.GPU.Name, l.Capacity.Human())
+	fmt.Fprintf(out, "4. Reading the leaking memory log, against the %s's %s\n", ft.GPU.Name, l.Capacity.String())
 	fmt.Fprintf(out, "   %s (leak: %v); growth %.1f MB/step in the first half, %.1f MB/step in the second\n",
 		r.Shape, r.Leak, r.FirstSlope/1e6, r.SecondSlope/1e6)
 	fmt.Fprintf(out, "   chapter: %s MB/step between samples, \"accelerating\", 6-13 MB/step leaked\n", rates(l.SeedRates))
@@ -448,7 +448,7 @@ func printMessage(out io.Writer, m Message) {
 		frag = fmt.Sprintf("%.2f%%", 100*d.Fragmentation)
 	}
 	fmt.Fprintf(out, "     cause: %s; request %s, free %s, short by %s; fragmentation %s\n",
-		d.Cause, d.Requested.Human(), d.Free.Human(), d.Shortfall.Human(), frag)
+		d.Cause, d.Requested.String(), d.Free.String(), d.Shortfall.String(), frag)
 	if len(d.Advice) > 0 {
 		fmt.Fprintf(out, "     first advice: %s\n", d.Advice[0].Text)
 	}

@@ -138,8 +138,8 @@ func run(w io.Writer) error {
 
 	fmt.Fprintln(w, "The failed allocation (write-up: 104MB at qkv_attention's softmax)")
 	fmt.Fprintf(w, "  encoder scores, one layer: %d heads x %d x %d frames in fp32 = %s (%d B)\n",
-		r.Heads, r.Frames, r.Frames, r.Scores.Human(), int64(r.Scores))
-	fmt.Fprintf(w, "  the caching allocator requests %s: the write-up's \"104MB\"\n\n", r.Request.Human())
+		r.Heads, r.Frames, r.Frames, r.Scores.String(), int64(r.Scores))
+	fmt.Fprintf(w, "  the caching allocator requests %s: the write-up's \"104MB\"\n\n", r.Request.String())
 
 	fmt.Fprintf(w, "Why the whole batch fails: %s's %.1fM parameters are frozen, but every clip's\n", modelName, float64(r.Params)/1e6)
 	fmt.Fprintln(w, "encoder graph stays on the GPU until backward reaches the perturbation")
@@ -150,12 +150,12 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", "one clip's graph")
 	for i := range precisions {
-		fmt.Fprintf(w, " %14s", r.PerClip[i].Human())
+		fmt.Fprintf(w, " %14s", r.PerClip[i].String())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", fmt.Sprintf("%d clips at once, device peak", pgdBatch))
 	for i := range precisions {
-		fmt.Fprintf(w, " %14s", r.Whole[i].Device().Human())
+		fmt.Fprintf(w, " %14s", r.Whole[i].Device().String())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", "largest part")
@@ -166,7 +166,7 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.FP16Mixed)
 	fmt.Fprintf(w, "  PGD's delta_batch and r_batch take %s, and language_probs would take %s\n",
-		r.PGDBuffers.Human(), r.LangProbs.Human())
+		r.PGDBuffers.String(), r.LangProbs.String())
 	fmt.Fprintln(w, "  on the GPU: neither is what fills it. nb_iter does not enter the estimate: each")
 	fmt.Fprintln(w, "  PGD step's graph is freed by its backward unless the loop keeps a reference to it.")
 	fmt.Fprintln(w)
@@ -179,7 +179,7 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	for g, d := range r.GPUs {
-		fmt.Fprintf(w, "  %-31s %10s", d.Name, d.Free().Human())
+		fmt.Fprintf(w, "  %-31s %10s", d.Name, d.Free().String())
 		for p := range precisions {
 			fmt.Fprintf(w, " %12s", microText(r.Micro[p][g]))
 		}
@@ -191,7 +191,7 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w, "  set lang_microbatch_size to at most the figure for your GPU; the write-up's 1 or 2")
 	fmt.Fprintln(w, "  fits every GPU listed, at the price of more, smaller passes than needed;")
 	fmt.Fprintf(w, "  keep lang_autocast on: it halves the graph (%s instead of %s per clip).\n",
-		r.PerClip[1].Human(), r.PerClip[0].Human())
+		r.PerClip[1].String(), r.PerClip[0].String())
 	return nil
 }
 
