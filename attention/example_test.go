@@ -16,7 +16,7 @@ import (
 func Example_whisperAttack() {
 	s := attention.Shape{Batch: 1, Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), budget.AllocationRequest(scores))
+	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), budget.AllocationRequest(scores).Exact())
 
 	whisper := attention.Eager{SoftmaxFP32: true, CastBeforeSoftmax: true}
 	fwd, _ := whisper.Forward(s)
@@ -40,7 +40,7 @@ func Example_whisperAttack() {
 func Example_llavaOn3090() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 2048, KeyLen: 2048, HeadDim: 128, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores, scores.GiB())
+	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores.Exact(), scores.GiB())
 	for _, k := range []attention.Kernel{attention.Eager{SoftmaxFP32: true}, attention.Flash{}} {
 		sv, _ := k.Saved(s)
 		fmt.Printf("%T saved per layer: %s\n", k, sv.String())
@@ -60,7 +60,7 @@ func Example_llavaOn3090() {
 func Example_blockAttentionHeadChunks() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true}
 	w, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 attention weights, all heads: %v\n", w)
+	fmt.Printf("fp32 attention weights, all heads: %v\n", w.Exact())
 	eager := attention.Eager{SoftmaxFP32: true}
 	all, _ := eager.Forward(s)
 	for _, c := range []int{32, 16, 8, 4} {
@@ -104,12 +104,12 @@ func ExampleKVCache() {
 		kv   attention.KVCache
 	}{{"Llama-2-7B fp16", llama2}, {"Llama-3-8B bf16", llama3}, {"DeepSeek-V3 MLA latent", dsv3}, {"DeepSeek-V3 in HF", dsv3HF}} {
 		b, _ := c.kv.Bytes(1, 1)
-		fmt.Printf("%-24s %v per token\n", c.name, b)
+		fmt.Printf("%-24s %v per token\n", c.name, b.Exact())
 	}
 	paged := llama3
 	paged.BlockTokens = 16
 	b, _ := paged.Bytes(8, 4097)
-	fmt.Printf("Llama-3-8B, 8 × 4097 tokens in 16-token blocks: %v\n", b)
+	fmt.Printf("Llama-3-8B, 8 × 4097 tokens in 16-token blocks: %v\n", b.Exact())
 	l, _ := dsv3.PerToken()
 	h, _ := dsv3HF.PerToken()
 	fmt.Printf("DeepSeek-V3 per layer: latent %d elements, HF/latent = %.1f×\n", int64(l)/2, float64(h)/float64(l))
