@@ -59,6 +59,12 @@ import (
 // gpumem.ErrInvalid for an invalid shape, gpumem.ErrUnsupported for a
 // shape the real kernel rejects, and gpumem.ErrRange on overflow, and must
 // not panic.
+//
+// A Kernel is a kernel with its options (an fp32 softmax, FlashAttention-3,
+// chunks of heads). The choice an estimate of a whole model takes,
+// model.AttentionKernel (Hugging Face's attn_implementation), names three
+// of them: model.Eager is [Eager], model.SDPA is [MemEfficient] and
+// model.Flash is [Flash].
 type Kernel interface {
 	// Saved returns the bytes kept for backward, q, k, v included, the
 	// output excluded.
