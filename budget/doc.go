@@ -78,7 +78,7 @@
 //
 // Whole-job peaks are compared with GPU memory measured by others and
 // published with the job that produced it (testdata/published/jobs.jsonl;
-// `gpumem accuracy` prints the table, internal/accuracy holds the gate):
+// `gpumem accuracy` prints the table, cmd/gpumem/internal/accuracy holds the gate):
 //
 //   - allocated peaks (torch.cuda.max_memory_allocated), 19 figures from
 //     litgpt, torchtune and Hugging Face on A10G and A100 GPUs: median

@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gpumem/gpumem/enginelog"
-	"github.com/gpumem/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 )
 
 // errGate reports an accuracy comparison that misses the gate (exit 1).

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
-	"github.com/gpumem/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 )
 
 // profileSchema is the version of the profile file calibrate writes.

@@ -18,7 +18,7 @@ import (
 )
 
 // testdata is the repository's data set.
-var testdata = os.DirFS("../../testdata")
+var testdata = os.DirFS("../../../../testdata")
 
 // logSet prints every case and the summary by family, as gpumem accuracy
 // does.
