@@ -83,7 +83,7 @@ func TestOllamaPublished70B(t *testing.T) {
 	s, ok := model.Lookup("llama-3.1-70b")
 	require.True(t, ok)
 	s.DType = gpumem.Q8_0
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	free := []gpumem.Bytes{22 << 30, 22 << 30, 22 << 30, 22 << 30}
 	r, err := OllamaLayers(m, free, OllamaOptions{NumCtx: 64000, FlashAttention: true})
@@ -168,7 +168,7 @@ func TestOllamaInvalid(t *testing.T) {
 	}
 	s, ok := model.Lookup("qwen3-8b")
 	require.True(t, ok)
-	q, err := NewModel(model.Finetune{Model: s})
+	q, err := ModelOf(s)
 	require.NoError(t, err)
 	_, err = OllamaLayers(q, []gpumem.Bytes{24 << 30}, OllamaOptions{})
 	assert.ErrorIs(t, err, gpumem.ErrUnsupported)

@@ -15,7 +15,7 @@ import (
 
 func sglangJob(t *testing.T, s model.Spec, dev gpumem.Device, o SGLangOptions) Job {
 	t.Helper()
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return Job{Model: m, Mode: Generation, Precision: BF16, Batch: 1, SeqLen: 512, Generate: 512, Runtime: SGLang, SGLang: o, Device: dev}
 }

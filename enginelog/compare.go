@@ -72,7 +72,7 @@ func Compare(c Corpus) (Result, error) {
 			res.Skips[skip]++
 			continue
 		}
-		m, err := budget.NewModel(model.Finetune{Model: s})
+		m, err := budget.ModelOf(s)
 		if err != nil {
 			return res, fmt.Errorf("enginelog: %s: %w", e.File, err)
 		}

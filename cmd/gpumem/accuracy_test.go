@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpumem/gpumem/budget"
-	"github.com/gpumem/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 )
 
 // TestAccuracy runs gpumem accuracy on the repository's data: the table
@@ -207,7 +207,7 @@ func TestAccuracyGate(t *testing.T) {
 // line passes the mode checks (no flag that does nothing for its mode).
 func TestGridFlags(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open("../../internal/accuracy/testdata/grid.jsonl.gz")
+	f, err := os.Open("internal/accuracy/testdata/grid.jsonl.gz")
 	require.NoError(t, err)
 	defer f.Close()
 	z, err := gzip.NewReader(f)

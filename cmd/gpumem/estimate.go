@@ -974,9 +974,9 @@ func headroomOf(lim *budget.Limits, free gpumem.Bytes) headroom {
 	pct := strconv.FormatFloat(100*frac, 'g', 4, 64) + "%"
 	switch {
 	case fixed > 0 && frac > 0:
-		hr.name = fixed.Human() + " + " + pct + " headroom"
+		hr.name = fixed.String() + " + " + pct + " headroom"
 	case fixed > 0:
-		hr.name = fixed.Human() + " headroom"
+		hr.name = fixed.String() + " headroom"
 	case frac > 0:
 		hr.name = pct + " headroom"
 	default:
@@ -993,7 +993,7 @@ func (h headroom) String() string {
 	if h.bytes == 0 || !strings.Contains(h.name, "%") {
 		return h.name
 	}
-	return h.name + " (" + h.bytes.Human() + ")"
+	return h.name + " (" + h.bytes.String() + ")"
 }
 
 func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
@@ -1094,9 +1094,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprint(out, ", evaluation loss")
 	}
 	if j.Mode == budget.Load {
-		fmt.Fprintf(out, "\nparameters %s\n", group3(total))
+		fmt.Fprintf(out, "\nparameters %s\n", gpumem.Thousands(total))
 	} else {
-		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", gpumem.Thousands(total), gpumem.Thousands(trainable))
 	}
 	if j.Parallel.GPUs() > 1 {
 		fmt.Fprintf(out, "layout %s over %d GPUs; figures for one GPU", j.Parallel.Describe(), j.Parallel.GPUs())
@@ -1106,10 +1106,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	if need.Host > 0 {
-		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.Human(), need.HostNode.Human())
+		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.String(), need.HostNode.String())
 	}
 	fmt.Fprintln(out)
-	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
+	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.String()) }
 	if l := e.llama; l != nil {
 		fmt.Fprintf(out, "llama.cpp: offloaded %d/%d layers to GPU, %d KV cells, n_ubatch %d, flash attention %v\n",
 			l.Layers, l.Slots, l.Cells, l.UBatch, j.LlamaCpp.FlashAttention)
@@ -1158,10 +1158,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			vrow("Estimated CUDA graph memory", gib(v.CUDAGraphs))
 		}
 		vrow("Available KV cache memory", gib(v.KVMemory))
-		vrow("# GPU blocks", group3(v.Blocks))
-		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
-		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
-		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		vrow("# GPU blocks", gpumem.Thousands(v.Blocks))
+		vrow("GPU KV cache size (tokens)", gpumem.Thousands(v.Tokens))
+		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", gpumem.Thousands(int64(v.MaxModelLen)), v.Concurrency)
+		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", gpumem.Thousands(int64(v.MaxModelLen)), v.MinUtilization)
 		if v.CUDAGraphs > 0 {
 			fmt.Fprintf(out, "  the current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling; %.4f keeps the cache of earlier releases\n",
 				v.EquivalentUtilization+(v.CompensatingUtilization-v.EquivalentUtilization)/2, v.EquivalentUtilization, v.CompensatingUtilization)
@@ -1192,15 +1192,15 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
 	if dev.Capacity > 0 {
 		if fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
-				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().String(),
+				(dev.Free() - need.Required()).String(), 100*budget.Utilization(need, dev))
 		} else if e.vllm != nil {
 			fmt.Fprintf(out, "does NOT fit on %s: one request of max_model_len %s tokens needs %s of KV cache, %s more than vLLM has\n",
-				clean(dev.Name), group3(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
+				clean(dev.Name), gpumem.Thousands(int64(e.vllm.MaxModelLen)), e.vllm.Needed.String(), shortfall.String())
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
-				e.headroom, dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
+				e.headroom, dev.Free().String(), shortfall.String(), d.Name, d.Bytes.String())
 		}
 	}
 	return e.verdict()
@@ -1237,7 +1237,7 @@ func (e estimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.Human())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.String())
 }
 
 // estimation is an estimate and its fit on a device: what gpumem estimate
