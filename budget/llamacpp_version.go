@@ -29,6 +29,19 @@ import (
 //     then ngl − 1 repeating layers).
 //
 // A full offload places everything on the GPU under all three rules.
+//
+// It also selects how a DeepSeek-V2/V3 (MLA) model's cache is stored:
+// builds before PR #12801 ("DeepSeek V2/V3 MLA implementation", merged
+// 2025-04-15, LlamaCppMLAFrom) treated the model as multi-head attention
+// and kept every head's full K (n_head × (qk_nope + qk_rope)) and V
+// (n_head × v_head_dim) per token and layer; since then a GGUF converted
+// with the attention.key_length_mla keys caches the compressed latent
+// (kv_lora_rank + qk_rope as K, kv_lora_rank as V). The PR is absent
+// from ollama/ollama's vendored llama.cpp at upstream 71e90e88
+// (ollama 943464ccb, 2025-04-16) and present at 2016f07b (e9e5f61c4,
+// 2025-04-25: llama-hparams.h's n_embd_head_k_mla, llama-model.cpp's
+// is_mla). A GGUF converted before it keeps the full cache in any build;
+// give a build date before 2025-04-15 for one.
 type LlamaCppVersion int32
 
 const (
@@ -42,7 +55,14 @@ const (
 	// it (a build of March 2026 prints "offloading output layer" first,
 	// one of May 2025 does not: testdata/enginelogs).
 	LlamaCppOutputFirstFrom LlamaCppVersion = 20251224
+	// LlamaCppMLAFrom is the first build day with the compressed MLA
+	// cache: PR #12801's merge (2025-04-15).
+	LlamaCppMLAFrom LlamaCppVersion = 20250415
 )
+
+// mlaCache reports whether a build stores a DeepSeek-V2/V3 model's
+// compressed MLA cache (LlamaCppMLAFrom) rather than every head's K and V.
+func (v LlamaCppVersion) mlaCache() bool { return v == 0 || v >= LlamaCppMLAFrom }
 
 // llamaCppAmbiguous is the first day of the window in which PR #18148 was
 // merged (see LlamaCppOutputFirstFrom).
@@ -77,7 +97,8 @@ func (v LlamaCppVersion) String() string {
 
 // ParseLlamaCppVersion reads a llama.cpp build's date: "current" (or ""),
 // YYYY-MM-DD, or YYYY-MM when the whole month falls under one placement
-// rule (2023-12 and 2025-12 do not: give the day). The error names
+// rule and one MLA cache layout (2023-12, 2025-04 and 2025-12 do not:
+// give the day). The error names
 // field, the flag or request field the value came from.
 func ParseLlamaCppVersion(field, s string) (LlamaCppVersion, error) {
 	s = strings.TrimSpace(s)
@@ -94,6 +115,9 @@ func ParseLlamaCppVersion(field, s string) (LlamaCppVersion, error) {
 		first := LlamaCppVersion(t.Year()*10000 + int(t.Month())*100 + 1)
 		if first.placement() != (first + 30).placement() {
 			return 0, bad("the -ngl placement rule changed within that month: give the day, YYYY-MM-DD")
+		}
+		if first.mlaCache() != (first + 30).mlaCache() {
+			return 0, bad("llama.cpp's MLA cache (PR #12801) was merged within that month: give the day, YYYY-MM-DD")
 		}
 		return first, nil
 	}
