@@ -241,8 +241,9 @@ func cacheType(s string) (gpumem.DType, error) {
 }
 
 // compareLlamaCpp compares a llama.cpp (or Ollama) log with
-// budget.LlamaCppBuffers: the whole KV cache (KV self, or Ollama's
-// memory.required.kv) with KV + HostKV; a single GPU's KV buffer and the
+// budget.LlamaCppBuffers: the whole KV cache (KV self) with KV + HostKV,
+// and Ollama's memory.required.kv with Ollama's own estimate
+// (budget.OllamaKV); a single GPU's KV buffer and the
 // host's with KV and HostKV at the log's repeating layers offloaded; a
 // single GPU's compute buffer with Compute at full offload; the sum of the
 // model buffers with GPUWeights + HostWeights when the GGUF is F16/BF16.
@@ -351,11 +352,26 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 		out = append(out, row(e.File, "KV cache (all layers)", float64(f.Bytes), float64(full.KV+full.HostKV), 0.02, printSlack(f, 2, mib)))
 	}
 	if f, ok := l.Last(OllamaKV); ok {
+		// Ollama's own estimate (GraphSize, budget.OllamaKV): n_ctx is
+		// num_ctx × num_parallel, num_batch 512 unless stated.
 		unit := mib
 		if f.Bytes >= 1<<30 {
 			unit = 1 << 30
 		}
-		out = append(out, row(e.File, "Ollama memory.required.kv", float64(f.Bytes), float64(full.KV+full.HostKV), 0.02, printSlack(f, 1, unit)))
+		nb := p.NBatch
+		if nb == 0 && e.NBatch != nil {
+			nb = *e.NBatch
+		}
+		kvt := ck
+		if kvt == gpumem.Invalid {
+			kvt = gpumem.FP16
+		}
+		kv, err := budget.OllamaKV(m, budget.OllamaOptions{NumCtx: max(ctx/par, 1), NumParallel: par, NumBatch: nb,
+			FlashAttention: fa, KVCacheType: kvt})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row(e.File, "Ollama memory.required.kv", float64(f.Bytes), float64(kv), 0.02, printSlack(f, 1, unit)))
 	}
 
 	// Per device, on one GPU at the log's offload.
