@@ -52,7 +52,8 @@ type Result struct {
 // (exact arithmetic, 2%), weights (2%) and compute buffer (5%) with
 // budget.LlamaCppBuffers; vLLM's weights (2%), the KV tokens its logged KV
 // memory holds (2%), its KV space, activation peak, blocks and
-// concurrency (5%) with budget.VLLMBuffers. The model's shape is the
+// concurrency (5%) with budget.VLLMBuffers; SGLang's K and V per token of
+// its pool (2%) with budget.SGLangBuffers. The model's shape is the
 // catalog entry the index names, or else the hyperparameters llama.cpp
 // printed in the log itself (Log.Hparams, when complete), or else those
 // the index quotes from the same thread (Entry.Hparams). Logs with none,
@@ -82,6 +83,8 @@ func Compare(c Corpus) (Result, error) {
 			rs, err = compareLlamaCpp(e, l, m, res.Skips)
 		case "vllm":
 			rs, err = compareVLLM(e, l, m, res.Skips)
+		case "sglang":
+			rs, err = compareSGLang(e, l, m, res.Skips)
 		default:
 			res.Skips["no "+e.Engine+" runtime in budget"]++
 		}
@@ -525,5 +528,57 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 	if f, ok := l.Last(Concurrency); ok {
 		out = append(out, row(e.File, "vLLM concurrency", f.Count, r.Concurrency, 0.05, 0.005/f.Count))
 	}
+	return out, nil
+}
+
+// compareSGLang compares an SGLang log with budget.SGLangBuffers: the K
+// and V bytes one token takes in the pool ("KV Cache is allocated.
+// #tokens: N, K size: X GB, V size: Y GB": X / N and Y / N, SGLang's GB
+// being 2^30 bytes) with the runtime's pool of the same N tokens
+// (--max-total-tokens N on a device large enough), at the index's
+// --tp-size and --kv-cache-dtype. The pool's token count itself depends
+// on the weights SGLang loaded onto the GPU, which the logs collected so
+// far do not let budget state (a model outside the catalog, or experts
+// kept on the CPU): it is skipped with the reason.
+func compareSGLang(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, error) {
+	tok, ok1 := l.Last(SGLangTokens)
+	k, ok2 := l.Last(SGLangK)
+	v, ok3 := l.Last(SGLangV)
+	if !ok1 || !ok2 || !ok3 || tok.Count <= 0 {
+		skips["sglang log without a KV pool line"]++
+		return nil, nil
+	}
+	var o budget.SGLangOptions
+	if e.TP != nil {
+		o.TensorParallel = *e.TP
+	}
+	if e.KVCacheDType != nil && *e.KVCacheDType != "auto" {
+		d, err := gpumem.ParseDType(*e.KVCacheDType)
+		if err != nil {
+			return nil, fmt.Errorf("kv_cache_dtype: %w", err)
+		}
+		o.KVCacheDType = d
+	}
+	if e.MemFraction != nil {
+		o.MemFractionStatic = *e.MemFraction
+	}
+	o.MaxTotalTokens = int(tok.Count)
+	r, err := budget.SGLangBuffers(budget.Job{Model: m, Mode: budget.Generation, Precision: budget.BF16, Batch: 1, SeqLen: 1,
+		Generate: 1, Runtime: budget.SGLang, SGLang: o, Device: gpumem.Device{Capacity: 1 << 44}})
+	if err != nil {
+		return nil, err
+	}
+	if r.Tokens != int64(tok.Count) {
+		return nil, fmt.Errorf("sglang pool of %d tokens, want %d", r.Tokens, int64(tok.Count))
+	}
+	gib := float64(1 << 30)
+	n := tok.Count
+	out := []Row{
+		row(e.File, "sglang K per token", float64(k.Bytes)/n, float64(r.KSize)/n, 0.02, printSlack(k, 2, gib)),
+	}
+	if v.Bytes > 0 {
+		out = append(out, row(e.File, "sglang V per token", float64(v.Bytes)/n, float64(r.VSize)/n, 0.02, printSlack(v, 2, gib)))
+	}
+	skips["sglang pool tokens (the GPU's weights not stated to budget)"]++
 	return out, nil
 }
