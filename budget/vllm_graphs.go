@@ -6,9 +6,9 @@ import (
 )
 
 // VLLMGraphs are the CUDA graphs vLLM captures under its default
-// cudagraph_mode, FULL_AND_PIECEWISE (vllm-project/vllm 09f030ea and
-// 4e179065, the releases from v0.21.0 that size the graphs before the
-// cache):
+// cudagraph_mode, FULL_AND_PIECEWISE (vllm-project/vllm: config/vllm.py
+// at 09f030ea, v1/worker/gpu_model_runner.py at 000fc94b; the releases
+// from v0.21.0 that size the graphs before the cache):
 //
 //   - Sizes is cudagraph_capture_sizes (VllmConfig._set_cudagraph_sizes,
 //     vllm/config/vllm.py): with m = min(max_num_seqs × decode_query_len ×
@@ -18,7 +18,10 @@ import (
 //   - Piecewise is one PIECEWISE graph per size, for mixed prefill-decode
 //     batches, and Full one FULL graph per size x with decode_query_len ≤ x
 //     ≤ max_num_seqs × decode_query_len, for uniform decode batches
-//     (GPUModelRunner.capture_model, vllm/v1/worker/gpu_model_runner.py).
+//     (the capture descriptors of CudagraphDispatcher that
+//     GPUModelRunner.capture_model and profile_cudagraph_memory walk;
+//     vLLM logs the counts: "Profiling CUDA graph memory: PIECEWISE=51
+//     (largest=512), FULL=35 (largest=256)").
 //
 // With max_num_seqs 256 that is 51 and 35 graphs, as vLLM's progress bars
 // print them ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):
@@ -89,7 +92,7 @@ const vllmGraphFloor = 1 << 20
 
 // Estimate is vLLM's cudagraph_memory_estimate from the samples
 // (GPUModelRunner.profile_cudagraph_memory, vllm/v1/worker/
-// gpu_model_runner.py, vllm-project/vllm 4e179065): the graphs of both
+// gpu_model_runner.py, vllm-project/vllm 000fc94b): the graphs of both
 // modes share one memory pool, so the larger first capture counts once,
 // and each further graph of a mode costs that mode's second sample (at
 // least 1 MiB): max(first) + Σ per-graph × (graphs − 1). The per-graph
