@@ -20,8 +20,8 @@ import (
 //     ≤ max_num_seqs × decode_query_len, for uniform decode batches
 //     (the capture descriptors of CudagraphDispatcher that
 //     GPUModelRunner.capture_model and profile_cudagraph_memory walk;
-//     vLLM logs the counts: "Profiling CUDA graph memory: PIECEWISE=51
-//     (largest=512), FULL=35 (largest=256)").
+//     vLLM logs the counts as "Profiling CUDA graph memory: PIECEWISE=N
+//     (largest=S), FULL=M (largest=T)").
 //
 // With max_num_seqs 256 that is 51 and 35 graphs, as vLLM's progress bars
 // print them ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):
