@@ -338,8 +338,9 @@ func (j *Job) validateLlamaCpp() error {
 // src/llama-kv-cache.cpp), on the layer's device; kv_size is n_ctx
 // padded to 256. Sliding-window layers keep the full size (llama.cpp's
 // non-SWA cache, --swa-full) — the SWA cache is not modelled. A
-// DeepSeek-V2/V3 (MLA) model's cache is the compressed latent, or every
-// head's K and V in builds before LlamaCppMLAFrom (LlamaCppVersion).
+// DeepSeek-V2/V3 (MLA) model's cache is the compressed latent in K alone
+// (builds from LlamaCppMLAKOnlyFrom), the latent in K and V (from
+// LlamaCppMLAFrom), or every head's K and V before (LlamaCppVersion).
 //
 // Compute: llamaCppCompute.
 func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
@@ -523,9 +524,14 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	kDim := lm.KVHeads * lm.HeadDim
 	vDim := kDim
 	switch {
-	case lm.MLA.Enabled() && o.Version.mlaCache():
-		// llama.cpp's MLA cache: the compressed latent and the rope key
-		// (kv_lora_rank + n_rot) as K, the latent as V.
+	case lm.MLA.Enabled() && o.Version.mla() == mlaKOnly:
+		// llama.cpp's MLA cache since PR #19067: the compressed latent
+		// and the rope key (kv_lora_rank + n_rot) as K, no V.
+		kDim = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
+		vDim = 0
+	case lm.MLA.Enabled() && o.Version.mla() == mlaLatent:
+		// From PR #12801 to PR #19067: the latent and rope key as K, the
+		// latent as V.
 		kDim = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
 		vDim = lm.MLA.KVLoRARank
 	case lm.MLA.Enabled():
