@@ -536,11 +536,13 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 // #tokens: N, K size: X GB, V size: Y GB": X / N and Y / N, SGLang's GB
 // being 2^30 bytes) with the runtime's pool of the same N tokens
 // (--max-total-tokens N on a device large enough), at the index's
-// --tp-size and --kv-cache-dtype. The pool's token count itself depends
-// on the weights SGLang loaded onto the GPU, which the logs collected so
-// far do not let budget state (a model outside the catalog, or experts
-// kept on the CPU): it is skipped with the reason.
+// --tp-size and --kv-cache-dtype; and N itself (2%) with
+// budget.SGLangPoolTokens on the free memory the log prints before and
+// after the weights load (the weights as SGLang measured them, which
+// budget may not state: experts kept on the host) and the index's
+// mem_fraction_static.
 func compareSGLang(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, error) {
+	p := l.Params
 	tok, ok1 := l.Last(SGLangTokens)
 	k, ok2 := l.Last(SGLangK)
 	v, ok3 := l.Last(SGLangV)
@@ -579,6 +581,42 @@ func compareSGLang(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row
 	if v.Bytes > 0 {
 		out = append(out, row(e.File, "sglang V per token", float64(v.Bytes)/n, float64(r.VSize)/n, 0.02, printSlack(v, 2, gib)))
 	}
-	skips["sglang pool tokens (the GPU's weights not stated to budget)"]++
+	// The pool's tokens from the log's own free memory: before the
+	// weights ("Load weight begin", else the end's free memory plus its
+	// usage) and after them, with the runtime's cell (budget.
+	// SGLangPoolTokens), when the index gives mem_fraction_static.
+	var before gpumem.Bytes
+	if f, ok := l.Last(SGLangFreeBeforeWeights); ok {
+		before = f.Bytes
+	}
+	after, okA := l.Last(SGLangFreeAfterWeights)
+	if before == 0 && okA {
+		if u, ok := l.Last(SGLangWeightsUsage); ok {
+			before = after.Bytes + u.Bytes
+		}
+	}
+	frac := o.MemFractionStatic
+	if frac == 0 {
+		frac = p.Utilization
+	}
+	switch {
+	case !okA || before == 0:
+		skips["sglang pool tokens without the free memory around the weights' load"]++
+	case frac == 0:
+		skips["sglang pool tokens without mem_fraction_static"]++
+	default:
+		t, err := budget.SGLangPoolTokens(before, after.Bytes, frac, r.CellBytes, 0)
+		if err != nil {
+			return nil, err
+		}
+		// Slack: the two free-memory figures' print rounding (0.005 GB
+		// each) over the pool's memory.
+		rest := float64(after.Bytes) - float64(before)*(1-frac)
+		slack := 0.0
+		if rest > 0 {
+			slack = 0.005 * gib * (2 - frac) / rest
+		}
+		out = append(out, row(e.File, "sglang pool tokens", n, float64(t), 0.02, slack))
+	}
 	return out, nil
 }
