@@ -657,25 +657,12 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	if f.profileData != nil {
 		f.profileData.apply(&j.Overhead)
 	}
-	switch {
-	case f.gpu != "" && f.memory != "":
-		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
-	case f.gpu != "":
-		d, ok := gpumem.LookupDevice(f.gpu)
-		if !ok {
-			return j, dev, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, f.gpu, suggestGPU(f.gpu))
-		}
-		dev, j.Device = d, d
-	case f.memory != "":
-		b, err := gpumem.ParseBytes(f.memory)
-		if err != nil {
-			return j, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
-		}
-		if b < 1 {
-			// Zero is not "no GPU named": that would pass any job.
-			return j, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
-		}
-		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	d, catalog, err := deviceFlags(f.gpu, f.memory)
+	if err != nil {
+		return j, dev, err
+	}
+	if dev = d; catalog {
+		j.Device = d
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		if dev.Capacity == 0 {
@@ -1495,4 +1482,31 @@ func splitTargets(s string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// deviceFlags reads --gpu and --memory: a GPU of the catalog (catalog
+// true), or free memory on an unnamed device, or neither (the zero
+// Device). Zero memory is refused, not taken for "no GPU named": that
+// would pass any job.
+func deviceFlags(gpu, memory string) (dev gpumem.Device, catalog bool, err error) {
+	switch {
+	case gpu != "" && memory != "":
+		return dev, false, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
+	case gpu != "":
+		d, ok := gpumem.LookupDevice(gpu)
+		if !ok {
+			return dev, false, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, gpu, suggestGPU(gpu))
+		}
+		return d, true, nil
+	case memory != "":
+		b, err := gpumem.ParseBytes(memory)
+		if err != nil {
+			return dev, false, fmt.Errorf("%w: --memory: %v", errUsage, err)
+		}
+		if b < 1 {
+			return dev, false, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, memory)
+		}
+		return gpumem.Device{Name: memory + " of free memory", Capacity: b}, false, nil
+	}
+	return dev, false, nil
 }

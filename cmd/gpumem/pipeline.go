@@ -231,24 +231,12 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 			pl.TextEncoders = append(pl.TextEncoders, m)
 		}
 	}
-	switch {
-	case f.gpu != "" && f.memory != "":
-		return pl, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
-	case f.gpu != "":
-		g, ok := gpumem.LookupDevice(f.gpu)
-		if !ok {
-			return pl, dev, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, f.gpu, suggestGPU(f.gpu))
-		}
-		dev, pl.Device = g, g
-	case f.memory != "":
-		b, err := gpumem.ParseBytes(f.memory)
-		if err != nil {
-			return pl, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
-		}
-		if b < 1 {
-			return pl, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
-		}
-		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	g, catalog, err := deviceFlags(f.gpu, f.memory)
+	if err != nil {
+		return pl, dev, err
+	}
+	if dev = g; catalog {
+		pl.Device = g
 	}
 	return pl, dev, nil
 }
