@@ -33,10 +33,24 @@ const (
 	TB = 1000 * GB
 )
 
-// String returns b exactly, in the largest IEC unit that divides it evenly,
-// or in bytes: "80GiB", "1536MiB", "512KiB", "1000B", "0B", "-2GiB".
-// [ParseBytes] reads the result back to the same value for every b >= 0.
-func (b Bytes) String() string {
+// String returns b for display, as [time.Duration.String] does a
+// duration: two decimals in the largest IEC unit not above it
+// ("15.19 GiB", "512.00 MiB", "80.00 GiB", "-3.00 GiB"), or a whole
+// number of bytes below 1 KiB ("37 B"), as PyTorch's allocator prints
+// sizes. fmt's %v and %s use it. It rounds: the exact count is
+// [Bytes.Int64] (or fmt's %d), and [Bytes.Exact] writes it in a unit;
+// [ParseBytes] reads String's result back to within half a unit in the
+// last decimal.
+func (b Bytes) String() string { return b.human(1024, iecUnits) }
+
+// Int64 returns b as a number of bytes, exactly.
+func (b Bytes) Int64() int64 { return int64(b) }
+
+// Exact returns b exactly, in the largest IEC unit that divides it
+// evenly, or in bytes: "80GiB", "1536MiB", "512KiB", "1000B", "0B",
+// "-2GiB", "16311470208B". It is what [Bytes.MarshalText] writes, and
+// [ParseBytes] reads it back to the same value for every b >= 0.
+func (b Bytes) Exact() string {
 	var buf [24]byte
 	return string(b.appendString(buf[:0]))
 }
@@ -79,13 +93,12 @@ func (b Bytes) in(unit Bytes) float64 {
 	return float64(whole) + float64(rem)/float64(unit)
 }
 
-// Human returns b for display, with two decimals in the largest IEC unit
-// not above it ("14.60 GiB", "512.00 MiB", "37 B"), as PyTorch's
-// allocator prints sizes. It rounds; use [Bytes.String] for an exact form.
-// ParseBytes reads it back to within half a unit in the last decimal.
-func (b Bytes) Human() string { return b.human(1024, iecUnits) }
+// Human returns [Bytes.String].
+//
+// Deprecated: use String (or fmt's %v), which now reads the same.
+func (b Bytes) Human() string { return b.String() }
 
-// HumanSI is like [Bytes.Human] in decimal units ("54.00 GB"), as
+// HumanSI is like [Bytes.String] in decimal units ("54.00 GB"), as
 // vendors' data sheets and many papers print sizes.
 func (b Bytes) HumanSI() string { return b.human(1000, siUnits) }
 
@@ -116,7 +129,8 @@ func (b Bytes) human(base float64, units [6]string) string {
 	return strconv.FormatFloat(v, 'f', 2, 64) + " " + units[i]
 }
 
-// MarshalText implements [encoding.TextMarshaler] with [Bytes.String].
+// MarshalText implements [encoding.TextMarshaler] with [Bytes.Exact], so
+// that text and JSON encodings keep the exact count.
 func (b Bytes) MarshalText() ([]byte, error) {
 	return b.appendString(make([]byte, 0, 24)), nil
 }

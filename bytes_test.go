@@ -3,6 +3,7 @@ package gpumem
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"regexp"
@@ -193,7 +194,7 @@ func TestParseBytesErrorMessage(t *testing.T) {
 	assert.Equal(t, `gpumem.ParseBytes: parsing "32Gb": invalid unit: "Gb" is bits; gpumem counts bytes (write GB)`, err.Error())
 }
 
-func TestBytesString(t *testing.T) {
+func TestBytesExact(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in   Bytes
@@ -213,13 +214,13 @@ func TestBytesString(t *testing.T) {
 		{math.MinInt64, "-8388608TiB"},
 	}
 	for _, tc := range tests {
-		if got := tc.in.String(); got != tc.want {
-			t.Errorf("Bytes(%d).String() = %q, want %q", int64(tc.in), got, tc.want)
+		if got := tc.in.Exact(); got != tc.want {
+			t.Errorf("Bytes(%d).Exact() = %q, want %q", int64(tc.in), got, tc.want)
 		}
 	}
 }
 
-// TestBytesRoundTrip checks ParseBytes(b.String()) == b on powers of two,
+// TestBytesRoundTrip checks ParseBytes(b.Exact()) == b on powers of two,
 // their neighbours, multiples of every unit, and a deterministic spread.
 func TestBytesRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -245,9 +246,9 @@ func TestBytesRoundTrip(t *testing.T) {
 	}
 	cases = append(cases, math.MaxInt64)
 	for _, b := range cases {
-		got, err := ParseBytes(b.String())
+		got, err := ParseBytes(b.Exact())
 		if err != nil || got != b {
-			t.Fatalf("ParseBytes(%q) = %d, %v, want %d", b.String(), got, err, int64(b))
+			t.Fatalf("ParseBytes(%q) = %d, %v, want %d", b.Exact(), got, err, int64(b))
 		}
 	}
 }
@@ -262,7 +263,9 @@ func TestBytesFloatViews(t *testing.T) {
 	assert.Equal(t, -2.5, (-5 * GiB / 2).GiB())
 }
 
-func TestBytesHuman(t *testing.T) {
+// TestBytesString checks the display form, and that fmt shows it for %v
+// and %s and the exact count for %d.
+func TestBytesString(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in      Bytes
@@ -280,19 +283,22 @@ func TestBytesHuman(t *testing.T) {
 		{2 * TiB, "2.00 TiB", "2.20 TB"},
 	}
 	for _, tc := range tests {
-		if got := tc.in.Human(); got != tc.iec {
-			t.Errorf("Bytes(%d).Human() = %q, want %q", int64(tc.in), got, tc.iec)
+		if got := tc.in.String(); got != tc.iec {
+			t.Errorf("Bytes(%d).String() = %q, want %q", int64(tc.in), got, tc.iec)
 		}
 		if got := tc.in.HumanSI(); got != tc.si {
 			t.Errorf("Bytes(%d).HumanSI() = %q, want %q", int64(tc.in), got, tc.si)
 		}
 		// Human is lossy but reads back within half of its last digit.
 		if tc.in > 0 {
-			back, err := ParseBytes(tc.in.Human())
+			back, err := ParseBytes(tc.in.String())
 			require.NoError(t, err)
-			assert.InEpsilon(t, float64(tc.in), float64(back), 0.005, "ParseBytes(%q)", tc.in.Human())
+			assert.InEpsilon(t, float64(tc.in), float64(back), 0.005, "ParseBytes(%q)", tc.in.String())
 		}
 	}
+	b := MustParseBytes("15.19 GiB")
+	assert.Equal(t, "15.19 GiB 15.19 GiB 16310138307 16310138307", fmt.Sprintf("%v %s %d %d", b, b, b, b.Int64()))
+	assert.Equal(t, b.String(), b.Human(), "the deprecated Human is String")
 }
 
 func TestBytesText(t *testing.T) {
@@ -488,9 +494,9 @@ func FuzzParseBytes(f *testing.F) {
 		if b < 0 {
 			t.Fatalf("ParseBytes(%q) = %d, negative", s, b)
 		}
-		back, err := ParseBytes(b.String())
+		back, err := ParseBytes(b.Exact())
 		if err != nil || back != b {
-			t.Fatalf("ParseBytes(%q) = %d; ParseBytes(%q) = %d, %v", s, b, b.String(), back, err)
+			t.Fatalf("ParseBytes(%q) = %d; ParseBytes(%q) = %d, %v", s, b, b.Exact(), back, err)
 		}
 	})
 }

@@ -138,11 +138,11 @@ func TestDeviceCatalogCapacities(t *testing.T) {
 		// Data sheets say "GB" loosely (an "80GB" A100 has 80 GiB of
 		// HBM), so the upper bound is the sheet size in GiB plus 5%.
 		if hi := Bytes(sheet.sheetGB) * GiB * 105 / 100; c > hi {
-			t.Errorf("%q: capacity %v (%s) above %d GB data sheet + 5%%", e.name, c, c.Human(), sheet.sheetGB)
+			t.Errorf("%q: capacity %v (%s) above %d GB data sheet + 5%%", e.name, c, c.String(), sheet.sheetGB)
 		}
 		// The driver never keeps more than a few percent.
 		if lo := Bytes(sheet.sheetGB) * GB * 85 / 100; c < lo {
-			t.Errorf("%q: capacity %v (%s) below 85%% of the %d GB data sheet", e.name, c, c.Human(), sheet.sheetGB)
+			t.Errorf("%q: capacity %v (%s) below 85%% of the %d GB data sheet", e.name, c, c.String(), sheet.sheetGB)
 		}
 	}
 	for name := range deviceSheets {

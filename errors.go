@@ -58,6 +58,10 @@ type FieldError struct {
 
 // Error implements the error interface.
 func (e *FieldError) Error() string {
+	if b, ok := e.Value.(Bytes); ok {
+		// The value as given, exactly: a size in an error must not round.
+		return fmt.Sprintf("%s = %s: %v", e.Field, b.Exact(), e.Err)
+	}
 	return fmt.Sprintf("%s = %v: %v", e.Field, e.Value, e.Err)
 }
 

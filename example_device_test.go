@@ -13,12 +13,12 @@ func ExampleLookupDevice() {
 		return
 	}
 	fmt.Println(d.Name)
-	fmt.Println(d.Capacity)         // exact: what CUDA reports, less than nvidia-smi's 81920MiB
-	fmt.Println(d.Capacity.Human()) // as PyTorch prints "total capacity"
+	fmt.Println(d.Capacity.Exact()) // exact: what CUDA reports, less than nvidia-smi's 81920MiB
+	fmt.Println(d.Capacity)         // as PyTorch prints "total capacity"
 
 	// Short forms work too; a bare family name is its common cloud part.
 	h, _ := gpumem.LookupDevice("h100")
-	fmt.Println(h.Name, h.Capacity.Human())
+	fmt.Println(h.Name, h.Capacity)
 	// Output:
 	// NVIDIA A100-SXM4-80GB
 	// 81051MiB

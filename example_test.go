@@ -10,14 +10,16 @@ import (
 func ExampleBytes() {
 	need := 14*gpumem.GiB + 600*gpumem.MiB
 	free := 24 * gpumem.GiB
-	fmt.Println(need)                  // exact
-	fmt.Println(need.Human())          // for people
-	fmt.Println((free - need).Human()) // headroom
-	fmt.Println((need - free).Human()) // a shortfall stays negative
+	fmt.Println(need)         // for people, as time.Duration prints a duration
+	fmt.Println(need.Exact()) // exact, in a unit ParseBytes reads back
+	fmt.Printf("%d\n", need)  // exact, in bytes (need.Int64())
+	fmt.Println(free - need)  // headroom
+	fmt.Println(need - free)  // a shortfall stays negative
 	fmt.Printf("%.3f GiB\n", need.GiB())
 	// Output:
-	// 14936MiB
 	// 14.59 GiB
+	// 14936MiB
+	// 15661531136
 	// 9.41 GiB
 	// -9.41 GiB
 	// 14.586 GiB
@@ -30,7 +32,7 @@ func ExampleParseBytes() {
 			fmt.Println(err, errors.Is(err, gpumem.ErrUnit))
 			continue
 		}
-		fmt.Println(s, "=", int64(b), "bytes =", b)
+		fmt.Println(s, "=", b.Int64(), "bytes =", b.Exact())
 	}
 	// Output:
 	// 80GiB = 85899345920 bytes = 80GiB
@@ -49,11 +51,11 @@ func ExampleDType_Size() {
 			fmt.Println(err)
 			return
 		}
-		fmt.Printf("%-5v %5.2f bits/param  %s\n", d, d.Bits(), b.Human())
+		fmt.Printf("%-5v %5.2f bits/param  %s\n", d, d.Bits(), b.String())
 	}
 	// NF4 stores its absmax constants apart (bitsandbytes, QLoRA).
 	c, _ := gpumem.Blockwise{Nested: true}.Constants(params)
-	fmt.Println("nf4 double-quantized constants", c.Human())
+	fmt.Println("nf4 double-quantized constants", c.String())
 	// Output:
 	// bf16  16.00 bits/param  12.55 GiB
 	// Q4_K   4.50 bits/param  3.53 GiB

@@ -63,11 +63,11 @@ func BenchmarkKernels(b *testing.B) {
 	}
 }
 
-func BenchmarkMaxSeqLen(b *testing.B) {
+func BenchmarkLongestSeqLen(b *testing.B) {
 	s := attention.Shape{Batch: 1, Heads: 64, KVHeads: 8, HeadDim: 128, DType: gpumem.BF16}
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = attention.MaxSeqLen(attention.Eager{SoftmaxFP32: true, ExpandKV: true}, s, 80*gpumem.GiB)
+		_, _ = attention.LongestSeqLen(attention.Eager{SoftmaxFP32: true, ExpandKV: true}, s, 80*gpumem.GiB)
 	}
 }
 

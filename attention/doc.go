@@ -31,7 +31,7 @@
 //   - [SlidingWindow]: blocked local attention, linear in the sequence.
 //
 // Cross-attention is a Shape with QueryLen ≠ KeyLen; inference is
-// Shape.NoGrad. [MaxSeqLen], [MaxBatch] and [MaxHeadChunk] invert the
+// Shape.NoGrad. [LongestSeqLen], [LargestBatch] and [MaxHeadChunk] invert the
 // peak: the largest sequence, batch or head chunk that fits a budget.
 //
 // # KV cache

@@ -5,16 +5,8 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/attention"
+	"github.com/gpumem/gpumem/budget"
 )
-
-// roundAlloc rounds a request up as PyTorch's CUDA caching allocator
-// reports it in "Tried to allocate" for requests above 10 MiB: to a
-// multiple of 2 MiB (c10/cuda/CUDACachingAllocator.cpp,
-// get_allocation_size; docs/reference.md#caching-allocator-rounding).
-func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
 
 // The Whisper language attack (docs/scenarios.md): Whisper-small's encoder (12 heads of 64, 1500 frames for a 30 s
 // clip) under openai/whisper's qkv_attention, which upcasts q·k to fp32
@@ -24,17 +16,17 @@ func roundAlloc(b gpumem.Bytes) gpumem.Bytes {
 func Example_whisperAttack() {
 	s := attention.Shape{Batch: 1, Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), roundAlloc(scores))
+	fmt.Printf("fp32 scores, one layer: %d B = %.2f MiB; allocator request %v\n", int64(scores), scores.MiB(), budget.AllocationRequest(scores).Exact())
 
 	whisper := attention.Eager{SoftmaxFP32: true, CastBeforeSoftmax: true}
 	fwd, _ := whisper.Forward(s)
 	saved, _ := whisper.Saved(s)
-	fmt.Printf("forward peak %s, saved per layer %s\n", fwd.Human(), saved.Human())
+	fmt.Printf("forward peak %s, saved per layer %s\n", fwd.String(), saved.String())
 	for _, micro := range []int{8, 1} {
 		m := s
 		m.Batch = micro
 		sv, _ := whisper.Saved(m)
-		fmt.Printf("%d clips kept for backward, 12 layers: %s\n", micro, (12 * sv).Human())
+		fmt.Printf("%d clips kept for backward, 12 layers: %s\n", micro, (12 * sv).String())
 	}
 	// Output:
 	// fp32 scores, one layer: 108000000 B = 103.00 MiB; allocator request 104MiB
@@ -48,10 +40,10 @@ func Example_whisperAttack() {
 func Example_llavaOn3090() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 2048, KeyLen: 2048, HeadDim: 128, DType: gpumem.FP16}
 	scores, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores, scores.GiB())
+	fmt.Printf("fp32 attention matrix per layer: %v (%.2f GiB)\n", scores.Exact(), scores.GiB())
 	for _, k := range []attention.Kernel{attention.Eager{SoftmaxFP32: true}, attention.Flash{}} {
 		sv, _ := k.Saved(s)
-		fmt.Printf("%T saved per layer: %s\n", k, sv.Human())
+		fmt.Printf("%T saved per layer: %s\n", k, sv.String())
 	}
 	// Output:
 	// fp32 attention matrix per layer: 512MiB (0.50 GiB)
@@ -68,7 +60,7 @@ func Example_llavaOn3090() {
 func Example_blockAttentionHeadChunks() {
 	s := attention.Shape{Batch: 1, Heads: 32, QueryLen: 32768, KeyLen: 32768, HeadDim: 128, DType: gpumem.FP16, NoGrad: true}
 	w, _ := attention.Scores(s, gpumem.FP32)
-	fmt.Printf("fp32 attention weights, all heads: %v\n", w)
+	fmt.Printf("fp32 attention weights, all heads: %v\n", w.Exact())
 	eager := attention.Eager{SoftmaxFP32: true}
 	all, _ := eager.Forward(s)
 	for _, c := range []int{32, 16, 8, 4} {
@@ -85,10 +77,10 @@ func Example_blockAttentionHeadChunks() {
 
 // The inverse helpers answer "how long can the sequence be" and "how many
 // heads at a time" for a byte budget.
-func ExampleMaxSeqLen() {
+func ExampleLongestSeqLen() {
 	s := attention.Shape{Batch: 1, Heads: 32, KVHeads: 8, HeadDim: 128, DType: gpumem.BF16}
 	for _, k := range []attention.Kernel{attention.Eager{SoftmaxFP32: true, ExpandKV: true}, attention.Flash{}} {
-		n, err := attention.MaxSeqLen(k, s, 8*gpumem.GiB)
+		n, err := attention.LongestSeqLen(k, s, 8*gpumem.GiB)
 		fmt.Printf("%T: %d tokens in 8 GiB (%v)\n", k, n, err)
 	}
 	c, err := attention.MaxHeadChunk(attention.Eager{SoftmaxFP32: true}, attention.Shape{
@@ -112,12 +104,12 @@ func ExampleKVCache() {
 		kv   attention.KVCache
 	}{{"Llama-2-7B fp16", llama2}, {"Llama-3-8B bf16", llama3}, {"DeepSeek-V3 MLA latent", dsv3}, {"DeepSeek-V3 in HF", dsv3HF}} {
 		b, _ := c.kv.Bytes(1, 1)
-		fmt.Printf("%-24s %v per token\n", c.name, b)
+		fmt.Printf("%-24s %v per token\n", c.name, b.Exact())
 	}
 	paged := llama3
 	paged.BlockTokens = 16
 	b, _ := paged.Bytes(8, 4097)
-	fmt.Printf("Llama-3-8B, 8 × 4097 tokens in 16-token blocks: %v\n", b)
+	fmt.Printf("Llama-3-8B, 8 × 4097 tokens in 16-token blocks: %v\n", b.Exact())
 	l, _ := dsv3.PerToken()
 	h, _ := dsv3HF.PerToken()
 	fmt.Printf("DeepSeek-V3 per layer: latent %d elements, HF/latent = %.1f×\n", int64(l)/2, float64(h)/float64(l))
@@ -144,7 +136,7 @@ func ExampleKernel_compose() {
 		saved, _ := k.Saved(s)
 		bwd, _ := k.Backward(s)
 		fmt.Printf("%T: forward peak %s, keeps %s, backward peak %s\n", k,
-			(in + fwd).Human(), saved.Human(), (saved + out + bwd).Human())
+			(in + fwd).String(), saved.String(), (saved + out + bwd).String())
 	}
 	// Output:
 	// attention.Eager: forward peak 20.34 GiB, keeps 12.19 GiB, backward peak 24.25 GiB

@@ -9,7 +9,7 @@ import (
 // maxSearch bounds the searches: 2^40 tokens or sequences.
 const maxSearch = 1 << 40
 
-// MaxSeqLen returns the largest sequence length L such that
+// LongestSeqLen returns the largest sequence length L such that
 // Peak(k, s) with QueryLen = KeyLen = L is at most limit (self-attention
 // of L tokens; the other fields of s are kept). It searches by doubling
 // and integer bisection, which is exact because every kernel's peak is
@@ -17,21 +17,33 @@ const maxSearch = 1 << 40
 // the result is 2^40). A length whose figures overflow counts as not
 // fitting. It fails with gpumem.ErrDoesNotFit when a single token does
 // not fit, and with the kernel's error for an invalid shape or kernel.
-func MaxSeqLen(k Kernel, s Shape, limit gpumem.Bytes) (int, error) {
+func LongestSeqLen(k Kernel, s Shape, limit gpumem.Bytes) (int, error) {
 	return search(k, s, limit, "Shape.QueryLen", func(s Shape, n int) Shape {
 		s.QueryLen, s.KeyLen = n, n
 		return s
 	})
 }
 
-// MaxBatch returns the largest Batch such that Peak(k, s) is at most
-// limit, with the same guarantees as [MaxSeqLen].
-func MaxBatch(k Kernel, s Shape, limit gpumem.Bytes) (int, error) {
+// LargestBatch returns the largest Batch such that Peak(k, s) is at most
+// limit, with the same guarantees as [LongestSeqLen].
+func LargestBatch(k Kernel, s Shape, limit gpumem.Bytes) (int, error) {
 	return search(k, s, limit, "Shape.Batch", func(s Shape, n int) Shape {
 		s.Batch = n
 		return s
 	})
 }
+
+// MaxSeqLen is LongestSeqLen.
+//
+// Deprecated: use [LongestSeqLen], the name budget gives the longest
+// sequence that fits.
+func MaxSeqLen(k Kernel, s Shape, limit gpumem.Bytes) (int, error) { return LongestSeqLen(k, s, limit) }
+
+// MaxBatch is LargestBatch.
+//
+// Deprecated: use [LargestBatch], the name budget gives the largest
+// batch that fits.
+func MaxBatch(k Kernel, s Shape, limit gpumem.Bytes) (int, error) { return LargestBatch(k, s, limit) }
 
 func search(k Kernel, s Shape, limit gpumem.Bytes, field string, set func(Shape, int) Shape) (int, error) {
 	p, err := Peak(k, set(s, 1))

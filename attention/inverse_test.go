@@ -11,7 +11,7 @@ import (
 	"github.com/gpumem/gpumem/attention"
 )
 
-func TestMaxSeqLen(t *testing.T) {
+func TestLongestSeqLen(t *testing.T) {
 	t.Parallel()
 	base := attention.Shape{Batch: 2, Heads: 32, KVHeads: 8, HeadDim: 128, DType: gpumem.BF16}
 	limits := []gpumem.Bytes{64 * gpumem.MiB, gpumem.GiB, 10 * gpumem.GiB, 80 * gpumem.GiB}
@@ -22,7 +22,7 @@ func TestMaxSeqLen(t *testing.T) {
 				if !usable(k, func() attention.Shape { s := base; s.QueryLen, s.KeyLen = 1, 1; return s }()) {
 					t.Skip("kernel rejects the shape")
 				}
-				n, err := attention.MaxSeqLen(k, base, limit)
+				n, err := attention.LongestSeqLen(k, base, limit)
 				require.NoError(t, err)
 				at := func(n int) gpumem.Bytes {
 					s := base
@@ -38,11 +38,11 @@ func TestMaxSeqLen(t *testing.T) {
 	}
 }
 
-func TestMaxBatch(t *testing.T) {
+func TestLargestBatch(t *testing.T) {
 	t.Parallel()
 	s := attention.Shape{Heads: 12, QueryLen: 1500, KeyLen: 1500, HeadDim: 64, DType: gpumem.FP16}
 	k := attention.Eager{SoftmaxFP32: true, CastBeforeSoftmax: true}
-	n, err := attention.MaxBatch(k, s, 24*gpumem.GiB)
+	n, err := attention.LargestBatch(k, s, 24*gpumem.GiB)
 	require.NoError(t, err)
 	s.Batch = n
 	p, _ := attention.Peak(k, s)
@@ -52,20 +52,20 @@ func TestMaxBatch(t *testing.T) {
 	assert.Greater(t, p, 24*gpumem.GiB)
 }
 
-func TestMaxSeqLenErrors(t *testing.T) {
+func TestLongestSeqLenErrors(t *testing.T) {
 	t.Parallel()
 	s := attention.Shape{Batch: 1, Heads: 32, HeadDim: 128, DType: gpumem.BF16}
-	_, err := attention.MaxSeqLen(attention.Eager{}, s, 1000)
+	_, err := attention.LongestSeqLen(attention.Eager{}, s, 1000)
 	require.ErrorIs(t, err, gpumem.ErrDoesNotFit)
 	bad := s
 	bad.HeadDim = 0
-	_, err = attention.MaxSeqLen(attention.Eager{}, bad, gpumem.GiB)
+	_, err = attention.LongestSeqLen(attention.Eager{}, bad, gpumem.GiB)
 	require.ErrorIs(t, err, gpumem.ErrInvalid)
-	_, err = attention.MaxSeqLen(attention.Flash{Version: 9}, s, gpumem.GiB)
+	_, err = attention.LongestSeqLen(attention.Flash{Version: 9}, s, gpumem.GiB)
 	require.ErrorIs(t, err, gpumem.ErrInvalid)
 	// Linear memory and an enormous budget: the search stops at 2^40 or at
 	// the largest representable length without failing.
-	n, err := attention.MaxSeqLen(attention.Flash{}, s, 1<<62)
+	n, err := attention.LongestSeqLen(attention.Flash{}, s, 1<<62)
 	require.NoError(t, err)
 	assert.Positive(t, n)
 }

@@ -59,6 +59,12 @@ import (
 // gpumem.ErrInvalid for an invalid shape, gpumem.ErrUnsupported for a
 // shape the real kernel rejects, and gpumem.ErrRange on overflow, and must
 // not panic.
+//
+// A Kernel is a kernel with its options (an fp32 softmax, FlashAttention-3,
+// chunks of heads). The choice an estimate of a whole model takes,
+// model.AttentionKernel (Hugging Face's attn_implementation), names three
+// of them: model.Eager is [Eager], model.SDPA is [MemEfficient] and
+// model.Flash is [Flash].
 type Kernel interface {
 	// Saved returns the bytes kept for backward, q, k, v included, the
 	// output excluded.
@@ -78,7 +84,7 @@ type Kernel interface {
 //	max(Inputs + Forward, Saved + Output + Backward)
 //
 // and only Inputs + Forward when s.NoGrad. It is the figure the inverse
-// helpers ([MaxSeqLen], [MaxHeadChunk]) compare with a budget.
+// helpers ([LongestSeqLen], [MaxHeadChunk]) compare with a budget.
 func Peak(k Kernel, s Shape) (gpumem.Bytes, error) {
 	f, err := figuresOf(k, s)
 	if err != nil {

@@ -26,7 +26,7 @@ const DefaultMaxBatch = 4096
 // 5% fragmentation covers them.
 const DefaultHeadroomFraction = 0.05
 
-// DefaultMaxSeqLen bounds MaxSeqLen's search: the longest sequence it
+// DefaultMaxSeqLen bounds LongestSeqLen's search: the longest sequence it
 // reports. Like DefaultMaxBatch it is a bound for the search, not a
 // measured figure.
 const DefaultMaxSeqLen = 1 << 20
@@ -35,7 +35,7 @@ const DefaultMaxSeqLen = 1 << 20
 // no other headroom is asked for: DefaultHeadroomFraction of free,
 // rounded down; zero when free is not positive. It is the one headroom of
 // "the largest job that fits": Allocate with zero Limits.Headroom and
-// HeadroomFraction, MaxBatch, MaxSeqLen and FitsWithHeadroom all leave
+// HeadroomFraction, LargestBatch, LongestSeqLen and FitsWithHeadroom all leave
 // exactly this much.
 func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 	if free <= 0 {
@@ -46,7 +46,7 @@ func DefaultHeadroom(free gpumem.Bytes) gpumem.Bytes {
 
 // FitsWithHeadroom reports whether a job that needs need fits on d with
 // DefaultHeadroom(d.Free()) left unused: need.Required() + headroom against
-// d.Free(). It is the test Allocate, MaxBatch and MaxSeqLen apply with
+// d.Free(). It is the test Allocate, LargestBatch and LongestSeqLen apply with
 // default Limits, so that a job at the batch or sequence length they
 // return fits here and one more does not. When it does not fit,
 // shortfall is the missing amount, headroom included; when it does,
@@ -355,7 +355,7 @@ type InsufficientMemoryError struct {
 func (e *InsufficientMemoryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "does not fit: needs %s more than the %s free (at least %s on the device; the largest part is %s, %s)",
-		e.Shortfall.Human(), e.Free.Human(), e.Need.Required().Human(), e.Dominant.Name, e.Dominant.Bytes.Human())
+		e.Shortfall.String(), e.Free.String(), e.Need.Required().String(), e.Dominant.Name, e.Dominant.Bytes.String())
 	if len(e.Hints) > 0 {
 		b.WriteString("; ")
 		b.WriteString(strings.Join(e.Hints, "; "))
@@ -975,11 +975,11 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 			cost.Recompute, cost.Text = recompute(x)
 		}
 		if cost.Kind == CostTraining {
-			cost.Text = "weights " + (curB.Weights + curB.Master).Human() + " → " + (nb.Weights + nb.Master).Human()
+			cost.Text = "weights " + (curB.Weights + curB.Master).String() + " → " + (nb.Weights + nb.Master).String()
 			if x.Mode == Training {
 				_, tr := x.Model.Params()
 				_, was := cur.Model.Params()
-				cost.Text += "; trains " + group3(tr) + " parameters instead of " + group3(was)
+				cost.Text += "; trains " + gpumem.Thousands(tr) + " parameters instead of " + gpumem.Thousands(was)
 			}
 		}
 		steps = append(steps, Rung{Change: c.text, Allocated: nb.Allocated(), Device: nb.Device(),
@@ -1174,11 +1174,11 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	return e
 }
 
-// MaxBatch returns the largest micro-batch (up to DefaultMaxBatch) at
+// LargestBatch returns the largest micro-batch (up to DefaultMaxBatch) at
 // which j, otherwise unchanged, fits in free bytes with DefaultHeadroom
 // left unused (the test of FitsWithHeadroom); 0 and an
 // *InsufficientMemoryError when batch 1 does not fit.
-func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
+func LargestBatch(j Job, free gpumem.Bytes) (int, error) {
 	p, err := Allocate(free, j, &Limits{Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
 		return 0, err
@@ -1186,12 +1186,12 @@ func MaxBatch(j Job, free gpumem.Bytes) (int, error) {
 	return p.Batch, nil
 }
 
-// MaxSeqLen returns the longest sequence (up to DefaultMaxSeqLen, 2^20
+// LongestSeqLen returns the longest sequence (up to DefaultMaxSeqLen, 2^20
 // tokens) at which j, with its batch and otherwise unchanged, fits in
 // free bytes with DefaultHeadroom left unused (the test of
 // FitsWithHeadroom); 0 and an *InsufficientMemoryError when one token
 // does not fit. A sequence whose estimate overflows does not fit.
-func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
+func LongestSeqLen(j Job, free gpumem.Bytes) (int, error) {
 	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: DefaultMaxSeqLen,
 		Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
@@ -1199,6 +1199,18 @@ func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) {
 	}
 	return p.SeqLen, nil
 }
+
+// MaxBatch is LargestBatch.
+//
+// Deprecated: use [LargestBatch]; names that begin with Max are the
+// bounds a caller sets (Limits.MaxBatch, DefaultMaxBatch).
+func MaxBatch(j Job, free gpumem.Bytes) (int, error) { return LargestBatch(j, free) }
+
+// MaxSeqLen is LongestSeqLen.
+//
+// Deprecated: use [LongestSeqLen]; names that begin with Max are the
+// bounds a caller sets (Limits.MaxSeqLen, DefaultMaxSeqLen).
+func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) { return LongestSeqLen(j, free) }
 
 // CacheEntries returns how many entries of entryBytes each an elastic
 // cache may hold in budget bytes: ⌊budget / entryBytes⌋, at most max
@@ -1232,19 +1244,6 @@ func CacheEntries(entryBytes, budget gpumem.Bytes, min, max int64) (int64, error
 		n = max
 	}
 	return n, nil
-}
-
-// group3 writes n with commas between thousands: 6,738,415,616.
-func group3(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // String prints the plan and its ladder as a table.
@@ -1294,8 +1293,8 @@ func (p Plan) String() string {
 			fmt.Fprintf(&b, ", %s %d entries", buf.Name, buf.Entries)
 		}
 	}
-	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Required().Human(), p.Free.Human(),
-		p.Headroom.Human(), p.Reason)
+	fmt.Fprintf(&b, "\nneeds %s of %s free (%s left); stopped by %s", p.Need.Required().String(), p.Free.String(),
+		p.Headroom.String(), p.Reason)
 	if p.Limiting != "" {
 		fmt.Fprintf(&b, " (%s)", p.Limiting)
 	}
@@ -1305,14 +1304,14 @@ func (p Plan) String() string {
 		for _, r := range p.Ladder[1:] {
 			changed = changed || r.Applied
 		}
-		v := group3(int64(p.objectiveValue()))
+		v := gpumem.Thousands(int64(p.objectiveValue()))
 		switch {
 		case !changed:
 			fmt.Fprintf(&b, "objective: the %s, %s %s; no change tried lengthens it\n", what, v, unit)
 		case first == 0:
 			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (nothing fits without them)\n", what, v, unit)
 		default:
-			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, group3(int64(first)))
+			fmt.Fprintf(&b, "objective: the %s, %s %s with the changes marked * (%s without them)\n", what, v, unit, gpumem.Thousands(int64(first)))
 		}
 	}
 	writeLadder(&b, p.Ladder)
@@ -1368,9 +1367,9 @@ func writeLadder(b *strings.Builder, ladder []Rung) {
 		case column == "":
 			return ""
 		case s.MaxSeqLen > 0:
-			return fmt.Sprintf("%13s  ", group3(int64(s.MaxSeqLen)))
+			return fmt.Sprintf("%13s  ", gpumem.Thousands(int64(s.MaxSeqLen)))
 		case s.MaxBatch > 0:
-			return fmt.Sprintf("%13s  ", group3(int64(s.MaxBatch)))
+			return fmt.Sprintf("%13s  ", gpumem.Thousands(int64(s.MaxBatch)))
 		}
 		return fmt.Sprintf("%13s  ", "—")
 	}
@@ -1390,8 +1389,8 @@ func writeLadder(b *strings.Builder, ladder []Rung) {
 		}
 		saving := "—"
 		if s.Saving > 0 {
-			saving = "−" + s.Saving.Human()
+			saving = "−" + s.Saving.String()
 		}
-		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s%s\n", mark, s.Change, s.Device.Human(), saving, fits, maxCell(s), s.Cost.Text)
+		fmt.Fprintf(b, "%s %-44s %12s %12s  %-4s  %s%s\n", mark, s.Change, s.Device.String(), saving, fits, maxCell(s), s.Cost.Text)
 	}
 }

@@ -25,8 +25,8 @@ func allocCases(t testing.TB) []allocCase {
 	lora := lookupModel(t, "llama-3.2-1b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
 	frozen := lookupModel(t, "qwen2.5-0.5b", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	return []allocCase{
-		{"train defaults", Job{Model: small, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
-		{"train target", Job{Model: llama, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
+		{"train defaults", Job{Model: small, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
+		{"train target", Job{Model: llama, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
 			Limits{TargetGlobalBatch: 64, Attention: []model.AttentionKernel{model.SDPA, model.Flash},
 				Optimizers: []optimizer.Optimizer{optimizer.AdamW8bit{}}, Offload: OffloadOptimizer,
 				Models: []Alternative{{"LoRA r=8", lora}}}},
@@ -247,14 +247,14 @@ func TestCacheEntries(t *testing.T) {
 	}
 }
 
-// MaxBatch and MaxSeqLen agree with Estimate at the edge.
-func TestMaxBatchMaxSeqLen(t *testing.T) {
+// LargestBatch and LongestSeqLen agree with Estimate at the edge.
+func TestLargestBatchLongestSeqLen(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3.2-1b", nil)
 	j := Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048}
 	free := gpumem.Bytes(24 << 30)
 	lim := budgetOf(t, free, j, Limits{})
-	b, err := MaxBatch(j, free)
+	b, err := LargestBatch(j, free)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,16 +268,16 @@ func TestMaxBatchMaxSeqLen(t *testing.T) {
 		return n.Device()
 	}
 	if at(b, 2048) > lim || at(b+1, 2048) <= lim {
-		t.Errorf("MaxBatch %d: %v at b, %v at b+1, budget %v", b, at(b, 2048), at(b+1, 2048), lim)
+		t.Errorf("LargestBatch %d: %v at b, %v at b+1, budget %v", b, at(b, 2048), at(b+1, 2048), lim)
 	}
-	s, err := MaxSeqLen(j, free)
+	s, err := LongestSeqLen(j, free)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if at(1, s) > lim || at(1, s+1) <= lim {
-		t.Errorf("MaxSeqLen %d: %v at s, %v at s+1, budget %v", s, at(1, s), at(1, s+1), lim)
+		t.Errorf("LongestSeqLen %d: %v at s, %v at s+1, budget %v", s, at(1, s), at(1, s+1), lim)
 	}
-	if _, err := MaxBatch(j, 1<<30); !errors.Is(err, gpumem.ErrDoesNotFit) {
+	if _, err := LargestBatch(j, 1<<30); !errors.Is(err, gpumem.ErrDoesNotFit) {
 		t.Errorf("1 GiB: %v, want ErrDoesNotFit", err)
 	}
 }
@@ -292,7 +292,7 @@ func BenchmarkAllocate(b *testing.B) {
 		f.LoRA = model.LoRA{Rank: 16}
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 	})
-	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
+	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 	lim := &Limits{
 		TargetGlobalBatch: 256,
 		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
@@ -351,7 +351,7 @@ func TestAllocateOverflowDoesNotFit(t *testing.T) {
 }
 
 // One definition of what fits: FitsWithHeadroom is the test Allocate,
-// MaxBatch and MaxSeqLen apply by default, DefaultHeadroom the memory it
+// LargestBatch and LongestSeqLen apply by default, DefaultHeadroom the memory it
 // leaves, and Plan.MinHeadroom says what was left.
 func TestFitsWithHeadroomIsAllocates(t *testing.T) {
 	t.Parallel()
@@ -380,18 +380,18 @@ func TestFitsWithHeadroomIsAllocates(t *testing.T) {
 		}
 		return n
 	}
-	b, err := MaxBatch(j, free)
+	b, err := LargestBatch(j, free)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := MaxSeqLen(j, free)
+	s, err := LongestSeqLen(j, free)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		name    string
 		in, out Breakdown
-	}{{"MaxBatch", at(b, 2048), at(b+1, 2048)}, {"MaxSeqLen", at(1, s), at(1, s+1)}} {
+	}{{"LargestBatch", at(b, 2048), at(b+1, 2048)}, {"LongestSeqLen", at(1, s), at(1, s+1)}} {
 		if _, ok := FitsWithHeadroom(c.in, dev); !ok {
 			t.Errorf("%s: its answer does not fit with the headroom", c.name)
 		}
@@ -434,7 +434,7 @@ func qloraJob(t testing.TB) (Job, gpumem.Bytes) {
 	if !ok {
 		t.Fatal("a100-40gb not in the catalog")
 	}
-	return Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
+	return Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
 		Batch: 1, SeqLen: 2048, Device: d}, d.Free()
 }
 
@@ -559,7 +559,7 @@ func TestAllocateFleetMaximizeSeqLen(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3-8b", nil)
 	d, _ := gpumem.LookupDevice("a100-40gb")
-	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048, Device: d}
+	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 2048, Device: d}
 	p, err := AllocateFleet(Fleet{Nodes: 1, GPUsPerNode: 8, Free: d.Free()}, j, &Limits{MaxSeqLen: 65536})
 	if err != nil {
 		t.Fatal(err)

@@ -200,8 +200,10 @@ func (b *Breakdown) required() gpumem.Bytes {
 		int64(min(b.PagedResident, b.Paged))))
 }
 
-// Total returns the sum of every component, saturating at
-// math.MaxInt64; it equals Device.
+// Total returns Device.
+//
+// Deprecated: use [Breakdown.Device], the device level beside
+// [Breakdown.Allocated] and [Breakdown.Reserved].
 func (b Breakdown) Total() gpumem.Bytes { return b.device() }
 
 // Component is one named part of a Breakdown.

@@ -90,7 +90,7 @@ func TestCalibrateSynthetic(t *testing.T) {
 			got, err := Calibrate(obs)
 			require.NoError(t, err)
 			t.Logf("Calibrate(%d %q observations, noise %.0f%%) = context %s, fragmentation %.5f (truth %s, %.5f)",
-				tc.n, tc.which, 100*tc.noise, got.Context.Human(), got.Fragmentation, truth.Context.Human(), truth.Fragmentation)
+				tc.n, tc.which, 100*tc.noise, got.Context.String(), got.Fragmentation, truth.Context.String(), truth.Fragmentation)
 			assert.InDelta(t, truth.Fragmentation, got.Fragmentation, tc.fragTol, "Fragmentation")
 			if tc.wantCtx {
 				assert.InEpsilon(t, float64(truth.Context), float64(got.Context), tc.ctxRelTol+1e-12, "Context")
@@ -114,7 +114,7 @@ func TestCalibrateJobs(t *testing.T) {
 	truth := Overhead{Context: 900 * gpumem.MiB, Fragmentation: 0.12}
 	var obs []Observation
 	for _, batch := range []int{1, 2, 4, 8, 16} {
-		j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
+		j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.SDPA,
 			Batch: batch, SeqLen: 1024}
 		b, err := Estimate(j)
 		require.NoError(t, err)
@@ -294,12 +294,12 @@ func publishedObservations(t *testing.T) []publishedObservation {
 		{"hf-anatomy-bert-large-bs4-fp32-adamw", 4, 1, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
 		{"hf-anatomy-bert-large-bs1-ga4-fp32-adamw", 1, 4, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
 		{"hf-anatomy-bert-large-bs1-ga4-gc-fp32-adamw", 1, 4, FP32, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
-		{"hf-anatomy-bert-large-bs4-fp16-adamw", 4, 1, AMPFP16, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adamw", 1, 4, AMPFP16, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs4-fp16-adamw", 4, 1, FP16Mixed, optimizer.AdamW{Impl: optimizer.ForLoop}, model.NoCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adamw", 1, 4, FP16Mixed, optimizer.AdamW{Impl: optimizer.ForLoop}, model.FullCheckpointing},
 		{"hf-anatomy-bert-large-bs4-fp32-adafactor", 4, 1, FP32, optimizer.Adafactor{}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adafactor", 1, 4, AMPFP16, optimizer.Adafactor{}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adafactor", 1, 4, FP16Mixed, optimizer.Adafactor{}, model.FullCheckpointing},
 		{"hf-anatomy-bert-large-bs4-fp32-adam8bit", 4, 1, FP32, optimizer.Adam8bit{}, model.NoCheckpointing},
-		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adam8bit", 1, 4, AMPFP16, optimizer.Adam8bit{}, model.FullCheckpointing},
+		{"hf-anatomy-bert-large-bs1-ga4-gc-fp16-adam8bit", 1, 4, FP16Mixed, optimizer.Adam8bit{}, model.FullCheckpointing},
 	} {
 		j := Job{Model: bert, Mode: Training, Precision: c.prec, Optimizer: c.opt, Attention: model.Eager,
 			Batch: c.batch, SeqLen: 512, GradAccum: c.ga, Checkpointing: c.ckpt, Dropout: true}
@@ -421,7 +421,7 @@ func TestCalibratePublished(t *testing.T) {
 	e, eR, eD := heldOutError(t, full, ov)
 	d, dR, dD := heldOutError(t, full, Overhead{})
 	t.Logf("fit on all %d observations: context %s, fragmentation %.4f; in-sample mean |error| %.1f%% (reserved %.1f%%, device %.1f%%), defaults %.1f%% (%.1f%%, %.1f%%)",
-		len(full), ov.Context.Human(), ov.Fragmentation, 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
+		len(full), ov.Context.String(), ov.Fragmentation, 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
 	for k := range halves {
 		train, test := halves[k], halves[1-k]
 		ov, err := Calibrate(train)
@@ -429,7 +429,7 @@ func TestCalibratePublished(t *testing.T) {
 		e, eR, eD := heldOutError(t, test, ov)
 		d, dR, dD := heldOutError(t, test, Overhead{})
 		t.Logf("fit on half %d (%d observations): context %s, fragmentation %.4f; held-out half (%d): mean |error| %.1f%% (reserved %.1f%%, device %.1f%%), defaults %.1f%% (%.1f%%, %.1f%%)",
-			k, len(train), ov.Context.Human(), ov.Fragmentation, len(test), 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
+			k, len(train), ov.Context.String(), ov.Fragmentation, len(test), 100*e, 100*eR, 100*eD, 100*d, 100*dR, 100*dD)
 		assert.LessOrEqual(t, e, d, "held-out error of the fit on half %d exceeds the defaults'", k)
 	}
 	for _, p := range all {
@@ -437,12 +437,12 @@ func TestCalibratePublished(t *testing.T) {
 		require.NoError(t, err)
 		r, d := levels(a, ov)
 		if p.obs.Reserved > 0 {
-			t.Logf("%-44s reserved measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Reserved.Human(),
+			t.Logf("%-44s reserved measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Reserved.String(),
 				100*(func() float64 { r0, _ := levels(a, Overhead{}); return r0 })()/float64(p.obs.Reserved)-100,
 				100*r/float64(p.obs.Reserved)-100)
 		}
 		if p.obs.Device > 0 {
-			t.Logf("%-44s device   measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Device.Human(),
+			t.Logf("%-44s device   measured %9s, default %+6.1f%%, fitted %+6.1f%%", p.obs.Name, p.obs.Device.String(),
 				100*(func() float64 { _, d0 := levels(a, Overhead{}); return d0 })()/float64(p.obs.Device)-100,
 				100*d/float64(p.obs.Device)-100)
 		}
@@ -463,7 +463,7 @@ func ExampleCalibrate() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("context %s, fragmentation %.3f\n", ov.Context.Human(), ov.Fragmentation)
+	fmt.Printf("context %s, fragmentation %.3f\n", ov.Context.String(), ov.Fragmentation)
 	// Output:
 	// context 488.00 MiB, fragmentation 0.080
 }

@@ -187,9 +187,9 @@ func (p Plan) DeepSpeed() (DeepSpeedConfig, error) {
 		ZeroOptimization: DeepSpeedZero{Stage: j.Parallel.Stage},
 	}
 	switch j.Precision {
-	case MixedFP16, AMPFP16, FP16:
+	case FP16Master, FP16Mixed, FP16:
 		c.FP16 = &DeepSpeedEnabled{Enabled: true}
-	case MixedBF16, AMPBF16, BF16:
+	case BF16Master, BF16Mixed, BF16:
 		c.BF16 = &DeepSpeedEnabled{Enabled: true}
 	case FP32:
 	default:
@@ -229,9 +229,9 @@ func (p Plan) HFTrainingArguments() (map[string]any, error) {
 		"gradient_checkpointing":      j.Checkpointing != model.NoCheckpointing,
 	}
 	switch j.Precision {
-	case AMPBF16, MixedBF16, BF16:
+	case BF16Mixed, BF16Master, BF16:
 		a["bf16"] = true
-	case AMPFP16, MixedFP16, FP16:
+	case FP16Mixed, FP16Master, FP16:
 		a["fp16"] = true
 	}
 	if name := hfOptim(j.Optimizer); name != "" {

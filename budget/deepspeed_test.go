@@ -80,7 +80,7 @@ func TestDeepSpeedEstimators(t *testing.T) {
 func TestPlanDeepSpeedConfig(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-3.2-1b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
 		Batch: 4, SeqLen: 2048, Parallel: Parallel{DataParallel: 8, Stage: 2}}
 	p, err := Allocate(40<<30, j, &Limits{TargetGlobalBatch: 32, Offload: OffloadOptimizer})
 	if err != nil {

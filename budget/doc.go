@@ -19,11 +19,11 @@
 //
 // # How a scheduler uses it
 //
-// Prepare the model once ([NewModel] reduces its tensor inventory to
+// Prepare the model once ([ModelOf] or [NewModel] reduces its tensor inventory to
 // groups of identical tensors), estimate once per job, then check every
 // node cheaply:
 //
-//	m, err := budget.NewModel(model.Finetune{Model: spec})
+//	m, err := budget.ModelOf(spec)
 //	need, err := budget.Estimate(budget.Job{Model: m, Mode: budget.Training, ...})
 //	short, ok := budget.Fits(need, node.GPU)   // Filter: allocation-free
 //	score := budget.Utilization(need, node.GPU) // Score: in [0,1] when it fits
@@ -69,7 +69,7 @@
 // sequence ([MaximizeSeqLen], the default when [Limits.MaxSeqLen] lets
 // the sequence vary) or the largest batch ([MaximizeBatch]) furthest,
 // with each rung's maximum in the ladder.
-// [MaxBatch], [MaxSeqLen] and [CacheEntries] answer the single questions
+// [LargestBatch], [LongestSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
 // (BenchmarkAllocate): 399,926 instructions under callgrind (883,194
@@ -105,7 +105,7 @@
 //
 // Whole-job peaks are compared with GPU memory measured by others and
 // published with the job that produced it (testdata/published/jobs.jsonl;
-// `gpumem accuracy` prints the table, internal/accuracy holds the gate):
+// `gpumem accuracy` prints the table, cmd/gpumem/internal/accuracy holds the gate):
 //
 //   - allocated peaks (torch.cuda.max_memory_allocated), 19 figures from
 //     litgpt, torchtune and Hugging Face on A10G and A100 GPUs: median

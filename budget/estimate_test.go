@@ -40,7 +40,7 @@ func TestEstimateClosedForm(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-2-7b", nil)
 	j := trainJob(m)
-	j.Precision = MixedBF16
+	j.Precision = BF16Master
 	j.Optimizer = optimizer.AdamW{Impl: optimizer.Fused}
 	b, err := Estimate(j)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestEstimateClosedForm(t *testing.T) {
 	assert.InDelta(t, float64(2*psi), float64(b.Weights), float64(slack))
 	assert.InDelta(t, float64(4*psi), float64(b.Master), float64(slack))
 	assert.InDelta(t, float64(8*psi+4*m.tensors), float64(b.Optimizer), float64(slack))
-	assert.Equal(t, b.Device(), b.Total())
+	assert.Equal(t, componentSum(b), b.Device())
 }
 
 func TestEstimateMonotone(t *testing.T) {
@@ -203,7 +203,7 @@ func TestDefaultFragmentation(t *testing.T) {
 
 func FuzzEstimate(f *testing.F) {
 	s, _ := model.Lookup("gpt2")
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func FuzzEstimate(f *testing.F) {
 
 func BenchmarkEstimate(b *testing.B) {
 	m := lookupModel(b, "llama-2-70b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
 		Batch: 1, SeqLen: 4096, Checkpointing: model.FullCheckpointing}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -236,7 +236,7 @@ func TestEstimateMuonByName(t *testing.T) {
 	t.Parallel()
 	s, ok := model.Lookup("llama-3.2-1b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	j := trainJob(m)
 	j.Precision = FP32
@@ -261,7 +261,7 @@ func TestEstimateOptimizerMatchesInventory(t *testing.T) {
 	t.Parallel()
 	s, ok := model.Lookup("qwen2.5-0.5b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	j := trainJob(m)
 	j.Optimizer = optimizer.AdamW{}
@@ -290,7 +290,7 @@ func fuzzEstimate(t *testing.T, j Job) (Breakdown, bool) {
 		}
 		return b, false
 	}
-	if b.Allocated() <= 0 || b.Device() < b.Allocated() || b.Total() != b.Device() || b.Host < 0 {
+	if b.Allocated() <= 0 || b.Device() < b.Allocated() || b.Required() > b.Device() || b.Host < 0 {
 		t.Fatalf("Estimate = %+v: inconsistent totals", b)
 	}
 	return b, true

@@ -40,7 +40,7 @@ func ExampleAllocate_llavaOn3090() {
 		f.LoRA = model.LoRA{Rank: 16, Targets: []string{"all-linear"}}
 	})
 	j := budget.Job{
-		Model: full, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+		Model: full, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: 4, SeqLen: 2048, Images: 1,
 	}
 	rtx3090, _ := gpumem.LookupDevice("rtx 3090")
@@ -122,9 +122,9 @@ func ExampleAllocate_blockAttention() {
 // sample's graph of a 30 s clip (1500 encoder frames, fp32, eager
 // attention with its fp32 softmax) until backward. Each clip's graph
 // costs the same, so the language micro-batch (lang_microbatch_size) is
-// what the memory left beside the rest of the attack holds: MaxBatch of
+// what the memory left beside the rest of the attack holds: LargestBatch of
 // that job in that memory.
-func ExampleMaxBatch_whisperAttack() {
+func ExampleLargestBatch_whisperAttack() {
 	frozen := mustModel("whisper-small", func(f *model.Finetune) { f.Train = func(gpumem.Tensor) bool { return false } })
 	j := budget.Job{Model: frozen, Mode: budget.Training, Precision: budget.FP32, Attention: model.Eager, Batch: 1, SeqLen: 1}
 	one, _ := budget.Estimate(j)
@@ -134,11 +134,11 @@ func ExampleMaxBatch_whisperAttack() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("each clip's graph:", ((eight.Allocated() - one.Allocated()) / 7).Human())
-	fmt.Println("batch 8 needs     ", eight.Device().Human())
+	fmt.Println("each clip's graph:", ((eight.Allocated() - one.Allocated()) / 7).String())
+	fmt.Println("batch 8 needs     ", eight.Device().String())
 	for _, free := range []string{"24GiB", "12GiB", "6GiB"} {
 		b, _ := gpumem.ParseBytes(free)
-		n, err := budget.MaxBatch(j, b)
+		n, err := budget.LargestBatch(j, b)
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
@@ -228,7 +228,7 @@ func ExampleAllocate_maximizeSeqLen() {
 		f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 	})
 	a100, _ := gpumem.LookupDevice("a100-40gb")
-	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.SDPA, Batch: 1, SeqLen: 2048, Device: a100}
 	p, err := budget.Allocate(a100.Free(), j, &budget.Limits{MaxSeqLen: 32768})
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 // The plan becomes a DeepSpeed config.
 func ExampleAllocateFleet_llama70bFullFinetune() {
 	spec, _ := model.Lookup("llama-3-70b")
-	m, err := budget.NewModel(model.Finetune{Model: spec})
+	m, err := budget.ModelOf(spec)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	h100, _ := gpumem.LookupDevice("h100-sxm")
-	job := budget.Job{Model: m, Mode: budget.Training, Precision: budget.MixedBF16,
+	job := budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Master,
 		Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 4096, Attention: model.Flash}
 	plan, err := budget.AllocateFleet(budget.Fleet{Nodes: 1, GPUsPerNode: 8, Free: h100.Free()}, job,
 		&budget.Limits{TargetGlobalBatch: 64, Offload: budget.OffloadOptimizer})
@@ -30,7 +30,7 @@ func ExampleAllocateFleet_llama70bFullFinetune() {
 		return
 	}
 	fmt.Println(plan)
-	fmt.Printf("host memory per node: %s\n", plan.Need.HostNode.Human())
+	fmt.Printf("host memory per node: %s\n", plan.Need.HostNode.String())
 	ds, err := plan.DeepSpeed()
 	if err != nil {
 		fmt.Println(err)

@@ -17,7 +17,7 @@ import (
 // 14.13 GB; the guide's round "7B" adds 0.5 GB.
 func ExampleNewModel_llavaWeights() {
 	s, _ := model.Lookup("llava-1.5-7b")
-	m, err := budget.NewModel(model.Finetune{Model: s})
+	m, err := budget.ModelOf(s)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -62,7 +62,7 @@ func modelState(m budget.Model, p budget.Precision, o optimizer.Optimizer) (w, g
 // gradients exist, so the step's peak is less than state + activations.
 func ExampleEstimate_llava7bAdam() {
 	s, _ := model.Lookup("llava-1.5-7b")
-	m, _ := budget.NewModel(model.Finetune{Model: s})
+	m, _ := budget.ModelOf(s)
 	adam := optimizer.Adam{Impl: optimizer.Fused}
 	w, g, o, err := modelState(m, budget.FP16, adam)
 	if err != nil {
@@ -107,7 +107,7 @@ func ExampleEstimate_llava7bAdam() {
 // activations depend on the kernel and the sequence, not on the weights.
 func ExampleEstimate_llava13bExercise() {
 	s, _ := model.Lookup("llava-1.5-13b")
-	m, _ := budget.NewModel(model.Finetune{Model: s})
+	m, _ := budget.ModelOf(s)
 	adamw := optimizer.AdamW{Impl: optimizer.Fused}
 	w, g, o, err := modelState(m, budget.FP16, adamw)
 	if err != nil {

@@ -83,7 +83,7 @@ func ExampleFits_scheduler() {
 		{"node-c", gpu("h100", 0)},
 	}
 	spec, _ := model.Lookup("llama-3.1-8b")
-	m, err := budget.NewModel(model.Finetune{Model: spec})
+	m, err := budget.ModelOf(spec)
 	if err != nil {
 		fmt.Println(err)
 		return

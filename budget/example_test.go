@@ -20,7 +20,7 @@ import (
 func ExampleEstimate_unlearning() {
 	transformer, _ := model.Lookup("cogvideox-5b-transformer")
 	encoder, _ := model.Lookup("cogvideox-5b-text-encoder")
-	trained, err := budget.NewModel(model.Finetune{Model: transformer})
+	trained, err := budget.ModelOf(transformer)
 	if err != nil {
 		fmt.Println(err)
 		return

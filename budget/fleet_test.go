@@ -11,7 +11,7 @@ import (
 )
 
 func fleetJob(t *testing.T, name string) Job {
-	return Job{Model: lookupModel(t, name, nil), Mode: Training, Precision: MixedBF16,
+	return Job{Model: lookupModel(t, name, nil), Mode: Training, Precision: BF16Master,
 		Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048, Attention: model.Flash}
 }
 

@@ -25,7 +25,7 @@ func TestNewModelCostFollowsLayerKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		return testing.AllocsPerRun(3, func() {
-			if _, err := NewModel(model.Finetune{Model: s}); err != nil {
+			if _, err := ModelOf(s); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -78,13 +78,13 @@ func TestNewModelFoldedEqualsFull(t *testing.T) {
 			}
 			for _, mode := range []Mode{Training, Prefill, Generation} {
 				for _, par := range []Parallel{{}, {DataParallel: 2, Stage: 3}, {TensorParallel: 2, PipelineParallel: 2}} {
-					ja := Job{Model: a, Mode: mode, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 128, Generate: 16, Parallel: par}
+					ja := Job{Model: a, Mode: mode, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 128, Generate: 16, Parallel: par}
 					jb := ja
 					jb.Model = b
 					ea, errA := Estimate(ja)
 					eb, errB := Estimate(jb)
 					if (errA == nil) != (errB == nil) || (errA == nil && !cmp.Equal(ea, eb)) {
-						t.Errorf("%s %s %v %+v: folded %v (%v), full %v (%v)", s.Name, name, mode, par, ea.Total(), errA, eb.Total(), errB)
+						t.Errorf("%s %s %v %+v: folded %v (%v), full %v (%v)", s.Name, name, mode, par, ea.Device(), errA, eb.Device(), errB)
 					}
 				}
 			}
@@ -115,11 +115,11 @@ func BenchmarkNewModelDeepSeekV3(b *testing.B) {
 func benchmarkNewModel(b *testing.B, s model.Spec) {
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		if err != nil {
 			b.Fatal(err)
 		}
-		j := Job{Model: m, Mode: Training, Batch: 1, SeqLen: 512, Precision: AMPBF16, Optimizer: optimizer.AdamW{}}
+		j := Job{Model: m, Mode: Training, Batch: 1, SeqLen: 512, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}}
 		if _, err := Estimate(j); err != nil {
 			b.Fatal(err)
 		}

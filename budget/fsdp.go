@@ -150,9 +150,9 @@ func (p Plan) fsdp() (fsdpJob, error) {
 	switch j.Precision {
 	case FP32:
 		f.mixed = "no"
-	case AMPBF16, MixedBF16:
+	case BF16Mixed, BF16Master:
 		f.mixed = "bf16"
-	case AMPFP16, MixedFP16:
+	case FP16Mixed, FP16Master:
 		f.mixed = "fp16"
 	case BF16, FP16:
 		// Under any mixed_precision accelerate upcasts 16-bit trainable

@@ -110,7 +110,7 @@ func TestFSDPStrategy(t *testing.T) {
 // fsdpJob returns a bf16-master AdamW training job of name on dp GPUs.
 func fsdpTrainJob(t *testing.T, name string, par Parallel) Job {
 	t.Helper()
-	return Job{Model: lookupModel(t, name, nil), Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{},
+	return Job{Model: lookupModel(t, name, nil), Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: 2, SeqLen: 1024, GradAccum: 4, Parallel: par}
 }
 
@@ -219,7 +219,7 @@ func TestAccelerateMapping(t *testing.T) {
 			func(c AccelerateConfig) bool { return c.FSDP.ActivationCheckpointing }},
 		{"fp32", "llama-3.2-1b", func(j *Job) { j.Precision = FP32 },
 			func(c AccelerateConfig) bool { return c.MixedPrecision == "no" }},
-		{"autocast fp16", "llama-3.2-1b", func(j *Job) { j.Precision = AMPFP16 },
+		{"autocast fp16", "llama-3.2-1b", func(j *Job) { j.Precision = FP16Mixed },
 			func(c AccelerateConfig) bool { return c.MixedPrecision == "fp16" }},
 		{"pure bf16 is no mixed precision", "llama-3.2-1b", func(j *Job) { j.Precision = BF16 },
 			func(c AccelerateConfig) bool { return c.MixedPrecision == "no" }},

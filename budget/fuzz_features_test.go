@@ -36,7 +36,7 @@ func FuzzEstimateFeatures(f *testing.F) {
 	f.Add(uint8(4), uint8(2), uint8(0), uint8(0), uint8(0), 1, 0, false, false, uint8(0), 1, 128, 0)
 	f.Add(uint8(0), uint8(4), uint8(0), uint8(0), uint8(0), 0, 0, false, false, uint8(0), 0, 0, 0)
 	f.Fuzz(func(t *testing.T, mi, mode, loss, opt, kv uint8, keep, block int, inBwd, offload bool, grads uint8, batch, seq, gen int) {
-		j := Job{Model: models[int(mi)%len(models)], Mode: Mode(mode % 5), Precision: AMPBF16, Loss: losses[int(loss)%len(losses)],
+		j := Job{Model: models[int(mi)%len(models)], Mode: Mode(mode % 5), Precision: BF16Mixed, Loss: losses[int(loss)%len(losses)],
 			Optimizer: opts[int(opt)%len(opts)], KVDType: kvs[int(kv)%len(kvs)], LogitsToKeep: keep, KVBlock: block,
 			OptimizerInBackward: inBwd, OffloadActivations: offload, Gradients: Gradients(grads % 4),
 			Checkpointing: model.FullCheckpointing, Attention: model.Flash, Batch: batch, SeqLen: seq, Generate: gen}
@@ -70,13 +70,13 @@ func TestEstimateFeaturesAllocFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	bert := lookupModel(t, "bert-base", nil)
-	train := Job{Model: llama, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 2, SeqLen: 1024,
+	train := Job{Model: llama, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 2, SeqLen: 1024,
 		Attention: model.Flash, Checkpointing: model.FullCheckpointing}
 	for name, j := range map[string]Job{
 		"chunked loss":       func() Job { j := train; j.Loss = model.Loss{Kind: model.ChunkedLoss, Chunks: 8}; return j }(),
 		"liger loss":         func() Job { j := train; j.Loss = model.Loss{Kind: model.FusedLinearLoss}; return j }(),
 		"step in backward":   func() Job { j := train; j.OptimizerInBackward = true; return j }(),
-		"offload, bert, sgd": {Model: bert, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.SGD{Momentum: 0.9}, OffloadActivations: true, Checkpointing: model.FullCheckpointing, Batch: 2, SeqLen: 512},
+		"offload, bert, sgd": {Model: bert, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.SGD{Momentum: 0.9}, OffloadActivations: true, Checkpointing: model.FullCheckpointing, Batch: 2, SeqLen: 512},
 		"frozen":             func() Job { j := train; j.Optimizer, j.Gradients = nil, InputGradients; return j }(),
 		"qlora":              func() Job { j := train; j.Model = qlora; return j }(),
 		"fp8 paged kv":       {Model: llama, Mode: Generation, Precision: BF16, Batch: 4, SeqLen: 1000, Generate: 100, KVDType: gpumem.FP8E4M3, KVBlock: 16},

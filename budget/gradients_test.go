@@ -263,7 +263,7 @@ func TestOptimizerInBackwardAllocs(t *testing.T) {
 // field, never a panic.
 func FuzzEstimateGradients(f *testing.F) {
 	s, _ := model.Lookup("gpt2")
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // hardenJob is a small valid training job for the checks below.
 func hardenJob(t *testing.T) Job {
 	t.Helper()
-	return Job{Model: lookupModel(t, "llama-3.2-1b", nil), Mode: Training, Precision: MixedBF16,
+	return Job{Model: lookupModel(t, "llama-3.2-1b", nil), Mode: Training, Precision: BF16Master,
 		Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 512, Attention: model.Flash}
 }
 

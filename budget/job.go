@@ -54,19 +54,20 @@ type Precision uint8
 const (
 	// FP32: everything in fp32.
 	FP32 Precision = iota + 1
-	// AMPFP16 and AMPBF16 are torch.autocast: fp32 weights and gradients,
+	// FP16Mixed and BF16Mixed ("fp16-mixed", "bf16-mixed", Lightning's
+	// names) are torch.autocast: fp32 weights and gradients,
 	// 16-bit activations; autocast's 16-bit copies of the weights are
 	// saved for backward by the matmuls that use them, so they stay
 	// alive until backward (aten/src/ATen/autocast_mode.cpp caches casts
 	// of leaf fp32 tensors that require grad).
-	AMPFP16
-	AMPBF16
-	// MixedFP16 and MixedBF16 are mixed precision as DeepSpeed and
+	FP16Mixed
+	BF16Mixed
+	// FP16Master and BF16Master ("fp16-master", "bf16-master") are mixed
+	// precision with an fp32 master copy of the weights, as DeepSpeed and
 	// Megatron-LM run it (ZeRO paper §3.1): 16-bit weights and
-	// gradients, an fp32 master copy of the weights, fp32 optimizer
-	// states: 2Ψ + 2Ψ + 12Ψ bytes with Adam.
-	MixedFP16
-	MixedBF16
+	// gradients, fp32 optimizer states: 2Ψ + 2Ψ + 12Ψ bytes with Adam.
+	FP16Master
+	BF16Master
 	// BF16 is pure bf16 with no master copy, as torchtune and litgpt
 	// run it: weights, gradients and optimizer states in bf16.
 	BF16
@@ -78,8 +79,21 @@ const (
 	FP8
 )
 
-var precisionNames = [...]string{FP32: "fp32", AMPFP16: "fp16-mixed", AMPBF16: "bf16-mixed",
-	MixedFP16: "fp16-master", MixedBF16: "bf16-master", BF16: "bf16", FP16: "fp16", FP8: "fp8"}
+// Former names of the precision policies, kept so that code written
+// against them compiles; each Go name now reads as the policy prints.
+const (
+	// Deprecated: use FP16Mixed, which prints as "fp16-mixed".
+	AMPFP16 = FP16Mixed
+	// Deprecated: use BF16Mixed, which prints as "bf16-mixed".
+	AMPBF16 = BF16Mixed
+	// Deprecated: use FP16Master, which prints as "fp16-master".
+	MixedFP16 = FP16Master
+	// Deprecated: use BF16Master, which prints as "bf16-master".
+	MixedBF16 = BF16Master
+)
+
+var precisionNames = [...]string{FP32: "fp32", FP16Mixed: "fp16-mixed", BF16Mixed: "bf16-mixed",
+	FP16Master: "fp16-master", BF16Master: "bf16-master", BF16: "bf16", FP16: "fp16", FP8: "fp8"}
 
 // String returns the policy's name as the command line spells it.
 func (p Precision) String() string {
@@ -97,13 +111,13 @@ func ParsePrecision(s string) (Precision, error) {
 	case "fp32", "32", "32-true", "float32":
 		return FP32, nil
 	case "fp16-mixed", "16-mixed", "amp", "amp-fp16":
-		return AMPFP16, nil
+		return FP16Mixed, nil
 	case "bf16-mixed", "amp-bf16":
-		return AMPBF16, nil
+		return BF16Mixed, nil
 	case "fp16-master", "deepspeed-fp16":
-		return MixedFP16, nil
+		return FP16Master, nil
 	case "bf16-master", "deepspeed-bf16":
-		return MixedBF16, nil
+		return BF16Master, nil
 	case "bf16", "bf16-true", "bfloat16":
 		return BF16, nil
 	case "fp16", "16-true", "fp16-true", "float16":
@@ -121,13 +135,13 @@ func (p Precision) dtypes() (weights, grads, stepped, compute gpumem.DType) {
 	switch p {
 	case FP32:
 		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.FP32
-	case AMPFP16:
+	case FP16Mixed:
 		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.FP16
-	case AMPBF16:
+	case BF16Mixed:
 		return gpumem.FP32, gpumem.FP32, gpumem.FP32, gpumem.BF16
-	case MixedFP16:
+	case FP16Master:
 		return gpumem.FP16, gpumem.FP16, gpumem.FP32, gpumem.FP16
-	case MixedBF16, FP8:
+	case BF16Master, FP8:
 		return gpumem.BF16, gpumem.BF16, gpumem.FP32, gpumem.BF16
 	case BF16:
 		return gpumem.BF16, gpumem.BF16, gpumem.BF16, gpumem.BF16
@@ -144,10 +158,10 @@ func (p Precision) DTypes() (weights, grads, stepped, compute gpumem.DType) { re
 
 // master reports whether the policy keeps an fp32 master copy apart from
 // the weights.
-func (p Precision) master() bool { return p == MixedFP16 || p == MixedBF16 || p == FP8 }
+func (p Precision) master() bool { return p == FP16Master || p == BF16Master || p == FP8 }
 
 // autocast reports whether 16-bit copies of fp32 weights are made.
-func (p Precision) autocast() bool { return p == AMPFP16 || p == AMPBF16 }
+func (p Precision) autocast() bool { return p == FP16Mixed || p == BF16Mixed }
 
 // Copy is a frozen model held beside the trained one: a reference model
 // (DPO, RLHF), a teacher (distillation), or the original model kept for

@@ -22,7 +22,7 @@ type LargestOptions struct {
 	// memory analysis does ([ZeROModelStates]): a size fits when its
 	// model states per GPU under the fixed layout are at most Fleet.Free,
 	// with no activations, buffers, context or headroom. It needs Fixed,
-	// a mixed precision (MixedFP16, MixedBF16) and Adam or AdamW.
+	// a mixed precision (FP16Master, BF16Master) and Adam or AdamW.
 	// The plan returned then holds only the template job with the model
 	// and Need.Weights set to the model-state bytes.
 	ModelStatesOnly bool
@@ -102,8 +102,8 @@ func LargestModel(f Fleet, template Job, opt LargestOptions) (model.Spec, Plan, 
 		return model.Spec{}, Plan{}, gpumem.Errorf("LargestOptions.ModelStatesOnly", true, gpumem.ErrInvalid, "needs Fixed: the model states depend on the layout")
 	}
 	if opt.ModelStatesOnly {
-		if template.Precision != MixedFP16 && template.Precision != MixedBF16 {
-			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Precision", template.Precision, gpumem.ErrInvalid, "the ZeRO paper's model states are those of mixed precision with an fp32 master copy (fp16-master, bf16-master: MixedFP16, MixedBF16)")
+		if template.Precision != FP16Master && template.Precision != BF16Master {
+			return model.Spec{}, Plan{}, gpumem.Errorf("Job.Precision", template.Precision, gpumem.ErrInvalid, "the ZeRO paper's model states are those of mixed precision with an fp32 master copy (fp16-master, bf16-master: FP16Master, BF16Master)")
 		}
 		switch template.Optimizer.(type) {
 		case optimizer.Adam, optimizer.AdamW:
@@ -137,7 +137,7 @@ func LargestModel(f Fleet, template Job, opt LargestOptions) (model.Spec, Plan, 
 			p.Headroom = f.Free - b
 			return spec, p, nil
 		}
-		m, err := NewModel(model.Finetune{Model: spec})
+		m, err := ModelOf(spec)
 		if err != nil {
 			return spec, Plan{}, err
 		}

@@ -52,7 +52,7 @@ func TestLargestModelZeROTable2(t *testing.T) {
 		{"MP16 P_os+g+p 2T", big, Parallel{DataParallel: 64, Stage: 3, TensorParallel: 16, GPUsPerNode: 16}, 2048e9},
 	}
 	for _, c := range cases {
-		job := Job{Mode: Training, Precision: MixedFP16, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 1, Parallel: c.par}
+		job := Job{Mode: Training, Precision: FP16Master, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 1, Parallel: c.par}
 		s, p, err := LargestModel(c.f, job, LargestOptions{Fixed: true, ModelStatesOnly: true})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -72,7 +72,7 @@ func TestLargestModelZeROTable2(t *testing.T) {
 // model 5% larger does not.
 func TestLargestModelFleet(t *testing.T) {
 	f := Fleet{Nodes: 1, GPUsPerNode: 8, Free: 80e9}
-	job := Job{Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 2048, Attention: model.Flash}
+	job := Job{Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 2048, Attention: model.Flash}
 	s, p, err := LargestModel(f, job, LargestOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestLargestModelFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := NewModel(model.Finetune{Model: bigger})
+	m, _ := ModelOf(bigger)
 	job.Model = m
 	if _, err := AllocateFleet(f, job, nil); !errors.Is(err, gpumem.ErrDoesNotFit) {
 		t.Errorf("%d params: %v, want does not fit", bigger.Params(), err)
@@ -93,7 +93,7 @@ func TestLargestModelFleet(t *testing.T) {
 }
 
 func TestLargestModelErrors(t *testing.T) {
-	job := Job{Mode: Training, Precision: MixedFP16, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 1}
+	job := Job{Mode: Training, Precision: FP16Master, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 1}
 	if _, _, err := LargestModel(Fleet{Nodes: 1, GPUsPerNode: 1, Free: 32e9}, job, LargestOptions{ModelStatesOnly: true}); err == nil {
 		t.Error("ModelStatesOnly without Fixed accepted")
 	}
@@ -136,13 +136,13 @@ func TestZeROModelStatesMatchEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for stage := 0; stage <= 3; stage++ {
 		par := Parallel{DataParallel: 64, Stage: stage, GPUsPerNode: 8}
-		j := Job{Model: m, Mode: Training, Precision: MixedFP16, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 16, Parallel: par}
+		j := Job{Model: m, Mode: Training, Precision: FP16Master, Optimizer: optimizer.Adam{}, Batch: 1, SeqLen: 16, Parallel: par}
 		b, err := Estimate(j)
 		if err != nil {
 			t.Fatal(err)

@@ -337,7 +337,10 @@ func (j *Job) validateLlamaCpp() error {
 // of n_embd_v_gqa × kv_size in CacheV (llama_kv_cache's layer tensors,
 // src/llama-kv-cache.cpp), on the layer's device; kv_size is n_ctx
 // padded to 256. Sliding-window layers keep the full size (llama.cpp's
-// non-SWA cache, --swa-full) — the SWA cache is not modelled.
+// non-SWA cache, --swa-full) — the SWA cache is not modelled. A
+// DeepSeek-V2/V3 (MLA) model's cache is the compressed latent in K alone
+// (builds from LlamaCppMLAKOnlyFrom), the latent in K and V (from
+// LlamaCppMLAFrom), or every head's K and V before (LlamaCppVersion).
 //
 // Compute: llamaCppCompute.
 func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
@@ -520,11 +523,24 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	}
 	kDim := lm.KVHeads * lm.HeadDim
 	vDim := kDim
-	if lm.MLA.Enabled() {
-		// llama.cpp's MLA cache: the compressed latent and the rope key
-		// (kv_lora_rank + n_rot) as K, the latent as V.
+	switch {
+	case lm.MLA.Enabled() && o.Version.mla() == mlaKOnly:
+		// llama.cpp's MLA cache since PR #19067: the compressed latent
+		// and the rope key (kv_lora_rank + n_rot) as K, no V.
+		kDim = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
+		vDim = 0
+	case lm.MLA.Enabled() && o.Version.mla() == mlaLatent:
+		// From PR #12801 to PR #19067: the latent and rope key as K, the
+		// latent as V.
 		kDim = lm.MLA.KVLoRARank + lm.MLA.QKRopeHeadDim
 		vDim = lm.MLA.KVLoRARank
+	case lm.MLA.Enabled():
+		// Before PR #12801 (LlamaCppMLAFrom): every head's K
+		// (n_embd_head_k = qk_nope + qk_rope) and V (v_head_dim),
+		// n_embd_k_gqa and n_embd_v_gqa of llama-hparams.cpp with
+		// n_head_kv = n_head.
+		kDim = lm.Heads * (lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
+		vDim = lm.Heads * lm.MLA.VHeadDim
 	}
 	kb, err := ck.Size(kDim * cells)
 	if err != nil {

@@ -58,7 +58,7 @@ func mkggufModel(t *testing.T, flags string) Model {
 	s := model.InferSpec(inv)
 	s.Family, s.Layers, s.Hidden, s.Intermediate, s.Heads, s.KVHeads, s.HeadDim = "llama", layers, embd, ff, heads, kvHeads, embd/heads
 	s.Vocab, s.MaxPositions, s.Inventory = vocab, num("ctx"), inv
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return m
 }

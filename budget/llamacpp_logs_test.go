@@ -49,7 +49,7 @@ func q4kmLlama(t *testing.T, catalog string, layers, hidden, kvDim, ff, vocab in
 			gpumem.Tensor{Name: p + "ffn_down.weight", Shape: []int64{hidden, ff}, DType: more})
 	}
 	s.Inventory = inv
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return m
 }

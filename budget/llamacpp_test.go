@@ -47,7 +47,7 @@ func llama3Q4KMModel(t *testing.T) Model {
 			gpumem.Tensor{Name: p + "ffn_down.weight", Shape: []int64{4096, 14336}, DType: more})
 	}
 	s.Inventory = inv
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return m
 }
@@ -265,7 +265,7 @@ func TestLlamaCppLayerSplit(t *testing.T) {
 func TestLlamaCppSplitPublished(t *testing.T) {
 	s, ok := model.Lookup("qwen3-30b-a3b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 30016, GPUs: 4, SplitMode: LlamaSplitRow}))
 	require.NoError(t, err)

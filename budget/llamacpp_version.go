@@ -29,6 +29,26 @@ import (
 //     then ngl − 1 repeating layers).
 //
 // A full offload places everything on the GPU under all three rules.
+//
+// It also selects how a DeepSeek-V2/V3 (MLA) model's cache is stored:
+// builds before PR #12801 ("DeepSeek V2/V3 MLA implementation", merged
+// 2025-04-15, LlamaCppMLAFrom) treated the model as multi-head attention
+// and kept every head's full K (n_head × (qk_nope + qk_rope)) and V
+// (n_head × v_head_dim) per token and layer; since then a GGUF converted
+// with the attention.key_length_mla keys caches the compressed latent
+// (kv_lora_rank + qk_rope as K, kv_lora_rank as V). The PR is absent
+// from ollama/ollama's vendored llama.cpp at upstream 71e90e88
+// (ollama 943464ccb, 2025-04-16) and present at 2016f07b (e9e5f61c4,
+// 2025-04-25: llama-hparams.h's n_embd_head_k_mla, llama-model.cpp's
+// is_mla). A GGUF converted before it keeps the full cache in any build;
+// give a build date before 2025-04-15 for one. PR #19067 ("kv-cache :
+// support V-less cache", opened and approved 2026-01-24) then dropped the
+// V cache of MLA models (llama_kv_cache's has_v = !is_mla): the latent is
+// read from K alone. It is in upstream a5bb8ba4, vendored by Ollama on
+// 2026-02-02 (ollama ef00199fb), and not in ec98e2002 (49a9c9ba6,
+// 2025-12-17); builds from 2026-02-02 (LlamaCppMLAKOnlyFrom) are taken to
+// have it, and a build of 2026-01-24 to 2026-02-01 is refused as
+// ambiguous.
 type LlamaCppVersion int32
 
 const (
@@ -42,7 +62,37 @@ const (
 	// it (a build of March 2026 prints "offloading output layer" first,
 	// one of May 2025 does not: testdata/enginelogs).
 	LlamaCppOutputFirstFrom LlamaCppVersion = 20251224
+	// LlamaCppMLAFrom is the first build day with the compressed MLA
+	// cache: PR #12801's merge (2025-04-15).
+	LlamaCppMLAFrom LlamaCppVersion = 20250415
 )
+
+// LlamaCppMLAKOnlyFrom is the first build day taken to store an MLA
+// model's latent in K alone (PR #19067; see LlamaCppVersion).
+const LlamaCppMLAKOnlyFrom LlamaCppVersion = 20260202
+
+// llamaCppKOnlyAmbiguous is the first day of the window in which PR
+// #19067 was merged.
+const llamaCppKOnlyAmbiguous LlamaCppVersion = 20260124
+
+// llamaMLA is how a build caches a DeepSeek-V2/V3 (MLA) model.
+type llamaMLA uint8
+
+const (
+	mlaKOnly    llamaMLA = iota // current: the latent and rope key in K, no V
+	mlaLatent                   // 2025-04-15 .. PR #19067: the latent in V too
+	mlaFullHead                 // before 2025-04-15: every head's K and V
+)
+
+func (v LlamaCppVersion) mla() llamaMLA {
+	switch {
+	case v == 0 || v >= LlamaCppMLAKOnlyFrom:
+		return mlaKOnly
+	case v >= LlamaCppMLAFrom:
+		return mlaLatent
+	}
+	return mlaFullHead
+}
 
 // llamaCppAmbiguous is the first day of the window in which PR #18148 was
 // merged (see LlamaCppOutputFirstFrom).
@@ -77,7 +127,8 @@ func (v LlamaCppVersion) String() string {
 
 // ParseLlamaCppVersion reads a llama.cpp build's date: "current" (or ""),
 // YYYY-MM-DD, or YYYY-MM when the whole month falls under one placement
-// rule (2023-12 and 2025-12 do not: give the day). The error names
+// rule and one MLA cache layout (2023-12, 2025-04, 2025-12, 2026-01 and
+// 2026-02 do not: give the day). The error names
 // field, the flag or request field the value came from.
 func ParseLlamaCppVersion(field, s string) (LlamaCppVersion, error) {
 	s = strings.TrimSpace(s)
@@ -95,6 +146,9 @@ func ParseLlamaCppVersion(field, s string) (LlamaCppVersion, error) {
 		if first.placement() != (first + 30).placement() {
 			return 0, bad("the -ngl placement rule changed within that month: give the day, YYYY-MM-DD")
 		}
+		if first.mla() != (first+30).mla() || (first <= llamaCppKOnlyAmbiguous+30 && first+30 >= llamaCppKOnlyAmbiguous) {
+			return 0, bad("llama.cpp's MLA cache changed within that month (PR #12801, PR #19067): give the day, YYYY-MM-DD")
+		}
 		return first, nil
 	}
 	t, err := time.Parse("2006-01-02", s)
@@ -105,6 +159,9 @@ func ParseLlamaCppVersion(field, s string) (LlamaCppVersion, error) {
 		return 0, bad("want a build date from 2023 on (llama.cpp's GGUF releases)")
 	}
 	v := LlamaCppVersion(t.Year()*10000 + int(t.Month())*100 + t.Day())
+	if v >= llamaCppKOnlyAmbiguous && v < LlamaCppMLAKOnlyFrom {
+		return 0, bad("llama.cpp's K-only MLA cache (PR #19067) was merged in the days from 2026-01-24: a build of 2026-01-24 to 2026-02-01 is ambiguous; give a date before or after it")
+	}
 	if v >= llamaCppAmbiguous && v < LlamaCppOutputFirstFrom {
 		return 0, bad("llama.cpp's output-layer-first placement (PR #18148) was merged in the week from 2025-12-17: a build of those days is ambiguous; give a date before or after it")
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
 )
 
 // TestLlamaCppVersionPlacement: the -ngl rule of each era on a 32-layer
@@ -70,7 +71,7 @@ func TestParseLlamaCppVersion(t *testing.T) {
 		require.NoError(t, err, s)
 		assert.Equal(t, want, v, s)
 	}
-	for _, s := range []string{"b5466", "2025-12", "2023-12", "2025-12-20", "2022-06-01", "2025-13-01", "2025-02-30", "yesterday"} {
+	for _, s := range []string{"b5466", "2025-12", "2023-12", "2025-04", "2026-01", "2026-02", "2026-01-24", "2026-02-01", "2025-12-20", "2022-06-01", "2025-13-01", "2025-02-30", "yesterday"} {
 		_, err := ParseLlamaCppVersion("--llamacpp-version", s)
 		require.Error(t, err, s)
 		assert.True(t, errors.Is(err, gpumem.ErrInvalid), s)
@@ -85,4 +86,42 @@ func TestParseLlamaCppVersion(t *testing.T) {
 		require.Error(t, err, "%d", v)
 		assert.Contains(t, err.Error(), "Job.LlamaCpp.Version")
 	}
+}
+
+// TestLlamaCppVersionMLACache: DeepSeek-V3's cache before and after
+// llama.cpp's MLA cache (PR #12801, 2025-04-15) and its K-only form (PR
+// #19067, 2026). Before it, each of the
+// 128 heads keeps K of 192 (qk_nope 128 + qk_rope 64) and V of 128: 40960
+// f16 values, 80 KiB per token and layer, 160 MiB per layer at 2048 cells
+// (as a January 2025 build printed); since, the latent (512 + 64 as K, 512
+// as V): 1088 values.
+func TestLlamaCppVersionMLACache(t *testing.T) {
+	s, ok := model.Lookup("deepseek-v3")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	run := func(v LlamaCppVersion, ngl int) LlamaCppReport {
+		t.Helper()
+		r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 2048, GPULayers: ngl, Version: v}))
+		require.NoError(t, err)
+		return r
+	}
+	old := run(20250414, 1)
+	assert.Equal(t, gpumem.Bytes(160<<20), old.KV, "one layer on the GPU")
+	assert.Equal(t, gpumem.Bytes(60*160<<20), old.HostKV)
+	mla := run(LlamaCppMLAFrom, 1)
+	assert.Equal(t, gpumem.Bytes(2048*1088*2), mla.KV)
+	assert.Equal(t, 60*mla.KV, mla.HostKV)
+	// Since PR #19067 (2026) the latent is in K alone: 576 values.
+	cur := run(0, 0)
+	assert.Equal(t, gpumem.Bytes(61*2048*576*2), cur.KV)
+	assert.Equal(t, cur.KV, run(LlamaCppMLAKOnlyFrom, 0).KV)
+	assert.Equal(t, 61*mla.KV, run(20260123, 0).KV)
+	// A model without MLA is the same in every build.
+	l := llama3Q4KMModel(t)
+	a, err := LlamaCppBuffers(llamaCppJob(l, LlamaCppOptions{Context: 2048, Version: 20250101}))
+	require.NoError(t, err)
+	b, err := LlamaCppBuffers(llamaCppJob(l, LlamaCppOptions{Context: 2048}))
+	require.NoError(t, err)
+	assert.Equal(t, a.KV, b.KV)
 }

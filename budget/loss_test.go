@@ -91,7 +91,7 @@ func TestHeadGrad(t *testing.T) {
 		want  gpumem.DType
 	}{
 		{"llama-3-8b", nil, BF16, model.Loss{Kind: model.FusedLinearLoss}, gpumem.BF16},
-		{"llama-3-8b", nil, AMPBF16, model.Loss{Kind: model.FusedLinearLoss}, gpumem.FP32},
+		{"llama-3-8b", nil, BF16Mixed, model.Loss{Kind: model.FusedLinearLoss}, gpumem.FP32},
 		{"llama-3-8b", nil, BF16, model.Loss{}, gpumem.Invalid},
 		{"llama-3-8b", lora, BF16, model.Loss{Kind: model.CutCrossEntropyLoss}, gpumem.Invalid},
 		{"llama-3.2-1b", nil, BF16, model.Loss{Kind: model.CutCrossEntropyLoss}, gpumem.BF16}, // tied to the embedding

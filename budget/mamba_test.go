@@ -15,7 +15,7 @@ func TestMambaGeneration(t *testing.T) {
 	t.Parallel()
 	s, ok := model.Lookup("mamba-130m")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	state, err := s.MambaState(8, gpumem.BF16)
 	require.NoError(t, err)

@@ -92,7 +92,7 @@ func TestKeepLogits(t *testing.T) {
 func TestAutocastInferenceCasts(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "gpt2", nil)
-	j := Job{Model: m, Mode: Prefill, Precision: AMPBF16, Attention: model.SDPA, Batch: 1, SeqLen: 64}
+	j := Job{Model: m, Mode: Prefill, Precision: BF16Mixed, Attention: model.SDPA, Batch: 1, SeqLen: 64}
 	b, err := Estimate(j)
 	require.NoError(t, err)
 	w32, err := m.weights(gpumem.FP32, false)
@@ -204,7 +204,7 @@ func FuzzEstimateComposition(f *testing.F) {
 	var ms [2]Model
 	for i, name := range []string{"gpt2", "whisper-small"} {
 		s, _ := model.Lookup(name)
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -69,9 +69,9 @@ func (p Plan) Megatron() ([]string, error) {
 		args = append(args, "--use-distributed-optimizer")
 	}
 	switch j.Precision {
-	case MixedBF16, AMPBF16, BF16:
+	case BF16Master, BF16Mixed, BF16:
 		args = append(args, "--bf16")
-	case MixedFP16, AMPFP16, FP16:
+	case FP16Master, FP16Mixed, FP16:
 		args = append(args, "--fp16")
 	case FP32:
 	default:

@@ -83,7 +83,7 @@ func TestKorthikantiPipelineFirstStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestKorthikantiPipelineFirstStage(t *testing.T) {
 		{model.SelectiveCheckpointing, 34 * s * b * h / tp, 16 * s * b / tp},
 		{model.NoCheckpointing, 34*s*b*h/tp + 5*a*s*s*b/tp, 16*s*b/tp + 2},
 	} {
-		j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.Adam{}, Batch: b, SeqLen: s,
+		j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.Adam{}, Batch: b, SeqLen: s,
 			GradAccum: 64, Dropout: true, Checkpointing: c.policy,
 			Parallel: Parallel{TensorParallel: tp, SequenceParallel: true, PipelineParallel: pp, VirtualStages: vm}}
 		f, err := activations(&j, gpumem.BF16)
@@ -129,7 +129,7 @@ func TestKorthikantiPipelineFirstStage(t *testing.T) {
 // the paper's Table 2 implies.
 func TestParallelEstimateOrdering(t *testing.T) {
 	m := lookupModel(t, "llama-2-70b", nil)
-	base := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
+	base := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
 		Batch: 1, SeqLen: 4096, Attention: model.Flash, GradAccum: 8}
 	at := func(p Parallel) Breakdown {
 		j := base
@@ -165,7 +165,7 @@ func TestExpertParallelWeights(t *testing.T) {
 	if !ok {
 		t.Fatal("mixtral-8x7b not in the catalog")
 	}
-	m, err := NewModel(model.Finetune{Model: spec})
+	m, err := ModelOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestExpertParallelWeights(t *testing.T) {
 // max_live_parameters; FSDP FULL_SHARD gathers two blocks.
 func TestZeRO3Transients(t *testing.T) {
 	m := lookupModel(t, "llama-2-70b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048,
 		Attention: model.Flash, Checkpointing: model.FullCheckpointing, Parallel: Parallel{DataParallel: 64, Stage: 3}}
 	ds, err := Estimate(j)
 	if err != nil {
@@ -215,7 +215,7 @@ func TestZeRO3Transients(t *testing.T) {
 // tensors, the live gathered parameters and one reduce bucket.
 func TestOffloadParams(t *testing.T) {
 	m := lookupModel(t, "llama-2-70b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 2048,
 		Attention: model.Flash, Checkpointing: model.FullCheckpointing, Parallel: Parallel{DataParallel: 8, Stage: 3},
 		Offload: OffloadOptimizer}
 	opt, err := Estimate(j)
@@ -250,7 +250,7 @@ func TestOffloadParams(t *testing.T) {
 // ZeRO-1 (two stages estimated, the rank's optimizer shapes built).
 func BenchmarkEstimateParallel(b *testing.B) {
 	m := lookupModel(b, "llama-2-70b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
 		Batch: 1, SeqLen: 4096, Attention: model.Flash, GradAccum: 8,
 		Parallel: Parallel{DataParallel: 2, Stage: 1, TensorParallel: 8, SequenceParallel: true, PipelineParallel: 4}}
 	b.ReportAllocs()

@@ -80,10 +80,18 @@ type group struct {
 	heads, kv int64   // the part's query and key/value heads (for tpKV, tpQKV)
 }
 
-// NewModel prepares a model set up for training or inference — a Spec,
-// with LoRA adapters, 4-bit base weights or frozen parts as f describes
-// them (model.Finetune{Model: spec} trains every parameter) — for
-// estimation. Tensors stored in a quantized or integer format keep that
+// ModelOf prepares spec as it is, every parameter trainable and stored
+// as the job's precision policy says, for estimation: the model of an
+// inference job (Prefill, Generation, Load) or of full training. It is
+// NewModel(model.Finetune{Model: spec}); use [NewModel] to fine-tune
+// with adapters, quantized base weights or frozen parts.
+func ModelOf(spec model.Spec) (Model, error) { return NewModel(model.Finetune{Model: spec}) }
+
+// NewModel prepares a model set up for fine-tuning — a Spec with LoRA
+// adapters, 4-bit base weights or frozen parts as f describes them
+// (model.Finetune{Model: spec} trains every parameter) — for estimation.
+// A model used as it is, for inference or full training, needs no
+// Finetune: [ModelOf] takes the Spec. Tensors stored in a quantized or integer format keep that
 // storage whatever the job's precision (NF4 base weights and their
 // quantization constants); floating-point tensors are stored as the job's
 // precision policy says.

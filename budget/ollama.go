@@ -137,11 +137,15 @@ func ollamaArch(family string) string {
 // "output", "output_norm", "token_embd"), each tensor's size elements ×
 // type size / block size; a model without a GGUF inventory has its
 // blocks' bytes spread evenly and its head in the output.
-func ollamaRead(m *Model) (ollamaModel, error) {
+func ollamaRead(m *Model) (ollamaModel, error) { return ollamaReadArch(m, false) }
+
+// ollamaReadArch is ollamaRead; with engine, an architecture Ollama runs
+// on its own engine is read too (its cache formula, OllamaKV).
+func ollamaReadArch(m *Model, engine bool) (ollamaModel, error) {
 	s := m.spec
 	lm := s.LM()
 	om := ollamaModel{arch: ollamaArch(s.Family), trainCtx: int(min(lm.MaxPositions, math.MaxInt32))}
-	if slices.Contains(ollamaEngineArchs, om.arch) {
+	if !engine && slices.Contains(ollamaEngineArchs, om.arch) {
 		return om, gpumem.Errorf("model", s.Family, gpumem.ErrUnsupported,
 			"Ollama %s runs %s on its own engine, which measures its layout by allocating it: not modelled (the llama.cpp runtime sizes the buffers)", OllamaVersion, om.arch)
 	}
@@ -347,13 +351,12 @@ func ollamaFit(om *ollamaModel, free []gpumem.Bytes, o OllamaOptions) OllamaRepo
 
 // ollamaGraph is GraphSize (fs/ggml/ggml.go, ollama/ollama 4372d0bf):
 // the per-layer cache and the graph's estimates. context is num_ctx ×
-// num_parallel.
-func ollamaGraph(om *ollamaModel, context, batch uint64, bpe float64) (kv []uint64, partial, full uint64) {
-	kv = make([]uint64, len(om.blocks))
+// num_parallel, par num_parallel.
+func ollamaGraph(om *ollamaModel, context, batch, par uint64, bpe float64) (kv []uint64, partial, full uint64) {
+	kv = ollamaCache(om, context, batch, par, bpe)
 	var kvTotal uint64
-	for i := range kv {
-		kv[i] = uint64(float64(context*(om.headK+om.headV)*om.headsKV) * bpe)
-		kvTotal += kv[i]
+	for _, k := range kv {
+		kvTotal += k
 	}
 	embedding, heads, headsKV, vocab := om.embd, om.heads, om.headsKV, om.vocab
 	embeddingHeads := embedding / heads
@@ -428,7 +431,7 @@ func ollamaGraph(om *ollamaModel, context, batch uint64, bpe float64) (kv []uint
 func ollamaEstimate(om *ollamaModel, gpus []gpumem.Bytes, o OllamaOptions) OllamaReport {
 	ctx, batch, par, bpe, fa := ollamaOpts(o, om)
 	r := OllamaReport{Slots: len(om.blocks) + 1, Context: ctx, Batch: batch, Parallel: par, FlashAttn: fa, Arch: om.arch}
-	kv, partial, full := ollamaGraph(om, uint64(ctx)*uint64(par), uint64(batch), bpe)
+	kv, partial, full := ollamaGraph(om, uint64(ctx)*uint64(par), uint64(batch), uint64(par), bpe)
 	if len(gpus) > 1 {
 		full = partial // multigpu should always use the partial graph size
 	}
@@ -571,4 +574,55 @@ func OllamaMaxContext(m Model, free []gpumem.Bytes, o OllamaOptions) (int, Ollam
 		}
 	}
 	return lo, best, nil
+}
+
+// ollamaSWACells is the cells GraphSize gives a gpt-oss sliding-window
+// layer per parallel request (fs/ggml/ggml.go, case "gptoss", from
+// ollama/ollama fa7776fd2 "gpt-oss", 2025-08-05, unchanged at 4372d0bf):
+// the size of the sliding-window cache Ollama's engine keeps for it,
+// beside num_batch.
+const ollamaSWACells = 4096
+
+// ollamaCache is GraphSize's per-layer cache (fs/ggml/ggml.go, ollama/ollama
+// 4372d0bf): num_ctx × num_parallel (context) × (key_length +
+// value_length) × head_count_kv × bytes per element for every layer,
+// except gpt-oss's sliding-window layers (the even ones, i % 2 == 0),
+// sized num_parallel × 4096 + num_batch instead of the context.
+func ollamaCache(om *ollamaModel, context, batch, par uint64, bpe float64) []uint64 {
+	kv := make([]uint64, len(om.blocks))
+	for i := range kv {
+		cells := context
+		if (om.arch == "gptoss" || om.arch == "gpt-oss") && i%2 == 0 {
+			cells = par*ollamaSWACells + batch
+		}
+		kv[i] = uint64(float64(cells*(om.headK+om.headV)*om.headsKV) * bpe)
+	}
+	return kv
+}
+
+// OllamaKV is Ollama's cache estimate for m under options o, the
+// "memory.required.kv" of its offload log line: GraphSize's per-layer
+// cache summed (ollamaCache; num_ctx capped at the model's
+// context_length, num_batch at num_ctx, f16 unless flash attention and
+// OLLAMA_KV_CACHE_TYPE say otherwise, as OllamaLayers). Unlike
+// OllamaLayers it reads the architectures Ollama runs on its own engine
+// too: releases up to v0.12 printed this estimate for them as well (for
+// gpt-oss, with its sliding-window layers' smaller cache).
+func OllamaKV(m Model, o OllamaOptions) (gpumem.Bytes, error) {
+	if err := validateOllama([]gpumem.Bytes{1}, o); err != nil {
+		return 0, err
+	}
+	om, err := ollamaReadArch(&m, true)
+	if err != nil {
+		return 0, err
+	}
+	ctx, batch, par, bpe, _ := ollamaOpts(o, &om)
+	var total uint64
+	for _, k := range ollamaCache(&om, uint64(ctx)*uint64(par), uint64(batch), uint64(par), bpe) {
+		total += k
+	}
+	if total > math.MaxInt64 {
+		return 0, errOverflow("Ollama KV cache")
+	}
+	return gpumem.Bytes(total), nil
 }

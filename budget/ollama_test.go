@@ -83,7 +83,7 @@ func TestOllamaPublished70B(t *testing.T) {
 	s, ok := model.Lookup("llama-3.1-70b")
 	require.True(t, ok)
 	s.DType = gpumem.Q8_0
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	free := []gpumem.Bytes{22 << 30, 22 << 30, 22 << 30, 22 << 30}
 	r, err := OllamaLayers(m, free, OllamaOptions{NumCtx: 64000, FlashAttention: true})
@@ -168,7 +168,7 @@ func TestOllamaInvalid(t *testing.T) {
 	}
 	s, ok := model.Lookup("qwen3-8b")
 	require.True(t, ok)
-	q, err := NewModel(model.Finetune{Model: s})
+	q, err := ModelOf(s)
 	require.NoError(t, err)
 	_, err = OllamaLayers(q, []gpumem.Bytes{24 << 30}, OllamaOptions{})
 	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
@@ -185,4 +185,40 @@ func BenchmarkOllamaMaxContext(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestOllamaKV: GraphSize's cache. gpt-oss-20b (24 layers, 8 KV heads of
+// 64) at num_ctx 8192: the 12 full-attention layers hold 8192 cells, the
+// 12 sliding-window ones 4096 + num_batch 512; 2048 bytes a cell in f16:
+// 192 MiB + 108 MiB = 300 MiB (Ollama printed memory.required.kv="300.0
+// MiB" for this job). Llama-3-8B is every layer at the context, as
+// OllamaLayers' KV.
+func TestOllamaKV(t *testing.T) {
+	s, ok := model.Lookup("gpt-oss-20b")
+	require.True(t, ok)
+	g, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	kv, err := OllamaKV(g, OllamaOptions{NumCtx: 8192})
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(12*8192*2048+12*(4096+512)*2048), kv)
+	assert.Equal(t, gpumem.Bytes(300<<20), kv)
+	// Two parallel requests: the full layers' context doubles, the
+	// sliding layers get 2 × 4096 + 512.
+	kv2, err := OllamaKV(g, OllamaOptions{NumCtx: 8192, NumParallel: 2})
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(12*16384*2048+12*(8192+512)*2048), kv2)
+	// OllamaLayers still refuses the engine's architectures.
+	_, err = OllamaLayers(g, []gpumem.Bytes{24 << 30}, OllamaOptions{})
+	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
+
+	m := llama3Q4KMModel(t)
+	kv, err = OllamaKV(m, OllamaOptions{NumCtx: 8192})
+	require.NoError(t, err)
+	r, err := OllamaLayers(m, []gpumem.Bytes{24 << 30}, OllamaOptions{NumCtx: 8192})
+	require.NoError(t, err)
+	assert.Equal(t, r.KV, kv)
+	_, err = OllamaKV(m, OllamaOptions{NumCtx: -1})
+	var fe *gpumem.FieldError
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, "Ollama.NumCtx", fe.Field)
 }

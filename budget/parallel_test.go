@@ -73,7 +73,7 @@ func matchesPrinted(v float64, printed string) bool {
 func TestEstimateZeROStages(t *testing.T) {
 	t.Parallel()
 	m := lookupModel(t, "llama-2-7b", nil)
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 1}
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused}, Batch: 1, SeqLen: 1}
 	one, err := Estimate(j)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ type Pipeline struct {
 	TextEncoders []Model
 	// Mode is Training or Prefill (a pipeline call).
 	Mode Mode
-	// Precision is the UNet's policy: AMPFP16 or AMPBF16 are the scripts'
+	// Precision is the UNet's policy: FP16Mixed or BF16Mixed are the scripts'
 	// --mixed_precision fp16 or bf16 (a full fine-tune's fp32 UNet under
 	// autocast, a LoRA base in 16 bits), FP32 none; a pipeline call runs
 	// in FP16, BF16 or FP32 (torch_dtype).
@@ -400,7 +400,7 @@ func (p *Pipeline) validate() error {
 			return gpumem.Errorf("Pipeline.CPUOffload", true, gpumem.ErrUnsupported, "enable_model_cpu_offload is a pipeline call's; the training scripts keep the models on the GPU")
 		}
 		switch p.Precision {
-		case FP32, AMPFP16, AMPBF16:
+		case FP32, FP16Mixed, BF16Mixed:
 		default:
 			return gpumem.Errorf("Pipeline.Precision", p.Precision, gpumem.ErrUnsupported, "training runs fp32, fp16-mixed or bf16-mixed (--mixed_precision)")
 		}

@@ -21,10 +21,10 @@ func pipelineModels(t *testing.T, name string, lora int64) Pipeline {
 	var err error
 	p.UNet, err = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: lora}})
 	require.NoError(t, err)
-	p.VAE, err = NewModel(model.Finetune{Model: d.VAE})
+	p.VAE, err = ModelOf(d.VAE)
 	require.NoError(t, err)
 	for _, s := range d.TextEncoders {
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		require.NoError(t, err)
 		p.TextEncoders = append(p.TextEncoders, m)
 	}
@@ -46,7 +46,7 @@ func within(t *testing.T, want int64, got gpumem.Bytes, n int64, what string) {
 func TestPipelineLoRATraining(t *testing.T) {
 	t.Parallel()
 	p := pipelineModels(t, "sdxl", 4)
-	p.Mode, p.Precision, p.Optimizer = Training, AMPFP16, optimizer.AdamW{}
+	p.Mode, p.Precision, p.Optimizer = Training, FP16Mixed, optimizer.AdamW{}
 	p.Batch, p.Height, p.Width, p.Attention = 1, 1024, 1024, model.SDPA
 	e, err := EstimatePipeline(p)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestPipelineErrors(t *testing.T) {
 	good.Mode, good.Precision, good.Batch, good.Height, good.Width = Prefill, FP16, 1, 512, 512
 	llama, ok := model.Lookup("gpt2")
 	require.True(t, ok)
-	notUNet, err := NewModel(model.Finetune{Model: llama})
+	notUNet, err := ModelOf(llama)
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		field string
@@ -137,10 +137,10 @@ func TestPipelineErrors(t *testing.T) {
 		{"Pipeline.Batch", func(p *Pipeline) { p.Batch = 0 }},
 		{"Pipeline.Height", func(p *Pipeline) { p.Height = 500 }},
 		{"Pipeline.Mode", func(p *Pipeline) { p.Mode = Generation }},
-		{"Pipeline.Precision", func(p *Pipeline) { p.Precision = AMPFP16 }},
-		{"Pipeline.Optimizer", func(p *Pipeline) { p.Mode, p.Precision = Training, AMPFP16 }},
+		{"Pipeline.Precision", func(p *Pipeline) { p.Precision = FP16Mixed }},
+		{"Pipeline.Optimizer", func(p *Pipeline) { p.Mode, p.Precision = Training, FP16Mixed }},
 		{"Pipeline.CPUOffload", func(p *Pipeline) {
-			p.Mode, p.Precision, p.Optimizer, p.CPUOffload = Training, AMPFP16, optimizer.AdamW{}, true
+			p.Mode, p.Precision, p.Optimizer, p.CPUOffload = Training, FP16Mixed, optimizer.AdamW{}, true
 		}},
 		{"Pipeline.FrozenDType", func(p *Pipeline) { p.FrozenDType = gpumem.INT8 }},
 	} {
@@ -159,8 +159,8 @@ func BenchmarkEstimatePipeline(b *testing.B) {
 	d, _ := model.LookupPipeline("sdxl")
 	var p Pipeline
 	p.UNet, _ = NewModel(model.Finetune{Model: d.UNet, LoRA: model.LoRA{Rank: 4}})
-	p.VAE, _ = NewModel(model.Finetune{Model: d.VAE})
-	p.Mode, p.Precision, p.Optimizer = Training, AMPFP16, optimizer.AdamW{}
+	p.VAE, _ = ModelOf(d.VAE)
+	p.Mode, p.Precision, p.Optimizer = Training, FP16Mixed, optimizer.AdamW{}
 	p.Batch, p.Height, p.Width, p.Checkpointing = 1, 1024, 1024, true
 	b.ReportAllocs()
 	for b.Loop() {

@@ -37,7 +37,7 @@ func loadPublished(t *testing.T) map[string]publishedRow {
 
 func mustModel(t *testing.T, s model.Spec) Model {
 	t.Helper()
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return m
 }

@@ -135,7 +135,7 @@ func TestQLoRAWeights(t *testing.T) {
 	f.Unquantized = gpumem.BF16
 	fixed := quantModel(t, "llama-3.1-8b", f)
 	job := func(m Model) Breakdown {
-		b, err := Estimate(Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 512,
+		b, err := Estimate(Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 512,
 			Attention: model.SDPA, Checkpointing: model.FullCheckpointing})
 		require.NoError(t, err)
 		return b
@@ -246,7 +246,7 @@ func TestQuantJobErrors(t *testing.T) {
 	}
 }
 
-// TestLoadNotPlanned: Allocate, MaxBatch and MaxSeqLen refuse a Load
+// TestLoadNotPlanned: Allocate, LargestBatch and LongestSeqLen refuse a Load
 // job by its mode.
 func TestLoadNotPlanned(t *testing.T) {
 	t.Parallel()
@@ -254,8 +254,8 @@ func TestLoadNotPlanned(t *testing.T) {
 	j := Job{Model: m, Mode: Load, Precision: BF16}
 	for _, f := range []func() error{
 		func() error { _, err := Allocate(80*gpumem.GiB, j, nil); return err },
-		func() error { _, err := MaxBatch(j, 80*gpumem.GiB); return err },
-		func() error { _, err := MaxSeqLen(j, 80*gpumem.GiB); return err },
+		func() error { _, err := LargestBatch(j, 80*gpumem.GiB); return err },
+		func() error { _, err := LongestSeqLen(j, 80*gpumem.GiB); return err },
 	} {
 		var fe *gpumem.FieldError
 		require.ErrorAs(t, f(), &fe)

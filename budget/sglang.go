@@ -172,7 +172,7 @@ func sglangBuffers(j *Job) (SGLangReport, error) {
 		return r, err
 	}
 	r.Weights = gpumem.Bytes((int64(w) + tp - 1) / tp)
-	r.Reserved = gpumem.Bytes(float64(r.Baseline) * (1 - r.MemFractionStatic))
+	r.Reserved = sglangReserved(r.Baseline, r.MemFractionStatic)
 	r.Rest = gpumem.Bytes(checked.SatSum(int64(r.Baseline), -int64(r.Weights), -int64(r.Reserved)))
 
 	c := j.Model.kv
@@ -264,4 +264,40 @@ func estimateSGLang(j *Job) (Breakdown, error) {
 	}
 	b.Phases[b.Phase] = b.Allocated()
 	return b, nil
+}
+
+// sglangReserved is total_gpu_memory × (1 − mem_fraction_static), the
+// memory profile_max_num_token leaves out of the pool.
+func sglangReserved(total gpumem.Bytes, fraction float64) gpumem.Bytes {
+	return gpumem.Bytes(float64(total) * (1 - fraction))
+}
+
+// SGLangPoolTokens is profile_max_num_token's arithmetic on measured free
+// memory (see sglangBuffers): total is total_gpu_memory, the free memory
+// before the weights load ("Load weight begin. avail mem=X GB"), avail
+// the free memory after it ("Load weight end. … avail mem=X GB"), cell
+// one token's K and V bytes over the layers (SGLangReport.CellBytes):
+// (avail − total × (1 − fraction)) // cell tokens, rounded down to whole
+// pages of page tokens (zero: 1); zero when nothing is left. It states a
+// pool whose weights budget cannot (experts kept on the host, a model
+// outside the catalog). The errors name the argument.
+func SGLangPoolTokens(total, avail gpumem.Bytes, fraction float64, cell gpumem.Bytes, page int) (int64, error) {
+	switch {
+	case total <= 0:
+		return 0, gpumem.Errorf("total", total, gpumem.ErrInvalid, "the free memory before the weights must be positive")
+	case avail < 0 || avail > total:
+		return 0, gpumem.Errorf("avail", avail, gpumem.ErrInvalid, "the free memory after the weights must lie in [0, total]")
+	case math.IsNaN(fraction) || fraction <= 0 || fraction >= 1:
+		return 0, gpumem.Errorf("mem_fraction_static", fraction, gpumem.ErrInvalid, "want a fraction in (0, 1)")
+	case cell <= 0:
+		return 0, gpumem.Errorf("cell", cell, gpumem.ErrInvalid, "a token's K and V bytes must be positive")
+	case page < 0 || page > 1<<16:
+		return 0, gpumem.Errorf("page_size", page, gpumem.ErrInvalid, "want 1 to 65536 tokens (zero: 1)")
+	}
+	rest := int64(avail) - int64(sglangReserved(total, fraction))
+	if rest <= 0 {
+		return 0, nil
+	}
+	p := int64(max(page, 1))
+	return rest / int64(cell) / p * p, nil
 }

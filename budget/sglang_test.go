@@ -15,7 +15,7 @@ import (
 
 func sglangJob(t *testing.T, s model.Spec, dev gpumem.Device, o SGLangOptions) Job {
 	t.Helper()
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return Job{Model: m, Mode: Generation, Precision: BF16, Batch: 1, SeqLen: 512, Generate: 512, Runtime: SGLang, SGLang: o, Device: dev}
 }
@@ -144,4 +144,55 @@ func TestSGLangRefusedAndInvalid(t *testing.T) {
 	var fe *gpumem.FieldError
 	require.True(t, errors.As(err, &fe))
 	assert.Equal(t, "Job.SGLang", fe.Field)
+}
+
+// TestSGLangPoolTokens: the pool from measured free memory, as the
+// runtime computes it from its own weights. A Qwen3-30B-A3B pool whose
+// experts stay on the host (kvcache-ai/ktransformers#1971, an RTX 3090):
+// 17.29 GB free after 2.91 GB of weights, mem_fraction_static 0.7, 98304
+// bytes a token (48 layers × 4 KV heads × 128 × 2 × bf16): (17.29 −
+// 20.20 × 0.3) GB // 98304 = 122,663 tokens; SGLang printed 122420. The
+// log does not print total_gpu_memory (the free memory when distributed
+// init ends); the free memory at the load's start, 17.29 + 2.91 GB, stands
+// in for it.
+func TestSGLangPoolTokens(t *testing.T) {
+	gb := func(x float64) gpumem.Bytes { return gpumem.Bytes(x * (1 << 30)) }
+	n, err := SGLangPoolTokens(gb(20.20), gb(17.29), 0.7, 98304, 0)
+	require.NoError(t, err)
+	want := (int64(gb(17.29)) - int64(float64(gb(20.20))*0.3)) / 98304
+	assert.Equal(t, want, n)
+	assert.InDelta(t, 122420, float64(n), 0.01*122420)
+	n64, err := SGLangPoolTokens(gb(20.20), gb(17.29), 0.7, 98304, 64)
+	require.NoError(t, err)
+	assert.Equal(t, want/64*64, n64)
+	// Nothing left: zero, not an error.
+	n, err = SGLangPoolTokens(gb(20), gb(5), 0.7, 98304, 0)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	// The runtime's own pool is the same arithmetic on its weights.
+	m := llama3Q4KMModel(t)
+	j := Job{Model: m, Mode: Generation, Precision: BF16, Batch: 1, SeqLen: 1, Generate: 1, Runtime: SGLang,
+		SGLang: SGLangOptions{MemFractionStatic: 0.8}, Device: gpumem.Device{Capacity: 80 << 30}}
+	r, err := SGLangBuffers(j)
+	require.NoError(t, err)
+	n, err = SGLangPoolTokens(r.Baseline, r.Baseline-r.Weights, r.MemFractionStatic, r.CellBytes, 0)
+	require.NoError(t, err)
+	assert.Equal(t, r.Tokens, n)
+
+	for _, c := range []struct {
+		total, avail gpumem.Bytes
+		f            float64
+		cell         gpumem.Bytes
+		page         int
+		field        string
+	}{
+		{0, 0, 0.5, 1, 0, "total"}, {10, 11, 0.5, 1, 0, "avail"}, {10, 5, 1, 1, 0, "mem_fraction_static"},
+		{10, 5, 0.5, 0, 0, "cell"}, {10, 5, 0.5, 1, -1, "page_size"},
+	} {
+		_, err := SGLangPoolTokens(c.total, c.avail, c.f, c.cell, c.page)
+		var fe *gpumem.FieldError
+		require.True(t, errors.As(err, &fe), "%+v", c)
+		assert.Equal(t, c.field, fe.Field)
+	}
 }

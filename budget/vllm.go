@@ -47,7 +47,9 @@ type VLLMOptions struct {
 	// ("Estimated CUDA graph memory: X GiB total"), which releases from
 	// v0.21.0 measure by capturing graphs before sizing the cache and
 	// subtract from it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the
-	// default). Give it from a log of the same model and settings; zero
+	// default). Give it from a log of the same model and settings, or
+	// from VLLMGraphs.Estimate (the graphs VLLMCaptureSizes counts and
+	// one run's per-graph samples, for another max_num_seqs); zero
 	// means none subtracted, as in earlier releases, which capture the
 	// graphs after the cache, in the memory utilization leaves.
 	CUDAGraphMemory gpumem.Bytes

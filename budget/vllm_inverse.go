@@ -71,7 +71,7 @@ func VLLMUtilizationFor(j Job, concurrency float64) (float64, VLLMReport, error)
 	if u > 1 {
 		return 0, r, gpumem.Errorf("concurrency", concurrency, gpumem.ErrDoesNotFit,
 			"%s requests of %d tokens need gpu_memory_utilization %.4f, above 1 (%s of KV cache at 1)", strconv.FormatFloat(concurrency, 'g', -1, 64),
-			r.MaxModelLen, u, r.KVMemory.Human())
+			r.MaxModelLen, u, r.KVMemory.String())
 	}
 	u = max(u, 1e-4)
 	for ; u <= 1; u += 1e-4 {

@@ -62,7 +62,7 @@ func TestVLLMLogs(t *testing.T) {
 		require.True(t, strings.Contains(string(text), "# source: https://"), c.file)
 		s, ok := model.Lookup(c.model)
 		require.True(t, ok, c.model)
-		m, err := NewModel(model.Finetune{Model: s})
+		m, err := ModelOf(s)
 		require.NoError(t, err)
 		j := Job{Model: m, Mode: Prefill, Precision: BF16, Batch: 1, SeqLen: 1, Runtime: VLLM, VLLM: c.o,
 			Device: gpumem.Device{Capacity: c.capacity}}

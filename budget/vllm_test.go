@@ -15,7 +15,7 @@ func vllmLlama3(t *testing.T) Model {
 	t.Helper()
 	s, ok := model.Lookup("llama-3-8b")
 	require.True(t, ok)
-	m, err := NewModel(model.Finetune{Model: s})
+	m, err := ModelOf(s)
 	require.NoError(t, err)
 	return m
 }

@@ -52,7 +52,8 @@ type Result struct {
 // (exact arithmetic, 2%), weights (2%) and compute buffer (5%) with
 // budget.LlamaCppBuffers; vLLM's weights (2%), the KV tokens its logged KV
 // memory holds (2%), its KV space, activation peak, blocks and
-// concurrency (5%) with budget.VLLMBuffers. The model's shape is the
+// concurrency (5%) with budget.VLLMBuffers; SGLang's K and V per token of
+// its pool (2%) with budget.SGLangBuffers. The model's shape is the
 // catalog entry the index names, or else the hyperparameters llama.cpp
 // printed in the log itself (Log.Hparams, when complete), or else those
 // the index quotes from the same thread (Entry.Hparams). Logs with none,
@@ -72,7 +73,7 @@ func Compare(c Corpus) (Result, error) {
 			res.Skips[skip]++
 			continue
 		}
-		m, err := budget.NewModel(model.Finetune{Model: s})
+		m, err := budget.ModelOf(s)
 		if err != nil {
 			return res, fmt.Errorf("enginelog: %s: %w", e.File, err)
 		}
@@ -82,6 +83,8 @@ func Compare(c Corpus) (Result, error) {
 			rs, err = compareLlamaCpp(e, l, m, res.Skips)
 		case "vllm":
 			rs, err = compareVLLM(e, l, m, res.Skips)
+		case "sglang":
+			rs, err = compareSGLang(e, l, m, res.Skips)
 		default:
 			res.Skips["no "+e.Engine+" runtime in budget"]++
 		}
@@ -241,8 +244,9 @@ func cacheType(s string) (gpumem.DType, error) {
 }
 
 // compareLlamaCpp compares a llama.cpp (or Ollama) log with
-// budget.LlamaCppBuffers: the whole KV cache (KV self, or Ollama's
-// memory.required.kv) with KV + HostKV; a single GPU's KV buffer and the
+// budget.LlamaCppBuffers: the whole KV cache (KV self) with KV + HostKV,
+// and Ollama's memory.required.kv with Ollama's own estimate
+// (budget.OllamaKV); a single GPU's KV buffer and the
 // host's with KV and HostKV at the log's repeating layers offloaded; a
 // single GPU's compute buffer with Compute at full offload; the sum of the
 // model buffers with GPUWeights + HostWeights when the GGUF is F16/BF16.
@@ -351,11 +355,26 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 		out = append(out, row(e.File, "KV cache (all layers)", float64(f.Bytes), float64(full.KV+full.HostKV), 0.02, printSlack(f, 2, mib)))
 	}
 	if f, ok := l.Last(OllamaKV); ok {
+		// Ollama's own estimate (GraphSize, budget.OllamaKV): n_ctx is
+		// num_ctx × num_parallel, num_batch 512 unless stated.
 		unit := mib
 		if f.Bytes >= 1<<30 {
 			unit = 1 << 30
 		}
-		out = append(out, row(e.File, "Ollama memory.required.kv", float64(f.Bytes), float64(full.KV+full.HostKV), 0.02, printSlack(f, 1, unit)))
+		nb := p.NBatch
+		if nb == 0 && e.NBatch != nil {
+			nb = *e.NBatch
+		}
+		kvt := ck
+		if kvt == gpumem.Invalid {
+			kvt = gpumem.FP16
+		}
+		kv, err := budget.OllamaKV(m, budget.OllamaOptions{NumCtx: max(ctx/par, 1), NumParallel: par, NumBatch: nb,
+			FlashAttention: fa, KVCacheType: kvt})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row(e.File, "Ollama memory.required.kv", float64(f.Bytes), float64(kv), 0.02, printSlack(f, 1, unit)))
 	}
 
 	// Per device, on one GPU at the log's offload.
@@ -508,6 +527,96 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 	}
 	if f, ok := l.Last(Concurrency); ok {
 		out = append(out, row(e.File, "vLLM concurrency", f.Count, r.Concurrency, 0.05, 0.005/f.Count))
+	}
+	return out, nil
+}
+
+// compareSGLang compares an SGLang log with budget.SGLangBuffers: the K
+// and V bytes one token takes in the pool ("KV Cache is allocated.
+// #tokens: N, K size: X GB, V size: Y GB": X / N and Y / N, SGLang's GB
+// being 2^30 bytes) with the runtime's pool of the same N tokens
+// (--max-total-tokens N on a device large enough), at the index's
+// --tp-size and --kv-cache-dtype; and N itself (2%) with
+// budget.SGLangPoolTokens on the free memory the log prints before and
+// after the weights load (the weights as SGLang measured them, which
+// budget may not state: experts kept on the host) and the index's
+// mem_fraction_static.
+func compareSGLang(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, error) {
+	p := l.Params
+	tok, ok1 := l.Last(SGLangTokens)
+	k, ok2 := l.Last(SGLangK)
+	v, ok3 := l.Last(SGLangV)
+	if !ok1 || !ok2 || !ok3 || tok.Count <= 0 {
+		skips["sglang log without a KV pool line"]++
+		return nil, nil
+	}
+	var o budget.SGLangOptions
+	if e.TP != nil {
+		o.TensorParallel = *e.TP
+	}
+	if e.KVCacheDType != nil && *e.KVCacheDType != "auto" {
+		d, err := gpumem.ParseDType(*e.KVCacheDType)
+		if err != nil {
+			return nil, fmt.Errorf("kv_cache_dtype: %w", err)
+		}
+		o.KVCacheDType = d
+	}
+	if e.MemFraction != nil {
+		o.MemFractionStatic = *e.MemFraction
+	}
+	o.MaxTotalTokens = int(tok.Count)
+	r, err := budget.SGLangBuffers(budget.Job{Model: m, Mode: budget.Generation, Precision: budget.BF16, Batch: 1, SeqLen: 1,
+		Generate: 1, Runtime: budget.SGLang, SGLang: o, Device: gpumem.Device{Capacity: 1 << 44}})
+	if err != nil {
+		return nil, err
+	}
+	if r.Tokens != int64(tok.Count) {
+		return nil, fmt.Errorf("sglang pool of %d tokens, want %d", r.Tokens, int64(tok.Count))
+	}
+	gib := float64(1 << 30)
+	n := tok.Count
+	out := []Row{
+		row(e.File, "sglang K per token", float64(k.Bytes)/n, float64(r.KSize)/n, 0.02, printSlack(k, 2, gib)),
+	}
+	if v.Bytes > 0 {
+		out = append(out, row(e.File, "sglang V per token", float64(v.Bytes)/n, float64(r.VSize)/n, 0.02, printSlack(v, 2, gib)))
+	}
+	// The pool's tokens from the log's own free memory: before the
+	// weights ("Load weight begin", else the end's free memory plus its
+	// usage) and after them, with the runtime's cell (budget.
+	// SGLangPoolTokens), when the index gives mem_fraction_static.
+	var before gpumem.Bytes
+	if f, ok := l.Last(SGLangFreeBeforeWeights); ok {
+		before = f.Bytes
+	}
+	after, okA := l.Last(SGLangFreeAfterWeights)
+	if before == 0 && okA {
+		if u, ok := l.Last(SGLangWeightsUsage); ok {
+			before = after.Bytes + u.Bytes
+		}
+	}
+	frac := o.MemFractionStatic
+	if frac == 0 {
+		frac = p.Utilization
+	}
+	switch {
+	case !okA || before == 0:
+		skips["sglang pool tokens without the free memory around the weights' load"]++
+	case frac == 0:
+		skips["sglang pool tokens without mem_fraction_static"]++
+	default:
+		t, err := budget.SGLangPoolTokens(before, after.Bytes, frac, r.CellBytes, 0)
+		if err != nil {
+			return nil, err
+		}
+		// Slack: the two free-memory figures' print rounding (0.005 GB
+		// each) over the pool's memory.
+		rest := float64(after.Bytes) - float64(before)*(1-frac)
+		slack := 0.0
+		if rest > 0 {
+			slack = 0.005 * gib * (2 - frac) / rest
+		}
+		out = append(out, row(e.File, "sglang pool tokens", n, float64(t), 0.02, slack))
 	}
 	return out, nil
 }

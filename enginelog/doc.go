@@ -47,8 +47,10 @@
 // SGLang prints "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y
 // GB", where GB is 2^30 bytes (python/sglang/srt/mem_cache/memory_pool.py,
 // "/ GB" with GB = 1 << 30), "max_total_num_tokens=N … available_gpu_mem=X
-// GB", the CUDA graph capture's "mem usage=X GB" and the request limit
-// "maximum allowed length (N tokens)".
+// GB", the CUDA graph capture's "mem usage=X GB", the request limit
+// "maximum allowed length (N tokens)", and the free memory around the
+// weights' load: "Load weight begin. avail mem=X GB", "Load weight end. …
+// avail mem=X GB, mem usage=Y GB".
 //
 // # The model's shape
 //

@@ -70,6 +70,12 @@ const (
 	SGLangMaxTokens   Kind = "sglang max_total_num_tokens"
 	SGLangAvailable   Kind = "sglang available memory"
 	SGLangMaxInputLen Kind = "sglang max input length"
+	// "Load weight begin. avail mem=X GB" and "Load weight end. …, avail
+	// mem=X GB, mem usage=Y GB" (ModelRunner.load_model): the free memory
+	// before and after the weights load, and their difference.
+	SGLangFreeBeforeWeights Kind = "sglang free before weights"
+	SGLangFreeAfterWeights  Kind = "sglang free after weights"
+	SGLangWeightsUsage      Kind = "sglang weights"
 )
 
 // Figure is one number an engine printed.
@@ -232,6 +238,8 @@ var (
 	reSGCtx      = regexp.MustCompile(`context_len=(\d+)`)
 	reSGGraph    = regexp.MustCompile(`Capture cuda graph end\..*mem usage=` + num + ` GB`)
 	reSGMaxInput = regexp.MustCompile(`maximum allowed length \((\d+) tokens\)`)
+	reSGWBegin   = regexp.MustCompile(`Load weight begin\. avail mem=` + num + ` GB`)
+	reSGWEnd     = regexp.MustCompile(`Load weight end\..*avail mem=` + num + ` GB, mem usage=` + num + ` GB`)
 	reSGFlagMem  = regexp.MustCompile(`--mem-fraction-static[ =]` + num)
 	reSGFlagTP   = regexp.MustCompile(`--(?:tensor-parallel-size|tp)[ =](\d+)`)
 )
@@ -562,6 +570,19 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	}
 	if m := find(reSGGraph, s, "Capture cuda graph end"); m != nil {
 		if err := add(CUDAGraph, "", m[1], "GB", 3); err != nil {
+			return err
+		}
+	}
+	if m := find(reSGWBegin, s, "Load weight begin"); m != nil {
+		if err := add(SGLangFreeBeforeWeights, "", m[1], "GB", 3); err != nil {
+			return err
+		}
+	}
+	if m := find(reSGWEnd, s, "Load weight end"); m != nil {
+		if err := add(SGLangFreeAfterWeights, "", m[1], "GB", 3); err != nil {
+			return err
+		}
+		if err := add(SGLangWeightsUsage, "", m[2], "GB", 3); err != nil {
 			return err
 		}
 	}

@@ -72,6 +72,8 @@ func TestParseLines(t *testing.T) {
 		{"INFO [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens", Figure{Kind: KVTokens, Count: 42656}},
 		{"INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381", Figure{Kind: GPUBlocks, Count: 1381}},
 		{"[TP0] KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB", Figure{Kind: SGLangTokens, Count: 367404}},
+		{"[2025-10-16 09:06:10 TP5] Load weight begin. avail mem=137.29 GB", Figure{Kind: SGLangFreeBeforeWeights, Bytes: mustBytes(t, "137.29 GiB")}},
+		{"[2026-05-02 23:01:20] Load weight end. type=Qwen3MoeForCausalLM, dtype=torch.bfloat16, avail mem=17.29 GB, mem usage=2.91 GB.", Figure{Kind: SGLangFreeAfterWeights, Bytes: mustBytes(t, "17.29 GiB")}},
 	} {
 		l, err := Parse(strings.NewReader(c.line))
 		require.NoError(t, err, c.line)

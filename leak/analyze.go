@@ -778,7 +778,7 @@ func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
 		f.OK = true
 		f.Step = r.fit.x0 + r.fit.xLast
 		f.Low, f.High = f.Step, f.Step
-		f.Reason = fmt.Sprintf("the last sample (%s) is already at or above %s", gpumem.Bytes(r.fit.lastY).Human(), capacity.Human())
+		f.Reason = fmt.Sprintf("the last sample (%s) is already at or above %s", gpumem.Bytes(r.fit.lastY).String(), capacity.String())
 		r.fillTime(&f)
 		return f
 	case !r.fit.growing:
@@ -820,7 +820,7 @@ func (r Report) Forecast(capacity gpumem.Bytes) Forecast {
 	f.Low = r.fit.x0 + slices.Min(cands)
 	f.High = r.fit.x0 + slices.Max(cands)
 	r.fillTime(&f)
-	f.Reason = fmt.Sprintf("%s reaches %s at %s (range %.0f–%.0f)", r.Shape, capacity.Human(), r.At(f.Step), f.Low, f.High)
+	f.Reason = fmt.Sprintf("%s reaches %s at %s (range %.0f–%.0f)", r.Shape, capacity.String(), r.At(f.Step), f.Low, f.High)
 	return f
 }
 
@@ -886,9 +886,9 @@ func describeRun(r *Report) string {
 		return describeShort(r, unit)
 	}
 	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen), R² %.2f, confidence %.3f",
-		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), gpumem.Bytes(math.Round(r.BytesPerStep)).Human(), unit, r.RSquared, r.Confidence)
+		r.Shape, r.Samples, r.First.String(), r.Last.String(), gpumem.Bytes(math.Round(r.BytesPerStep)).String(), unit, r.RSquared, r.Confidence)
 	if r.Accelerating {
-		s += fmt.Sprintf("; slope rose from %s to %s per %s", gpumem.Bytes(math.Round(r.FirstSlope)).Human(), gpumem.Bytes(math.Round(r.SecondSlope)).Human(), unit)
+		s += fmt.Sprintf("; slope rose from %s to %s per %s", gpumem.Bytes(math.Round(r.FirstSlope)).String(), gpumem.Bytes(math.Round(r.SecondSlope)).String(), unit)
 	}
 	if r.Peak {
 		s += "; running-peak column: growth means a new largest batch, not a leak"

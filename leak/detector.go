@@ -156,7 +156,7 @@ func (d *Detector) Add(s Sample) (Alert, bool) {
 			if !d.aboveThr {
 				d.aboveThr = true
 				return Alert{Kind: AlertThreshold, Sample: s, Value: v, Capacity: capa,
-					Message: fmt.Sprintf("memory %s is %.0f%% of %s", v.Human(), 100*float64(v)/float64(capa), capa.Human())}, true
+					Message: fmt.Sprintf("memory %s is %.0f%% of %s", v.String(), 100*float64(v)/float64(capa), capa.String())}, true
 			}
 		} else {
 			d.aboveThr = false

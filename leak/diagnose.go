@@ -228,58 +228,58 @@ func (o OOM) Diagnose() Diagnosis {
 	case o.Warning:
 		d.Cause = CauseWarning
 		d.Reason = fmt.Sprintf("a warning, not an out-of-memory error: the allocator could not get %s at once and the caller went on without it (\"this is not a failure\"); the job did not fail here",
-			o.Requested.Human())
+			o.Requested.String())
 	case !k(FieldRequested):
 		d.Cause = CauseUnknown
 		d.Reason = "the message states no request size"
 	case k(FieldCapacity) && o.Requested > o.Capacity:
 		d.Cause = CauseTooLarge
-		d.Reason = fmt.Sprintf("one request of %s is larger than the whole device (%s)", o.Requested.Human(), o.Capacity.Human())
+		d.Reason = fmt.Sprintf("one request of %s is larger than the whole device (%s)", o.Requested.String(), o.Capacity.String())
 	case capped && o.Requested > o.Allowed:
 		d.Cause = CauseTooLarge
-		d.Reason = fmt.Sprintf("one request of %s is larger than the cap of %s", o.Requested.Human(), o.Allowed.Human())
+		d.Reason = fmt.Sprintf("one request of %s is larger than the cap of %s", o.Requested.String(), o.Allowed.String())
 	case capped && heldBy(&o)+o.Requested > o.Allowed:
 		d.Cause = CauseLimit
-		d.Reason = fmt.Sprintf("%s held + %s requested exceeds the cap of %s", heldBy(&o).Human(), o.Requested.Human(), o.Allowed.Human())
+		d.Reason = fmt.Sprintf("%s held + %s requested exceeds the cap of %s", heldBy(&o).String(), o.Requested.String(), o.Allowed.String())
 	case k(FieldFree) && o.Free-o.Requested >= contextAllowance:
 		d.Cause = CauseLimit
-		d.Reason = fmt.Sprintf("the driver reports %s free, well above the %s requested: a limit refused it (memory fraction, MIG slice, WDDM, or the driver's own fragmentation)", o.Free.Human(), o.Requested.Human())
+		d.Reason = fmt.Sprintf("the driver reports %s free, well above the %s requested: a limit refused it (memory fraction, MIG slice, WDDM, or the driver's own fragmentation)", o.Free.String(), o.Requested.String())
 	case k(FieldReservedUnallocated) && o.ReservedUnallocated >= o.Requested && d.Fragmentation >= minFragmentation && o.Framework == PyTorch:
 		d.Cause = CauseFragmentation
 		d.Reason = fmt.Sprintf("%s is reserved but unallocated (%.1f%% of reserved), at least the %s requested, yet no free block is large enough",
-			o.ReservedUnallocated.Human(), 100*d.Fragmentation, o.Requested.Human())
+			o.ReservedUnallocated.String(), 100*d.Fragmentation, o.Requested.String())
 	case d.OtherProcesses > 0 && d.OtherProcesses >= d.Shortfall && k(FieldFree):
 		d.Cause = CauseOtherProcesses
 		d.Reason = fmt.Sprintf("other processes hold %s, more than the %s shortfall (%s requested, %s free)",
-			d.OtherProcesses.Human(), d.Shortfall.Human(), o.Requested.Human(), o.Free.Human())
+			d.OtherProcesses.String(), d.Shortfall.String(), o.Requested.String(), o.Free.String())
 	case k(FieldFree) && o.Free >= o.Requested && k(FieldCapacity) && held >= o.Capacity/2:
 		d.Cause = CauseExhausted
 		d.Reason = fmt.Sprintf("%s free barely covers the %s requested while this process holds %s of %s: the device is full",
-			o.Free.Human(), o.Requested.Human(), held.Human(), o.Capacity.Human())
+			o.Free.String(), o.Requested.String(), held.String(), o.Capacity.String())
 	case k(FieldFree) && o.Free >= o.Requested:
 		d.Cause = CauseLimit
-		d.Reason = fmt.Sprintf("the driver reports %s free, enough for the %s requested: the driver refused a block that large (granularity, fragmentation of device memory, or a limit)", o.Free.Human(), o.Requested.Human())
+		d.Reason = fmt.Sprintf("the driver reports %s free, enough for the %s requested: the driver refused a block that large (granularity, fragmentation of device memory, or a limit)", o.Free.String(), o.Requested.String())
 	case o.Era == EraAsync && d.Shortfall > 0 && outsideMatters(d.Outside, d.Shortfall, held):
 		d.Cause = CauseFragmentation
 		d.Reason = fmt.Sprintf("%s of the device is neither free nor allocated by PyTorch: cudaMallocAsync's pool keeps freed memory, or other processes hold it; it exceeds the %s shortfall",
-			d.Outside.Human(), d.Shortfall.Human())
+			d.Outside.String(), d.Shortfall.String())
 	case d.Shortfall > 0 && len(o.ProcessList()) == 0 && !o.Has(FieldSelf) && outsideMatters(d.Outside, d.Shortfall, held):
 		d.Cause = CauseOtherProcesses
 		d.Reason = fmt.Sprintf("%s of the device is held outside this allocator (capacity %s − free %s − reserved %s), more than the %s shortfall plus a CUDA context",
-			d.Outside.Human(), o.Capacity.Human(), o.Free.Human(), o.Reserved.Human(), d.Shortfall.Human())
+			d.Outside.String(), o.Capacity.String(), o.Free.String(), o.Reserved.String(), d.Shortfall.String())
 	case k(FieldFree):
 		d.Cause = CauseExhausted
 		d.Reason = fmt.Sprintf("%s requested but %s free; this process holds %s (%s allocated, %.2f%% fragmentation)",
-			o.Requested.Human(), o.Free.Human(), held.Human(), d.Allocated.Human(), 100*max(d.Fragmentation, 0))
+			o.Requested.String(), o.Free.String(), held.String(), d.Allocated.String(), 100*max(d.Fragmentation, 0))
 	case k(FieldCapacity) && held > 0 && held+o.Requested > o.Capacity:
 		d.Cause = CauseExhausted
-		d.Reason = fmt.Sprintf("%s in use + %s requested exceeds the allocator's limit of %s", held.Human(), o.Requested.Human(), o.Capacity.Human())
+		d.Reason = fmt.Sprintf("%s in use + %s requested exceeds the allocator's limit of %s", held.String(), o.Requested.String(), o.Capacity.String())
 	case k(FieldCapacity) && (k(FieldReserved) || k(FieldAllocated)):
 		d.Cause = CauseLimit
-		d.Reason = fmt.Sprintf("%s held + %s requested fits the %s device: a limit of the platform or driver refused it", held.Human(), o.Requested.Human(), o.Capacity.Human())
+		d.Reason = fmt.Sprintf("%s held + %s requested fits the %s device: a limit of the platform or driver refused it", held.String(), o.Requested.String(), o.Capacity.String())
 	default:
 		d.Cause = CauseUnknown
-		d.Reason = fmt.Sprintf("%s requested; the message does not say what else holds the device", o.Requested.Human())
+		d.Reason = fmt.Sprintf("%s requested; the message does not say what else holds the device", o.Requested.String())
 	}
 	d.Advice = advise(&o, &d, env, bigRequest)
 	return d
@@ -334,7 +334,7 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 		add(ActionLowerBatch, "lower the micro-batch (keep the global batch with gradient accumulation): activations scale with it")
 		add(ActionCheckpointing, "enable activation checkpointing: keep only layer inputs and recompute the rest in backward")
 		if big {
-			add(ActionFlashAttention, "a single %s request often is an eager attention score matrix: use flash / memory-efficient attention (SDPA)", o.Requested.Human())
+			add(ActionFlashAttention, "a single %s request often is an eager attention score matrix: use flash / memory-efficient attention (SDPA)", o.Requested.String())
 		} else {
 			add(ActionFlashAttention, "use flash / memory-efficient attention (SDPA) instead of eager attention")
 		}
@@ -347,8 +347,8 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 	case CauseFragmentation:
 		if o.Era == EraAsync {
 			add(ActionExpandableSegments, "switch %s from backend:cudaMallocAsync to the native allocator with expandable_segments:True; the async pool keeps %s it cannot reuse for this request",
-				env, d.Outside.Human())
-			add(ActionFreeOtherProcess, "check nvidia-smi for other processes on GPU %d: they are part of the same %s", o.Device, d.Outside.Human())
+				env, d.Outside.String())
+			add(ActionFreeOtherProcess, "check nvidia-smi for other processes on GPU %d: they are part of the same %s", o.Device, d.Outside.String())
 			reduce()
 			break
 		}
@@ -358,7 +358,7 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 			add(ActionExpandableSegments, "after upgrading to PyTorch 2.1+, set %s=expandable_segments:True", env)
 		} else {
 			add(ActionExpandableSegments, "set %s=expandable_segments:True: segments grow in place instead of leaving %s stranded in split blocks",
-				env, o.ReservedUnallocated.Human())
+				env, o.ReservedUnallocated.String())
 			add(ActionMaxSplitSize, "or set %s=max_split_size_mb:%d so that blocks of the request's size are not split", env, splitSizeMB(o.Requested))
 		}
 		add(ActionLowerBatch, "if it persists, lower the micro-batch: variable-size batches fragment the cache")
@@ -366,24 +366,24 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 		if d.OtherProcesses > 0 {
 			var pids []string
 			for _, p := range o.ProcessList() {
-				pids = append(pids, fmt.Sprintf("%d (%s)", p.PID, p.Used.Human()))
+				pids = append(pids, fmt.Sprintf("%d (%s)", p.PID, p.Used.String()))
 			}
 			add(ActionFreeOtherProcess, "free the other processes on GPU %d: %s, or move this job to an idle GPU", o.Device, strings.Join(pids, ", "))
 		} else {
-			add(ActionFreeOtherProcess, "find what else holds %s of GPU %d (nvidia-smi): other jobs, a notebook kernel, the display; free it or use another GPU", d.Outside.Human(), o.Device)
+			add(ActionFreeOtherProcess, "find what else holds %s of GPU %d (nvidia-smi): other jobs, a notebook kernel, the display; free it or use another GPU", d.Outside.String(), o.Device)
 		}
 		reduce()
 	case CauseTooLarge:
-		add(ActionChunk, "split the operation that asks for %s into chunks (batch, heads or sequence), since it alone exceeds the device", o.Requested.Human())
+		add(ActionChunk, "split the operation that asks for %s into chunks (batch, heads or sequence), since it alone exceeds the device", o.Requested.String())
 		add(ActionFlashAttention, "if it is an attention score matrix, flash / memory-efficient attention never materializes it")
 		add(ActionShard, "otherwise shard (tensor parallel, FSDP/ZeRO-3), offload or quantize the tensor")
 		add(ActionLowerBatch, "lower the micro-batch or sequence length")
 	case CauseLimit:
 		switch {
 		case o.Backend == MPS:
-			add(ActionRaiseLimit, "raise PYTORCH_MPS_HIGH_WATERMARK_RATIO (0.0 removes the %s cap, at the risk of system instability)", d.Allowed.Human())
+			add(ActionRaiseLimit, "raise PYTORCH_MPS_HIGH_WATERMARK_RATIO (0.0 removes the %s cap, at the risk of system instability)", d.Allowed.String())
 		case o.Has(FieldAllowed):
-			add(ActionRaiseLimit, "raise torch.cuda.set_per_process_memory_fraction: the cap is %s of %s", d.Allowed.Human(), d.Capacity.Human())
+			add(ActionRaiseLimit, "raise torch.cuda.set_per_process_memory_fraction: the cap is %s of %s", d.Allowed.String(), d.Capacity.String())
 		default:
 			add(ActionRaiseLimit, "check for a memory cap: set_per_process_memory_fraction, a MIG slice, a container limit, or Windows WDDM")
 			if o.Framework == PyTorch {
@@ -394,7 +394,7 @@ func advise(o *OOM, d *Diagnosis, env string, big bool) []Advice {
 	case CauseExhausted:
 		reduce()
 		if o.Has(FieldSelf) && o.Self-d.Reserved > gpumem.GiB {
-			add(ActionFreeOtherProcess, "this process holds %s outside PyTorch's allocator (other libraries, a second framework)", (o.Self - d.Reserved).Human())
+			add(ActionFreeOtherProcess, "this process holds %s outside PyTorch's allocator (other libraries, a second framework)", (o.Self - d.Reserved).String())
 		}
 	default:
 		switch o.Framework {

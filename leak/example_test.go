@@ -20,7 +20,7 @@ func ExampleOOM_Diagnose() {
 	d := o.Diagnose()
 	fmt.Println(o.Era)
 	fmt.Println(d.Cause)
-	fmt.Printf("fragmentation %.2f%%, short by %s\n", 100*d.Fragmentation, d.Shortfall.Human())
+	fmt.Printf("fragmentation %.2f%%, short by %s\n", 100*d.Fragmentation, d.Shortfall.String())
 	fmt.Println(d.Advice[0].Action == leak.ActionLowerBatch)
 	// Output:
 	// pytorch 1.4-2.0 (reserved in total)
@@ -62,9 +62,9 @@ Step 1000: CUDA OOM`
 
 func ExampleParseOOM() {
 	o, _ := leak.ParseOOM(`torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 546.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which 514.19 MiB is free. Process 562167 has 15.25 GiB memory in use. Of the allocated memory 13.73 GiB is allocated by PyTorch, with 46.00 MiB allocated in private pools (e.g., CUDA Graphs), and 736.86 MiB is reserved by PyTorch but unallocated.`)
-	fmt.Println(o.Framework, o.Backend, o.Device, o.Requested.Human(), o.Free.Human())
-	fmt.Println(o.Reserved.Human(), o.Has(leak.FieldReserved), o.Known(leak.FieldReserved))
-	fmt.Println(o.ProcessList()[0].PID, o.PrivatePools.Human())
+	fmt.Println(o.Framework, o.Backend, o.Device, o.Requested.String(), o.Free.String())
+	fmt.Println(o.Reserved.String(), o.Has(leak.FieldReserved), o.Known(leak.FieldReserved))
+	fmt.Println(o.ProcessList()[0].PID, o.PrivatePools.String())
 	// Output:
 	// pytorch CUDA 0 546.00 MiB 514.19 MiB
 	// 14.45 GiB false true

@@ -1056,16 +1056,16 @@ func (s Sample) String() string {
 		fmt.Fprintf(&b, " time=%s", s.Time.Format(time.RFC3339Nano))
 	}
 	if s.Has&ColAllocated != 0 {
-		fmt.Fprintf(&b, " allocated=%s", s.Allocated.Human())
+		fmt.Fprintf(&b, " allocated=%s", s.Allocated.String())
 	}
 	if s.Has&ColReserved != 0 {
-		fmt.Fprintf(&b, " reserved=%s", s.Reserved.Human())
+		fmt.Fprintf(&b, " reserved=%s", s.Reserved.String())
 	}
 	if s.Has&ColUsed != 0 {
-		fmt.Fprintf(&b, " used=%s", s.Used.Human())
+		fmt.Fprintf(&b, " used=%s", s.Used.String())
 	}
 	if s.Has&ColCapacity != 0 {
-		fmt.Fprintf(&b, " capacity=%s", s.Capacity.Human())
+		fmt.Fprintf(&b, " capacity=%s", s.Capacity.String())
 	}
 	if s.Peak {
 		b.WriteString(" peak")

@@ -111,7 +111,7 @@ func (r Report) shortForecast(c float64, capacity gpumem.Bytes) Forecast {
 	f.Low = r.fit.x0 + lo
 	f.High = r.fit.x0 + hi
 	r.fillTime(&f)
-	f.Reason = fmt.Sprintf("at the rate of %d samples, %s would be reached at %s (an extrapolation from too few samples to test)", r.Samples, capacity.Human(), r.At(f.Step))
+	f.Reason = fmt.Sprintf("at the rate of %d samples, %s would be reached at %s (an extrapolation from too few samples to test)", r.Samples, capacity.String(), r.At(f.Step))
 	return f
 }
 
@@ -122,7 +122,7 @@ func describeShort(r *Report, unit string) string {
 		conf = fmt.Sprintf("confidence %.3f with %d degrees of freedom", r.Confidence, r.Samples-2)
 	}
 	s := fmt.Sprintf("%s over %d samples: %s → %s, %s per %s (Theil–Sen; between consecutive samples %s to %s per %s), %s; %d samples are needed for a leak verdict",
-		r.Shape, r.Samples, r.First.Human(), r.Last.Human(), signedHuman(r.BytesPerStep), unit,
+		r.Shape, r.Samples, r.First.String(), r.Last.String(), signedHuman(r.BytesPerStep), unit,
 		signedHuman(r.SlopeLow), signedHuman(r.SlopeHigh), unit, conf, r.MinSamples)
 	if r.Peak {
 		s += "; running-peak column: growth means a new largest batch, not a leak"
@@ -143,9 +143,9 @@ func signedHuman(v float64) string {
 	b := gpumem.Bytes(math.Round(math.Abs(v)))
 	switch {
 	case v > 0 && b > 0:
-		return "+" + b.Human()
+		return "+" + b.String()
 	case v < 0 && b > 0:
-		return "-" + b.Human()
+		return "-" + b.String()
 	}
-	return b.Human()
+	return b.String()
 }

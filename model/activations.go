@@ -57,6 +57,14 @@ import (
 // AttentionKernel is the implementation of the attention core (scores,
 // softmax, weighted sum) whose saved tensors an estimate assumes. The zero
 // value is [Eager].
+//
+// It is the choice of a kernel, as Hugging Face's attn_implementation
+// names it and as budget.Job.Attention, budget.Limits.Attention and the
+// command line's --attention take it. Package attention describes one
+// call of each kernel, with the options a model's code sets, behind the
+// attention.Kernel interface; the choices are those kernels: Eager is
+// attention.Eager, SDPA is attention.MemEfficient, Flash is
+// attention.Flash (Version 2).
 type AttentionKernel uint8
 
 const (

@@ -591,21 +591,42 @@ func (f Finetune) trainable(all []Run) ([]Run, error) {
 	return out, nil
 }
 
-// TrainableParams returns the element count of [Finetune.Trainable].
-func (f Finetune) TrainableParams() (int64, error) {
+// Validate reports why f cannot be built, with the errors [Finetune.Runs]
+// returns: those of [Spec.Validate], then of the adapters, the
+// quantization and the Train predicate. Nil means [Finetune.Params] and
+// [Finetune.TrainableParams] are the counts.
+func (f Finetune) Validate() error {
+	_, _, err := f.Runs()
+	return err
+}
+
+// TrainableParams returns the element count of [Finetune.Trainable], or 0
+// when f fails [Finetune.Validate].
+//
+// Counts take the shape of [Spec.Params]: a plain number, 0 for a setup
+// that cannot be built, whose reason Validate gives. A count is a
+// property asked for again and again (tables, logs, JSON) of a setup
+// checked once, and NewModel, which every estimate goes through, returns
+// the same errors.
+func (f Finetune) TrainableParams() int64 {
 	ts, err := f.Trainable()
 	if err != nil {
-		return 0, err
+		return 0
 	}
-	return sumElems(ts)
+	n, err := sumElems(ts)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Params returns the element count of the base model plus the adapters
-// (quantization constants are not parameters).
-func (f Finetune) Params() (int64, error) {
+// (quantization constants are not parameters), or 0 when f fails
+// [Finetune.Validate]. See [Finetune.TrainableParams] for the shape.
+func (f Finetune) Params() int64 {
 	all, err := f.Tensors()
 	if err != nil {
-		return 0, err
+		return 0
 	}
 	kept := all[:0:0]
 	for _, t := range all {
@@ -613,7 +634,11 @@ func (f Finetune) Params() (int64, error) {
 			kept = append(kept, t)
 		}
 	}
-	return sumElems(kept)
+	n, err := sumElems(kept)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // WeightsBytes returns the storage of [Finetune.Tensors]: base weights in

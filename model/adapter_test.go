@@ -36,10 +36,10 @@ func TestLoRAPublished(t *testing.T) {
 			s, ok := Lookup(tc.model)
 			require.True(t, ok)
 			f := Finetune{Model: s, LoRA: LoRA{Rank: 8}}
-			got, err := f.TrainableParams()
+			got, err := f.TrainableParams(), f.Validate()
 			require.NoError(t, err)
 			assert.Equal(t, tc.trainable, got, tc.source)
-			all, err := f.Params()
+			all, err := f.Params(), f.Validate()
 			require.NoError(t, err)
 			assert.Equal(t, tc.all, all, tc.source)
 		})
@@ -138,10 +138,10 @@ func TestQLoRA(t *testing.T) {
 	bits := float64(8*(int64(linear/2)+int64(constants))) / float64(linear)
 	assert.InEpsilon(t, 4.127, bits, 0.001)
 
-	tr, err := f.TrainableParams()
+	tr, err := f.TrainableParams(), f.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(64*32*(4*8192+3*(4096+11008))), tr) // 159,907,840
-	params, err := f.Params()
+	params, err := f.Params(), f.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, s.Params()+tr, params)
 
@@ -149,7 +149,7 @@ func TestQLoRA(t *testing.T) {
 		t.Parallel()
 		g := f
 		g.Train = TrainParts("layer")
-		_, err := g.TrainableParams()
+		err := g.Validate()
 		require.ErrorIs(t, err, gpumem.ErrInvalid)
 	})
 	t.Run("unsupported quant", func(t *testing.T) {
@@ -165,20 +165,20 @@ func TestTrainPredicates(t *testing.T) {
 	t.Parallel()
 	s, _ := Lookup("llava-1.5-7b")
 	proj := Finetune{Model: s, Train: TrainParts("projector")}
-	n, err := proj.TrainableParams()
+	n, err := proj.TrainableParams(), proj.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(20_979_712), n) // 1024·4096+4096 + 4096²+4096
 	frozen := Finetune{Model: s, Train: FreezeParts("vision")}
-	n, err = frozen.TrainableParams()
+	n, err = frozen.TrainableParams(), frozen.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(7_063_427_072-303_507_456), n)
 	full := Finetune{Model: s}
-	n, err = full.TrainableParams()
+	n, err = full.TrainableParams(), full.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, s.Params(), n)
 	// DeepSeek-V3's router bias is a buffer: it never trains.
 	ds, _ := Lookup("deepseek-v3")
-	n, err = Finetune{Model: ds}.TrainableParams()
+	n, err = Finetune{Model: ds}.TrainableParams(), Finetune{Model: ds}.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(671_026_419_200-58*256), n)
 }
@@ -213,7 +213,7 @@ func TestFP8DeepSeek(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 45_032, scales)
-	params, err := f.Params()
+	params, err := f.Params(), f.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, s.Params(), params) // scales are not parameters
 	_, err = Finetune{Model: s, Quant: gpumem.FP8E4M3, FP8Block: [2]int64{128, 0}}.Tensors()

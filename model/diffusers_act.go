@@ -43,7 +43,7 @@ package model
 // projection, or the eager attention matrix) plus, under checkpointing,
 // the recomputed unit's saved tensors. No CPU oracle covers these
 // kernels; the figures are checked against published measurements
-// (testdata/published, internal/accuracy).
+// (testdata/published, cmd/gpumem/internal/accuracy).
 
 import (
 	"github.com/gpumem/gpumem"

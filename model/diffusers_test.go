@@ -96,7 +96,7 @@ func TestDiffusersLoRA(t *testing.T) {
 	t.Parallel()
 	s, _ := Lookup("sdxl-unet")
 	f := Finetune{Model: s, LoRA: LoRA{Rank: 4}}
-	n, err := f.TrainableParams()
+	n, err := f.TrainableParams(), f.Validate()
 	require.NoError(t, err)
 	// SDXL DreamBooth LoRA log: "unet params = 2567463684" then
 	// "training lora parameters = 5806080" (rank 4). By hand: 70
@@ -105,7 +105,7 @@ func TestDiffusersLoRA(t *testing.T) {
 	// SD 1.5 at rank 4, by the same rule: 16 blocks (5 at 320, 5 at 640,
 	// 6 at 1280), 14·4·c + 2·4·768 each: 120,320 + 209,920 + 466,944.
 	s, _ = Lookup("sd-1.5-unet")
-	n, err = Finetune{Model: s, LoRA: LoRA{Rank: 4}}.TrainableParams()
+	n, err = Finetune{Model: s, LoRA: LoRA{Rank: 4}}.TrainableParams(), Finetune{Model: s, LoRA: LoRA{Rank: 4}}.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(797_184), n)
 }
@@ -145,7 +145,7 @@ func TestSD3(t *testing.T) {
 	t.Parallel()
 	s, ok := Lookup("sd3-medium-transformer")
 	require.True(t, ok)
-	n, err := Finetune{Model: s}.TrainableParams()
+	n, err := Finetune{Model: s}.TrainableParams(), Finetune{Model: s}.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(2_028_328_000), n)
 	shapes := map[string][]int64{}

@@ -11,7 +11,7 @@ import (
 func ExampleLookup() {
 	s, _ := model.Lookup("llama-3-8b")
 	b, _ := s.Bytes(gpumem.BF16)
-	fmt.Println(s.Params(), s.KVHeads, s.HeadDim, b.Human())
+	fmt.Println(s.Params(), s.KVHeads, s.HeadDim, b.String())
 	// Output: 8030261248 8 128 14.96 GiB
 }
 
@@ -41,16 +41,16 @@ func ExampleFinetune() {
 		Quant:     gpumem.NF4,
 		Blockwise: gpumem.Blockwise{Block: 64, Nested: true},
 	}
-	trainable, _ := qlora.TrainableParams()
+	trainable := qlora.TrainableParams()
 	weights, _ := qlora.WeightsBytes()
-	fmt.Println(trainable, weights.Human())
+	fmt.Println(trainable, weights.String())
 	// Output: 159907840 4.20 GiB
 }
 
 func ExampleTrainParts() {
 	s, _ := model.Lookup("llava-1.5-7b")
 	stage1 := model.Finetune{Model: s, Train: model.TrainParts("projector")}
-	n, _ := stage1.TrainableParams()
+	n := stage1.TrainableParams()
 	fmt.Println(n)
 	// Output: 20979712
 }

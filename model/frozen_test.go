@@ -15,9 +15,9 @@ import (
 // decoder's learned positions and other families' tables do train.
 func TestFrozenByModel(t *testing.T) {
 	s := mustLookup(t, "whisper-small")
-	all, err := model.Finetune{Model: s}.Params()
+	all, err := model.Finetune{Model: s}.Params(), model.Finetune{Model: s}.Validate()
 	require.NoError(t, err)
-	trainable, err := model.Finetune{Model: s}.TrainableParams()
+	trainable, err := model.Finetune{Model: s}.TrainableParams(), model.Finetune{Model: s}.Validate()
 	require.NoError(t, err)
 	require.Equal(t, all-1500*768, trainable)
 	forced, err := model.Finetune{Model: s, Train: model.TrainParts("encoder")}.Trainable()

@@ -53,7 +53,7 @@ func TestQuantFormatsBytes(t *testing.T) {
 		got = tensorBytes(t, f, down, ".qweight", ".qzeros", ".scales", ".g_idx")
 		assert.Equal(t, []gpumem.Bytes{22_544_384, 176_128, 704_512, 44_032}, got)
 		// The quantized weight keeps its parameter count.
-		n, err := f.Params()
+		n, err := f.Params(), f.Validate()
 		require.NoError(t, err)
 		assert.Equal(t, s.Params(), n)
 	})

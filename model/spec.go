@@ -693,7 +693,10 @@ func (s Spec) Runs() []Run {
 
 // Params returns the number of parameters of s: the sum of the element
 // counts of [Spec.Tensors]. It returns 0 for a Spec that fails
-// [Spec.Validate].
+// [Spec.Validate], which says why. Every parameter count of the module
+// takes this shape ([Finetune.Params], [Finetune.TrainableParams],
+// [DiffusionPipeline.Params]): a count is asked for again and again of a
+// value checked once.
 func (s Spec) Params() int64 {
 	if s.Inventory != nil {
 		if s.Validate() != nil {

@@ -55,7 +55,7 @@ func TestStepPeakOracle(t *testing.T) {
 		}
 		name := fmt.Sprintf("%d/%s%s/%s/p%g/b%d/s%d", i, cfg.Arch, cfg.Variant, cfg.Ckpt, cfg.Dropout, cfg.Batch, cfg.Seq)
 		s, w := oracleSpec(t, c)
-		m, err := budget.NewModel(model.Finetune{Model: s})
+		m, err := budget.ModelOf(s)
 		require.NoError(t, err, name)
 		j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.FP32, Gradients: budget.NoStep, Attention: model.Eager,
 			Batch: int(w.Batch), SeqLen: int(w.SeqLen), Dropout: w.Dropout, Checkpointing: w.Checkpointing, KeepLogits: true}

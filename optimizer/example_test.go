@@ -37,10 +37,10 @@ func llama2_7B(dt gpumem.DType) []gpumem.Tensor {
 func Example_llama2() {
 	ts := llama2_7B(gpumem.FP32)
 	base, _ := optimizer.Total(optimizer.AdamW{}, ts)
-	fmt.Printf("%-22s %s\n", optimizer.AdamW{}, base.Human())
+	fmt.Printf("%-22s %s\n", optimizer.AdamW{}, base.String())
 	for _, opt := range []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}} {
 		b, _ := optimizer.Total(opt, ts)
-		fmt.Printf("%-22s %s, saves %.2f GiB\n", opt, b.Human(), (base - b).GiB())
+		fmt.Printf("%-22s %s, saves %.2f GiB\n", opt, b.String(), (base - b).GiB())
 	}
 	// Output:
 	// torch.optim.AdamW      50.21 GiB
@@ -62,7 +62,7 @@ func ExampleTotal() {
 		}
 	}
 	b, _ := optimizer.Total(optimizer.AdamW{}, lora)
-	fmt.Println(len(lora), "adapter tensors:", b.Human())
+	fmt.Println(len(lora), "adapter tensors:", b.String())
 	// Output:
 	// 128 adapter tensors: 64.00 MiB
 }
@@ -89,9 +89,9 @@ func ExampleDescribe() {
 		{Name: "norm", Shape: []int64{4096}, DType: gpumem.BF16},
 	}
 	bd, _ := optimizer.Describe(optimizer.AdamW8bit{Paged: true}, ts)
-	fmt.Println(bd.Optimizer, "state", bd.State, "device", bd.Device, "managed", bd.Managed)
+	fmt.Println(bd.Optimizer, "state", bd.State.Exact(), "device", bd.Device.Exact(), "managed", bd.Managed.Exact())
 	for _, p := range bd.Parts {
-		fmt.Println(p.Name, p.Bytes)
+		fmt.Println(p.Name, p.Bytes.Exact())
 	}
 	// Output:
 	// bnb.optim.PagedAdamW8bit state 34089088B device 534656B managed 32MiB
@@ -106,7 +106,7 @@ func ExampleAdafactor() {
 	hf, _ := optimizer.Adafactor{}.State(w)
 	pt, _ := optimizer.Adafactor{Torch: true}.State(w)
 	adam, _ := optimizer.AdamW{}.State(w)
-	fmt.Println(hf, pt, adam)
+	fmt.Println(hf.Exact(), pt.Exact(), adam.Exact())
 	// Output:
 	// 60420B 30212B 180355076B
 }

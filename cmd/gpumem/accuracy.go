@@ -19,8 +19,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 	"github.com/gpumem/gpumem/enginelog"
-	"github.com/gpumem/gpumem/internal/accuracy"
 )
 
 // errGate reports an accuracy comparison that misses the gate (exit 1).

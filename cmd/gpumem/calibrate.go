@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
-	"github.com/gpumem/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 )
 
 // profileSchema is the version of the profile file calibrate writes.
@@ -370,7 +370,7 @@ func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
 func printCalibration(out io.Writer, p profile, file string) {
 	fmt.Fprintf(out, "fitted %d rows\n", p.Fit.N)
 	if p.Context > 0 {
-		fmt.Fprintf(out, "context        %s (%d bytes)\n", gpumem.Bytes(p.Context), p.Context)
+		fmt.Fprintf(out, "context        %s (%d bytes)\n", gpumem.Bytes(p.Context).Exact(), p.Context)
 	} else {
 		fmt.Fprintf(out, "context        not measured (the default stays)\n")
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
-	"github.com/gpumem/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 )
 
 // The known answer of the synthetic rows: a fleet whose allocator holds

@@ -412,7 +412,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 		band.LineStyle.Width = 0
 		p.Add(band)
 		v := s.needs[i0].Components()[k].Bytes
-		legend = append(legend, entry{fmt.Sprintf("%-14s %10s", strings.ReplaceAll(c.Name, "_", " "), v.Human()), band})
+		legend = append(legend, entry{fmt.Sprintf("%-14s %10s", strings.ReplaceAll(c.Name, "_", " "), v.String()), band})
 		bottom = top
 	}
 
@@ -459,12 +459,12 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 	l.Padding = vg.Points(3)
 	l.Add(fmt.Sprintf("%s: %s %d", mark, axisLabel(s.axis, true), s.x0), own)
 	if freeLine != nil {
-		l.Add(fmt.Sprintf("%-14s %10s", "free on GPU", dev.Free().Human()), freeLine)
+		l.Add(fmt.Sprintf("%-14s %10s", "free on GPU", dev.Free().String()), freeLine)
 	}
 	if usableLine != nil {
-		l.Add(fmt.Sprintf("%-14s %10s", "less headroom", (dev.Free()-hr.bytes).Human()), usableLine)
+		l.Add(fmt.Sprintf("%-14s %10s", "less headroom", (dev.Free()-hr.bytes).String()), usableLine)
 	}
-	l.Add(fmt.Sprintf("%-14s %10s", "device peak", s.needs[i0].Device().Human()), peak)
+	l.Add(fmt.Sprintf("%-14s %10s", "device peak", s.needs[i0].Device().String()), peak)
 	for i := len(legend) - 1; i >= 0; i-- {
 		l.Add(legend[i].name, legend[i].thumb)
 	}
@@ -504,7 +504,7 @@ const chartTitleWidth = 90
 func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 	parts := []string{fmt.Sprintf("%s: %s", describe(j), j.Mode), j.Precision.String()}
 	if total, trainable := j.Model.Params(); j.Mode == budget.Training && trainable < total {
-		parts = append(parts, group3(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
+		parts = append(parts, gpumem.Thousands(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
 	}
 	if j.Optimizer != nil {
 		parts = append(parts, j.Optimizer.String())
@@ -540,13 +540,13 @@ func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 	case dev.Capacity == 0:
 		b.WriteString("device peak by component (no GPU named: give --gpu or --memory for the fit line)")
 	case s.fitMax == 0:
-		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false), hr.name)
 	case s.fitMax == s.limit:
-		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", clean(dev.Name), dev.Free().Human(),
-			axisLabel(s.axis, false), group3(int64(s.fitMax)), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", clean(dev.Name), dev.Free().String(),
+			axisLabel(s.axis, false), gpumem.Thousands(int64(s.fitMax)), hr.name)
 	default:
-		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", clean(dev.Name), dev.Free().Human(), axisLabel(s.axis, false),
-			group3(int64(s.fitMax)), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false),
+			gpumem.Thousands(int64(s.fitMax)), hr.name)
 	}
 	return b.String()
 }

@@ -28,7 +28,7 @@ func runDevices(args []string, _ io.Reader, out, _ io.Writer) error {
 		if cc == "" {
 			cc = "—"
 		}
-		fmt.Fprintf(out, "%-*s  %10s  %12s  %s\n", width, d.Name, d.Capacity.Human(), d.Capacity, cc)
+		fmt.Fprintf(out, "%-*s  %10s  %12s  %s\n", width, d.Name, d.Capacity.String(), d.Capacity.Exact(), cc)
 	}
 	return nil
 }

@@ -227,7 +227,7 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
 	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
-	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots (default current: the output layer first)")
+	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots, and a DeepSeek-V2/V3 cache keeps every head's K and V before 2025-04-15, the MLA latent in K and V until 2026-01-24, in K alone since (default current: the output layer first)")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -657,25 +657,12 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	if f.profileData != nil {
 		f.profileData.apply(&j.Overhead)
 	}
-	switch {
-	case f.gpu != "" && f.memory != "":
-		return j, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
-	case f.gpu != "":
-		d, ok := gpumem.LookupDevice(f.gpu)
-		if !ok {
-			return j, dev, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, f.gpu, suggestGPU(f.gpu))
-		}
-		dev, j.Device = d, d
-	case f.memory != "":
-		b, err := gpumem.ParseBytes(f.memory)
-		if err != nil {
-			return j, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
-		}
-		if b < 1 {
-			// Zero is not "no GPU named": that would pass any job.
-			return j, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
-		}
-		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	d, catalog, err := deviceFlags(f.gpu, f.memory)
+	if err != nil {
+		return j, dev, err
+	}
+	if dev = d; catalog {
+		j.Device = d
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		if dev.Capacity == 0 {
@@ -974,9 +961,9 @@ func headroomOf(lim *budget.Limits, free gpumem.Bytes) headroom {
 	pct := strconv.FormatFloat(100*frac, 'g', 4, 64) + "%"
 	switch {
 	case fixed > 0 && frac > 0:
-		hr.name = fixed.Human() + " + " + pct + " headroom"
+		hr.name = fixed.String() + " + " + pct + " headroom"
 	case fixed > 0:
-		hr.name = fixed.Human() + " headroom"
+		hr.name = fixed.String() + " headroom"
 	case frac > 0:
 		hr.name = pct + " headroom"
 	default:
@@ -993,7 +980,7 @@ func (h headroom) String() string {
 	if h.bytes == 0 || !strings.Contains(h.name, "%") {
 		return h.name
 	}
-	return h.name + " (" + h.bytes.Human() + ")"
+	return h.name + " (" + h.bytes.String() + ")"
 }
 
 func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
@@ -1094,9 +1081,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprint(out, ", evaluation loss")
 	}
 	if j.Mode == budget.Load {
-		fmt.Fprintf(out, "\nparameters %s\n", group3(total))
+		fmt.Fprintf(out, "\nparameters %s\n", gpumem.Thousands(total))
 	} else {
-		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", group3(total), group3(trainable))
+		fmt.Fprintf(out, "\nparameters %s, trainable %s\n", gpumem.Thousands(total), gpumem.Thousands(trainable))
 	}
 	if j.Parallel.GPUs() > 1 {
 		fmt.Fprintf(out, "layout %s over %d GPUs; figures for one GPU", j.Parallel.Describe(), j.Parallel.GPUs())
@@ -1106,10 +1093,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	if need.Host > 0 {
-		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.Human(), need.HostNode.Human())
+		fmt.Fprintf(out, "host memory: %s per GPU, %s per node\n", need.Host.String(), need.HostNode.String())
 	}
 	fmt.Fprintln(out)
-	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.Human()) }
+	row := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, b.String()) }
 	if l := e.llama; l != nil {
 		fmt.Fprintf(out, "llama.cpp: offloaded %d/%d layers to GPU, %d KV cells, n_ubatch %d, flash attention %v\n",
 			l.Layers, l.Slots, l.Cells, l.UBatch, j.LlamaCpp.FlashAttention)
@@ -1158,10 +1145,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 			vrow("Estimated CUDA graph memory", gib(v.CUDAGraphs))
 		}
 		vrow("Available KV cache memory", gib(v.KVMemory))
-		vrow("# GPU blocks", group3(v.Blocks))
-		vrow("GPU KV cache size (tokens)", group3(v.Tokens))
-		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", group3(int64(v.MaxModelLen)), v.Concurrency)
-		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", group3(int64(v.MaxModelLen)), v.MinUtilization)
+		vrow("# GPU blocks", gpumem.Thousands(v.Blocks))
+		vrow("GPU KV cache size (tokens)", gpumem.Thousands(v.Tokens))
+		fmt.Fprintf(out, "  Maximum concurrency for %s tokens per request: %.2fx\n", gpumem.Thousands(int64(v.MaxModelLen)), v.Concurrency)
+		fmt.Fprintf(out, "  least gpu_memory_utilization for one request of %s tokens: %.3f\n", gpumem.Thousands(int64(v.MaxModelLen)), v.MinUtilization)
 		if v.CUDAGraphs > 0 {
 			fmt.Fprintf(out, "  the current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling; %.4f keeps the cache of earlier releases\n",
 				v.EquivalentUtilization+(v.CompensatingUtilization-v.EquivalentUtilization)/2, v.EquivalentUtilization, v.CompensatingUtilization)
@@ -1192,15 +1179,15 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
 	if dev.Capacity > 0 {
 		if fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
-				(dev.Free() - need.Required()).Human(), 100*budget.Utilization(need, dev))
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().String(),
+				(dev.Free() - need.Required()).String(), 100*budget.Utilization(need, dev))
 		} else if e.vllm != nil {
 			fmt.Fprintf(out, "does NOT fit on %s: one request of max_model_len %s tokens needs %s of KV cache, %s more than vLLM has\n",
-				clean(dev.Name), group3(int64(e.vllm.MaxModelLen)), e.vllm.Needed.Human(), shortfall.Human())
+				clean(dev.Name), gpumem.Thousands(int64(e.vllm.MaxModelLen)), e.vllm.Needed.String(), shortfall.String())
 		} else {
 			d := need.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
-				e.headroom, dev.Free().Human(), shortfall.Human(), d.Name, d.Bytes.Human())
+				e.headroom, dev.Free().String(), shortfall.String(), d.Name, d.Bytes.String())
 		}
 	}
 	return e.verdict()
@@ -1237,7 +1224,7 @@ func (e estimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.Human())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.String())
 }
 
 // estimation is an estimate and its fit on a device: what gpumem estimate
@@ -1495,4 +1482,31 @@ func splitTargets(s string) ([]string, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// deviceFlags reads --gpu and --memory: a GPU of the catalog (catalog
+// true), or free memory on an unnamed device, or neither (the zero
+// Device). Zero memory is refused, not taken for "no GPU named": that
+// would pass any job.
+func deviceFlags(gpu, memory string) (dev gpumem.Device, catalog bool, err error) {
+	switch {
+	case gpu != "" && memory != "":
+		return dev, false, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
+	case gpu != "":
+		d, ok := gpumem.LookupDevice(gpu)
+		if !ok {
+			return dev, false, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, gpu, suggestGPU(gpu))
+		}
+		return d, true, nil
+	case memory != "":
+		b, err := gpumem.ParseBytes(memory)
+		if err != nil {
+			return dev, false, fmt.Errorf("%w: --memory: %v", errUsage, err)
+		}
+		if b < 1 {
+			return dev, false, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, memory)
+		}
+		return gpumem.Device{Name: memory + " of free memory", Capacity: b}, false, nil
+	}
+	return dev, false, nil
 }

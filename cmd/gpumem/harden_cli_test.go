@@ -110,9 +110,9 @@ func TestOneLargestValue(t *testing.T) {
 		plan    []string
 		key     string
 	}{
-		{"seq", func(j budget.Job, d gpumem.Device) (int, error) { return budget.MaxSeqLen(j, d.Free()) },
+		{"seq", func(j budget.Job, d gpumem.Device) (int, error) { return budget.LongestSeqLen(j, d.Free()) },
 			[]string{"--max-seq", strconv.Itoa(budget.DefaultMaxSeqLen), "--min-batch", "4", "--max-batch", "4", "--allow", "none"}, "seq_len"},
-		{"batch", func(j budget.Job, d gpumem.Device) (int, error) { return budget.MaxBatch(j, d.Free()) },
+		{"batch", func(j budget.Job, d gpumem.Device) (int, error) { return budget.LargestBatch(j, d.Free()) },
 			[]string{"--allow", "none"}, "batch"},
 	} {
 		want, err := c.library(j, dev)
@@ -123,7 +123,7 @@ func TestOneLargestValue(t *testing.T) {
 		require.NoError(t, err, c.axis)
 		assert.Equal(t, want, s.fitMax, "%s: the chart's largest value and the library's", c.axis)
 		title := chartTitle(j, s, dev, hr)
-		assert.Contains(t, title, "fits up to "+axisLabel(c.axis, false)+" "+group3(int64(want))+" with 5% headroom", c.axis)
+		assert.Contains(t, title, "fits up to "+axisLabel(c.axis, false)+" "+gpumem.Thousands(int64(want))+" with 5% headroom", c.axis)
 
 		code, out, stderr := runCLI(t, "", append(append([]string{"plan"}, flags...), append(c.plan, "--json")...)...)
 		require.Equal(t, exitOK, code, stderr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/gpumem/gpumem"
@@ -185,13 +184,10 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 	if bb := s.Backbone; bb != nil {
 		r.stages = fmt.Sprintf("%d stages of widths %v, depths %v; %d×%d px images", len(bb.Widths), bb.Widths, bb.Depths, s.Image.Size, s.Image.Size)
 	}
-	var err error
-	if r.Params, err = ft.Params(); err != nil {
+	if err := ft.Validate(); err != nil {
 		return r, err
 	}
-	if r.TrainableParams, err = ft.TrainableParams(); err != nil {
-		return r, err
-	}
+	r.Params, r.TrainableParams = ft.Params(), ft.TrainableParams()
 	// Quantized (GGUF Q4_K, fp8 ...) tensors cannot train: budget.NewModel
 	// keeps them frozen, and counts only the tensors that can.
 	if m, err := budget.NewModel(ft); err == nil {
@@ -247,14 +243,14 @@ func (r inspection) print(w io.Writer) error {
 		fmt.Fprintf(tw, "geometry\t%d layers, hidden %d, %d heads (%d KV, head dim %d), intermediate %d, vocab %d\n",
 			r.Layers, r.Hidden, r.Heads, r.KVHeads, r.HeadDim, r.Intermediate, r.Vocab)
 	}
-	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", group3(r.Params), group3(r.TrainableParams))
+	fmt.Fprintf(tw, "parameters\t%s (%s trainable)\n", gpumem.Thousands(r.Params), gpumem.Thousands(r.TrainableParams))
 	dts := make([]string, 0, len(r.ByDType))
 	for d := range r.ByDType {
 		dts = append(dts, d)
 	}
 	sort.Strings(dts)
 	for _, d := range dts {
-		fmt.Fprintf(tw, "weights\t%s in %s\n", gpumem.Bytes(r.ByDType[d]).Human(), d)
+		fmt.Fprintf(tw, "weights\t%s in %s\n", gpumem.Bytes(r.ByDType[d]).String(), d)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "part\tcount\tparameters\tbytes")
@@ -265,46 +261,25 @@ func (r inspection) print(w io.Writer) error {
 		}
 		extra := ""
 		if p.Experts > 0 {
-			extra = fmt.Sprintf("\t(%s in routed experts)", group3(p.Experts))
+			extra = fmt.Sprintf("\t(%s in routed experts)", gpumem.Thousands(p.Experts))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, group3(p.Params), gpumem.Bytes(p.Bytes).Human(), extra)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", label, p.Count, gpumem.Thousands(p.Params), gpumem.Bytes(p.Bytes).String(), extra)
 	}
 	if r.OptimizerStateBytes != nil {
-		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).Human())
+		fmt.Fprintf(tw, "\noptimizer\t%s: %s of state\n", r.Optimizer, gpumem.Bytes(*r.OptimizerStateBytes).String())
 	}
 	if r.ActivationsBytes != nil {
 		fmt.Fprintf(tw, "\nactivations\t%s: %s saved for backward, largest block transient %s\n", r.workload,
-			gpumem.Bytes(*r.ActivationsBytes).Human(), gpumem.Bytes(*r.AttentionPeakBytes).Human())
+			gpumem.Bytes(*r.ActivationsBytes).String(), gpumem.Bytes(*r.AttentionPeakBytes).String())
 		fmt.Fprintln(tw, "block\tcount\tsaved per block\tkept, all blocks\tforward transient\tbackward transient")
 		for _, l := range r.ActivationLayers {
 			name := l.Kind
 			if l.Part != "" {
 				name = l.Part + " " + l.Kind
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Count, gpumem.Bytes(l.SavedBytes).Human(),
-				gpumem.Bytes(l.KeptBytes).Human(), gpumem.Bytes(l.Forward).Human(), gpumem.Bytes(l.Backward).Human())
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", name, l.Count, gpumem.Bytes(l.SavedBytes).String(),
+				gpumem.Bytes(l.KeptBytes).String(), gpumem.Bytes(l.Forward).String(), gpumem.Bytes(l.Backward).String())
 		}
 	}
 	return tw.Flush()
-}
-
-// group3 prints n with thousands separators, as published parameter
-// counts are written.
-func group3(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }

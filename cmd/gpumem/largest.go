@@ -75,8 +75,8 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 				"model_states": int64(r.plan.Need.Weights)})
 		}
 		fmt.Fprintf(out, "largest GPT by model states alone (ZeRO paper, 16 bytes per parameter with mixed-precision Adam, sharded by the layout) on %s (%s): %s\n",
-			clean(dev.Name), dev.Capacity.Human(), r.describe())
-		fmt.Fprintf(out, "model states per GPU: %s\n", r.plan.Need.Weights.Human())
+			clean(dev.Name), dev.Capacity.String(), r.describe())
+		fmt.Fprintf(out, "model states per GPU: %s\n", r.plan.Need.Weights.String())
 		return nil
 	}
 	if asJSON {
@@ -84,7 +84,7 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 		m["largest_model"] = r.json()
 		return writeJSON(out, m)
 	}
-	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", clean(dev.Name), dev.Free().Human(), r.describe())
+	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", clean(dev.Name), dev.Free().String(), r.describe())
 	fmt.Fprint(out, r.plan)
 	return nil
 }
@@ -92,18 +92,5 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 func (r largestResult) describe() string {
 	s := r.spec
 	return fmt.Sprintf("%s parameters (%d layers × d_model %d, %d heads of %d, FFN %d, vocab %d, %d positions, tied embeddings; --model gpt:%dx%d), layout %s",
-		commas(s.Params()), s.Layers, s.Hidden, s.Heads, s.HeadDim, s.Intermediate, s.Vocab, s.Positions, s.Layers, s.Hidden, r.layout.Describe())
-}
-
-// commas writes n with thousands separators.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+		gpumem.Thousands(s.Params()), s.Layers, s.Hidden, s.Heads, s.HeadDim, s.Intermediate, s.Vocab, s.Positions, s.Layers, s.Hidden, r.layout.Describe())
 }

@@ -195,17 +195,17 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 			level = "absolute (the segments' allocated blocks at the snapshot)"
 		}
 		fmt.Fprintf(out, "snapshot      device %d: %d trace entries (%d allocs, %d frees, %d of blocks allocated before the trace), %d segments, %s reserved, %s allocated; history %s",
-			sn.Device, sn.Entries, sn.Allocs, sn.Frees, sn.UnknownFrees, sn.Segments, sn.Reserved.Human(), sn.Allocated.Human(), level)
+			sn.Device, sn.Entries, sn.Allocs, sn.Frees, sn.UnknownFrees, sn.Segments, sn.Reserved.String(), sn.Allocated.String(), level)
 		if sn.Window > 1 {
 			fmt.Fprintf(out, ", the lowest level of every %d entries", sn.Window)
 		}
-		fmt.Fprintf(out, "\nsurvivors     %d allocations of the trace never freed, %s\n", sn.Survivors, sn.SurvivorBytes.Human())
+		fmt.Fprintf(out, "\nsurvivors     %d allocations of the trace never freed, %s\n", sn.Survivors, sn.SurvivorBytes.String())
 		for _, h := range sn.Holders {
 			g := ""
 			if h.Growing {
 				g = ", growing"
 			}
-			fmt.Fprintf(out, "  held by     %s: %d allocations, %s, in %d/10 of the trace%s\n", strconv.QuoteToASCII(h.Frame), h.Count, h.Bytes.Human(), h.Spread, g)
+			fmt.Fprintf(out, "  held by     %s: %d allocations, %s, in %d/10 of the trace%s\n", strconv.QuoteToASCII(h.Frame), h.Count, h.Bytes.String(), h.Spread, g)
 		}
 	}
 	fmt.Fprintf(out, "samples       %d (%d warm-up dropped)\n", r.Samples, r.WarmUp)
@@ -220,20 +220,20 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	}
 	if r.Short {
 		fmt.Fprintf(out, "verdict       none: %d samples, %d needed; growth between samples %s to %s per %s\n",
-			r.Samples, r.MinSamples, gpumem.Bytes(r.SlopeLow).Human(), gpumem.Bytes(r.SlopeHigh).Human(), r.Unit())
+			r.Samples, r.MinSamples, gpumem.Bytes(r.SlopeLow).String(), gpumem.Bytes(r.SlopeHigh).String(), r.Unit())
 	}
 	fmt.Fprintf(out, "leak          %v", r.Leak)
 	if r.Accelerating {
 		fmt.Fprint(out, " (accelerating)")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "growth        %s per %s (median of pairwise slopes)", gpumem.Bytes(r.BytesPerStep).Human(), r.Unit())
+	fmt.Fprintf(out, "growth        %s per %s (median of pairwise slopes)", gpumem.Bytes(r.BytesPerStep).String(), r.Unit())
 	if r.Axis != leak.AxisTime && r.BytesPerHour != 0 {
-		fmt.Fprintf(out, ", %s per hour", gpumem.Bytes(r.BytesPerHour).Human())
+		fmt.Fprintf(out, ", %s per hour", gpumem.Bytes(r.BytesPerHour).String())
 	}
 	fmt.Fprintln(out)
 	if r.Capacity > 0 {
-		fmt.Fprintf(out, "capacity      %s\n", r.Capacity.Human())
+		fmt.Fprintf(out, "capacity      %s\n", r.Capacity.String())
 		if r.OOM.OK {
 			fmt.Fprintf(out, "forecast OOM  at %s (between %.0f and %.0f)", r.At(r.OOM.Step), r.OOM.Low, r.OOM.High)
 			if r.OOM.HasTime && !r.OOM.Time.IsZero() && r.Axis != leak.AxisTime {

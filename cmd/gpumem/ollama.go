@@ -81,36 +81,36 @@ func (p *ollamaPlan) write(out io.Writer) {
 	if model == "" {
 		model = "the model"
 	}
-	on := fmt.Sprintf("%s (%s free)", clean(p.dev.Name), p.dev.Free().Human())
+	on := fmt.Sprintf("%s (%s free)", clean(p.dev.Name), p.dev.Free().String())
 	if strings.HasSuffix(p.dev.Name, "of free memory") {
 		on = clean(p.dev.Name) // --memory
 	}
 	if p.gpus > 1 {
-		on = fmt.Sprintf("%d × %s (%s free each)", p.gpus, clean(p.dev.Name), p.dev.Free().Human())
+		on = fmt.Sprintf("%d × %s (%s free each)", p.gpus, clean(p.dev.Name), p.dev.Free().String())
 	}
 	fmt.Fprintf(out, "%s (%s, %d layers with the output layer) under Ollama %s's placement on %s:\n",
 		model, r.Arch, r.Slots, budget.OllamaVersion, on)
 	fmt.Fprintf(out, "  num_ctx %s, num_batch %d, %d parallel, flash attention %v: %d/%d layers on the GPU",
-		group3(int64(r.Context)), r.Batch, r.Parallel, r.FlashAttn, r.Layers, r.Slots)
+		gpumem.Thousands(int64(r.Context)), r.Batch, r.Parallel, r.FlashAttn, r.Layers, r.Slots)
 	if r.GPUs > 1 {
 		fmt.Fprintf(out, " (split %s over %d GPUs)", joinInts(r.TensorSplit), r.GPUs)
 	}
 	if r.Layers == 0 {
-		fmt.Fprintf(out, ": none fits beside the graph and the %s Ollama keeps free; it runs on the CPU\n", gpumem.Bytes(457<<20).Human())
+		fmt.Fprintf(out, ": none fits beside the graph and the %s Ollama keeps free; it runs on the CPU\n", gpumem.Bytes(457<<20).String())
 	} else {
-		fmt.Fprintf(out, ", %s of GPU memory\n", r.VRAM.Human())
+		fmt.Fprintf(out, ", %s of GPU memory\n", r.VRAM.String())
 	}
 	fmt.Fprintf(out, "    weights %s in blocks + %s output layer, KV cache %s, graph %s (%s offload), 457 MiB minimum and one layer's buffer per GPU\n",
-		r.Repeating.Human(), r.Output.Human(), r.KV.Human(), r.Graph.Human(), map[bool]string{true: "full", false: "partial"}[r.Full])
+		r.Repeating.String(), r.Output.String(), r.KV.String(), r.Graph.String(), map[bool]string{true: "full", false: "partial"}[r.Full])
 	if !r.Full {
-		fmt.Fprintf(out, "    %s runs on the CPU (Ollama's total %s)\n", (r.Total - r.VRAM).Human(), r.Total.Human())
+		fmt.Fprintf(out, "    %s runs on the CPU (Ollama's total %s)\n", (r.Total - r.VRAM).String(), r.Total.String())
 	}
 	if p.maxErr != nil {
 		fmt.Fprintf(out, "  not every layer fits at any num_ctx: %d/%d at one token\n", p.maxAt.Layers, p.maxAt.Slots)
 		return
 	}
 	fmt.Fprintf(out, "  longest num_ctx with every layer on the GPU: %s (KV cache %s, %s of GPU memory)",
-		group3(int64(p.maxCtx)), p.maxAt.KV.Human(), p.maxAt.VRAM.Human())
+		gpumem.Thousands(int64(p.maxCtx)), p.maxAt.KV.String(), p.maxAt.VRAM.String())
 	fmt.Fprintln(out)
 }
 

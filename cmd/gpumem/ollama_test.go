@@ -35,7 +35,7 @@ func TestPlanOllama(t *testing.T) {
 	code, text, errOut := runCLI(t, "", "plan", "--gguf", path, "--runtime", "ollama", "--memory", "2GiB", "--ctx-size", "1024")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, text, "3/3 layers on the GPU")
-	assert.Contains(t, text, "longest num_ctx with every layer on the GPU: "+group3(int64(maxCtx)))
+	assert.Contains(t, text, "longest num_ctx with every layer on the GPU: "+gpumem.Thousands(int64(maxCtx)))
 
 	// 457 MiB minimum, the graph and two layers: below that, no layer.
 	code, out, errOut = runCLI(t, "", "plan", "--gguf", path, "--runtime", "ollama", "--memory", "400MiB", "--json")

@@ -42,7 +42,7 @@ func runOOM(args []string, in io.Reader, out, _ io.Writer) error {
 	}
 	row := func(name string, b gpumem.Bytes, stated bool) {
 		if stated {
-			fmt.Fprintf(tw, "%s\t%s\n", name, b.Human())
+			fmt.Fprintf(tw, "%s\t%s\n", name, b.String())
 		}
 	}
 	row("requested", d.Requested, d.Requested > 0)
@@ -75,7 +75,7 @@ type oomWarning struct{ o leak.OOM }
 
 func (w oomWarning) Error() string {
 	return fmt.Sprintf("a warning, not an out-of-memory error: %s's allocator could not get %s at once and went on (\"this is not a failure\")",
-		w.o.Framework, w.o.Requested.Human())
+		w.o.Framework, w.o.Requested.String())
 }
 
 func (w oomWarning) Is(target error) bool { return target == errNoOOM }

@@ -218,37 +218,25 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", errUsage, f.loraRank, err)
 	}
 	if !p.cacheLatents {
-		if pl.VAE, err = budget.NewModel(model.Finetune{Model: d.VAE}); err != nil {
+		if pl.VAE, err = budget.ModelOf(d.VAE); err != nil {
 			return pl, dev, err
 		}
 	}
 	if !p.precomputeText {
 		for _, t := range d.TextEncoders {
-			m, err := budget.NewModel(model.Finetune{Model: t})
+			m, err := budget.ModelOf(t)
 			if err != nil {
 				return pl, dev, err
 			}
 			pl.TextEncoders = append(pl.TextEncoders, m)
 		}
 	}
-	switch {
-	case f.gpu != "" && f.memory != "":
-		return pl, dev, fmt.Errorf("%w: give one of --gpu and --memory", errUsage)
-	case f.gpu != "":
-		g, ok := gpumem.LookupDevice(f.gpu)
-		if !ok {
-			return pl, dev, fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --memory)", errUsage, f.gpu, suggestGPU(f.gpu))
-		}
-		dev, pl.Device = g, g
-	case f.memory != "":
-		b, err := gpumem.ParseBytes(f.memory)
-		if err != nil {
-			return pl, dev, fmt.Errorf("%w: --memory: %v", errUsage, err)
-		}
-		if b < 1 {
-			return pl, dev, fmt.Errorf("%w: --memory %q: want a size of at least 1B, such as 80GiB", errUsage, f.memory)
-		}
-		dev = gpumem.Device{Name: f.memory + " of free memory", Capacity: b}
+	g, catalog, err := deviceFlags(f.gpu, f.memory)
+	if err != nil {
+		return pl, dev, err
+	}
+	if dev = g; catalog {
+		pl.Device = g
 	}
 	return pl, dev, nil
 }
@@ -281,7 +269,7 @@ func (e pipelineEstimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.Human())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.String())
 }
 
 func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, pl budget.Pipeline) error {
@@ -360,21 +348,21 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 		fmt.Fprint(out, ", model CPU offload")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "parameters: unet %s", group3(d.UNet.Params()))
+	fmt.Fprintf(out, "parameters: unet %s", gpumem.Thousands(d.UNet.Params()))
 	if pl.Mode == budget.Training {
 		_, trainable := pl.UNet.Params()
-		fmt.Fprintf(out, " (trainable %s)", group3(trainable))
+		fmt.Fprintf(out, " (trainable %s)", gpumem.Thousands(trainable))
 	}
-	fmt.Fprintf(out, ", vae %s", group3(d.VAE.Params()))
+	fmt.Fprintf(out, ", vae %s", gpumem.Thousands(d.VAE.Params()))
 	for i, t := range d.TextEncoders {
-		fmt.Fprintf(out, ", text encoder %d %s", i+1, group3(t.Params()))
+		fmt.Fprintf(out, ", text encoder %d %s", i+1, gpumem.Thousands(t.Params()))
 	}
 	fmt.Fprintln(out)
 	if b.Host > 0 {
-		fmt.Fprintf(out, "host memory: %s (the components not running)\n", b.Host.Human())
+		fmt.Fprintf(out, "host memory: %s (the components not running)\n", b.Host.String())
 	}
 	fmt.Fprintln(out)
-	row := func(name string, v gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, v.Human()) }
+	row := func(name string, v gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %12s\n", name, v.String()) }
 	for _, c := range b.Components() {
 		if c.Bytes != 0 {
 			name := c.Name
@@ -394,12 +382,12 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 	fmt.Fprintf(out, "peak stage: %s (%s)\n", e.need.Stage, b.Phase)
 	if dev.Capacity > 0 {
 		if e.fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().Human(),
-				(dev.Free() - b.Required()).Human(), 100*budget.Utilization(b, dev))
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().String(),
+				(dev.Free() - b.Required()).String(), 100*budget.Utilization(b, dev))
 		} else {
 			dom := b.Dominant()
 			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
-				e.headroom, dev.Free().Human(), e.shortfall.Human(), dom.Name, dom.Bytes.Human())
+				e.headroom, dev.Free().String(), e.shortfall.String(), dom.Name, dom.Bytes.String())
 		}
 	}
 	return e.verdict()

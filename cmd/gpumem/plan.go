@@ -170,13 +170,13 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.Human())
+			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.String())
 		}
-		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", describe(j), clean(dev.Name), dev.Free().Human(), hr)
+		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", describe(j), clean(dev.Name), dev.Free().String(), hr)
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.Human())
+		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.String())
 	}
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
-	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", describe(j), clean(dev.Name), dev.Free().Human(), hr)
+	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", describe(j), clean(dev.Name), dev.Free().String(), hr)
 	fmt.Fprint(out, p)
 	if *hfArgs {
 		line, err := hfArgsLine(p)

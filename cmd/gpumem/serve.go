@@ -1395,7 +1395,7 @@ func renderDevices() []byte {
 		Devices []deviceEntry `json:"devices"`
 	}{make([]deviceEntry, 0, len(devs))}
 	for _, d := range devs {
-		v.Devices = append(v.Devices, deviceEntry{Name: d.Name, Capacity: int64(d.Capacity), CapacityHuman: d.Capacity.Human(),
+		v.Devices = append(v.Devices, deviceEntry{Name: d.Name, Capacity: int64(d.Capacity), CapacityHuman: d.Capacity.String(),
 			ComputeCapability: d.Compute.String()})
 	}
 	var b bytes.Buffer

@@ -89,8 +89,8 @@ func writeSGLang(out io.Writer, j budget.Job, r *budget.SGLangReport) {
 	fmt.Fprintf(out, "  KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB\n", r.Tokens,
 		float64(r.KSize)/(1<<30), float64(r.VSize)/(1<<30))
 	if r.ContextLength > 0 {
-		fmt.Fprintf(out, "  requests of %s tokens the pool holds at once: %.2f\n", group3(int64(r.ContextLength)), r.Concurrency)
-		fmt.Fprintf(out, "  least mem_fraction_static for one request of %s tokens: %.3f\n", group3(int64(r.ContextLength)), r.MinFraction)
+		fmt.Fprintf(out, "  requests of %s tokens the pool holds at once: %.2f\n", gpumem.Thousands(int64(r.ContextLength)), r.Concurrency)
+		fmt.Fprintf(out, "  least mem_fraction_static for one request of %s tokens: %.3f\n", gpumem.Thousands(int64(r.ContextLength)), r.MinFraction)
 	}
 	if r.Refused != "" {
 		fmt.Fprintf(out, "SGLang would refuse to start: RuntimeError: %s\n", r.Refused)

@@ -48,18 +48,18 @@ func planVLLM(j budget.Job, dev gpumem.Device, concurrency float64) (vllmPlan, e
 
 func (p *vllmPlan) write(out io.Writer, j budget.Job) {
 	fmt.Fprintf(out, "%s under vLLM on %s (%s total), %g requests at once:\n", describe(j), clean(p.dev.Name),
-		gpumem.Bytes(j.Device.Capacity).Human(), p.concurrency)
+		gpumem.Bytes(j.Device.Capacity).String(), p.concurrency)
 	if p.utilErr != nil {
-		fmt.Fprintf(out, "  max_model_len %s: no --gpu-memory-utilization serves it (%v)\n", group3(int64(p.atUtil.MaxModelLen)), p.utilErr)
+		fmt.Fprintf(out, "  max_model_len %s: no --gpu-memory-utilization serves it (%v)\n", gpumem.Thousands(int64(p.atUtil.MaxModelLen)), p.utilErr)
 	} else {
 		fmt.Fprintf(out, "  max_model_len %s: --gpu-memory-utilization %.4f (KV cache %s, %s tokens, %.2fx)\n",
-			group3(int64(p.atUtil.MaxModelLen)), p.util, p.atUtil.KVMemory.Human(), group3(p.atUtil.Tokens), p.atUtil.Concurrency)
+			gpumem.Thousands(int64(p.atUtil.MaxModelLen)), p.util, p.atUtil.KVMemory.String(), gpumem.Thousands(p.atUtil.Tokens), p.atUtil.Concurrency)
 	}
 	if p.maxLenErr != nil {
 		fmt.Fprintf(out, "  --gpu-memory-utilization %.4g: no max_model_len serves it (%v)\n", p.given, p.maxLenErr)
 	} else {
 		fmt.Fprintf(out, "  --gpu-memory-utilization %.4g: the longest --max-model-len is %s (KV cache %s, %s tokens, %.2fx)\n",
-			p.given, group3(int64(p.maxLen)), p.atLen.KVMemory.Human(), group3(p.atLen.Tokens), p.atLen.Concurrency)
+			p.given, gpumem.Thousands(int64(p.maxLen)), p.atLen.KVMemory.String(), gpumem.Thousands(p.atLen.Tokens), p.atLen.Concurrency)
 	}
 }
 

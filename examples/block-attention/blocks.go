@@ -65,7 +65,7 @@ func newCase(name, title string, stages int, gpu gpumem.Device) (Case, error) {
 	if c.Total, err = s.WeightsBytes(); err != nil {
 		return c, err
 	}
-	fp16, err := budget.NewModel(model.Finetune{Model: s})
+	fp16, err := budget.ModelOf(s)
 	if err != nil {
 		return c, err
 	}
@@ -143,16 +143,16 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Block attention over a %d-token input on %s (%s each)\n\n", tokens, r.GPU.Name, r.GPU.Free().Human())
+	fmt.Fprintf(w, "Block attention over a %d-token input on %s (%s each)\n\n", tokens, r.GPU.Name, r.GPU.Free().String())
 
 	fmt.Fprintln(w, "One layer's attention weights in fp32 (eager attention, which output_attentions needs)")
 	for _, c := range r.Cases {
-		fmt.Fprintf(w, "  %2d heads x %d x %d x 4 B = %s  (%s)\n", c.Heads, tokens, tokens, c.Scores.Human(), c.Name)
+		fmt.Fprintf(w, "  %2d heads x %d x %d x 4 B = %s  (%s)\n", c.Heads, tokens, tokens, c.Scores.String(), c.Name)
 	}
 	fmt.Fprintln(w, "  write-up: 32 x 32k x 32k x 4 / 1024^3 = 128GB")
 	small, big := r.Cases[0], r.Cases[1]
 	fmt.Fprintf(w, "fp16 weights: %s for %s; %s for %s, %s on the busiest of %d GPUs\n",
-		small.Weights.Human(), small.Name, big.Total.Human(), big.Name, big.Weights.Human(), big.Stages)
+		small.Weights.String(), small.Name, big.Total.String(), big.Name, big.Weights.String(), big.Stages)
 	fmt.Fprintln(w, "  (write-up: ~40GB for a 70B model in fp16; 70B parameters take 2 bytes each)")
 	fmt.Fprintln(w)
 
@@ -177,10 +177,10 @@ func run(w io.Writer) error {
 		{"1 head at a time + 4-bit weights", "", func(c Case) gpumem.Bytes { return c.OneHead4Bit.Device() }},
 	}
 	for _, row := range rows {
-		fmt.Fprintf(w, "  %-34s %12s %14s %14s\n", row.name, row.seed, row.get(small).Human(), row.get(big).Human())
+		fmt.Fprintf(w, "  %-34s %12s %14s %14s\n", row.name, row.seed, row.get(small).String(), row.get(big).String())
 	}
 	fmt.Fprintf(w, "  at %d heads a chunk's attention transient is %s (write-up: ~8GB)\n\n",
-		seedChunk, small.Chunked.Attention.Human())
+		seedChunk, small.Chunked.Attention.String())
 
 	fmt.Fprintln(w, "What to change")
 	fmt.Fprintf(w, "  - chunk the heads inside the attention forward (a custom attention that loops over\n")
@@ -188,9 +188,9 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w, "    receives attn_weights for all heads from the hook, after the forward has made them,")
 	fmt.Fprintln(w, "    so chunking there does not lower this peak.")
 	fmt.Fprintln(w, "  - drop --use-gradient-checkpointing: under torch.no_grad nothing is saved for backward,")
-	fmt.Fprintf(w, "    so it changes nothing (%s with and without).\n", small.Checkpointed.Device().Human())
+	fmt.Fprintf(w, "    so it changes nothing (%s with and without).\n", small.Checkpointed.Device().String())
 	fmt.Fprintf(w, "  - 4-bit weights save %s on one GPU; the attention chunk dominates what is left,\n",
-		(small.Chunked.Device() - small.FourBit.Device()).Human())
+		(small.Chunked.Device() - small.FourBit.Device()).String())
 	fmt.Fprintln(w, "    so fewer heads per chunk buy more than quantization.")
 	return nil
 }

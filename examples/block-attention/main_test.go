@@ -47,25 +47,25 @@ func TestRun(t *testing.T) {
 			t.Fatalf("%s: plan chunk %d, model %q; want a head chunk of the fp16 model", c.Name, p.HeadChunk, p.ModelName)
 		}
 		if need := deviceNeed(t, p.Job); need > room {
-			t.Errorf("%s: %d heads at a time need %v, more than the %v usable", c.Name, p.HeadChunk, need.Human(), room.Human())
+			t.Errorf("%s: %d heads at a time need %v, more than the %v usable", c.Name, p.HeadChunk, need.String(), room.String())
 		}
 		larger := p.Job
 		larger.HeadChunk = 2 * p.HeadChunk
 		if need := deviceNeed(t, larger); need <= room {
-			t.Errorf("%s: %d heads at a time need %v, which fits the %v usable", c.Name, larger.HeadChunk, need.Human(), room.Human())
+			t.Errorf("%s: %d heads at a time need %v, which fits the %v usable", c.Name, larger.HeadChunk, need.String(), room.String())
 		}
 		if c.Given.Device() <= r.GPU.Capacity {
-			t.Errorf("%s: the job as written needs %v, within one GPU: no OOM to explain", c.Name, c.Given.Device().Human())
+			t.Errorf("%s: the job as written needs %v, within one GPU: no OOM to explain", c.Name, c.Given.Device().String())
 		}
 		if c.Checkpointed.Device() != c.Chunked.Device() {
 			t.Errorf("%s: checkpointing changes a no-grad forward: %v vs %v", c.Name, c.Checkpointed.Device(), c.Chunked.Device())
 		}
 		if !(c.FourBit.Device() < c.Chunked.Device() && c.OneHead4Bit.Device() < c.FourBit.Device() && c.OneHead4Bit.Device() <= room) {
 			t.Errorf("%s: 4-bit %v, one head + 4-bit %v, chunked %v: want decreasing and fitting", c.Name,
-				c.FourBit.Device().Human(), c.OneHead4Bit.Device().Human(), c.Chunked.Device().Human())
+				c.FourBit.Device().String(), c.OneHead4Bit.Device().String(), c.Chunked.Device().String())
 		}
 		for _, b := range []budget.Breakdown{c.Given, c.Chunked, c.FourBit, c.OneHead4Bit} {
-			require.Contains(t, text, b.Device().Human())
+			require.Contains(t, text, b.Device().String())
 		}
 	}
 	// The busiest of 8 stages holds more than an eighth of the weights

@@ -191,9 +191,9 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "Sizing a distribution compensator's caches from the memory left")
 	fmt.Fprintf(w, "assumed: %s features (feature_dim %d), batches of %d, an %s (%s)\n",
-		backbone, r.FeatureDim, loaderB, r.GPU.Name, r.GPU.Free().Human())
+		backbone, r.FeatureDim, loaderB, r.GPU.Name, r.GPU.Free().String())
 	fmt.Fprintf(w, "feature extraction, both models on the GPU: %s allocated, %s on the device\n\n",
-		r.Need.Allocated().Human(), r.Need.Device().Human())
+		r.Need.Allocated().String(), r.Need.Device().String())
 
 	fmt.Fprintln(w, "1. cached_Z: entries of one fp32 vector each")
 	fmt.Fprintf(w, "  %11s %12s %12s %12s %12s %12s\n", "feature_dim", "50,000 take", "proposed cap", "1 GiB holds", "GPU holds", "stopped by")
@@ -203,7 +203,7 @@ func run(w io.Writer) error {
 	}
 	first := r.Rows[0]
 	fmt.Fprintf(w, "  At feature_dim %d all 50,000 entries take %s, beside a %s job: the cache is\n",
-		first.FeatureDim, first.Full.HumanSI(), r.Need.Device().Human())
+		first.FeatureDim, first.Full.HumanSI(), r.Need.Device().String())
 	fmt.Fprintf(w, "  not what fills the GPU, and the write-up's 2000 cap saves %s. The rule's 5000 term\n",
 		(first.Full - gpumem.Bytes(first.Seed)*first.Entry).HumanSI())
 	fmt.Fprintln(w, "  never binds (2000 is smaller), and its 1 GiB ignores the memory actually left.")
@@ -211,34 +211,34 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "2. The %d GB feature-accumulation limit (memory_allocated() / 1024**3 > %d)\n", seedAccumGB, seedAccumGB)
-	fmt.Fprintf(w, "  each batch's feats_before + feats_after: %s, moved to the host by .cpu()\n", r.PerBatch.Human())
+	fmt.Fprintf(w, "  each batch's feats_before + feats_after: %s, moved to the host by .cpu()\n", r.PerBatch.String())
 	fmt.Fprintf(w, "  so the GPU counter never sees them: it reads %s at batch %d (the two models and one\n",
-		r.AllocatedJob.Human(), loaderB)
+		r.AllocatedJob.String(), loaderB)
 	if r.TriggerBatch > 0 {
 		fmt.Fprintf(w, "  batch of activations) and passes %s only at a loader batch of %d (%s).\n",
-			r.LimitBytes.Human(), r.TriggerBatch, r.TriggerNeed.Human())
+			r.LimitBytes.String(), r.TriggerBatch, r.TriggerNeed.String())
 	} else {
-		fmt.Fprintf(w, "  batch of activations) and does not pass %s at any batch up to %d.\n", r.LimitBytes.Human(), budget.DefaultMaxBatch)
+		fmt.Fprintf(w, "  batch of activations) and does not pass %s at any batch up to %d.\n", r.LimitBytes.String(), budget.DefaultMaxBatch)
 	}
 	fmt.Fprintf(w, "  Meant as a cap on the accumulated features, %s holds %d batches (%d samples)\n",
-		r.LimitBytes.Human(), r.LimitBatches, r.LimitBatches*loaderB)
+		r.LimitBytes.String(), r.LimitBatches, r.LimitBatches*loaderB)
 	fmt.Fprintln(w, "  of host memory; check len(feats_before) against that, not memory_allocated().")
 	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "3. compensate's chunk: weights.unsqueeze(2) * drift.unsqueeze(0) is chunk x %d x %d fp32\n",
 		taskFeats, r.FeatureDim)
-	fmt.Fprintf(w, "  (%d features_before, one task of split CIFAR-100): %s per sample in the chunk\n", taskFeats, r.ChunkRow.Human())
-	fmt.Fprintf(w, "  chunk %d: %s; chunk %d (the write-up's change): %s\n", seedChunkOld, r.ChunkOld.Human(), seedChunkNew, r.ChunkNew.Human())
-	fmt.Fprintf(w, "  %s left beside the extraction job holds a chunk of %d", r.Left.Human(), r.ChunkMax)
+	fmt.Fprintf(w, "  (%d features_before, one task of split CIFAR-100): %s per sample in the chunk\n", taskFeats, r.ChunkRow.String())
+	fmt.Fprintf(w, "  chunk %d: %s; chunk %d (the write-up's change): %s\n", seedChunkOld, r.ChunkOld.String(), seedChunkNew, r.ChunkNew.String())
+	fmt.Fprintf(w, "  %s left beside the extraction job holds a chunk of %d", r.Left.String(), r.ChunkMax)
 	if r.ChunkMax >= seedNSamples {
 		fmt.Fprintf(w, " (all %d samples)", seedNSamples)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  as a matmul, weights @ drift makes %s per sample: a chunk of %d fits\n", r.MatmulPerRow.Human(), r.ChunkMaxMatmul)
+	fmt.Fprintf(w, "  as a matmul, weights @ drift makes %s per sample: a chunk of %d fits\n", r.MatmulPerRow.String(), r.ChunkMaxMatmul)
 	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "Together, extraction job + full cache + chunk of %d: %s on the device. With a ViT-B/16\n",
-		seedChunkOld, (r.Need.Device() + first.Full + r.ChunkOld).Human())
+		seedChunkOld, (r.Need.Device() + first.Full + r.ChunkOld).String())
 	fmt.Fprintln(w, "backbone, none of the three explains the write-up's 16.08 GB peak: look for memory still")
 	fmt.Fprintln(w, "held from training (optimizer state, gradients, cached activations) before shrinking these.")
 	fmt.Fprintln(w)

@@ -41,10 +41,10 @@ func TestRun(t *testing.T) {
 			return b.Device() <= room
 		}
 		if !fits(n) {
-			t.Errorf("feature_dim %d: %d entries do not fit %v", row.FeatureDim, n, room.Human())
+			t.Errorf("feature_dim %d: %d entries do not fit %v", row.FeatureDim, n, room.String())
 		}
 		if n < cacheEntries && fits(n+1) {
-			t.Errorf("feature_dim %d: %d entries + 1 still fit %v", row.FeatureDim, n, room.Human())
+			t.Errorf("feature_dim %d: %d entries + 1 still fit %v", row.FeatureDim, n, room.String())
 		}
 		require.Contains(t, text, fmt.Sprintf(" %12d %12d %12d ", row.Seed, row.OneGiB, n))
 	}
@@ -71,7 +71,7 @@ func TestRun(t *testing.T) {
 	}
 	if alloc(r.TriggerBatch) <= r.LimitBytes || alloc(r.TriggerBatch-1) > r.LimitBytes {
 		t.Errorf("trigger batch %d: allocated %v, at %d: %v; want the first above %v",
-			r.TriggerBatch, alloc(r.TriggerBatch).Human(), r.TriggerBatch-1, alloc(r.TriggerBatch-1).Human(), r.LimitBytes.Human())
+			r.TriggerBatch, alloc(r.TriggerBatch).String(), r.TriggerBatch-1, alloc(r.TriggerBatch-1).String(), r.LimitBytes.String())
 	}
 	if loaderB >= r.TriggerBatch {
 		t.Errorf("the limit triggers at batch %d, at or below the loader's %d: the report says it does not", r.TriggerBatch, loaderB)
@@ -88,7 +88,7 @@ func TestRun(t *testing.T) {
 	if r.Left != room-r.Need.Device() {
 		t.Errorf("memory left = %v, want %v − %v", r.Left, room, r.Need.Device())
 	}
-	for _, s := range []string{r.ChunkOld.Human(), r.ChunkNew.Human(), r.Left.Human(), fmt.Sprintf("a chunk of %d", r.ChunkMax)} {
+	for _, s := range []string{r.ChunkOld.String(), r.ChunkNew.String(), r.Left.String(), fmt.Sprintf("a chunk of %d", r.ChunkMax)} {
 		require.Contains(t, text, s)
 	}
 }

@@ -101,7 +101,7 @@ func TestPlace(t *testing.T) {
 		if d.Placed() {
 			if _, ok := budget.Fits(need, devs[d.GPU]); !ok {
 				t.Errorf("%s (%s) placed on GPU %d (%s, %s free) where it does not fit %s",
-					p.Name, p.Desc, d.GPU, devs[d.GPU].Name, devs[d.GPU].Free().Human(), need.Device().Human())
+					p.Name, p.Desc, d.GPU, devs[d.GPU].Name, devs[d.GPU].Free().String(), need.Device().String())
 			}
 			if u := budget.Utilization(need, devs[d.GPU]); u != d.Score {
 				t.Errorf("%s: Score = %v, want Utilization %v", p.Name, d.Score, u)
@@ -126,7 +126,7 @@ func TestPlace(t *testing.T) {
 		for i := range devs {
 			sh, ok := budget.Fits(need, devs[i])
 			if ok {
-				t.Errorf("%s (%s) rejected but fits GPU %d (%s, %s free)", p.Name, p.Desc, i, devs[i].Name, devs[i].Free().Human())
+				t.Errorf("%s (%s) rejected but fits GPU %d (%s, %s free)", p.Name, p.Desc, i, devs[i].Name, devs[i].Free().String())
 				break
 			}
 			if sh < short {
@@ -151,7 +151,7 @@ func TestPlace(t *testing.T) {
 			t.Fatalf("GPU %d after Place = %+v, replayed %+v", i, got, devs[i])
 		}
 		if devs[i].Free() < 0 {
-			t.Errorf("GPU %d (%s) over-committed: %s free", i, devs[i].Name, devs[i].Free().Human())
+			t.Errorf("GPU %d (%s) over-committed: %s free", i, devs[i].Name, devs[i].Free().String())
 		}
 	}
 

@@ -27,14 +27,14 @@ func run(w io.Writer) error {
 	s := NewScheduler(fleet)
 	usedBefore, capacity, busyBefore := s.Usage()
 	fmt.Fprintf(w, "fleet: %d nodes, %d GPUs, %s of memory, %s withheld per GPU as a margin\n",
-		fleetNodes, len(fleet), capacity.Human(), Margin.Human())
+		fleetNodes, len(fleet), capacity.String(), Margin.String())
 	fmt.Fprintf(w, "queue: %d jobs\n", len(queue))
 	decisions := s.Place(queue)
 	usedAfter, _, busyAfter := s.Usage()
 	report(w, s, queue, decisions)
 	fmt.Fprintf(w, "fleet memory in use: before %s (%.1f%%, %d GPUs busy), after %s (%.1f%%, %d GPUs busy)\n",
-		usedBefore.Human(), percent(usedBefore, capacity), busyBefore,
-		usedAfter.Human(), percent(usedAfter, capacity), busyAfter)
+		usedBefore.String(), percent(usedBefore, capacity), busyBefore,
+		usedAfter.String(), percent(usedAfter, capacity), busyAfter)
 	return nil
 }
 
@@ -87,7 +87,7 @@ func report(w io.Writer, s *Scheduler, queue []Pending, decisions []Decision) {
 		g := s.GPU(d.GPU)
 		free := g.Device.Free() + d.Need.Required() // before Reserve
 		fmt.Fprintf(w, "  %s %-40s -> %s/gpu%d %-21s needs %s of %s free (%.1f%%), peak in %s\n",
-			queue[k].Name, queue[k].Desc, g.Node, g.Index, g.Device.Name, d.Need.Device().Human(), free.Human(),
+			queue[k].Name, queue[k].Desc, g.Node, g.Index, g.Device.Name, d.Need.Device().String(), free.String(),
 			100*d.Score, d.Need.Phase)
 	}
 	fmt.Fprintf(w, "rejected %d jobs: %d %s, %d %s, %d %s\n", len(queue)-placed,
@@ -118,8 +118,8 @@ func report(w io.Writer, s *Scheduler, queue []Pending, decisions []Decision) {
 			g := s.GPU(d.Closest)
 			dom := d.Need.Dominant()
 			fmt.Fprintf(w, "  %s %-40s %s: needs %s, smallest shortfall %s on %s/gpu%d (%s); largest component %s %s\n",
-				p.Name, p.Desc, reasonText[r], d.Need.Device().Human(), d.Shortfall.Human(), g.Node, g.Index,
-				g.Device.Name, dom.Name, dom.Bytes.Human())
+				p.Name, p.Desc, reasonText[r], d.Need.Device().String(), d.Shortfall.String(), g.Node, g.Index,
+				g.Device.Name, dom.Name, dom.Bytes.String())
 		}
 	}
 }

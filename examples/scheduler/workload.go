@@ -179,7 +179,7 @@ func NewQueue(seed uint64, n int) ([]Pending, error) {
 			}
 			desc = fmt.Sprintf("%s LoRA r16 %d×%d", name, j.Batch, j.SeqLen)
 		case "full":
-			j.Mode, j.Precision, j.Attention = budget.Training, budget.AMPBF16, model.SDPA
+			j.Mode, j.Precision, j.Attention = budget.Training, budget.BF16Mixed, model.SDPA
 			j.Optimizer = optimizer.AdamW{}
 			desc = fmt.Sprintf("%s full fine-tune %d×%d", name, j.Batch, j.SeqLen)
 		}

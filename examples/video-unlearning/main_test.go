@@ -58,7 +58,7 @@ func TestRun(t *testing.T) {
 		if r.Short[i] != want || want <= 0 {
 			t.Errorf("%s: shortfall %v, want %v − %v", d.Name, r.Short[i], r.Need.Device(), d.Free())
 		}
-		require.Contains(t, text, "short by "+r.Short[i].Human())
+		require.Contains(t, text, "short by "+r.Short[i].String())
 	}
 
 	room := usable(r.GPUs[0].Free())
@@ -67,7 +67,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s plan offloads %v, want optimizer+copies", name, p.Offload)
 		}
 		if need := deviceNeed(t, p.Job); need > room {
-			t.Errorf("%s plan needs %v, more than the %v usable", name, need.Human(), room.Human())
+			t.Errorf("%s plan needs %v, more than the %v usable", name, need.String(), room.String())
 		}
 		if p.Batch*max(p.GradAccum, 1) < batch {
 			t.Errorf("%s plan: %d × %d sequences per step, below the write-up's %d", name, p.Batch, p.GradAccum, batch)
@@ -76,19 +76,19 @@ func TestRun(t *testing.T) {
 			next := p.Job
 			next.Batch++
 			if need := deviceNeed(t, next); need <= room {
-				t.Errorf("%s plan: micro-batch %d + 1 needs %v, which fits the %v usable", name, p.Batch, need.Human(), room.Human())
+				t.Errorf("%s plan: micro-batch %d + 1 needs %v, which fits the %v usable", name, p.Batch, need.String(), room.String())
 			}
 		}
 		// Offloading the optimizer alone is not enough: the copies must go too.
 		only := p.Job
 		only.Offload = budget.OffloadOptimizer
 		if need := deviceNeed(t, only); need <= room {
-			t.Errorf("%s plan: optimizer offload alone fits (%v); the ladder says both are needed", name, need.Human())
+			t.Errorf("%s plan: optimizer offload alone fits (%v); the ladder says both are needed", name, need.String())
 		}
 		if p.Need.Host <= 0 {
 			t.Errorf("%s plan keeps nothing on the host", name)
 		}
-		require.Contains(t, text, p.Need.Device().Human())
+		require.Contains(t, text, p.Need.Device().String())
 	}
 	require.Less(t, r.Offload.Batch, batch, "offload alone should have to lower the micro-batch")
 	require.Equal(t, batch, r.Both.Batch, "offload with checkpointing keeps the write-up's micro-batch")

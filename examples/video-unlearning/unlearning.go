@@ -91,7 +91,7 @@ func analyze() (*Report, error) {
 	}
 	r.Saved = a.Total()
 
-	trained, err := budget.NewModel(model.Finetune{Model: tr})
+	trained, err := budget.ModelOf(tr)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func run(w io.Writer) error {
 		{"batch_latents", "0.14", gb(r.Latents), fmt.Sprintf("%dx%dx%dx%dx%d fp16 = %s", batch, r.Channels, latentSide, latentSide, frames, r.Latents.HumanSI())},
 		{"text_encoder_outputs", "0.00", gb(r.TextOutputs), fmt.Sprintf("%dx%dx%d fp16 = %s", batch, r.TextTokens, r.TextWidth, r.TextOutputs.HumanSI())},
 		{"activations", "1.50", gb(r.Saved), "saved for backward, the library's per-block model"},
-		{"total", "63.78", gb(r.Need.Device()), fmt.Sprintf("device peak at %s, %s", r.Need.Phase, r.Need.Device().Human())},
+		{"total", "63.78", gb(r.Need.Device()), fmt.Sprintf("device peak at %s, %s", r.Need.Phase, r.Need.Device().String())},
 	}
 	fmt.Fprintln(w, "The write-up's tool beside the library (GB = 10^9 bytes)")
 	fmt.Fprintf(w, "  %-24s %8s %8s\n", "", "write-up", "ours")
@@ -182,9 +182,9 @@ func run(w io.Writer) error {
 	for i, d := range r.GPUs {
 		verdict := "fits"
 		if r.Short[i] > 0 {
-			verdict = "does not fit: short by " + r.Short[i].Human()
+			verdict = "does not fit: short by " + r.Short[i].String()
 		}
-		fmt.Fprintf(w, "  %-12s %s free to CUDA, needs %s: %s\n", d.Name, d.Free().Human(), r.Need.Device().Human(), verdict)
+		fmt.Fprintf(w, "  %-12s %s free to CUDA, needs %s: %s\n", d.Name, d.Free().String(), r.Need.Device().String(), verdict)
 	}
 	fmt.Fprintln(w)
 
@@ -201,8 +201,8 @@ func run(w io.Writer) error {
 	fmt.Fprintf(w, "    table takes the T5-XXL encoder (%s GB) for 0.44 GB, and its printout adds the trained\n", gb(r.EncoderFP16))
 	fmt.Fprintf(w, "    copy twice; the activations of batch %d (%s GB) are what its 1.50 GB guess misses;\n", batch, gb(r.Saved))
 	fmt.Fprintf(w, "  - with --use_cpu_offload, run micro-batch %d with %d accumulation steps (%s on the GPU),\n",
-		r.Offload.Batch, r.Offload.GradAccum, r.Offload.Need.Device().Human())
-	fmt.Fprintf(w, "    or turn on gradient checkpointing to keep micro-batch %d (%s);\n", r.Both.Batch, r.Both.Need.Device().Human())
+		r.Offload.Batch, r.Offload.GradAccum, r.Offload.Need.Device().String())
+	fmt.Fprintf(w, "    or turn on gradient checkpointing to keep micro-batch %d (%s);\n", r.Both.Batch, r.Both.Need.Device().String())
 	fmt.Fprintf(w, "  - the write-up's 15-20 GB with offload needs the trained transformer's weights and gradients\n")
 	fmt.Fprintf(w, "    (%s GB) off the GPU too: parameter offload, which this estimate does not model.\n", gb(s.Weights+s.Gradients))
 	return nil

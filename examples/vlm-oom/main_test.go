@@ -73,14 +73,14 @@ func TestRun(t *testing.T) {
 		need, err := budget.Estimate(p.Job)
 		require.NoError(t, err)
 		if need.Device() > usable(ft.GPU.Free()) {
-			t.Errorf("plan needs %v, more than the %v usable", need.Device().Human(), usable(ft.GPU.Free()).Human())
+			t.Errorf("plan needs %v, more than the %v usable", need.Device().String(), usable(ft.GPU.Free()).String())
 		}
 		next := p.Job
 		next.Batch++
 		more, err := budget.Estimate(next)
 		require.NoError(t, err)
 		if more.Device() <= usable(ft.GPU.Free()) {
-			t.Errorf("plan's batch %d + 1 needs %v, which fits the %v usable", p.Batch, more.Device().Human(), usable(ft.GPU.Free()).Human())
+			t.Errorf("plan's batch %d + 1 needs %v, which fits the %v usable", p.Batch, more.Device().String(), usable(ft.GPU.Free()).String())
 		}
 		if got := p.Batch * p.GradAccum; got < targetBatch {
 			t.Errorf("batch %d × %d accumulation = %d, below the target %d", p.Batch, p.GradAccum, got, targetBatch)
@@ -108,19 +108,19 @@ func TestRun(t *testing.T) {
 			{"reserved", o.Reserved, v.Need.Allocated() - v.Request + v.Need.Fragmentation},
 		} {
 			if diff := c.got - c.want; diff < -6*gpumem.MiB || diff > 6*gpumem.MiB {
-				t.Errorf("built message: %s read back as %v, built from %v", c.name, c.got.Human(), c.want.Human())
+				t.Errorf("built message: %s read back as %v, built from %v", c.name, c.got.String(), c.want.String())
 			}
 		}
 		// The request overflows what the device has left.
 		if o.Requested <= o.Free {
-			t.Errorf("built message: request %v fits the %v free", o.Requested.Human(), o.Free.Human())
+			t.Errorf("built message: request %v fits the %v free", o.Requested.String(), o.Free.String())
 		}
 		dd := v.Message.Diag
 		if dd.Cause != leak.CauseExhausted || len(dd.Advice) == 0 || dd.Advice[0].Action != leak.ActionLowerBatch {
 			t.Errorf("built message: cause %v, advice %v; want exhaustion, lower the batch first", dd.Cause, dd.Advice)
 		}
 		if v.Need.Device() <= w.Fit.GPU.Capacity {
-			t.Errorf("micro-batch %d needs %v, within the %v capacity: no OOM", v.Batch, v.Need.Device().Human(), w.Fit.GPU.Capacity.Human())
+			t.Errorf("micro-batch %d needs %v, within the %v capacity: no OOM", v.Batch, v.Need.Device().String(), w.Fit.GPU.Capacity.String())
 		}
 		require.Contains(t, text, "Tried to allocate "+formatSize(v.Request))
 	})

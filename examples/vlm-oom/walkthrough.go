@@ -209,7 +209,7 @@ func footprint() (Footprint, error) {
 // and one 336-px image each.
 func job797(m budget.Model) budget.Job {
 	return budget.Job{
-		Model: m, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{},
+		Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: startBatch, SeqLen: seqLen, Images: 1,
 	}
 }
@@ -261,14 +261,6 @@ func formatSize(b gpumem.Bytes) string {
 	return fmt.Sprintf("%.2f GiB", b.GiB())
 }
 
-// roundRequest is the size the caching allocator requests for a tensor
-// of b bytes above 10 MiB, which "Tried to allocate" prints: a multiple
-// of 2 MiB (CUDACachingAllocator.cpp, get_allocation_size).
-func roundRequest(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
-
 // oom22 builds the message PyTorch 2.2+ prints (docs/reference.md#oom-formats, PR
 // #113481) when this process alone holds the GPU.
 func oom22(request, capacity, allocated, reserved, context gpumem.Bytes) string {
@@ -316,7 +308,7 @@ func overrun(plan budget.Plan, gpu gpumem.Device, imageTokens int64) (Overrun, e
 		if err != nil {
 			return v, err
 		}
-		v.Request = roundRequest(logits)
+		v.Request = budget.AllocationRequest(logits)
 		allocated = v.Need.Allocated() - v.Request
 		reserved = allocated + v.Need.Fragmentation
 		if reserved+v.Need.Context+v.Request > gpu.Capacity {
@@ -403,7 +395,7 @@ func run(out io.Writer) error {
 	fmt.Fprintln(out)
 
 	ft := w.Fit
-	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (the budget-allocator exercise)\n", ft.GPU.Name, ft.GPU.Free().Human(), targetBatch)
+	fmt.Fprintf(out, "2. A 7B full fine-tune on an %s (%s), target batch %d (the budget-allocator exercise)\n", ft.GPU.Name, ft.GPU.Free().String(), targetBatch)
 	fmt.Fprintln(out, "   with the default limits:")
 	for _, l := range wrap(ft.Default.Error(), 88) {
 		fmt.Fprintln(out, "     "+l)
@@ -420,13 +412,13 @@ func run(out io.Writer) error {
 	v := w.Overrun
 	printMessage(out, v.Message)
 	fmt.Fprintf(out, "     the estimate at micro-batch %d needs %s on the device; Allocate's answer is the\n",
-		v.Batch, v.Need.Device().Human())
+		v.Batch, v.Need.Device().String())
 	fmt.Fprintf(out, "     plan above: micro-batch %d with %d accumulation steps\n", ft.Plan.Batch, ft.Plan.GradAccum)
 	fmt.Fprintln(out)
 
 	l := w.Leak
 	r := l.Report
-	fmt.Fprintf(out, "4. Reading the leaking memory log, against the %s's %s\n", ft.GPU.Name, l.Capacity.Human())
+	fmt.Fprintf(out, "4. Reading the leaking memory log, against the %s's %s\n", ft.GPU.Name, l.Capacity.String())
 	fmt.Fprintf(out, "   %s (leak: %v); growth %.1f MB/step in the first half, %.1f MB/step in the second\n",
 		r.Shape, r.Leak, r.FirstSlope/1e6, r.SecondSlope/1e6)
 	fmt.Fprintf(out, "   chapter: %s MB/step between samples, \"accelerating\", 6-13 MB/step leaked\n", rates(l.SeedRates))
@@ -456,7 +448,7 @@ func printMessage(out io.Writer, m Message) {
 		frag = fmt.Sprintf("%.2f%%", 100*d.Fragmentation)
 	}
 	fmt.Fprintf(out, "     cause: %s; request %s, free %s, short by %s; fragmentation %s\n",
-		d.Cause, d.Requested.Human(), d.Free.Human(), d.Shortfall.Human(), frag)
+		d.Cause, d.Requested.String(), d.Free.String(), d.Shortfall.String(), frag)
 	if len(d.Advice) > 0 {
 		fmt.Fprintf(out, "     first advice: %s\n", d.Advice[0].Text)
 	}

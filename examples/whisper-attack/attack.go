@@ -25,7 +25,7 @@ var gpus = []string{"tesla t4", "v100-sxm2-16gb", "rtx 4000 ada", "l4", "rtx 309
 
 // precisions are the two ways the attack runs: plain fp32, and fp16
 // autocast (lang_autocast=True).
-var precisions = []budget.Precision{budget.FP32, budget.AMPFP16}
+var precisions = []budget.Precision{budget.FP32, budget.FP16Mixed}
 
 // Report is what the program computes; run prints it.
 type Report struct {
@@ -49,15 +49,6 @@ type Report struct {
 	Micro   [][]int // Micro[p][g]: micro-batch of precision p on GPU g (0: none fits)
 }
 
-// roundRequest is the size PyTorch's CUDA caching allocator requests for
-// a tensor of b bytes above 10 MiB, the figure its "Tried to allocate"
-// prints: b rounded up to a multiple of 2 MiB
-// (c10/cuda/CUDACachingAllocator.cpp, get_allocation_size).
-func roundRequest(b gpumem.Bytes) gpumem.Bytes {
-	const unit = 2 * gpumem.MiB
-	return (b + unit - 1) / unit * unit
-}
-
 // job is the language-identification pass over batch clips: a training
 // job (autograd records the graph) whose parameters are all frozen
 // (budget.InputGradients: no parameter gradient, no optimizer), so
@@ -78,7 +69,7 @@ func analyze() (*Report, error) {
 		return nil, fmt.Errorf("%s: not in the catalog as an encoder-decoder", modelName)
 	}
 	// The model as loaded; Job.Gradients freezes it.
-	frozen, err := budget.NewModel(model.Finetune{Model: spec})
+	frozen, err := budget.ModelOf(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +83,7 @@ func analyze() (*Report, error) {
 	if r.Scores, err = attention.Scores(s, gpumem.FP32); err != nil {
 		return nil, err
 	}
-	r.Request = roundRequest(r.Scores)
+	r.Request = budget.AllocationRequest(r.Scores)
 
 	// delta_batch and r_batch: one fp32 waveform per clip each.
 	wave, err := gpumem.FP32.Size(pgdBatch * clipSecs * sampleRate)
@@ -126,7 +117,7 @@ func analyze() (*Report, error) {
 		r.PerClip = append(r.PerClip, (whole.Allocated()-one.Allocated())/(pgdBatch-1))
 		micro := make([]int, len(r.GPUs))
 		for g, d := range r.GPUs {
-			n, err := budget.MaxBatch(job(frozen, p, 1, pgd), d.Free())
+			n, err := budget.LargestBatch(job(frozen, p, 1, pgd), d.Free())
 			if err != nil && !errors.Is(err, gpumem.ErrDoesNotFit) {
 				return nil, err
 			}
@@ -147,8 +138,8 @@ func run(w io.Writer) error {
 
 	fmt.Fprintln(w, "The failed allocation (write-up: 104MB at qkv_attention's softmax)")
 	fmt.Fprintf(w, "  encoder scores, one layer: %d heads x %d x %d frames in fp32 = %s (%d B)\n",
-		r.Heads, r.Frames, r.Frames, r.Scores.Human(), int64(r.Scores))
-	fmt.Fprintf(w, "  the caching allocator requests %s: the write-up's \"104MB\"\n\n", r.Request.Human())
+		r.Heads, r.Frames, r.Frames, r.Scores.String(), int64(r.Scores))
+	fmt.Fprintf(w, "  the caching allocator requests %s: the write-up's \"104MB\"\n\n", r.Request.String())
 
 	fmt.Fprintf(w, "Why the whole batch fails: %s's %.1fM parameters are frozen, but every clip's\n", modelName, float64(r.Params)/1e6)
 	fmt.Fprintln(w, "encoder graph stays on the GPU until backward reaches the perturbation")
@@ -159,12 +150,12 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", "one clip's graph")
 	for i := range precisions {
-		fmt.Fprintf(w, " %14s", r.PerClip[i].Human())
+		fmt.Fprintf(w, " %14s", r.PerClip[i].String())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", fmt.Sprintf("%d clips at once, device peak", pgdBatch))
 	for i := range precisions {
-		fmt.Fprintf(w, " %14s", r.Whole[i].Device().Human())
+		fmt.Fprintf(w, " %14s", r.Whole[i].Device().String())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s", "largest part")
@@ -173,9 +164,9 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, " %14s", d.Name)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.AMPFP16)
+	fmt.Fprintf(w, "  (%s is torch.autocast, the write-up's lang_autocast)\n", budget.FP16Mixed)
 	fmt.Fprintf(w, "  PGD's delta_batch and r_batch take %s, and language_probs would take %s\n",
-		r.PGDBuffers.Human(), r.LangProbs.Human())
+		r.PGDBuffers.String(), r.LangProbs.String())
 	fmt.Fprintln(w, "  on the GPU: neither is what fills it. nb_iter does not enter the estimate: each")
 	fmt.Fprintln(w, "  PGD step's graph is freed by its backward unless the loop keeps a reference to it.")
 	fmt.Fprintln(w)
@@ -188,7 +179,7 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	for g, d := range r.GPUs {
-		fmt.Fprintf(w, "  %-31s %10s", d.Name, d.Free().Human())
+		fmt.Fprintf(w, "  %-31s %10s", d.Name, d.Free().String())
 		for p := range precisions {
 			fmt.Fprintf(w, " %12s", microText(r.Micro[p][g]))
 		}
@@ -200,7 +191,7 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w, "  set lang_microbatch_size to at most the figure for your GPU; the write-up's 1 or 2")
 	fmt.Fprintln(w, "  fits every GPU listed, at the price of more, smaller passes than needed;")
 	fmt.Fprintf(w, "  keep lang_autocast on: it halves the graph (%s instead of %s per clip).\n",
-		r.PerClip[1].Human(), r.PerClip[0].Human())
+		r.PerClip[1].String(), r.PerClip[0].String())
 	return nil
 }
 

@@ -56,10 +56,10 @@ func TestRun(t *testing.T) {
 			require.Equal(t, r.Micro[p][g], n, "printed micro-batch, %s %s", d.Name, precisions[p])
 			j := r.Jobs[p]
 			if need := deviceNeed(t, j, n); need > usable(d) {
-				t.Errorf("%s %s: micro-batch %d needs %v, more than the %v usable", d.Name, precisions[p], n, need.Human(), usable(d).Human())
+				t.Errorf("%s %s: micro-batch %d needs %v, more than the %v usable", d.Name, precisions[p], n, need.String(), usable(d).String())
 			}
 			if need := deviceNeed(t, j, n+1); need <= usable(d) {
-				t.Errorf("%s %s: micro-batch %d+1 needs %v, which fits the %v usable", d.Name, precisions[p], n, need.Human(), usable(d).Human())
+				t.Errorf("%s %s: micro-batch %d+1 needs %v, which fits the %v usable", d.Name, precisions[p], n, need.String(), usable(d).String())
 			}
 			wholeFits := r.Whole[p].Device() <= usable(d)
 			if wholeFits != (n >= pgdBatch) {
@@ -87,10 +87,10 @@ func TestRun(t *testing.T) {
 	for p := range precisions {
 		step := deviceNeed(t, r.Jobs[p], 3) - deviceNeed(t, r.Jobs[p], 2)
 		if diff := step - r.PerClip[p]; diff < -r.PerClip[p]/10 || diff > r.PerClip[p]/10 {
-			t.Errorf("%s: batch 3 − batch 2 = %v, one clip's graph printed as %v", precisions[p], step.Human(), r.PerClip[p].Human())
+			t.Errorf("%s: batch 3 − batch 2 = %v, one clip's graph printed as %v", precisions[p], step.String(), r.PerClip[p].String())
 		}
-		require.Contains(t, text, r.PerClip[p].Human())
-		require.Contains(t, text, r.Whole[p].Device().Human())
+		require.Contains(t, text, r.PerClip[p].String())
+		require.Contains(t, text, r.Whole[p].Device().String())
 	}
 }
 

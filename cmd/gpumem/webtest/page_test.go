@@ -475,8 +475,8 @@ func checkEstimate(t *testing.T, s shown, cli map[string]any) {
 		t.Errorf("page: device %d reserved %d allocated %d; %s: %v %v %v", s.Device, s.Reserved, s.Allocated, s.CLI,
 			cli["device_peak"], cli["reserved_peak"], cli["allocated_peak"])
 	}
-	if s.DeviceText != gpumem.Bytes(s.Device).Human() {
-		t.Errorf("page shows %q for %d bytes; gpumem.Bytes.Human says %q", s.DeviceText, s.Device, gpumem.Bytes(s.Device).Human())
+	if s.DeviceText != gpumem.Bytes(s.Device).String() {
+		t.Errorf("page shows %q for %d bytes; gpumem.Bytes.String says %q", s.DeviceText, s.Device, gpumem.Bytes(s.Device).String())
 	}
 	if s.Phase != cli["phase"] {
 		t.Errorf("phase %q, CLI %q", s.Phase, cli["phase"])

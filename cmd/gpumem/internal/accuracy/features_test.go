@@ -166,7 +166,7 @@ func TestWeightsLabel(t *testing.T) {
 	c := set.Cases[0]
 	require.Equal(t, Weights, c.Label)
 	require.Contains(t, c.Features, FeatureQuant+"int8")
-	require.InDelta(t, 0, c.Err(), 0.005, "estimated %s, measured %s", c.Predicted.Human(), c.Measured.Human())
+	require.InDelta(t, 0, c.Err(), 0.005, "estimated %s, measured %s", c.Predicted.String(), c.Measured.String())
 	require.Empty(t, Check(set))
 
 	// The same figure 10% larger: the estimate is more than 5% under.
@@ -198,7 +198,7 @@ func TestLoadParallel(t *testing.T) {
 		got = append(got, set.Cases[0])
 	}
 	for _, c := range got {
-		require.InDelta(t, 0, c.Err(), 0.005, "%s: estimated %s, measured %s", c.ID, c.Predicted.Human(), c.Measured.Human())
+		require.InDelta(t, 0, c.Err(), 0.005, "%s: estimated %s, measured %s", c.ID, c.Predicted.String(), c.Measured.String())
 	}
 	require.InDelta(t, float64(got[0].Predicted)/2, float64(got[1].Predicted), float64(got[0].Predicted)/100)
 }

@@ -106,13 +106,13 @@ func (j *Job) pipeline() (budget.Pipeline, error) {
 		return p, err
 	}
 	if !pj.CacheLatents {
-		if p.VAE, err = budget.NewModel(model.Finetune{Model: d.VAE}); err != nil {
+		if p.VAE, err = budget.ModelOf(d.VAE); err != nil {
 			return p, err
 		}
 	}
 	if !pj.PrecomputeText {
 		for _, t := range d.TextEncoders {
-			m, err := budget.NewModel(model.Finetune{Model: t})
+			m, err := budget.ModelOf(t)
 			if err != nil {
 				return p, err
 			}

@@ -18,7 +18,7 @@ import (
 )
 
 // testdata is the repository's data set.
-var testdata = os.DirFS("../../testdata")
+var testdata = os.DirFS("../../../../testdata")
 
 // logSet prints every case and the summary by family, as gpumem accuracy
 // does.
@@ -26,7 +26,7 @@ func logSet(t *testing.T, set Set) {
 	t.Helper()
 	for _, c := range set.Cases {
 		t.Logf("%-9s %-48s %-9s measured %10s  estimated %10s  %+6.1f%%  %s", c.Source, c.ID, c.Label,
-			c.Measured.Human(), c.Predicted.Human(), 100*c.Err(), c.Exempt)
+			c.Measured.String(), c.Predicted.String(), 100*c.Err(), c.Exempt)
 	}
 	for _, g := range Summarize(set.Cases, func(c Case) string { return c.Family }) {
 		t.Logf("%-9s %-12s %-9s n=%-3d median %5.1f%%  worst %5.1f%% (%s)  under %3.0f%%", g.Source, g.Key, g.Label, g.N,

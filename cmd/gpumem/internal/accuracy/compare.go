@@ -384,7 +384,7 @@ func Check(set Set) []string {
 		}
 		if (c.Label == Allocated || c.Label == KVCache || c.Label == Weights) && c.Err() < -MaxUnder {
 			out = append(out, fmt.Sprintf("%s %s: %s estimate %s is %.1f%% below the measured %s (the margin is %.0f%%)",
-				c.Source, c.ID, c.Label, c.Predicted.Human(), -100*c.Err(), c.Measured.Human(), 100*MaxUnder))
+				c.Source, c.ID, c.Label, c.Predicted.String(), -100*c.Err(), c.Measured.String(), 100*MaxUnder))
 		}
 	}
 	for _, g := range Summarize(held, nil) {
@@ -396,7 +396,7 @@ func Check(set Set) []string {
 	for _, o := range set.OOMs {
 		if o.Fits {
 			out = append(out, fmt.Sprintf("measured %s: ran out of memory on %s (%s) in %s, but the estimate %s fits",
-				o.ID, o.GPU, o.Capacity.Human(), o.Phase, o.Need.Human()))
+				o.ID, o.GPU, o.Capacity.String(), o.Phase, o.Need.String()))
 		}
 	}
 	return out

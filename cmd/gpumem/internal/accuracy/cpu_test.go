@@ -13,7 +13,7 @@ import (
 )
 
 // cpuData is the CPU rows' folder.
-var cpuData = os.DirFS("../../testdata/measured/cpu")
+var cpuData = os.DirFS("../../../../testdata/measured/cpu")
 
 // TestCPU holds gpumem to the whole-step CPU measurements of
 // tools/measure: every ok row must be estimable, and the rows that miss
