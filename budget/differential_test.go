@@ -169,10 +169,10 @@ var differentialOptimizers = []optimizer.Optimizer{
 func differentialJobs(t testing.TB) (names []string, jobs []Job) {
 	add := func(name string, j Job) { names, jobs = append(names, name), append(jobs, j) }
 	for _, dm := range differentialModels(t) {
-		base := Job{Model: dm.m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+		base := Job{Model: dm.m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
 			Batch: 2, SeqLen: 512}
 		for li, par := range differentialLayouts {
-			for _, prec := range []Precision{FP32, AMPBF16, MixedBF16, BF16, FP8} {
+			for _, prec := range []Precision{FP32, BF16Mixed, BF16Master, BF16, FP8} {
 				for oi, opt := range differentialOptimizers {
 					j := base
 					j.Parallel, j.Precision, j.Optimizer = par, prec, opt
@@ -201,7 +201,7 @@ func differentialJobs(t testing.TB) (names []string, jobs []Job) {
 				func(j *Job) { j.Gradients = NoStep },
 				func(j *Job) { j.Copies = []Copy{{Name: "reference", Model: dm.m}}; j.Offload = OffloadCopies },
 				func(j *Job) { j.OffloadActivations = true },
-				func(j *Job) { j.Precision = AMPFP16; j.Dropout = true },
+				func(j *Job) { j.Precision = FP16Mixed; j.Dropout = true },
 			} {
 				j := base
 				j.Parallel = par
@@ -305,7 +305,7 @@ func differentialPlanJobs(t testing.TB) (names []string, jobs []Job, lims []*Lim
 	lora := ms[2].m
 	for _, dm := range ms {
 		for ji, j := range []Job{
-			{Model: dm.m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 1024},
+			{Model: dm.m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 1024},
 			{Model: dm.m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW8bit{}, Attention: model.Flash, Batch: 1, SeqLen: 2048,
 				Checkpointing: model.FullCheckpointing},
 			{Model: dm.m, Mode: Generation, Precision: BF16, Attention: model.SDPA, Batch: 8, SeqLen: 1024, Generate: 256},

@@ -37,7 +37,7 @@ func perfJob(t testing.TB, models map[string]Model, i int) Job {
 		m = lookupModel(t, l.model, nil)
 		models[l.model] = m
 	}
-	j := Job{Model: m, Mode: Training, Precision: MixedBF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
+	j := Job{Model: m, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Flash,
 		Batch: 1, SeqLen: 4096, Checkpointing: model.FullCheckpointing, GradAccum: 8, Parallel: l.par}
 	if l.name == "zero3-offload" {
 		j.Offload = OffloadOptimizer | OffloadParams
@@ -84,7 +84,7 @@ func BenchmarkEstimateLayouts(b *testing.B) {
 func BenchmarkAllocateFleet(b *testing.B) {
 	m := lookupModel(b, "llama-2-70b", nil)
 	lora := lookupModel(b, "llama-2-70b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 16} })
-	j := Job{Model: m, Mode: Training, Precision: AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
+	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 	lim := &Limits{
 		TargetGlobalBatch: 256,
 		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},

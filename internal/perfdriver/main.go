@@ -49,7 +49,7 @@ func main() {
 	flag.Parse()
 	m := lookup("llama-2-70b", nil)
 	// BenchmarkEstimate's job.
-	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.MixedBF16, Optimizer: optimizer.AdamW{},
+	j := budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Master, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: 1, SeqLen: 4096, Checkpointing: model.FullCheckpointing}
 	var run func() error
 	est := func() error { _, err := budget.Estimate(j); return err }
@@ -64,7 +64,7 @@ func main() {
 		run = est
 	case "parallel":
 		// BenchmarkEstimateParallel's job.
-		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.MixedBF16, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
+		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Master, Optimizer: optimizer.AdamW{Impl: optimizer.Fused},
 			Batch: 1, SeqLen: 4096, Attention: model.Flash, GradAccum: 8,
 			Parallel: budget.Parallel{DataParallel: 2, Stage: 1, TensorParallel: 8, SequenceParallel: true, PipelineParallel: 4}}
 		run = est
@@ -83,7 +83,7 @@ func main() {
 			f.LoRA = model.LoRA{Rank: 16}
 			f.Quant, f.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 		})
-		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.AMPBF16, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
+		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 		lim := &budget.Limits{
 			TargetGlobalBatch: 256,
 			Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
