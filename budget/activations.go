@@ -61,7 +61,11 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	// Few kinds of block: a stack buffer keeps Estimate allocation-free
 	// (AppendActivations grows it on the heap only beyond eight kinds).
 	var buf [8]model.LayerActivations
-	a, err := j.Model.spec.AppendActivations(buf[:0], w)
+	// The architecture's checks were made once, by NewModel.
+	if j.Model.actErr != nil {
+		return actFigures{}, j.Model.actErr
+	}
+	a, err := j.Model.spec.AppendActivationsChecked(buf[:0], w)
 	if err != nil {
 		return actFigures{}, err
 	}

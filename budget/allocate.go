@@ -383,6 +383,8 @@ type allocator struct {
 	minSeq, maxSeq int
 	varySeq        bool
 	objective      Objective // resolved: never ObjectiveDefault
+	// scratch is the Job a change applies to (change.apply).
+	scratch Job
 }
 
 // budget is the device bytes a plan may use.
@@ -447,25 +449,10 @@ func (a *allocator) fitsCandidate(j Job) (Breakdown, bool, error) {
 // or limits return a *gpumem.FieldError. Allocate is deterministic and
 // safe for concurrent use.
 func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
-	if err := j.validate(); err != nil {
-		return Plan{}, err
-	}
-	if j.Mode == Load {
-		return Plan{}, gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid,
-			"a Load job has no batch or sequence to plan; Estimate tells whether it loads")
-	}
-	a, err := newAllocator(free, j, lim)
+	a, given, err := prepareAllocate(free, j, lim)
 	if err != nil {
 		return Plan{}, err
 	}
-	// The job as given: buffers at their sizes, batch within limits.
-	given := j
-	given.Batch = min(max(j.Batch, a.minBatch), a.maxBatch)
-	if a.varySeq {
-		given.SeqLen = min(max(j.SeqLen, a.minSeq), a.maxSeq)
-	}
-	a.setAccum(&given)
-
 	ladder, jobs, changes, firstFit, err := a.ladder(given)
 	if err != nil {
 		return Plan{}, err
@@ -607,13 +594,13 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 			continue
 		}
 		p.Ladder[i].Applied = false
-		x := given
+		a.scratch = given
 		for k := 1; k < len(p.Ladder); k++ {
 			if p.Ladder[k].Applied {
-				changes[k].apply(&x)
+				changes[k].apply(&a.scratch)
 			}
 		}
-		x = withWorkload(x, best)
+		x := withWorkload(a.scratch, best)
 		if nb, ok, err := a.fits(x); err == nil && ok {
 			best, p.Need = x, nb
 		} else {
@@ -633,6 +620,30 @@ func Allocate(free gpumem.Bytes, j Job, lim *Limits) (Plan, error) {
 	}
 	p.Headroom, p.MinHeadroom = free-p.Need.Required(), a.headroom
 	return p, nil
+}
+
+// prepareAllocate checks Allocate's arguments and returns its allocator
+// and the job as given: buffers at their sizes, batch (and sequence,
+// when it may vary) within limits, accumulation for the target batch.
+func prepareAllocate(free gpumem.Bytes, j Job, lim *Limits) (*allocator, Job, error) {
+	if err := j.validate(); err != nil {
+		return nil, Job{}, err
+	}
+	if j.Mode == Load {
+		return nil, Job{}, gpumem.Errorf("Job.Mode", j.Mode, gpumem.ErrInvalid,
+			"a Load job has no batch or sequence to plan; Estimate tells whether it loads")
+	}
+	a, err := newAllocator(free, j, lim)
+	if err != nil {
+		return nil, Job{}, err
+	}
+	given := j
+	given.Batch = min(max(j.Batch, a.minBatch), a.maxBatch)
+	if a.varySeq {
+		given.SeqLen = min(max(j.SeqLen, a.minSeq), a.maxSeq)
+	}
+	a.setAccum(&given)
+	return a, given, nil
 }
 
 // maximizeRungs is the rung search of the maximizing objectives: for
@@ -929,18 +940,26 @@ func (a *allocator) ladder(j Job) ([]Rung, []Job, []change, int, error) {
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
-	steps := []Rung{{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
-		Cost: Cost{Kind: CostNone, Text: "—"}}}
-	jobs := []Job{j}
-	applied := []change{{}}
+	cs := a.changes(j)
+	// At most one rung per change: sized once (a Job is 1.8 KB, and
+	// growing the slice copied them over and over).
+	steps := make([]Rung, 1, len(cs)+1)
+	steps[0] = Rung{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: ok, Applied: true,
+		Cost: Cost{Kind: CostNone, Text: "—"}}
+	jobs := make([]Job, 1, len(cs)+1)
+	jobs[0] = j
+	applied := make([]change, 1, len(cs)+1)
 	first := -1
 	if ok {
 		first = 0
 	}
 	cur, curB := j, b
-	for _, c := range a.changes(j) {
-		x := cur
-		c.apply(&x)
+	for _, c := range cs {
+		// The change applies to the allocator's scratch Job: a local
+		// whose address a func value takes would move to the heap.
+		a.scratch = cur
+		c.apply(&a.scratch)
+		x := a.scratch
 		nb, ok, err := a.fits(x)
 		if err != nil {
 			if errors.Is(err, gpumem.ErrInvalid) || errors.Is(err, gpumem.ErrUnsupported) {

@@ -54,18 +54,21 @@ func Estimate(j Job) (Breakdown, error) {
 	if err := j.Parallel.validateFor(&j); err != nil {
 		return Breakdown{}, err
 	}
+	// The activation model's figures do not depend on the rank's
+	// view: a pipeline's two stages compute them once.
+	var act rankActs
 	if !j.Parallel.modelParallel() {
-		return estimateRank(&j, nil)
+		return estimateRank(&j, nil, &act, false)
 	}
 	first := j.Parallel.view(&j.Model, false)
-	b, err := estimateRank(&j, &first)
+	b, err := estimateRank(&j, &first, &act, false)
 	if err != nil || j.Parallel.PipelineParallel < 2 {
 		return b, err
 	}
 	// The first stage holds the most micro-batches of activations and the
 	// embedding; the last holds the head, the logits and the loss.
 	last := j.Parallel.view(&j.Model, true)
-	bl, err := estimateRank(&j, &last)
+	bl, err := estimateRank(&j, &last, &act, false)
 	if err != nil {
 		return Breakdown{}, err
 	}
@@ -87,9 +90,45 @@ const (
 	zero3Persistence = 100_000
 )
 
+// rankActs is the activation figures of a job, computed by the first
+// rank that needs them.
+type rankActs struct {
+	done bool
+	f    actFigures
+	err  error
+}
+
+// statesBound returns a lower bound of Estimate(j).Required() that
+// holds at any workload (batch, sequence, accumulation, buffers),
+// attention kernel, loss and checkpointing policy: the model states of
+// the rank — weights as stored, master copies, optimizer state, after
+// sharding and offload, without autocast's copies, gradients or the
+// step's temporaries — and the CUDA context; of a pipeline, the smaller
+// of its two stages'. ok is false for a job Estimate refuses or that
+// another runtime serves.
+func statesBound(j *Job) (bound gpumem.Bytes, ok bool) {
+	if j.Runtime != PyTorch || j.Mode == Load || j.validate() != nil || j.Parallel.validateFor(j) != nil {
+		return 0, false
+	}
+	if !j.Parallel.modelParallel() {
+		b, err := estimateRank(j, nil, nil, true)
+		return b.Required(), err == nil
+	}
+	first := j.Parallel.view(&j.Model, false)
+	b, err := estimateRank(j, &first, nil, true)
+	if err != nil || j.Parallel.PipelineParallel < 2 {
+		return b.Required(), err == nil
+	}
+	last := j.Parallel.view(&j.Model, true)
+	bl, err := estimateRank(j, &last, nil, true)
+	return min(b.Required(), bl.Required()), err == nil
+}
+
 // estimateRank is Estimate for the rank v (nil: a rank holding the whole
-// model).
-func estimateRank(j *Job, v *rankView) (Breakdown, error) {
+// model); ra keeps the activation figures for the next rank. With
+// statesOnly it returns the rank's model states and context only
+// (statesBound).
+func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown, error) {
 	train := j.Mode == Training
 	ov := j.Overhead.resolve(train, j.Device)
 	wDT, gDT, sDT, cDT := j.Precision.dtypes()
@@ -98,15 +137,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	var b Breakdown
 	var err error
 	acc := accumulator{}
+	// The model's figures for this precision and rank (memo.go).
+	fig := m.figures(j.Precision, v)
+	add := func(s sized) gpumem.Bytes { return acc.add(s.b, s.err) }
 
 	// Persistent state.
-	b.Weights = acc.add(m.weightsOf(wDT, false, false, v, 0))
+	b.Weights = add(fig.weights)
 	// Weight copies that live from forward to the end of backward:
 	// autocast's 16-bit casts of the fp32 weights, saved by the matmuls
 	// that use them, or Transformer Engine's fp8 weights.
 	var casts gpumem.Bytes
 	if train && j.Precision.autocast() {
-		casts = acc.add(m.casts(cDT, v))
+		casts = add(fig.casts)
 	}
 	if !train && j.Mode != Load && j.Precision.autocast() {
 		// Inference under autocast: cached_cast (aten/src/ATen/
@@ -117,10 +159,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// default: the Model's trainable set) accumulate until the
 		// autocast context exits; a frozen weight's cast is a transient
 		// of its own op.
-		casts = acc.add(m.trainableCasts(cDT, v))
+		casts = add(fig.trainableCasts)
 	}
 	if train && j.Precision == FP8 {
-		casts = acc.add(m.weightsOf(gpumem.FP8E4M3, true, false, v, 0))
+		casts = add(fig.fp8)
 	}
 	var grads, optState, optStep gpumem.Bytes
 	// paged: the part of optState in CUDA unified memory (bitsandbytes'
@@ -132,14 +174,14 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// inBwd: each gradient is stepped and freed inside backward.
 	var inBwd inBwdFigures
 	if paramGrads {
-		grads = acc.add(m.weightsOf(gDT, true, false, v, 0))
+		grads = add(fig.grads)
 		if j.Precision.master() {
-			b.Master = acc.add(m.weightsOf(gpumem.FP32, true, false, v, 0))
+			b.Master = add(fig.master)
 		}
-		if j.Optimizer != nil && j.OptimizerInBackward {
-			optState, inBwd, paged = acc.optimizerInBackward(j, gDT, sDT)
-		} else if j.Optimizer != nil {
-			optState, optStep, paged = acc.optimizer(j, v, sDT)
+		if j.Optimizer != nil {
+			// optimizerInBackward's or optimizer's figures (memo.go).
+			of := acc.optimizerFigures(j, v, gDT, sDT)
+			optState, optStep, inBwd, paged = of.state, of.step, of.inBwd, of.paged
 		}
 	}
 	// ZeRO / FSDP sharding over the data-parallel ranks.
@@ -156,9 +198,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// reduce-scatter of one unit's gradients.
 	var inflight gpumem.Bytes
 	if paramGrads && ((shards > 1 && par.Stage >= 2) || paramsOff) {
-		inflight = m.bucket(gDT, v)
+		inflight = fig.bucket
 		if par.FSDP {
-			inflight = acc.add(m.layerWeights(gDT, v))
+			inflight = add(fig.layerG)
 		}
 	}
 	var hostParams gpumem.Bytes
@@ -170,9 +212,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// DeepSpeed's persistence threshold kept whole on every rank.
 		var kept, live gpumem.Bytes
 		if par.FSDP {
-			live = 2 * acc.add(m.layerWeights(wDT, v))
+			live = 2 * add(fig.layerW)
 		} else {
-			kept = acc.add(m.weightsOf(wDT, false, false, v, zero3Persistence))
+			kept = add(fig.kept)
 			live, _ = wDT.Size(zero3MaxLive + zero3Prefetch)
 		}
 		shard, gathered := partition(b.Weights-kept, shards), min(b.Weights-kept, live)
@@ -204,6 +246,14 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		b.Optimizer, b.Master, optStep, b.Paged, b.PagedResident = 0, 0, 0, 0, 0
 	}
 	b.Host = acc.sum(b.Host, hostParams)
+	if statesOnly {
+		// Every later term adds to these three (casts to Weights, the
+		// step's temporaries to Optimizer) or is a component of its own.
+		if acc.err != nil {
+			return Breakdown{}, acc.err
+		}
+		return Breakdown{Weights: b.Weights, Master: b.Master, Optimizer: b.Optimizer, Context: ov.Context}, nil
+	}
 	var largestCopy gpumem.Bytes
 	for i := range j.Copies {
 		c := &j.Copies[i]
@@ -226,9 +276,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// The model's registered buffers (model.Spec.BufferBytes: BigCode's
 	// causal mask, BERT's position and token-type ids) move to the GPU
 	// with it.
-	b.Buffers = acc.sum(b.Buffers, m.spec.BufferBytes())
+	b.Buffers = acc.sum(b.Buffers, m.bufferBytes)
 	if j.Mode == Generation {
-		b.KVCache = acc.add(kvCache(*j, cDT, v))
+		b.KVCache = acc.add(kvCache(j, cDT, v))
 	}
 	if w, ok := checked.Mul(int64(ov.Workspace), int64(ov.Workspaces)); ok {
 		b.Workspace = gpumem.Bytes(w)
@@ -251,7 +301,11 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		return Breakdown{}, acc.err
 	}
 
-	act, err := activations(j, cDT)
+	if !ra.done {
+		ra.f, ra.err = activations(j, cDT)
+		ra.done = true
+	}
+	act, err := ra.f, ra.err
 	if err != nil {
 		return Breakdown{}, err
 	}
@@ -283,7 +337,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	}
 	var cands [12]candidate
 	n := 0
-	add := func(c candidate) { cands[n] = c; n++ }
+	addCand := func(c candidate) { cands[n] = c; n++ }
 	body := act.saved - act.logits // everything saved but the logits
 	// An encoder–decoder runs its encoder first in forward and last in
 	// backward: the encoder's transients sit on what the encoder side
@@ -298,20 +352,20 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// Forward: the last block's transient on everything saved so far,
 		// then the logits with the loss's fp32 upcast.
 		iFwd := n // the forward's two candidates: the last block's transient and the logits
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
 		if encDec {
-			add(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
+			addCand(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
 			// Backward reaches the encoder once the decoder's, the
 			// head's and the shared embedding's gradients exist, with
 			// every encoder block's activations still saved.
-			decGrads := m.gradsOutsideEncoder(gDT, v)
+			decGrads := fig.outsideEncoder
 			if !paramGrads {
 				decGrads = 0
 			}
-			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
 		}
 		iLogits := n
-		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
 		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
 		if !ok {
 			acc.add(0, errOverflow("kept inputs"))
@@ -327,21 +381,21 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
 		// Identical blocks make the live bytes linear in between.
-		add(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
+		addCand(candidate{phase: Backward, grads: persistentGrads, acts: body, logits: act.lossLogits + act.lossBackward})
 		iBlocks := n // the blocks' backward candidates: the first and the last block
 		// The first block's backward (the last block of forward): the
 		// loss, the head and the final norm have run theirs, releasing
 		// what they saved and making their gradients.
 		firstGrads := persistentGrads
 		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
-			firstGrads = m.headGrads(gDT, v)
+			firstGrads = fig.headGrads
 		}
 		firstActs := body - act.headSaved
 		if j.OptimizerInBackward {
 			// As the head's step below, counted as an upper bound.
 			firstActs = body
 		}
-		add(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
+		addCand(candidate{phase: Backward, grads: firstGrads, acts: firstActs, attn: bwdAttn, kernel: kBwd, logits: act.kept})
 		lastAttn := act.backward
 		if encDec {
 			lastAttn = act.encBackward // the encoder's first block ends backward
@@ -360,18 +414,18 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// backward (a tied one's began with the head's).
 		lastGrads := grads
 		if paramGrads && persistentGrads == 0 && !j.OptimizerInBackward {
-			lastGrads = grads - min(grads, m.embedGrads(gDT, v))
+			lastGrads = grads - min(grads, fig.embedGrads)
 		}
 		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
 		// the blocks' saved tensors: from here to the end of backward
 		// they are all still there.
-		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
+		addCand(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
 		if paramGrads && !j.OptimizerInBackward {
 			// The end of backward: every gradient, the embeddings' just
 			// made, beside what the embeddings saved.
-			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
+			addCand(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
 		}
-		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+		if tied, dec := fig.tied, fig.tiedDecoder; tied > 0 && paramGrads && !j.OptimizerInBackward {
 			// A tied embedding's gradient when its last use's arrives:
 			// the head's contribution, the embedding's dense gradient and
 			// their sum at once (Model.tiedGrad), beside every other
@@ -379,9 +433,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// backward, or, for a decoder's embedding, beside the
 			// decoder's gradients and every encoder block's activations.
 			if dec {
-				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
+				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
 			} else {
-				add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
+				addCand(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
 			}
 		}
 		if j.OptimizerInBackward {
@@ -402,9 +456,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// alive, an upper bound: the loss's saved log-softmax is
 			// released by its backward, and the head's input is
 			// replaced by its gradient of the same size.
-			add(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
+			addCand(candidate{phase: Backward, acts: body, grads: acc.sum(inBwd.held, inBwd.headGrad), optimizerExtra: inBwd.headStep})
 			// The embeddings step last, once the blocks are released.
-			add(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
+			addCand(candidate{phase: Backward, acts: act.outside - act.logits, grads: max(inBwd.held, inBwd.embedGrad), optimizerExtra: inBwd.embedStep})
 		} else if j.Optimizer != nil {
 			// Optimizer step: every gradient and the step's temporaries,
 			// beside the logits where the loop keeps them (KeepLogits); a
@@ -414,21 +468,21 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			if j.HoldsPreviousStep {
 				c.acts, c.logits = kept, max(act.kept, act.logits)
 			}
-			add(c)
+			addCand(c)
 		}
 	} else {
 		ph := Forward
 		if j.Mode == Generation {
 			ph = Decode
 		}
-		add(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
+		addCand(candidate{phase: ph, acts: body, attn: fwdAttn, kernel: kFwd})
 		if encDec {
 			// The encoder's pass: before any decoder step, so before
 			// any KV cache in generation.
-			add(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
+			addCand(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
 		}
 		// The logits, with an evaluation's loss transient (EvalLoss).
-		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
+		addCand(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
@@ -498,15 +552,24 @@ func (a *accumulator) add(b gpumem.Bytes, err error) gpumem.Bytes {
 	return b
 }
 
+// sum is checked.Add (x|y|s is negative when an operand or the sum is),
+// small enough to inline: Estimate sums about fifty times.
 func (a *accumulator) sum(x, y gpumem.Bytes) gpumem.Bytes {
-	s, ok := checked.Add(int64(x), int64(y))
-	if !ok {
-		if a.err == nil {
-			a.err = errOverflow("peak")
-		}
-		return 0
+	if s := x + y; x|y|s >= 0 {
+		return s
 	}
-	return gpumem.Bytes(s)
+	return a.overflow()
+}
+
+// overflow records a sum that overflows (or a negative operand) and
+// returns 0. Kept out of line so that sum inlines.
+//
+//go:noinline
+func (a *accumulator) overflow() gpumem.Bytes {
+	if a.err == nil {
+		a.err = errOverflow("peak")
+	}
+	return 0
 }
 
 // pagedFigures is the optimizer state in CUDA unified memory

@@ -189,7 +189,21 @@ func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
 		for i, par := range layouts {
 			jl := j
 			jl.Parallel = par
-			p, err := Allocate(f.Free, jl, lim)
+			var p Plan
+			var err error
+			skip := false
+			var r Rung
+			if pass == 0 && (len(passes) > 1 || i < len(layouts)-1) {
+				r, skip = cannotFit(f.Free, jl, lim)
+			}
+			if skip {
+				// Allocate would search every rung and fail: its answer
+				// here is its first rung, and its error is overwritten
+				// by a later layout's (the last call is always made).
+				err = &InsufficientMemoryError{Ladder: []Rung{r}}
+			} else {
+				p, err = Allocate(f.Free, jl, lim)
+			}
 			var ime *InsufficientMemoryError
 			if err != nil && !errors.As(err, &ime) {
 				return Plan{}, err
@@ -242,6 +256,30 @@ func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
 }
 
 // layoutCost says what a layout costs in communication.
+// cannotFit reports whether Allocate(free, j, lim) cannot fit j with
+// the first pass's Limits (kernels, losses, checkpointing, batch and
+// sequence; no change of model, precision, optimizer or offload)
+// because the model states alone exceed the budget (statesBound), and
+// returns the rung Allocate would begin its ladder with (the job as
+// given). It is false whenever Allocate would answer otherwise than with
+// that ladder's InsufficientMemoryError: arguments it refuses, a job as
+// given that does not estimate.
+func cannotFit(free gpumem.Bytes, j Job, lim *Limits) (Rung, bool) {
+	a, given, err := prepareAllocate(free, j, lim)
+	if err != nil {
+		return Rung{}, false
+	}
+	if states, ok := statesBound(&given); !ok || states <= a.budget() {
+		return Rung{}, false
+	}
+	b, fits, err := a.fits(given)
+	if err != nil || fits {
+		return Rung{}, false
+	}
+	return Rung{Change: "as given", Allocated: b.Allocated(), Device: b.Device(), Fits: false, Applied: true,
+		Cost: Cost{Kind: CostNone, Text: "—"}}, true
+}
+
 func layoutCost(p Parallel) Cost {
 	var parts []string
 	switch {

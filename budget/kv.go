@@ -38,7 +38,7 @@ func kvGeometry(s model.Spec) attention.KVCache {
 // model). Tensor parallelism splits the KV heads (one per rank,
 // replicated, below t; MLA's decompressed heads like query heads);
 // a pipeline stage holds its ceil(layers/pp) layers' cache.
-func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
+func kvCache(j *Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 	if j.Model.spec.Family == "mamba" {
 		// A Mamba model caches no keys or values: MambaCache's conv and
 		// ssm states, whatever the sequence length (model.Spec.MambaState).

@@ -48,6 +48,15 @@ type Model struct {
 	// that cannot train (quantized or fp8 storage): a Training job is
 	// refused with it; inference and load jobs keep the tensor frozen.
 	untrainable error
+
+	// memo keeps the figures computed per precision, rank and optimizer
+	// (memo.go), shared by the copies of the Model.
+	memo *memo
+	// actErr is spec.CheckActivations(): the activation model's checks
+	// of the architecture, made once (activations).
+	actErr error
+	// bufferBytes is spec.BufferBytes(): the registered buffers.
+	bufferBytes gpumem.Bytes
 }
 
 // group is count identical tensors of one component (embeddings, layers,
@@ -110,8 +119,10 @@ func NewModel(f model.Finetune) (Model, error) {
 	for _, r := range trainable {
 		trains[r.Tensor.Name] = true
 	}
-	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings}
+	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
+	m.actErr = s.CheckActivations()
+	m.bufferBytes = s.BufferBytes()
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err
 	}
@@ -261,7 +272,7 @@ func (m Model) Spec() model.Spec { return m.spec }
 func (m Model) Params() (total, trainable int64) { return m.params, m.trainableParams }
 
 // valid reports whether m was built by NewModel.
-func (m Model) valid() bool { return m.tensors > 0 }
+func (m *Model) valid() bool { return m.tensors > 0 }
 
 // weights returns the bytes of every tensor stored in dt (quantized
 // groups in their own storage), each rounded up to the caching

@@ -139,8 +139,12 @@ func (p Parallel) validateFor(j *Job) error {
 	if p.ExpertParallel <= 1 && p.PipelineParallel <= 1 {
 		return nil
 	}
-	s := j.Model.spec
-	lm := s.LM()
+	// By pointer: the Spec is 656 bytes, and LM() copies it twice.
+	s := &j.Model.spec
+	lm := s
+	if s.Text != nil {
+		lm = s.Text // Spec.LM
+	}
 	if p.ExpertParallel > 1 {
 		if lm.MoE.Experts == 0 {
 			return gpumem.Errorf("Job.Parallel.ExpertParallel", p.ExpertParallel, gpumem.ErrInvalid, "%s has no routed experts", s.Name)

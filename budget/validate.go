@@ -143,7 +143,7 @@ func (j *Job) validate() error {
 		}
 	}
 	if j.Mode == Training && j.Gradients == NoStep {
-		if _, t := j.Model.Params(); t == 0 {
+		if j.Model.trainableParams == 0 {
 			return gpumem.Errorf("Job.Gradients", j.Gradients, gpumem.ErrInvalid, "nothing is trainable, so no parameter gets a gradient (InputGradients differentiates to the input only)")
 		}
 	}
@@ -177,7 +177,7 @@ func (j *Job) validate() error {
 		// A frozen model without an optimizer is a backward pass to the
 		// inputs only (an adversarial attack, as the Whisper language attack): activations are
 		// saved, no parameter gradient or state exists.
-		_, t := j.Model.Params()
+		t := j.Model.trainableParams
 		if j.Optimizer == nil && t > 0 {
 			return gpumem.Errorf("Job.Optimizer", nil, gpumem.ErrInvalid, "a Training job needs an optimizer (or Gradients NoStep, or a model with nothing trainable)")
 		}

@@ -505,23 +505,46 @@ func (s Spec) Activations(w Workload) (Activations, error) {
 // few entries suffice: one per kind of block (a multimodal model has
 // three or four).
 func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations, error) {
-	if s.Inventory != nil && s.Hidden == 0 {
-		return Activations{}, gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
-	}
-	if err := s.checkAct("Spec"); err != nil {
+	if err := s.CheckActivations(); err != nil {
 		return Activations{}, err
 	}
+	return s.appendChecked(dst, w)
+}
+
+// CheckActivations returns the error [Spec.AppendActivations] returns
+// for s whatever the workload, nil when the activation model covers s's
+// fields. It depends on s alone: a caller that estimates one Spec often
+// (budget.NewModel) checks it once and calls
+// [Spec.AppendActivationsChecked].
+func (s Spec) CheckActivations() error {
+	if s.Inventory != nil && s.Hidden == 0 {
+		return gpumem.Errorf("Spec.Inventory", len(s.Inventory), gpumem.ErrUnsupported, "activations need the architecture fields, not only a tensor inventory")
+	}
+	return s.checkAct("Spec")
+}
+
+// AppendActivationsChecked is [Spec.AppendActivations] without the
+// checks of [Spec.CheckActivations], for a Spec they passed (the Spec's
+// checks cost about as much as a tenth of the estimate); the Workload is
+// checked. Called on a Spec that fails them, its answer is undefined.
+func (s *Spec) AppendActivationsChecked(dst []LayerActivations, w Workload) (Activations, error) {
+	return s.appendChecked(dst, w)
+}
+
+// appendChecked is AppendActivations once s is checked.
+func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, error) {
 	e, err := w.check(s)
 	if err != nil {
 		return Activations{}, err
 	}
-	switch layoutOf(s) {
+	l := layoutOf(s)
+	switch l {
 	case layoutMamba:
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
 	case layoutBackbone:
-		if err := w.checkBackbone(s); err != nil {
+		if err := w.checkBackbone(*s); err != nil {
 			return Activations{}, err
 		}
 	}
@@ -533,20 +556,20 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 	}
 	var c actCalc
 	var a Activations
-	switch layoutOf(s) {
+	switch l {
 	case layoutMultimodal:
-		c.multimodal(&a, s, w, e)
+		c.multimodal(&a, *s, w, e)
 	case layoutT5, layoutWhisper:
-		c.encDec(&a, s, w, e)
+		c.encDec(&a, *s, w, e)
 	case layoutMamba:
-		c.mamba(&a, s, w, e)
+		c.mamba(&a, *s, w, e)
 	case layoutBackbone:
-		c.backbone(&a, s, w, e)
+		c.backbone(&a, *s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
-		tokens := c.vision(&a, s, w, e, "", w.Batch, !w.Train)
+		tokens := c.vision(&a, *s, w, e, "", w.Batch, !w.Train)
 		if s.Head == HeadImageCls {
 			T := c.m(w.Batch, tokens)
-			c.taskHead(&a, s, w, HeadImageCls, e, T, T, false)
+			c.taskHead(&a, *s, w, HeadImageCls, e, T, T, false)
 		}
 		c.finish(&a, w)
 	default:
@@ -572,13 +595,13 @@ func (s Spec) checkAct(path string) error {
 	if s.Family == "" {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrInvalid, "empty model family")
 	}
-	if layoutOf(s) == layoutMamba {
+	if layoutOf(&s) == layoutMamba {
 		return s.validateMamba(path)
 	}
-	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
+	if l := layoutOf(&s); l == layoutFlux || l == layoutSD3 {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
 	}
-	if l := layoutOf(s); l == layoutUNet || l == layoutVAE {
+	if l := layoutOf(&s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
 			"a diffusers UNet or VAE runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline NAME or --diffusers DIR)")
 	}
@@ -588,7 +611,7 @@ func (s Spec) checkAct(path string) error {
 	if s.Labels < 0 || s.Labels > 1<<24 {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
-	l := layoutOf(s)
+	l := layoutOf(&s)
 	if l == layoutBackbone {
 		return s.validateBackbone(path)
 	}
@@ -667,14 +690,14 @@ func (s Spec) checkAct(path string) error {
 			return gpumem.Errorf(path+".Encoder.Positions", enc.Positions, gpumem.ErrInvalid, "must be positive (1500 audio frames for 30 s)")
 		}
 	}
-	if layoutOf(s).hasVocab() && s.Vocab <= 0 {
+	if layoutOf(&s).hasVocab() && s.Vocab <= 0 {
 		return gpumem.Errorf(path+".Vocab", s.Vocab, gpumem.ErrInvalid, "must be positive")
 	}
 	return nil
 }
 
 // check validates w and returns the compute dtype's element size.
-func (w Workload) check(s Spec) (int64, error) {
+func (w Workload) check(s *Spec) (int64, error) {
 	if w.Batch < 1 || w.Batch > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
@@ -714,7 +737,7 @@ func (w Workload) check(s Spec) (int64, error) {
 	if w.CheckpointEvery < 0 || w.CheckpointEvery > 1<<16 {
 		return 0, gpumem.Errorf("Workload.CheckpointEvery", w.CheckpointEvery, gpumem.ErrInvalid, "must be in [0, 65536]")
 	}
-	if err := w.checkLoss(&s); err != nil {
+	if err := w.checkLoss(s); err != nil {
 		return 0, err
 	}
 	switch w.computeDType(s) {
@@ -728,7 +751,7 @@ func (w Workload) check(s Spec) (int64, error) {
 
 // computeDType resolves Workload.DType: the Spec's (the language model's
 // of a multimodal Spec) when zero and a compute dtype, else BF16.
-func (w Workload) computeDType(s Spec) gpumem.DType {
+func (w Workload) computeDType(s *Spec) gpumem.DType {
 	d := w.DType
 	if d == gpumem.Invalid {
 		d = s.DType
@@ -745,7 +768,7 @@ func (w Workload) computeDType(s Spec) gpumem.DType {
 }
 
 // checkParallel validates the tensor, sequence and context degrees against s.
-func (w Workload) checkParallel(s Spec) error {
+func (w Workload) checkParallel(s *Spec) error {
 	t := w.TensorParallel
 	if t < 0 || t > 1<<16 {
 		return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must be in [0, 65536]")
@@ -768,7 +791,7 @@ func (w Workload) checkParallel(s Spec) error {
 	if t <= 1 {
 		return nil
 	}
-	check := func(path string, p Spec) error {
+	check := func(path string, p *Spec) error {
 		if p.Heads%t != 0 {
 			return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must divide %s.Heads = %d", path, p.Heads)
 		}
@@ -781,12 +804,12 @@ func (w Workload) checkParallel(s Spec) error {
 		return nil
 	}
 	if s.Vision != nil {
-		if err := check("Spec.Vision", *s.Vision); err != nil {
+		if err := check("Spec.Vision", s.Vision); err != nil {
 			return err
 		}
 	}
 	if s.Text != nil {
-		return check("Spec.Text", *s.Text)
+		return check("Spec.Text", s.Text)
 	}
 	return check("Spec", s)
 }
@@ -1354,7 +1377,7 @@ func (c *actCalc) flops(bl *actBlock, T int64, sh actShape) int64 {
 // actFamily returns the block description of a decoder-only or encoder
 // Spec's layers (MLP fields filled from Intermediate; MoE set by the
 // caller).
-func actFamily(s Spec) actBlock {
+func actFamily(s *Spec) actBlock {
 	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
 	switch layoutOf(s) {
@@ -1499,7 +1522,7 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
-func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part string, seq int64) {
+func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
@@ -1647,7 +1670,7 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 	}
 	if !lm {
 		a.FLOPs = c.a(a.FLOPs, flops)
-		c.taskHead(a, s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
+		c.taskHead(a, *s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
 		c.finish(a, w)
 		return
 	}
@@ -1682,7 +1705,7 @@ func (c *actCalc) decoderOnly(a *Activations, s Spec, w Workload, e int64, part 
 //     classification; 16·B for start and end positions).
 func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, Th int64, inputCounted bool) {
 	B, H, L := w.Batch, s.Hidden, s.labels()
-	bert := layoutOf(s) == layoutBERT
+	bert := layoutOf(&s) == layoutBERT
 	rows, flopRows, labels, losses := T, T, c.m(8, T), int64(1)
 	switch kind {
 	case HeadSeqCls, HeadImageCls:
@@ -1741,10 +1764,10 @@ func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, 
 // holds Vocab/t columns of the logits, their fp32 copy, log-softmax and
 // gradient. Th is the head input's tokens (T, or T/t under sequence
 // parallelism).
-func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, inputCounted bool) {
+func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inputCounted bool) {
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	if w.Train && w.Loss.Kind != FullLoss {
-		c.lossHead(a, s, w, e, T, V, inputCounted)
+		c.lossHead(a, *s, w, e, T, V, inputCounted)
 		return
 	}
 	if k := w.LogitsToKeep; k > 0 && !w.Train && k < T/w.Batch {
@@ -1857,18 +1880,18 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
-	bl := actFamily(s)
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	if !w.Train || frozen {
 		return tokens
 	}
 	T := c.m(n, tokens)
 	emb := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
-	if layoutOf(s) == layoutCLIPVision {
+	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
-	if w.Dropout && layoutOf(s) == layoutVision {
+	if w.Dropout && layoutOf(&s) == layoutVision {
 		emb = c.a(emb, c.m(T, s.Hidden))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
@@ -1919,7 +1942,7 @@ func (c *actCalc) multimodal(a *Activations, s Spec, w Workload, e int64) {
 		c.push(l)
 	}
 	seq := c.a(w.SeqLen, c.m(w.Images, per))
-	c.decoderOnly(a, t, w, e, "language", seq)
+	c.decoderOnly(a, &t, w, e, "language", seq)
 	a.ImageTokens = per
 	if w.Train && n > 0 {
 		a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), c.m(w.Batch, seq)))
@@ -1951,7 +1974,7 @@ func (s Spec) EncoderInput(seqLen int64) (tokens int64, text bool) {
 	switch {
 	case s.Encoder == nil:
 		return 0, false
-	case layoutOf(s) == layoutWhisper:
+	case layoutOf(&s) == layoutWhisper:
 		return s.Encoder.Positions, false
 	}
 	return seqLen, true
@@ -1959,7 +1982,7 @@ func (s Spec) EncoderInput(seqLen int64) (tokens int64, text bool) {
 
 func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	enc := *s.Encoder
-	l := layoutOf(s)
+	l := layoutOf(&s)
 	encLen := w.EncoderLen
 	if encLen == 0 {
 		encLen, _ = s.EncoderInput(w.SeqLen)
@@ -1984,8 +2007,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen
@@ -2016,7 +2039,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
 		}
 	}
-	c.head(a, s, w, e, dT, dT, false)
+	c.head(a, &s, w, e, dT, dT, false)
 	var flops int64
 	for _, x := range c.layers() {
 		flops = c.a(flops, c.m(x.FLOPs, x.Count))

@@ -320,7 +320,7 @@ type Finetune struct {
 // (WhisperEncoder.__init__: self.embed_positions.requires_grad_(False),
 // transformers modeling_whisper.py, v4.27 to v4.57 and later).
 func (s Spec) FrozenByModel(name string) bool {
-	return name == "model.encoder.embed_positions.weight" && layoutOf(s) == layoutWhisper
+	return name == "model.encoder.embed_positions.weight" && layoutOf(&s) == layoutWhisper
 }
 
 // BufferBytes returns the bytes of the tensors the model's modules
@@ -791,7 +791,7 @@ func (f Finetune) checkKeepsInputs() error {
 		return gpumem.Errorf("Finetune.KeepsInputs", true, gpumem.ErrInvalid, "it selects bitsandbytes before 0.43.2, whose 4-bit matmul is unfused; set Unfused too")
 	}
 	s := f.Model
-	l := layoutOf(s)
+	l := layoutOf(&s)
 	if (l != layoutLlama && l != layoutPhi3) || s.MoE.Experts > 0 || s.MLA.Enabled() || s.Encoder != nil || s.Vision != nil || s.Text != nil || s.EncoderOnly {
 		return gpumem.Errorf("Finetune.KeepsInputs", true, gpumem.ErrInvalid, "the kept inputs are modelled for dense decoder-only models with llama-style blocks, not %s", s.Family)
 	}

@@ -330,7 +330,7 @@ func (d *diffWalk) hold(b int64) {
 // UNetActivations returns the activations of one UNet2DConditionModel
 // pass of w over a UNet Spec.
 func (s Spec) UNetActivations(w DiffusionWorkload) (DiffusionActivations, error) {
-	if layoutOf(s) != layoutUNet || s.UNet == nil {
+	if layoutOf(&s) != layoutUNet || s.UNet == nil {
 		return DiffusionActivations{}, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a %s", FamilyUNet)
 	}
 	d, err := newDiffWalk(s, w)
@@ -437,7 +437,7 @@ func (s Spec) UNetActivations(w DiffusionWorkload) (DiffusionActivations, error)
 // (w.Decode) or encoder pass without gradients: the VAEs are frozen in
 // every pipeline and script gpumem models.
 func (s Spec) VAEActivations(w DiffusionWorkload) (DiffusionActivations, error) {
-	if layoutOf(s) != layoutVAE || s.UNet == nil {
+	if layoutOf(&s) != layoutVAE || s.UNet == nil {
 		return DiffusionActivations{}, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a %s", FamilyVAE)
 	}
 	w.Train, w.Checkpointing, w.LoRARank = false, false, 0

@@ -97,13 +97,13 @@ func (s Spec) headSupported(h Head) bool {
 	case HeadDefault:
 		return true
 	case HeadCausalLM:
-		switch layoutOf(s) {
+		switch layoutOf(&s) {
 		case layoutBERT, layoutVision, layoutBackbone, layoutCLIPVision, layoutSiglipVision, layoutCLIPText, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutMamba, layoutSD3, layoutMultimodal, layoutT5, layoutWhisper:
 			return false
 		}
 		return !s.EncoderOnly
 	}
-	switch layoutOf(s) {
+	switch layoutOf(&s) {
 	case layoutBERT:
 		return h == HeadMaskedLM || h == HeadSeqCls || h == HeadTokenCls || h == HeadQA
 	case layoutVision, layoutBackbone:
@@ -136,7 +136,7 @@ func (s Spec) classHead(b *builder, in int64, lm func()) {
 		b.linear("score", s.labels(), in, false)
 	case HeadTokenCls:
 		name := "score" // LlamaForTokenClassification
-		if layoutOf(s) == layoutGPT2 {
+		if layoutOf(&s) == layoutGPT2 {
 			name = "classifier"
 		}
 		b.linear(name, s.labels(), in, true)

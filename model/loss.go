@@ -206,7 +206,7 @@ func (s Spec) causalHead() bool {
 	if s.Head != HeadDefault && s.Head != HeadCausalLM {
 		return false // a task head (classification, QA) has no vocabulary logits
 	}
-	switch layoutOf(s) {
+	switch layoutOf(&s) {
 	case layoutLlama, layoutPhi3, layoutPhi, layoutFalcon, layoutGPT2, layoutBigCode, layoutNeoX, layoutOPT:
 		return s.Vocab > 0
 	case layoutMultimodal:

@@ -104,7 +104,7 @@ func (s Spec) buildMamba(b *builder) {
 // MambaCache: torch.zeros(max_batch_size, intermediate_size, ...,
 // dtype=dtype)), a size independent of the sequence length.
 func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
-	if layoutOf(s) != layoutMamba {
+	if layoutOf(&s) != layoutMamba {
 		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba model")
 	}
 	if err := s.Validate(); err != nil {
@@ -177,7 +177,7 @@ func (c *actCalc) mamba(a *Activations, s Spec, w Workload, e int64) {
 	if w.Train {
 		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actRMS, T, H, e)))
 	}
-	c.head(a, s, w, e, T, T, false)
+	c.head(a, &s, w, e, T, T, false)
 	c.finish(a, w)
 }
 

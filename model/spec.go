@@ -395,7 +395,7 @@ func (s Spec) validateFields(path string) error {
 	if s.Labels < 0 || s.Labels > 1<<24 {
 		return gpumem.Errorf(path+".Labels", s.Labels, gpumem.ErrInvalid, "must be in [0, 2^24]")
 	}
-	l := layoutOf(s)
+	l := layoutOf(&s)
 	if l == layoutBackbone {
 		return s.validateBackbone(path)
 	}

@@ -40,7 +40,7 @@ const (
 	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
 )
 
-func layoutOf(s Spec) layout {
+func layoutOf(s *Spec) layout {
 	switch s.Family {
 	case "phi3":
 		return layoutPhi3
@@ -284,7 +284,7 @@ func (s Spec) norm() Norm {
 // named_parameters, as far as practical.
 func (s Spec) build(b *builder) {
 	b.dt = s.DType
-	switch layoutOf(s) {
+	switch layoutOf(&s) {
 	case layoutLlama:
 		s.buildLlama(b)
 	case layoutPhi3:
@@ -918,7 +918,7 @@ func (s Spec) buildViT(b *builder) {
 func (s Spec) buildCLIPFamily(b *builder) {
 	H, I := s.Hidden, s.Intermediate
 	inner := s.Heads * s.HeadDim
-	l := layoutOf(s)
+	l := layoutOf(&s)
 	p0 := "vision_model."
 	switch l {
 	case layoutCLIPText:

@@ -39,8 +39,28 @@ func Add(a, b int64) (int64, bool) {
 // A zero factor makes the product zero even when the other factors would
 // overflow together, as the element count of a tensor with a zero dimension.
 func MulAll(xs ...int64) (int64, bool) {
+	// Fast path: a product of factors below 2^l1, 2^l2, ... is below
+	// 2^(l1+l2+...), so with at most 63 bits in all the wrapping product
+	// is exact; only larger operands take the exact check.
+	var q int64 = 1
+	n := 0
+	for _, x := range xs {
+		if x <= 0 {
+			if x < 0 {
+				return 0, false
+			}
+			return 0, true
+		}
+		n += bits.Len64(uint64(x))
+		q *= x
+	}
+	if n <= 63 {
+		return q, true
+	}
 	var p uint64 = 1
-	over := false
+	// over collects, without a branch per factor, a high word or a sign
+	// bit of any partial product.
+	var over uint64
 	for _, x := range xs {
 		if x <= 0 {
 			if x < 0 {
@@ -49,10 +69,10 @@ func MulAll(xs ...int64) (int64, bool) {
 			return 0, true
 		}
 		hi, lo := bits.Mul64(p, uint64(x))
-		over = over || hi != 0 || lo > 1<<63-1
+		over |= hi | lo>>63
 		p = lo
 	}
-	if over {
+	if over != 0 {
 		return 0, false
 	}
 	return int64(p), true

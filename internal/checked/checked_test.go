@@ -199,3 +199,51 @@ func TestScale(t *testing.T) {
 		}
 	}
 }
+
+// TestMulAllAgainstBig checks MulAll's fast path (at most 63 bits in
+// all) and its exact check against math/big on products around 2^63:
+// powers of two and their neighbours, and a deterministic spread of
+// factors, two to five at a time.
+func TestMulAllAgainstBig(t *testing.T) {
+	t.Parallel()
+	vals := []int64{0, 1, 2, 3, 5, 7, 1000, 4096, 65535, 1 << 20, 3037000499, 3037000500, 1<<31 - 1, 1 << 31, 1<<32 + 1,
+		1<<40 - 3, 1 << 62, 1<<62 + 1, math.MaxInt64, -1, math.MinInt64}
+	for k := 1; k < 63; k++ {
+		vals = append(vals, 1<<k-1, 1<<k, 1<<k+1)
+	}
+	limit := new(big.Int).SetInt64(math.MaxInt64)
+	check := func(xs ...int64) {
+		want := big.NewInt(1)
+		ok := true
+		for _, x := range xs {
+			if x < 0 {
+				ok = false
+				break
+			}
+			if x == 0 {
+				want.SetInt64(0)
+				break
+			}
+			want.Mul(want, big.NewInt(x))
+		}
+		if ok && want.Cmp(limit) > 0 {
+			ok = false
+		}
+		got, gotOK := MulAll(xs...)
+		if gotOK != ok || (ok && got != want.Int64()) || (!ok && got != 0) {
+			t.Fatalf("MulAll(%v) = %d, %v; want %v, %v", xs, got, gotOK, want, ok)
+		}
+	}
+	for _, a := range vals {
+		for _, b := range vals {
+			check(a, b)
+			for i, c := range vals {
+				if i%9 == 0 {
+					check(a, b, c)
+					check(c, a, 2, b)
+					check(3, a, b, 5, c)
+				}
+			}
+		}
+	}
+}
