@@ -276,6 +276,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// noKV: the moment precedes the KV cache (an encoder–decoder's
 		// encoder pass in generation).
 		noKV bool
+		// castsLeft: how much of autocast's weight casts a backward
+		// moment still holds (castsAll, castsBlock, castsNone).
+		castsLeft uint8
 	}
 	var kFwd, kBwd gpumem.Bytes
 	if len(m.quant.shapes) > 0 {
@@ -365,13 +368,27 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
 		// the blocks' saved tensors: from here to the end of backward
 		// they are all still there.
-		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
+		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept, castsLeft: castsBlock})
 		if paramGrads && !j.OptimizerInBackward {
 			// The end of backward: every gradient, the embeddings' just
 			// made, beside what the embeddings saved.
-			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
+			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept, castsLeft: castsNone})
 		}
 		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
+			// Under autocast the head reads the weight's cached 16-bit
+			// cast, and the head's contribution reaches the leaf through
+			// the cast's ToCopyBackward: a fresh dense fp32 tensor that
+			// only the input buffer holds, so InputBuffer's accumulate
+			// (torch/csrc/autograd/input_buffer.cpp, torch 2.6: old_var.
+			// add_(var) when can_accumulate_inplace(old_var)) adds the
+			// embedding's gradient into it in place: one tied gradient
+			// beyond the rest, not two. Measured on the CPU
+			// (testdata/measured/cpu, bf16-mixed b1 rows): the backward
+			// peak holds every gradient and less than one more embedding.
+			extra := 2 * tied
+			if j.Precision.autocast() {
+				extra = tied
+			}
 			// A tied embedding's gradient when its last use's arrives:
 			// the head's contribution, the embedding's dense gradient and
 			// their sum at once (Model.tiedGrad), beside every other
@@ -379,9 +396,9 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// backward, or, for a decoder's embedding, beside the
 			// decoder's gradients and every encoder block's activations.
 			if dec {
-				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
+				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), extra), acts: act.encBlocks + act.front, logits: act.kept})
 			} else {
-				add(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
+				add(candidate{phase: Backward, grads: acc.sum(grads, extra), acts: acc.sum(act.front, kept), logits: act.kept, castsLeft: castsNone})
 			}
 		}
 		if j.OptimizerInBackward {
@@ -430,9 +447,35 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// The logits, with an evaluation's loss transient (EvalLoss).
 		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
 	}
+	// Autocast's 16-bit casts of the trained weights: cached_cast
+	// (aten/src/ATen/autocast_mode.cpp, torch 2.6) caches the cast of an
+	// fp32 leaf that requires grad until the autocast context exits after
+	// forward; what keeps each cast alive in backward is the matmul that
+	// saved it (MmBackward's mat2, for the input's gradient), released
+	// when that node runs. Backward runs the blocks in reverse, so the
+	// last block's backward holds the first block's casts only, and the
+	// end of backward (the embeddings', which F.embedding reads in fp32:
+	// embedding is on no autocast list) none. Measured on the CPU
+	// (testdata/measured/cpu, bf16-mixed b1 rows): the backward peak at
+	// the tied embedding's gradient holds every gradient, the two tied
+	// gradients and no cast. Transformer Engine's fp8 weights are kept
+	// whole.
+	blockCasts := casts
+	if train && j.Precision.autocast() {
+		if l, err := m.layerWeights(cDT, v); err == nil && m.layers > 1 {
+			blockCasts = min(casts, l)
+		}
+	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
-			cands[i].casts = casts
+			switch {
+			case cands[i].castsLeft == castsNone && j.Precision.autocast():
+				cands[i].casts = 0
+			case cands[i].castsLeft == castsBlock:
+				cands[i].casts = blockCasts
+			default:
+				cands[i].casts = casts
+			}
 		}
 	}
 	best := -1
@@ -477,6 +520,13 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	b.HostNode = gpumem.Bytes(node)
 	return b, nil
 }
+
+// How much of autocast's weight casts a backward moment holds.
+const (
+	castsAll   = iota // forward to the first block's backward
+	castsBlock        // the last block's backward: one block's casts
+	castsNone         // the end of backward: none
+)
 
 // loaded completes the Breakdown of a Load job: the persistent state as
 // b holds it, the context, no fragmentation.
