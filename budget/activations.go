@@ -50,6 +50,10 @@ type actFigures struct {
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
 	front, back gpumem.Bytes
+	// ids is the integer inputs the loop holds (token ids, labels:
+	// model.Activations.TokenIDs), alive from before forward to after
+	// the optimizer step.
+	ids gpumem.Bytes
 }
 
 // activations returns the activation figures of j in the compute dtype
@@ -95,6 +99,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
+	f.ids = a.TokenIDs
 	if j.Mode == Training {
 		f.headSaved = a.FinalNorm + a.Head
 	}

@@ -311,7 +311,7 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			if !paramGrads {
 				decGrads = 0
 			}
-			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+			add(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept, castsLeft: castsEncoder})
 		}
 		iLogits := n
 		add(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
@@ -369,10 +369,25 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 		// the blocks' saved tensors: from here to the end of backward
 		// they are all still there.
 		add(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept, castsLeft: castsBlock})
+		// At the embeddings' backward, the last of backward, what the
+		// embeddings saved beyond the ids (BERT's embedding LayerNorm,
+		// the embedding dropout's mask) has been released by the
+		// backward of the norm and dropout that follow the lookup in
+		// forward, and the tables every block reads (rotary cos and sin,
+		// position bias) by the first block's: what is left is the ids
+		// embedding_dense_backward reads (torch 2.6,
+		// aten/src/ATen/native/Embedding.cpp), which the loop holds
+		// anyway. An encoder–decoder's decoder embedding is summed
+		// before the encoder's backward (below), beside everything the
+		// encoder saved.
+		endActs := acc.sum(act.ids, kept)
+		if v != nil && v.pp > 1 {
+			endActs = acc.sum(act.front, kept)
+		}
 		if paramGrads && !j.OptimizerInBackward {
 			// The end of backward: every gradient, the embeddings' just
-			// made, beside what the embeddings saved.
-			add(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept, castsLeft: castsNone})
+			// made, beside the ids.
+			add(candidate{phase: Backward, grads: grads, acts: endActs, logits: act.kept, castsLeft: castsNone})
 		}
 		if tied, dec := m.tiedGrad(gDT, v); tied > 0 && paramGrads && !j.OptimizerInBackward {
 			// Under autocast the head reads the weight's cached 16-bit
@@ -395,10 +410,24 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// gradient and what the embedding saved at the end of
 			// backward, or, for a decoder's embedding, beside the
 			// decoder's gradients and every encoder block's activations.
-			if dec {
-				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), extra), acts: act.encBlocks + act.front, logits: act.kept})
-			} else {
-				add(candidate{phase: Backward, grads: acc.sum(grads, extra), acts: acc.sum(act.front, kept), logits: act.kept, castsLeft: castsNone})
+			//
+			// A table the encoder also reads (T5's shared embedding) gets
+			// three contributions: the head's and the decoder
+			// embedding's are summed when the decoder's arrives, before
+			// the encoder's backward, as a decoder's own embedding is;
+			// their sum is a fresh tensor only the input buffer holds, so
+			// the encoder embedding's gradient, at the very end, is added
+			// into it in place (InputBuffer's accumulate, as above): one
+			// tied gradient beyond the rest there.
+			if dec || encDec {
+				add(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, m.gradsOutsideEncoder(gDT, v)), extra), acts: act.encBlocks + act.front, logits: act.kept, castsLeft: castsEncoder})
+			}
+			if !dec {
+				end := extra
+				if encDec {
+					end = tied
+				}
+				add(candidate{phase: Backward, grads: acc.sum(grads, end), acts: endActs, logits: act.kept, castsLeft: castsNone})
 			}
 		}
 		if j.OptimizerInBackward {
@@ -427,9 +456,11 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// beside the logits where the loop keeps them (KeepLogits); a
 			// loop that holds its step (HoldsPreviousStep) still holds
 			// the logits and the graph's kept inputs.
-			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept}
+			// The loop holds its batch (token ids, labels) through the
+			// step, as through backward.
+			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept, acts: act.ids}
 			if j.HoldsPreviousStep {
-				c.acts, c.logits = kept, max(act.kept, act.logits)
+				c.acts, c.logits = acc.sum(act.ids, kept), max(act.kept, act.logits)
 			}
 			add(c)
 		}
@@ -460,11 +491,15 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 	// the tied embedding's gradient holds every gradient, the two tied
 	// gradients and no cast. Transformer Engine's fp8 weights are kept
 	// whole.
-	blockCasts := casts
+	// An encoder–decoder's backward reaches the encoder with the
+	// decoder's and the head's casts released: what is left is the
+	// encoder's.
+	blockCasts, encCasts := casts, casts
 	if train && j.Precision.autocast() {
 		if l, err := m.layerWeights(cDT, v); err == nil && m.layers > 1 {
 			blockCasts = min(casts, l)
 		}
+		encCasts = casts - min(casts, m.gradsOutsideEncoder(cDT, v))
 	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
@@ -473,6 +508,8 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 				cands[i].casts = 0
 			case cands[i].castsLeft == castsBlock:
 				cands[i].casts = blockCasts
+			case cands[i].castsLeft == castsEncoder:
+				cands[i].casts = encCasts
 			default:
 				cands[i].casts = casts
 			}
@@ -523,9 +560,10 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 
 // How much of autocast's weight casts a backward moment holds.
 const (
-	castsAll   = iota // forward to the first block's backward
-	castsBlock        // the last block's backward: one block's casts
-	castsNone         // the end of backward: none
+	castsAll     = iota // forward to the first block's backward
+	castsBlock          // the last block's backward: one block's casts
+	castsNone           // the end of backward: none
+	castsEncoder        // an encoder–decoder's encoder backward: the encoder's
 )
 
 // loaded completes the Breakdown of a Load job: the persistent state as
