@@ -947,8 +947,12 @@ type actBlock struct {
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
 	mlpDrop            bool  // dropout inside the MLP (T5)
 	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
-	moe                *MoE  // routed experts replace the MLP
-	mla                *MLA  // DeepSeek latent attention projections
+	// heldWeights: the layer keeps the attention weights its attention
+	// returns in a local until it returns, so an eager pass without a
+	// graph holds the probabilities through the MLP (heldWeightsFamilies).
+	heldWeights bool
+	moe         *MoE // routed experts replace the MLP
+	mla         *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1254,17 +1258,38 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	// copies of q.
 	x.fwd = actMax(x.fwd, c.m(3, e, T, bl.H, bl.d))
 	// Without a graph the MLP holds about three T·I tensors at once
-	// (gated: act(gate), up and their product; gelu_new: its Python
-	// temporaries), two for a plain activation; an MoE block one expert's
-	// worth, bounded by all tokens going to one expert.
+	// (gated: act(gate), up and their product), two for a plain
+	// activation; an MoE block one expert's worth, bounded by all tokens
+	// going to one expert. gelu_new holds four: NewGELUActivation.forward
+	// (transformers src/transformers/activations.py at v4.57.1) is
+	// 0.5 * input * (1.0 + torch.tanh(c * (input + 0.044715 *
+	// torch.pow(input, 3.0)))), which Python evaluates left first, so
+	// 0.5·input stays alive beside the caller's input while each step of
+	// the right operand makes its result from the previous one: input,
+	// 0.5·input and two temporaries at every step.
 	inner, n := bl.I, int64(2)
 	if bl.moe != nil {
 		inner = bl.moe.Intermediate
 	}
-	if bl.act.gated() || bl.act == actGELUNew || bl.moe != nil {
+	if bl.act.gated() || bl.moe != nil {
 		n = 3
 	}
-	x.noGrad = c.a(eTh, actMax(alive, c.m(n, e, T, inner)))
+	if bl.act == actGELUNew {
+		n = 4
+	}
+	mlpLive := c.m(n, e, T, inner)
+	if sh.k == Eager && bl.heldWeights {
+		// The probabilities the layer holds (heldWeightsFamilies), in
+		// the compute dtype eager_attention_forward returns them in;
+		// a loop over head slices (Workload.HeadChunk) returns its
+		// last slice's.
+		heads := bl.H
+		if sh.hc > 0 && sh.hc < bl.H {
+			heads = sh.hc
+		}
+		mlpLive = c.a(mlpLive, c.m(e, sh.b, heads, sh.s, sh.s))
+	}
+	x.noGrad = c.a(eTh, actMax(alive, mlpLive))
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -1333,12 +1358,30 @@ func (c *actCalc) flops(bl *actBlock, T int64, sh actShape) int64 {
 	return c.m(2, T, c.a(proj, mlp))
 }
 
+// heldWeightsFamilies are the model types whose decoder (or encoder) layer
+// binds the attention weights its self-attention returns to a local,
+// hidden_states, _ = self.self_attn(...) (Llama, Mistral, Qwen2, Gemma,
+// Gemma2), hidden_states, self_attn_weights = ... (OPT, Whisper's encoder
+// and decoder), attn_outputs, self_attn_weights = ... (Phi) or
+// attn_output, self_attn_weights = self.attn(...) (GPT-2), in
+// transformers v4.57.1 (commit 8cb5963c, modeling_<type>.py), and keeps
+// it until the layer returns: with eager attention, whose
+// eager_attention_forward returns the probabilities, they stay alive
+// through the MLP. T5, BERT and ViT layers do not bind them (their
+// attention modules return the weights only under output_attentions, or
+// drop them: ViTAttention's self_attn_output, _ is local to the
+// attention). In training the probabilities are saved anyway.
+var heldWeightsFamilies = map[string]bool{
+	"llama": true, "mistral": true, "qwen2": true, "gemma": true, "gemma2": true,
+	"phi": true, "opt": true, "gpt2": true, "whisper": true,
+}
+
 // actFamily returns the block description of a decoder-only or encoder
 // Spec's layers (MLP fields filled from Intermediate; MoE set by the
 // caller).
 func actFamily(s Spec) actBlock {
 	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
-		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
+		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2, heldWeights: heldWeightsFamilies[s.Family]}
 	switch layoutOf(s) {
 	case layoutLlama, layoutPhi3:
 		bl.norm, bl.act, bl.upcast, bl.residDrop = actRMS, actGated, true, 0
