@@ -951,8 +951,12 @@ type actBlock struct {
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
 	heldWeights bool
-	moe         *MoE // routed experts replace the MLP
-	mla         *MLA // DeepSeek latent attention projections
+	// heldHidden and heldAttn: the hidden-size tensors a pass without a
+	// graph holds beside the MLP's own and beside the attention's (zero:
+	// one, the block's input).
+	heldHidden, heldAttn int64
+	moe                  *MoE // routed experts replace the MLP
+	mla                  *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1289,7 +1293,11 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		}
 		mlpLive = c.a(mlpLive, c.m(e, sh.b, heads, sh.s, sh.s))
 	}
-	x.noGrad = c.a(eTh, actMax(alive, mlpLive))
+	held, heldAttn := eTh, eTh
+	if bl.heldHidden > 1 {
+		held, heldAttn = c.m(bl.heldHidden, eTh), c.m(bl.heldAttn, eTh)
+	}
+	x.noGrad = actMax(c.a(heldAttn, alive), c.a(held, mlpLive))
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -1460,6 +1468,20 @@ func actFamily(s Spec) actBlock {
 		bl.post = true
 	case layoutVision, layoutSiglipVision:
 		bl.upcast = true // eager_attention_forward of modeling_vit.py / modeling_siglip.py
+		if s.Family == "vit" {
+			// modeling_vit.py at v4.57.1 (commit 8cb5963c), without a
+			// graph, in the MLP of the second and later layers: ViTModel.
+			// forward holds embedding_output for the whole encoder,
+			// ViTEncoder's loop variable the layer's input, and
+			// ViTLayer.forward its hidden_states_norm, attention_output,
+			// the residual sum and layernorm_after's output (the
+			// intermediate's argument): six B·S·h tensors. Measured on
+			// the CPU (testdata/measured/cpu, ViT prefill rows): the
+			// peak is the pixel values, these six and the MLP's two. In
+			// the attention: embedding_output, the layer's input and
+			// hidden_states_norm.
+			bl.heldHidden, bl.heldAttn = 6, 3
+		}
 	case layoutCLIPVision, layoutCLIPText:
 		bl.act, bl.upcast = actQuickGELU, true
 	}
@@ -1879,11 +1901,21 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	bl := actFamily(s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
+	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
+	if !w.Train {
+		// A pass without a graph saves nothing, but the caller holds
+		// the pixel values it passed (pixel_values, in the compute
+		// dtype) until the pass returns, as a training step's patch
+		// convolution saves them; measured on the CPU
+		// (testdata/measured/cpu, ViT prefill rows: the level before
+		// the pass holds the parameters and the inputs).
+		a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), pixels))
+	}
 	if !w.Train || frozen {
 		return tokens
 	}
 	T := c.m(n, tokens)
-	emb := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
+	emb := pixels
 	if layoutOf(s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
