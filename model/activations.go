@@ -1431,6 +1431,18 @@ func actFamily(s Spec) actBlock {
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
+		if s.Family == "gpt2" {
+			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
+			// graph: GPT2Model.forward holds inputs_embeds and
+			// position_embeds for the whole stack, its loop variable
+			// the block's input, and GPT2Block.forward its attn_output,
+			// the residual sum and ln_2's output (the MLP's argument)
+			// through the MLP: six B·S·h tensors (position_embeds is
+			// B·S·h in generate(), whose position_ids have the batch's
+			// rows, 1·S·h otherwise); in the attention, the two
+			// embeddings, the input and ln_1's output.
+			bl.heldHidden, bl.heldAttn = 6, 4
+		}
 		switch s.Activation {
 		case "gelu", "gelu_pytorch_tanh":
 			bl.act = actGELU
