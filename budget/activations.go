@@ -50,6 +50,11 @@ type actFigures struct {
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
 	front, back gpumem.Bytes
+	// shared is the tables every block reads (model.Activations.Shared:
+	// the eager 4-D mask, rotary cos and sin), locals of the base
+	// model's forward; headIn is what a pass without a graph holds
+	// beside the logits as the head makes them (see activations).
+	shared, headIn gpumem.Bytes
 	// ids is the integer inputs the loop holds (token ids, labels:
 	// model.Activations.TokenIDs), alive from before forward to after
 	// the optimizer step.
@@ -100,6 +105,26 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
 	f.ids = a.TokenIDs
+	f.shared = a.Shared
+	if lm := j.Model.spec.LM(); j.Mode != Training && !f.encoder && lm.Vocab > 0 && a.Logits > 0 {
+		// A pass without a graph makes the logits from the final
+		// hidden states, which the CausalLM's forward holds
+		// (hidden_states = outputs.last_hidden_state; a logits_to_keep
+		// slice is a view of it), all positions of them: B·S·h in the
+		// logits' dtype. The base model's forward has returned, and
+		// with it the tables its blocks read. BERT's masked-LM head
+		// also holds its transform's output (dense, GELU, LayerNorm:
+		// BertLMPredictionHead.forward) beside the sequence output.
+		// (transformers modeling_llama.py, modeling_gpt2.py,
+		// modeling_bert.py at v4.57.1.) Measured on the CPU
+		// (testdata/measured/cpu, prefill rows): the logits moment
+		// holds the logits and these, to 8 KiB.
+		in := a.Logits / gpumem.Bytes(lm.Vocab) * gpumem.Bytes(lm.Hidden)
+		if lm.Family == "bert" || lm.Family == "roberta" {
+			in *= 2
+		}
+		f.headIn = in
+	}
 	if j.Mode == Training {
 		f.headSaved = a.FinalNorm + a.Head
 	}

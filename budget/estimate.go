@@ -475,8 +475,13 @@ func estimateRank(j *Job, v *rankView) (Breakdown, error) {
 			// any KV cache in generation.
 			add(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
 		}
-		// The logits, with an evaluation's loss transient (EvalLoss).
-		add(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
+		// The logits, with an evaluation's loss transient (EvalLoss),
+		// beside the head's input once the base model has returned.
+		headActs := body
+		if act.headIn > 0 {
+			headActs = body - min(body, act.shared) + act.headIn
+		}
+		add(candidate{phase: ph, acts: headActs, logits: act.logits + act.lossForward})
 	}
 	// Autocast's 16-bit casts of the trained weights: cached_cast
 	// (aten/src/ATen/autocast_mode.cpp, torch 2.6) caches the cast of an

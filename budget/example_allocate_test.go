@@ -180,7 +180,7 @@ func ExampleCacheEntries_compensatorCache() {
 	// Output:
 	// feature_dim    4096: write-up's 1 GiB rule 2000 entries, 1 GiB holds 65536
 	// feature_dim 1048576: write-up's 1 GiB rule  256 entries, 1 GiB holds   256
-	// cached_Z entries on a 24 GB card: 41391 stopped by memory
+	// cached_Z entries on a 24 GB card: 41287 stopped by memory
 }
 
 // Unlearning in CogVideoX-5b (docs/scenarios.md) needs 65 GB of model
