@@ -64,7 +64,8 @@ type actFigures struct {
 // activations returns the activation figures of j in the compute dtype
 // dt. A Generation job runs its prompt pass without gradients and keeps
 // the logits of the last position only (generate() passes
-// logits_to_keep=1, transformers ≥ 4.45).
+// logits_to_keep=1, transformers ≥ 4.45), unless the model's forward
+// takes no logits_to_keep (noLogitsToKeep).
 func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	w := workload(j, dt)
 	// Few kinds of block: a stack buffer keeps Estimate allocation-free
@@ -96,7 +97,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
 	}
-	if j.Mode == Generation && a.Tokens > 0 {
+	if j.Mode == Generation && a.Tokens > 0 && !noLogitsToKeep[j.Model.spec.LM().Family] {
 		last := (a.Logits + gpumem.Bytes(a.Tokens) - 1) / gpumem.Bytes(a.Tokens)
 		f.saved -= a.Logits - last
 		f.logits, f.lossLogits = last, last
@@ -134,6 +135,16 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		f.offloadInputs(a.Layers)
 	}
 	return f, nil
+}
+
+// noLogitsToKeep are the model types whose ForCausalLM forward takes no
+// logits_to_keep argument in transformers v4.57.1 (commit 8cb5963c,
+// modeling_<type>.py): generate() passes logits_to_keep=1 only when the
+// forward's signature has it (GenerationMixin._supports_logits_to_keep,
+// generation/utils.py), so their prompt pass computes every position's
+// logits. Measured on the CPU (testdata/measured/cpu, OPT generate rows).
+var noLogitsToKeep = map[string]bool{
+	"opt": true, "gpt_bigcode": true, "bloom": true, "mpt": true, "gptj": true, "codegen": true,
 }
 
 // Activation offloading under full checkpointing (Job.OffloadActivations):
