@@ -1384,6 +1384,22 @@ var heldWeightsFamilies = map[string]bool{
 	"phi": true, "opt": true, "gpt2": true, "whisper": true,
 }
 
+// heldFourFamilies are the model types whose forward without a graph
+// holds four B·S·h tensors through a layer's MLP and three through its
+// attention, from the second layer on (transformers v4.57.1, commit
+// 8cb5963c): the base model's forward keeps inputs_embeds for the whole
+// stack (LlamaModel.forward: hidden_states = inputs_embeds; Gemma's
+// normalized copy is the first layer's input only), its loop variable
+// the layer's input, and the decoder layer its residual sum and
+// post_attention_layernorm's output (the MLP's argument), or, in the
+// attention, input_layernorm's output (PhiDecoderLayer: the shared norm
+// output and the attention output beside the MLP). Measured on the CPU
+// (testdata/measured/cpu, Llama generate rows: three B·S·h beyond one,
+// to 9 KiB).
+var heldFourFamilies = map[string]bool{
+	"llama": true, "mistral": true, "qwen2": true, "gemma": true,
+}
+
 // actFamily returns the block description of a decoder-only or encoder
 // Spec's layers (MLP fields filled from Intermediate; MoE set by the
 // caller).
@@ -1402,6 +1418,9 @@ func actFamily(s Spec) actBlock {
 			bl.act = actGELU
 		}
 		bl.qkNorm, bl.sandwich = s.QKNorm, s.SandwichNorm
+		if heldFourFamilies[s.Family] {
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 		if s.Family == "gpt_oss" {
 			// softmax(combined_logits, dtype=combined_logits.dtype): no
 			// fp32 upcast.
