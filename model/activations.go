@@ -1393,9 +1393,9 @@ var heldWeightsFamilies = map[string]bool{
 // the layer's input, and the decoder layer its residual sum and
 // post_attention_layernorm's output (the MLP's argument), or, in the
 // attention, input_layernorm's output (PhiDecoderLayer: the shared norm
-// output and the attention output beside the MLP). Measured on the CPU
-// (testdata/measured/cpu, Llama generate rows: three B·S·h beyond one,
-// to 9 KiB).
+// output and the attention output beside the MLP, set with its layout).
+// Measured on the CPU (testdata/measured/cpu, Llama generate rows: three
+// B·S·h beyond one, to 9 KiB).
 var heldFourFamilies = map[string]bool{
 	"llama": true, "mistral": true, "qwen2": true, "gemma": true,
 }
@@ -1436,6 +1436,14 @@ func actFamily(s Spec) actBlock {
 		}
 	case layoutPhi:
 		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
+		if s.Family == "phi" {
+			// PhiModel.forward and PhiDecoderLayer.forward
+			// (modeling_phi.py at v4.57.1) hold, through the MLP,
+			// inputs_embeds, the layer's input (its residual), the
+			// shared input_layernorm output and attn_outputs; through
+			// the attention the first three (heldFourFamilies' count).
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 	case layoutFalcon:
 		bl.parallel, bl.pnorms, bl.residDrop = true, actMax(1, s.ParallelNorms), 1
 		if s.Family == "bloom" {
