@@ -955,8 +955,11 @@ type actBlock struct {
 	// graph holds beside the MLP's own and beside the attention's (zero:
 	// one, the block's input).
 	heldHidden, heldAttn int64
-	moe                  *MoE // routed experts replace the MLP
-	mla                  *MLA // DeepSeek latent attention projections
+	// heldBias: bytes a pass without a graph holds through every block
+	// of the stack beside them (T5's position biases).
+	heldBias int64
+	moe      *MoE // routed experts replace the MLP
+	mla      *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1297,7 +1300,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	if bl.heldHidden > 1 {
 		held, heldAttn = c.m(bl.heldHidden, eTh), c.m(bl.heldAttn, eTh)
 	}
-	x.noGrad = actMax(c.a(heldAttn, alive), c.a(held, mlpLive))
+	x.noGrad = c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias)
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -2076,6 +2079,16 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	if l == layoutT5 && !w.Train {
+		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
+		// keeps the position_bias its first layer's attention returns,
+		// the relative bias plus the mask, batch × heads × query × key
+		// in the compute dtype, for every later layer: the encoder's
+		// self-attention bias. (The decoder keeps its self-attention
+		// bias and the cross-attention's too, over its own queries,
+		// which generate() makes one at a time; not counted.)
+		eb.heldBias = c.m(e, w.Batch, eb.H, encLen, encLen)
+	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen
