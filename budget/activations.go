@@ -50,12 +50,22 @@ type actFigures struct {
 	// (embedding, token ids, shared tables); back what the last keeps
 	// (shared tables, final norm, head, logits, labels).
 	front, back gpumem.Bytes
+	// shared is the tables every block reads (model.Activations.Shared:
+	// the eager 4-D mask, rotary cos and sin), locals of the base
+	// model's forward; headIn is what a pass without a graph holds
+	// beside the logits as the head makes them (see activations).
+	shared, headIn gpumem.Bytes
+	// ids is the integer inputs the loop holds (token ids, labels:
+	// model.Activations.TokenIDs), alive from before forward to after
+	// the optimizer step.
+	ids gpumem.Bytes
 }
 
 // activations returns the activation figures of j in the compute dtype
 // dt. A Generation job runs its prompt pass without gradients and keeps
 // the logits of the last position only (generate() passes
-// logits_to_keep=1, transformers ≥ 4.45).
+// logits_to_keep=1, transformers ≥ 4.45), unless the model's forward
+// takes no logits_to_keep (noLogitsToKeep).
 func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	w := workload(j, dt)
 	// Few kinds of block: a stack buffer keeps Estimate allocation-free
@@ -91,7 +101,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
 	}
-	if j.Mode == Generation && a.Tokens > 0 {
+	if j.Mode == Generation && a.Tokens > 0 && !noLogitsToKeep[j.Model.spec.LM().Family] {
 		last := (a.Logits + gpumem.Bytes(a.Tokens) - 1) / gpumem.Bytes(a.Tokens)
 		f.saved -= a.Logits - last
 		f.logits, f.lossLogits = last, last
@@ -99,6 +109,27 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
+	f.ids = a.TokenIDs
+	f.shared = a.Shared
+	if lm := j.Model.spec.LM(); j.Mode != Training && !f.encoder && lm.Vocab > 0 && a.Logits > 0 {
+		// A pass without a graph makes the logits from the final
+		// hidden states, which the CausalLM's forward holds
+		// (hidden_states = outputs.last_hidden_state; a logits_to_keep
+		// slice is a view of it), all positions of them: B·S·h in the
+		// logits' dtype. The base model's forward has returned, and
+		// with it the tables its blocks read. BERT's masked-LM head
+		// also holds its transform's output (dense, GELU, LayerNorm:
+		// BertLMPredictionHead.forward) beside the sequence output.
+		// (transformers modeling_llama.py, modeling_gpt2.py,
+		// modeling_bert.py at v4.57.1.) Measured on the CPU
+		// (testdata/measured/cpu, prefill rows): the logits moment
+		// holds the logits and these, to 8 KiB.
+		in := a.Logits / gpumem.Bytes(lm.Vocab) * gpumem.Bytes(lm.Hidden)
+		if lm.Family == "bert" || lm.Family == "roberta" {
+			in *= 2
+		}
+		f.headIn = in
+	}
 	if j.Mode == Training {
 		f.headSaved = a.FinalNorm + a.Head
 	}
@@ -108,6 +139,16 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		f.offloadInputs(a.Layers)
 	}
 	return f, nil
+}
+
+// noLogitsToKeep are the model types whose ForCausalLM forward takes no
+// logits_to_keep argument in transformers v4.57.1 (commit 8cb5963c,
+// modeling_<type>.py): generate() passes logits_to_keep=1 only when the
+// forward's signature has it (GenerationMixin._supports_logits_to_keep,
+// generation/utils.py), so their prompt pass computes every position's
+// logits. Measured on the CPU (testdata/measured/cpu, OPT generate rows).
+var noLogitsToKeep = map[string]bool{
+	"opt": true, "gpt_bigcode": true, "bloom": true, "mpt": true, "gptj": true, "codegen": true,
 }
 
 // Activation offloading under full checkpointing (Job.OffloadActivations):

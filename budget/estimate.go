@@ -330,6 +330,9 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 		// noKV: the moment precedes the KV cache (an encoder–decoder's
 		// encoder pass in generation).
 		noKV bool
+		// castsLeft: how much of autocast's weight casts a backward
+		// moment still holds (castsAll, castsBlock, castsNone).
+		castsLeft uint8
 	}
 	var kFwd, kBwd gpumem.Bytes
 	if len(m.quant.shapes) > 0 {
@@ -362,7 +365,7 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			if !paramGrads {
 				decGrads = 0
 			}
-			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept})
+			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept, castsLeft: castsEncoder})
 		}
 		iLogits := n
 		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
@@ -419,23 +422,66 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 		// bitsandbytes' kept inputs (model.Finetune.KeepsInputs) outlive
 		// the blocks' saved tensors: from here to the end of backward
 		// they are all still there.
-		addCand(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept})
+		addCand(candidate{phase: Backward, grads: lastGrads, acts: acc.sum(lastActs, kept), attn: lastAttn, kernel: kBwd, logits: act.kept, castsLeft: castsBlock})
+		// At the embeddings' backward, the last of backward, what the
+		// embeddings saved beyond the ids (BERT's embedding LayerNorm,
+		// the embedding dropout's mask) has been released by the
+		// backward of the norm and dropout that follow the lookup in
+		// forward, and the tables every block reads (rotary cos and sin,
+		// position bias) by the first block's: what is left is the ids
+		// embedding_dense_backward reads (torch 2.6,
+		// aten/src/ATen/native/Embedding.cpp), which the loop holds
+		// anyway. An encoder–decoder's decoder embedding is summed
+		// before the encoder's backward (below), beside everything the
+		// encoder saved.
+		endActs := acc.sum(act.ids, kept)
+		if v != nil && v.pp > 1 {
+			endActs = acc.sum(act.front, kept)
+		}
 		if paramGrads && !j.OptimizerInBackward {
 			// The end of backward: every gradient, the embeddings' just
-			// made, beside what the embeddings saved.
-			addCand(candidate{phase: Backward, grads: grads, acts: acc.sum(act.front, kept), logits: act.kept})
+			// made, beside the ids.
+			addCand(candidate{phase: Backward, grads: grads, acts: endActs, logits: act.kept, castsLeft: castsNone})
 		}
 		if tied, dec := fig.tied, fig.tiedDecoder; tied > 0 && paramGrads && !j.OptimizerInBackward {
+			// Under autocast the head reads the weight's cached 16-bit
+			// cast, and the head's contribution reaches the leaf through
+			// the cast's ToCopyBackward: a fresh dense fp32 tensor that
+			// only the input buffer holds, so InputBuffer's accumulate
+			// (torch/csrc/autograd/input_buffer.cpp, torch 2.6: old_var.
+			// add_(var) when can_accumulate_inplace(old_var)) adds the
+			// embedding's gradient into it in place: one tied gradient
+			// beyond the rest, not two. Measured on the CPU
+			// (testdata/measured/cpu, bf16-mixed b1 rows): the backward
+			// peak holds every gradient and less than one more embedding.
+			extra := 2 * tied
+			if j.Precision.autocast() {
+				extra = tied
+			}
 			// A tied embedding's gradient when its last use's arrives:
 			// the head's contribution, the embedding's dense gradient and
 			// their sum at once (Model.tiedGrad), beside every other
 			// gradient and what the embedding saved at the end of
 			// backward, or, for a decoder's embedding, beside the
 			// decoder's gradients and every encoder block's activations.
-			if dec {
-				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), 2*tied), acts: act.encBlocks + act.front, logits: act.kept})
-			} else {
-				addCand(candidate{phase: Backward, grads: acc.sum(grads, 2*tied), acts: acc.sum(act.front, kept), logits: act.kept})
+			//
+			// A table the encoder also reads (T5's shared embedding) gets
+			// three contributions: the head's and the decoder
+			// embedding's are summed when the decoder's arrives, before
+			// the encoder's backward, as a decoder's own embedding is;
+			// their sum is a fresh tensor only the input buffer holds, so
+			// the encoder embedding's gradient, at the very end, is added
+			// into it in place (InputBuffer's accumulate, as above): one
+			// tied gradient beyond the rest there.
+			if dec || encDec {
+				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), extra), acts: act.encBlocks + act.front, logits: act.kept, castsLeft: castsEncoder})
+			}
+			if !dec {
+				end := extra
+				if encDec {
+					end = tied
+				}
+				addCand(candidate{phase: Backward, grads: acc.sum(grads, end), acts: endActs, logits: act.kept, castsLeft: castsNone})
 			}
 		}
 		if j.OptimizerInBackward {
@@ -464,9 +510,11 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			// beside the logits where the loop keeps them (KeepLogits); a
 			// loop that holds its step (HoldsPreviousStep) still holds
 			// the logits and the graph's kept inputs.
-			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept}
+			// The loop holds its batch (token ids, labels) through the
+			// step, as through backward.
+			c := candidate{phase: Step, grads: grads, optimizerExtra: optStep, logits: act.kept, acts: act.ids}
 			if j.HoldsPreviousStep {
-				c.acts, c.logits = kept, max(act.kept, act.logits)
+				c.acts, c.logits = acc.sum(act.ids, kept), max(act.kept, act.logits)
 			}
 			addCand(c)
 		}
@@ -481,12 +529,49 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			// any KV cache in generation.
 			addCand(candidate{phase: ph, acts: body, attn: act.encForward, kernel: kFwd, noKV: j.Mode == Generation})
 		}
-		// The logits, with an evaluation's loss transient (EvalLoss).
-		addCand(candidate{phase: ph, acts: body, logits: act.logits + act.lossForward})
+		// The logits, with an evaluation's loss transient (EvalLoss),
+		// beside the head's input once the base model has returned.
+		headActs := body
+		if act.headIn > 0 {
+			headActs = body - min(body, act.shared) + act.headIn
+		}
+		addCand(candidate{phase: ph, acts: headActs, logits: act.logits + act.lossForward})
+	}
+	// Autocast's 16-bit casts of the trained weights: cached_cast
+	// (aten/src/ATen/autocast_mode.cpp, torch 2.6) caches the cast of an
+	// fp32 leaf that requires grad until the autocast context exits after
+	// forward; what keeps each cast alive in backward is the matmul that
+	// saved it (MmBackward's mat2, for the input's gradient), released
+	// when that node runs. Backward runs the blocks in reverse, so the
+	// last block's backward holds the first block's casts only, and the
+	// end of backward (the embeddings', which F.embedding reads in fp32:
+	// embedding is on no autocast list) none. Measured on the CPU
+	// (testdata/measured/cpu, bf16-mixed b1 rows): the backward peak at
+	// the tied embedding's gradient holds every gradient, the two tied
+	// gradients and no cast. Transformer Engine's fp8 weights are kept
+	// whole.
+	// An encoder–decoder's backward reaches the encoder with the
+	// decoder's and the head's casts released: what is left is the
+	// encoder's.
+	blockCasts, encCasts := casts, casts
+	if train && j.Precision.autocast() {
+		if l, err := fig.layerC.b, fig.layerC.err; err == nil && m.layers > 1 {
+			blockCasts = min(casts, l)
+		}
+		encCasts = casts - min(casts, fig.outsideEncoderC)
 	}
 	for i := 0; i < n; i++ {
 		if cands[i].phase == Forward || cands[i].phase == Backward || cands[i].phase == Decode {
-			cands[i].casts = casts
+			switch {
+			case cands[i].castsLeft == castsNone && j.Precision.autocast():
+				cands[i].casts = 0
+			case cands[i].castsLeft == castsBlock:
+				cands[i].casts = blockCasts
+			case cands[i].castsLeft == castsEncoder:
+				cands[i].casts = encCasts
+			default:
+				cands[i].casts = casts
+			}
 		}
 	}
 	best := -1
@@ -531,6 +616,14 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 	b.HostNode = gpumem.Bytes(node)
 	return b, nil
 }
+
+// How much of autocast's weight casts a backward moment holds.
+const (
+	castsAll     = iota // forward to the first block's backward
+	castsBlock          // the last block's backward: one block's casts
+	castsNone           // the end of backward: none
+	castsEncoder        // an encoder–decoder's encoder backward: the encoder's
+)
 
 // loaded completes the Breakdown of a Load job: the persistent state as
 // b holds it, the context, no fragmentation.

@@ -184,7 +184,10 @@ func TestEstimateCopiesAndBuffers(t *testing.T) {
 	w, err := m.weights(gpumem.BF16, false)
 	require.NoError(t, err)
 	assert.Equal(t, w, b.ExtraModels, "a frozen copy holds weights only")
-	assert.Equal(t, gpumem.Bytes(2000*4*768), b.Buffers)
+	// The job's buffer beside GPT-2's own registered causal masks
+	// (model.Spec.BufferBytes: 12 layers of 1,024² bytes and a scalar).
+	assert.Equal(t, gpumem.Bytes(12*(1024*1024+512)), base.Buffers)
+	assert.Equal(t, base.Buffers+2000*4*768, b.Buffers)
 	assert.Equal(t, base.Allocated()+w+2000*4*768, b.Allocated())
 }
 

@@ -105,15 +105,15 @@ func ExampleAllocate_blockAttention() {
 	fmt.Print(p)
 	// Output:
 	// batch 1 × 32768 tokens, attention eager (4 heads at a time), fp16
-	// needs 52.90 GiB of 79.15 GiB free (26.26 GiB left); stopped by batch limit
+	// needs 53.42 GiB of 79.15 GiB free (25.73 GiB left); stopped by batch limit
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       288.10 GiB            —  no    —
-	// * eager attention 16 head(s) at a time           153.70 GiB  −134.40 GiB  no    a loop over head slices
-	// * eager attention 8 head(s) at a time             86.50 GiB   −67.20 GiB  no    a loop over head slices
-	// * eager attention 4 head(s) at a time             52.90 GiB   −33.60 GiB  yes   a loop over head slices
-	//   eager attention 2 head(s) at a time             36.10 GiB   −16.80 GiB  yes   a loop over head slices
-	//   eager attention 1 head(s) at a time             27.70 GiB    −8.40 GiB  yes   a loop over head slices
-	//   model → 4-bit NF4 weights                       17.57 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
+	// * as given                                       288.62 GiB            —  no    —
+	// * eager attention 16 head(s) at a time           154.22 GiB  −134.40 GiB  no    a loop over head slices
+	// * eager attention 8 head(s) at a time             87.02 GiB   −67.20 GiB  no    a loop over head slices
+	// * eager attention 4 head(s) at a time             53.42 GiB   −33.60 GiB  yes   a loop over head slices
+	//   eager attention 2 head(s) at a time             36.62 GiB   −16.80 GiB  yes   a loop over head slices
+	//   eager attention 1 head(s) at a time             28.22 GiB    −8.40 GiB  yes   a loop over head slices
+	//   model → 4-bit NF4 weights                       18.09 GiB   −10.13 GiB  yes   weights 14.96 GiB → 5.31 GiB
 }
 
 // The Whisper language attack (docs/scenarios.md): a PGD attack on
@@ -180,7 +180,7 @@ func ExampleCacheEntries_compensatorCache() {
 	// Output:
 	// feature_dim    4096: write-up's 1 GiB rule 2000 entries, 1 GiB holds 65536
 	// feature_dim 1048576: write-up's 1 GiB rule  256 entries, 1 GiB holds   256
-	// cached_Z entries on a 24 GB card: 41391 stopped by memory
+	// cached_Z entries on a 24 GB card: 41287 stopped by memory
 }
 
 // Unlearning in CogVideoX-5b (docs/scenarios.md) needs 65 GB of model

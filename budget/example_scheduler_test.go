@@ -115,10 +115,10 @@ func ExampleFits_scheduler() {
 	job.Generate = 0 // a generation job that generates nothing
 	fmt.Println(p.PreFilter(job))
 	// Output:
-	// needs 23.9 GiB (kv_cache 4.5 GiB, peak in decode)
-	// node-a NVIDIA L4               22.0 GiB free: filtered out, 1.9 GiB short; largest component weights 15.0 GiB
-	// node-b NVIDIA A100-SXM4-80GB   39.2 GiB free: score 61
-	// node-c NVIDIA H100 80GB HBM3   79.2 GiB free: score 30
+	// needs 24.7 GiB (kv_cache 4.5 GiB, peak in decode)
+	// node-a NVIDIA L4               22.0 GiB free: filtered out, 2.7 GiB short; largest component weights 15.0 GiB
+	// node-b NVIDIA A100-SXM4-80GB   39.2 GiB free: score 63
+	// node-c NVIDIA H100 80GB HBM3   79.2 GiB free: score 31
 	// placed on node-b
 	// unschedulable: field Job.Generate: invalid value: a Generation job generates at least 1 token
 }

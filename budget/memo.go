@@ -69,10 +69,14 @@ type rankFigures struct {
 	master         sized // fp32 master copies of the trainable tensors
 	kept           sized // weightsOf(w, below zero3Persistence): what ZeRO-3 keeps whole
 	layerW, layerG sized // layerWeights(w), layerWeights(g)
+	layerC         sized // layerWeights(c): one layer's autocast casts
 	bucket         gpumem.Bytes
 	// The step's composition (gradients in g).
 	outsideEncoder, headGrads, embedGrads, tied gpumem.Bytes
 	tiedDecoder                                 bool
+	// outsideEncoderC is gradsOutsideEncoder(c): the casts of the
+	// weights outside an encoder, released before the encoder's backward.
+	outsideEncoderC gpumem.Bytes
 }
 
 func (m *Model) computeFigures(p Precision, v *rankView) rankFigures {
@@ -89,6 +93,8 @@ func (m *Model) computeFigures(p Precision, v *rankView) rankFigures {
 	f.layerG = sizedOf(m.layerWeights(gDT, v))
 	f.bucket = m.bucket(gDT, v)
 	f.outsideEncoder = m.gradsOutsideEncoder(gDT, v)
+	f.outsideEncoderC = m.gradsOutsideEncoder(cDT, v)
+	f.layerC = sizedOf(m.layerWeights(cDT, v))
 	f.headGrads = m.headGrads(gDT, v)
 	f.embedGrads = m.embedGrads(gDT, v)
 	f.tied, f.tiedDecoder = m.tiedGrad(gDT, v)

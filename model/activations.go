@@ -988,8 +988,19 @@ type actBlock struct {
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
 	mlpDrop            bool  // dropout inside the MLP (T5)
 	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
-	moe                *MoE  // routed experts replace the MLP
-	mla                *MLA  // DeepSeek latent attention projections
+	// heldWeights: the layer keeps the attention weights its attention
+	// returns in a local until it returns, so an eager pass without a
+	// graph holds the probabilities through the MLP (heldWeightsFamilies).
+	heldWeights bool
+	// heldHidden and heldAttn: the hidden-size tensors a pass without a
+	// graph holds beside the MLP's own and beside the attention's (zero:
+	// one, the block's input).
+	heldHidden, heldAttn int64
+	// heldBias: bytes a pass without a graph holds through every block
+	// of the stack beside them (T5's position biases).
+	heldBias int64
+	moe      *MoE // routed experts replace the MLP
+	mla      *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1295,17 +1306,42 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	// copies of q.
 	x.fwd = actMax(x.fwd, c.m(3, e, T, bl.H, bl.d))
 	// Without a graph the MLP holds about three T·I tensors at once
-	// (gated: act(gate), up and their product; gelu_new: its Python
-	// temporaries), two for a plain activation; an MoE block one expert's
-	// worth, bounded by all tokens going to one expert.
+	// (gated: act(gate), up and their product), two for a plain
+	// activation; an MoE block one expert's worth, bounded by all tokens
+	// going to one expert. gelu_new holds four: NewGELUActivation.forward
+	// (transformers src/transformers/activations.py at v4.57.1) is
+	// 0.5 * input * (1.0 + torch.tanh(c * (input + 0.044715 *
+	// torch.pow(input, 3.0)))), which Python evaluates left first, so
+	// 0.5·input stays alive beside the caller's input while each step of
+	// the right operand makes its result from the previous one: input,
+	// 0.5·input and two temporaries at every step.
 	inner, n := bl.I, int64(2)
 	if bl.moe != nil {
 		inner = bl.moe.Intermediate
 	}
-	if bl.act.gated() || bl.act == actGELUNew || bl.moe != nil {
+	if bl.act.gated() || bl.moe != nil {
 		n = 3
 	}
-	x.noGrad = c.a(eTh, actMax(alive, c.m(n, e, T, inner)))
+	if bl.act == actGELUNew {
+		n = 4
+	}
+	mlpLive := c.m(n, e, T, inner)
+	if sh.k == Eager && bl.heldWeights {
+		// The probabilities the layer holds (heldWeightsFamilies), in
+		// the compute dtype eager_attention_forward returns them in;
+		// a loop over head slices (Workload.HeadChunk) returns its
+		// last slice's.
+		heads := bl.H
+		if sh.hc > 0 && sh.hc < bl.H {
+			heads = sh.hc
+		}
+		mlpLive = c.a(mlpLive, c.m(e, sh.b, heads, sh.s, sh.s))
+	}
+	held, heldAttn := eTh, eTh
+	if bl.heldHidden > 1 {
+		held, heldAttn = c.m(bl.heldHidden, eTh), c.m(bl.heldAttn, eTh)
+	}
+	x.noGrad = c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias)
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -1374,12 +1410,46 @@ func (c *actCalc) flops(bl *actBlock, T int64, sh actShape) int64 {
 	return c.m(2, T, c.a(proj, mlp))
 }
 
+// heldWeightsFamilies are the model types whose decoder (or encoder) layer
+// binds the attention weights its self-attention returns to a local,
+// hidden_states, _ = self.self_attn(...) (Llama, Mistral, Qwen2, Gemma,
+// Gemma2), hidden_states, self_attn_weights = ... (OPT, Whisper's encoder
+// and decoder), attn_outputs, self_attn_weights = ... (Phi) or
+// attn_output, self_attn_weights = self.attn(...) (GPT-2), in
+// transformers v4.57.1 (commit 8cb5963c, modeling_<type>.py), and keeps
+// it until the layer returns: with eager attention, whose
+// eager_attention_forward returns the probabilities, they stay alive
+// through the MLP. T5, BERT and ViT layers do not bind them (their
+// attention modules return the weights only under output_attentions, or
+// drop them: ViTAttention's self_attn_output, _ is local to the
+// attention). In training the probabilities are saved anyway.
+var heldWeightsFamilies = map[string]bool{
+	"llama": true, "mistral": true, "qwen2": true, "gemma": true, "gemma2": true,
+	"phi": true, "opt": true, "gpt2": true, "whisper": true,
+}
+
+// heldFourFamilies are the model types whose forward without a graph
+// holds four B·S·h tensors through a layer's MLP and three through its
+// attention, from the second layer on (transformers v4.57.1, commit
+// 8cb5963c): the base model's forward keeps inputs_embeds for the whole
+// stack (LlamaModel.forward: hidden_states = inputs_embeds; Gemma's
+// normalized copy is the first layer's input only), its loop variable
+// the layer's input, and the decoder layer its residual sum and
+// post_attention_layernorm's output (the MLP's argument), or, in the
+// attention, input_layernorm's output (PhiDecoderLayer: the shared norm
+// output and the attention output beside the MLP, set with its layout).
+// Measured on the CPU (testdata/measured/cpu, Llama generate rows: three
+// B·S·h beyond one, to 9 KiB).
+var heldFourFamilies = map[string]bool{
+	"llama": true, "mistral": true, "qwen2": true, "gemma": true,
+}
+
 // actFamily returns the block description of a decoder-only or encoder
 // Spec's layers (MLP fields filled from Intermediate; MoE set by the
 // caller).
 func actFamily(s *Spec) actBlock {
 	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
-		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
+		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2, heldWeights: heldWeightsFamilies[s.Family]}
 	switch layoutOf(s) {
 	case layoutLlama, layoutPhi3:
 		bl.norm, bl.act, bl.upcast, bl.residDrop = actRMS, actGated, true, 0
@@ -1392,6 +1462,9 @@ func actFamily(s *Spec) actBlock {
 			bl.act = actGELU
 		}
 		bl.qkNorm, bl.sandwich = s.QKNorm, s.SandwichNorm
+		if heldFourFamilies[s.Family] {
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 		if s.Family == "gpt_oss" {
 			// softmax(combined_logits, dtype=combined_logits.dtype): no
 			// fp32 upcast.
@@ -1407,6 +1480,14 @@ func actFamily(s *Spec) actBlock {
 		}
 	case layoutPhi:
 		bl.parallel, bl.pnorms, bl.act, bl.upcast, bl.residDrop = true, 1, actGELUNew, true, 1
+		if s.Family == "phi" {
+			// PhiModel.forward and PhiDecoderLayer.forward
+			// (modeling_phi.py at v4.57.1) hold, through the MLP,
+			// inputs_embeds, the layer's input (its residual), the
+			// shared input_layernorm output and attn_outputs; through
+			// the attention the first three (heldFourFamilies' count).
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 	case layoutFalcon:
 		bl.parallel, bl.pnorms, bl.residDrop = true, actMax(1, s.ParallelNorms), 1
 		if s.Family == "bloom" {
@@ -1421,6 +1502,18 @@ func actFamily(s *Spec) actBlock {
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
+		if s.Family == "gpt2" {
+			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
+			// graph: GPT2Model.forward holds inputs_embeds and
+			// position_embeds for the whole stack, its loop variable
+			// the block's input, and GPT2Block.forward its attn_output,
+			// the residual sum and ln_2's output (the MLP's argument)
+			// through the MLP: six B·S·h tensors (position_embeds is
+			// B·S·h in generate(), whose position_ids have the batch's
+			// rows, 1·S·h otherwise); in the attention, the two
+			// embeddings, the input and ln_1's output.
+			bl.heldHidden, bl.heldAttn = 6, 4
+		}
 		switch s.Activation {
 		case "gelu", "gelu_pytorch_tanh":
 			bl.act = actGELU
@@ -1458,6 +1551,20 @@ func actFamily(s *Spec) actBlock {
 		bl.post = true
 	case layoutVision, layoutSiglipVision:
 		bl.upcast = true // eager_attention_forward of modeling_vit.py / modeling_siglip.py
+		if s.Family == "vit" {
+			// modeling_vit.py at v4.57.1 (commit 8cb5963c), without a
+			// graph, in the MLP of the second and later layers: ViTModel.
+			// forward holds embedding_output for the whole encoder,
+			// ViTEncoder's loop variable the layer's input, and
+			// ViTLayer.forward its hidden_states_norm, attention_output,
+			// the residual sum and layernorm_after's output (the
+			// intermediate's argument): six B·S·h tensors. Measured on
+			// the CPU (testdata/measured/cpu, ViT prefill rows): the
+			// peak is the pixel values, these six and the MLP's two. In
+			// the attention: embedding_output, the layer's input and
+			// hidden_states_norm.
+			bl.heldHidden, bl.heldAttn = 6, 3
+		}
 	case layoutCLIPVision, layoutCLIPText:
 		bl.act, bl.upcast = actQuickGELU, true
 	}
@@ -1883,11 +1990,21 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
+	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
+	if !w.Train {
+		// A pass without a graph saves nothing, but the caller holds
+		// the pixel values it passed (pixel_values, in the compute
+		// dtype) until the pass returns, as a training step's patch
+		// convolution saves them; measured on the CPU
+		// (testdata/measured/cpu, ViT prefill rows: the level before
+		// the pass holds the parameters and the inputs).
+		a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), pixels))
+	}
 	if !w.Train || frozen {
 		return tokens
 	}
 	T := c.m(n, tokens)
-	emb := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
+	emb := pixels
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2009,6 +2126,16 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	if l == layoutT5 && !w.Train {
+		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
+		// keeps the position_bias its first layer's attention returns,
+		// the relative bias plus the mask, batch × heads × query × key
+		// in the compute dtype, for every later layer: the encoder's
+		// self-attention bias. (The decoder keeps its self-attention
+		// bias and the cross-attention's too, over its own queries,
+		// which generate() makes one at a time; not counted.)
+		eb.heldBias = c.m(e, w.Batch, eb.H, encLen, encLen)
+	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen

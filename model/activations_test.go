@@ -378,7 +378,8 @@ func TestActivationsKernels(t *testing.T) {
 
 // TestActivationsParts: Total is the sum of its parts, and inference saves
 // nothing: beside the logits it holds only what every block reads (the
-// eager 4-D mask, b·s² in at least 2 bytes, and the rotary tables).
+// eager 4-D mask, b·s² in at least 2 bytes, and the rotary tables) and a
+// vision model's pixel values, which its caller holds.
 func TestActivationsParts(t *testing.T) {
 	t.Parallel()
 	for _, name := range propertyModels {
@@ -393,7 +394,16 @@ func TestActivationsParts(t *testing.T) {
 		require.Positive(t, int64(a.Total()), name)
 		inf := total(t, s, model.Workload{Batch: 2, SeqLen: 256, Images: 1})
 		require.Zero(t, inf.LayersTotal(), name)
-		require.Equal(t, inf.Logits+inf.Shared, inf.Total(), name)
+		require.Equal(t, inf.Logits+inf.Shared+inf.Embedding, inf.Total(), name)
+		switch img := s.Image; {
+		case s.Vision != nil:
+			// A composite model's tower: the sum above holds it.
+		case img.Size > 0:
+			// Batch 2 of Channels × Size² fp32 pixel values.
+			require.Equal(t, gpumem.Bytes(2*4*img.Channels*img.Size*img.Size), inf.Embedding, name)
+		default:
+			require.Zero(t, inf.Embedding, name)
+		}
 		if s.Encoder == nil && s.Vision == nil && s.Vocab > 1000 {
 			require.GreaterOrEqual(t, int64(inf.Shared), int64(2*2*256*256), name)
 		}

@@ -331,10 +331,18 @@ func (s Spec) FrozenByModel(name string) bool {
 //   - gpt_bigcode: the causal mask GPTBigCodeModel keeps whole,
 //     torch.tril(torch.ones((n_positions, n_positions), dtype=bool)),
 //     1 byte per entry (64 MiB for StarCoder's 8192 positions);
+//   - gpt2: every GPT2Attention's own causal mask "bias",
+//     torch.tril(torch.ones((n_positions, n_positions), dtype=bool)),
+//     n_positions² bytes a layer, and its "masked_bias", a 4-byte fp32
+//     scalar (GPT2Attention.__init__, modeling_gpt2.py at v4.57.1,
+//     commit 8cb5963c: both register_buffer(..., persistent=False), so
+//     from_pretrained builds them and model.to() moves them); measured on
+//     the CPU (testdata/measured/cpu, model_info.buffer_bytes): two layers
+//     of 1,024 positions hold 2,097,160 bytes;
 //   - bert, roberta: the embeddings' position_ids (an arange expanded to
 //     one row) and token_type_ids (zeros of its size), int64 each.
 //
-// Buffers of a few hundred bytes (rotary inv_freq) are left out.
+// Other buffers of a few hundred bytes (rotary inv_freq) are left out.
 // (transformers modeling_gpt_bigcode.py and modeling_bert.py /
 // modeling_roberta.py, v4.30 to v4.57 and later: register_buffer, or
 // nn.Buffer in the newest releases.)
@@ -344,6 +352,14 @@ func (s Spec) BufferBytes() gpumem.Bytes {
 	case "gpt_bigcode":
 		if n, ok := checked.Mul(s.Positions, s.Positions); ok && s.Positions > 0 {
 			return gpumem.Bytes(round(n))
+		}
+	case "gpt2":
+		n, ok := checked.Mul(s.Positions, s.Positions)
+		if !ok || s.Positions <= 0 || s.Layers <= 0 {
+			return 0
+		}
+		if b, ok := checked.Mul(round(n)+round(4), s.Layers); ok {
+			return gpumem.Bytes(b)
 		}
 	case "bert", "roberta":
 		if s.Positions > 0 && s.Positions <= actMaxTokens {
