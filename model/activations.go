@@ -264,6 +264,9 @@ type Workload struct {
 	// position, and k above the sequence means every position too. It
 	// must be zero in training.
 	LogitsToKeep int64
+	// SSMKernel is the Mamba mixer's implementation (zero: FusedSSM, the
+	// CUDA kernels); other families ignore it.
+	SSMKernel SSMKernel
 }
 
 // LayerActivations is the activation memory of one kind of block, the same

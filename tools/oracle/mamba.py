@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""CPU oracle for gpumem's Mamba activation model (model/mamba.go, kernel
+"sequential").
+
+What it measures
+----------------
+transformers' own MambaForCausalLM (src/transformers/models/mamba/
+modeling_mamba.py, v4.57.1, commit 8cb5963cc22174954e7dca2c0a3320b7dc2f4edc),
+built from a config dict with random weights and run in training mode on the
+CPU. Without the mamba_ssm and causal_conv1d kernels, MambaMixer.forward takes
+MambaMixer.slow_forward, and with use_mambapy False (MambaConfig's default) its
+recurrence is the sequential loop over the sequence. Nothing of transformers is
+copied here: the model is imported from its source tree.
+
+The bytes autograd saves for backward during one training forward pass are
+counted by storage with tools/oracle/activations.py's Meter (its pack hook,
+parameters excluded); forward pre-hooks on the embedding, each MambaBlock,
+norm_f and lm_head set the part a new storage counts in:
+
+  layers[i]   block i (its input, saved first by block i's norm, counts here)
+  embedding   the embedding lookup
+  final_norm  norm_f
+  head        lm_head, the fp32 upcast and the loss
+  ids         the int64 token ids and labels
+
+`layer0_saved` lists every storage block 0 saved, with shape, dtype, bytes and
+the autograd nodes that hold it, for review.
+
+How to regenerate testdata/oracle/mamba.json
+--------------------------------------------
+It needs torch >= 2.1 (transformers v4.57.1 refuses older torch), so it runs in
+the chroot of tools/measure (tools/measure/setup.sh makes it; torch 2.6, CPU):
+
+  CH=/var/tmp/gpumem-trixie; mkdir -p $CH/opt/gpumem-oracle
+  cp tools/oracle/activations.py tools/oracle/mamba.py $CH/opt/gpumem-oracle/
+  chroot $CH env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \\
+      PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \\
+      python3 /opt/gpumem-oracle/mamba.py > testdata/oracle/mamba.json
+
+A few seconds on one core; deterministic. The Go test is
+`go test ./model/ -run TestMambaOracle -v`.
+"""
+
+import json
+import os
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import activations as base  # noqa: E402  (Meter, saved_by_op)
+
+from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.set_verbosity_error()
+torch.set_num_threads(1)
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def build(c):
+    torch.manual_seed(0)
+    cfg = MambaConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], state_size=c["state"],
+                      num_hidden_layers=c["layers"], expand=c["expand"], conv_kernel=c["conv"],
+                      time_step_rank=c["dt_rank"], use_mambapy=False, use_cache=False)
+    m = MambaForCausalLM(cfg).to(DTYPES[c["dtype"]])
+    m.train()
+    return m
+
+
+def measure(c):
+    m = build(c)
+    torch.manual_seed(1)
+    ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]))
+    meter = base.Meter(m)
+
+    def phase(p):
+        def hook(mod, args):
+            meter.phase = p
+        return hook
+
+    hooks = [m.backbone.embeddings.register_forward_pre_hook(phase("embedding")),
+             m.backbone.norm_f.register_forward_pre_hook(phase("final_norm")),
+             m.lm_head.register_forward_pre_hook(phase("head"))]
+    for i, blk in enumerate(m.backbone.layers):
+        hooks.append(blk.register_forward_pre_hook(phase("layer%d" % i)))
+    base.METER = meter
+    with torch.autograd.graph.saved_tensors_hooks(meter.pack, lambda t: t):
+        out = m(input_ids=ids, labels=ids, use_cache=False)
+    base.METER = None
+    for h in hooks:
+        h.remove()
+    ops = base.saved_by_op(out.loss.grad_fn)
+    raw = meter.totals()
+    log = {}
+    for k, (b, nb, d, sh) in meter.saved.items():
+        log.setdefault(b, []).append([sh, d, nb, sorted(set(ops.get(k, [])))])
+    out.loss.backward()  # the graph must be consistent
+    rec = {"layers": [raw.get("layer%d" % i, 0) for i in range(c["layers"])]}
+    for k in ("embedding", "final_norm", "head", "ids"):
+        rec[k] = raw.get(k, 0)
+    rec["layer0_saved"] = sorted(log.get("layer0", []), key=lambda r: (-r[2], r[0]))
+    return rec
+
+
+def grid():
+    # (batch, seq, hidden, state, expand, conv, dt_rank)
+    for (b, s, h, n, x, k, r) in ((1, 8, 64, 16, 2, 4, 4), (2, 16, 64, 16, 2, 4, 4), (2, 12, 48, 8, 2, 4, 3),
+                                  (1, 24, 32, 16, 3, 3, 2)):
+        for dt in ("fp32", "bf16"):
+            yield dict(batch=b, seq=s, hidden=h, state=n, expand=x, conv=k, dt_rank=r, vocab=128, layers=2, dtype=dt)
+
+
+def main():
+    cases = []
+    for c in grid():
+        cases.append({"config": c, "saved": measure(c)})
+    json.dump({"torch": torch.__version__.split("+")[0],
+               "transformers_commit": "8cb5963cc22174954e7dca2c0a3320b7dc2f4edc",
+               "kernel": "sequential (MambaMixer.slow_forward, use_mambapy false)",
+               "cases": cases}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
