@@ -39,7 +39,7 @@ func kvGeometry(s model.Spec) attention.KVCache {
 // replicated, below t; MLA's decompressed heads like query heads);
 // a pipeline stage holds its ceil(layers/pp) layers' cache.
 func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
-	if j.Model.spec.Family == "mamba" {
+	if f := j.Model.spec.Family; f == "mamba" || f == model.FamilyMamba2 {
 		// A Mamba model caches no keys or values: MambaCache's conv and
 		// ssm states, whatever the sequence length (model.Spec.MambaState).
 		if j.KVDType != gpumem.Invalid {

@@ -11,6 +11,9 @@ type SSM struct {
 	State      int64 // state_size (N, 16)
 	ConvKernel int64 // conv_kernel (4)
 	DTRank     int64 // time_step_rank ("auto": ceil(hidden / 16))
+	// Heads, HeadDim, Groups and Chunk are Mamba-2's num_heads,
+	// head_dim, n_groups and chunk_size (zero for Mamba).
+	Heads, HeadDim, Groups, Chunk int64
 	// ConvBias is use_conv_bias (true); Bias is use_bias (false), the
 	// biases of in_proj and out_proj.
 	ConvBias, Bias bool
@@ -102,10 +105,13 @@ func (s Spec) buildMamba(b *builder) {
 // MambaCache's conv_states [batch, I, conv_kernel] and ssm_states
 // [batch, I, state_size] in dt (transformers modeling_mamba.py,
 // MambaCache: torch.zeros(max_batch_size, intermediate_size, ...,
-// dtype=dtype)), a size independent of the sequence length.
+// dtype=dtype)), a size independent of the sequence length. For
+// Mamba-2, Mamba2Cache's conv_states [batch, I + 2·n_groups·N,
+// conv_kernel] and ssm_states [batch, heads, head_dim, N].
 func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
-	if layoutOf(s) != layoutMamba {
-		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba model")
+	l := layoutOf(s)
+	if l != layoutMamba && l != layoutMamba2 {
+		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba or mamba2 model")
 	}
 	if err := s.Validate(); err != nil {
 		return 0, err
@@ -113,7 +119,12 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	if batch < 1 || batch > 1<<30 {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrInvalid, "must be in [1, 2^30]")
 	}
-	n, ok := checked.MulAll(s.Layers, batch, s.Intermediate, s.SSM.ConvKernel+s.SSM.State)
+	per, ok := checked.Mul(s.Intermediate, s.SSM.ConvKernel+s.SSM.State)
+	if l == layoutMamba2 {
+		per, ok = s.mamba2State()
+	}
+	n, ok2 := checked.MulAll(s.Layers, batch, per)
+	ok = ok && ok2
 	if !ok {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrRange, "state size overflows")
 	}
