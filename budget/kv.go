@@ -14,7 +14,9 @@ import (
 // layers capped at their window. The dtype is set per job.
 func kvGeometry(s model.Spec) attention.KVCache {
 	lm := s.LM()
-	c := attention.KVCache{Layers: int(lm.Layers), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
+	// Only a hybrid's attention layers cache keys and values (Jamba:
+	// HybridMambaAttentionDynamicCache's transformer_layers).
+	c := attention.KVCache{Layers: int(lm.AttentionLayers()), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
 	if lm.MLA.Enabled() {
 		c.KVHeads = int(lm.Heads)
 		c.HeadDim = int(lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
@@ -65,6 +67,23 @@ func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 		}
 	}
 	s := j.Model.spec
+	if s.Family == model.FamilyJamba {
+		// Jamba's cache: its attention layers' keys and values beside
+		// its Mamba layers' conv and ssm states, in the cache's dtype.
+		kv, err := c.Bytes(j.Batch, j.SeqLen+j.Generate)
+		if err != nil {
+			return 0, err
+		}
+		st, err := s.MambaState(int64(j.Batch), c.DType)
+		if err != nil {
+			return 0, err
+		}
+		sum, ok := checked.Add(int64(kv), int64(st))
+		if !ok {
+			return 0, errOverflow("KV cache")
+		}
+		return gpumem.Bytes(sum), nil
+	}
 	if s.Encoder == nil {
 		return c.Bytes(j.Batch, j.SeqLen+j.Generate)
 	}

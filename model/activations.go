@@ -570,8 +570,8 @@ func (s Spec) checkAct(path string) error {
 	if layoutOf(s) == layoutMamba {
 		return s.validateMamba(path)
 	}
-	if layoutOf(s) == layoutMamba2 {
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Mamba-2 model are not modelled (its parameters and generation state are)")
+	if l := layoutOf(s); l == layoutMamba2 || l == layoutJamba {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Mamba-2 or Jamba model are not modelled (its parameters and generation state are)")
 	}
 	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")

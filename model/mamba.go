@@ -14,6 +14,11 @@ type SSM struct {
 	// Heads, HeadDim, Groups and Chunk are Mamba-2's num_heads,
 	// head_dim, n_groups and chunk_size (zero for Mamba).
 	Heads, HeadDim, Groups, Chunk int64
+	// Inner is a hybrid's Mamba width, mamba_expand × hidden (Jamba;
+	// Mamba keeps it in Spec.Intermediate). AttnPeriod and AttnOffset
+	// place the attention layers, ExpertPeriod and ExpertOffset the
+	// MoE feed-forwards (Jamba's attn_layer_* and expert_layer_*).
+	Inner, AttnPeriod, AttnOffset, ExpertPeriod, ExpertOffset int64
 	// ConvBias is use_conv_bias (true); Bias is use_bias (false), the
 	// biases of in_proj and out_proj.
 	ConvBias, Bias bool
@@ -107,11 +112,13 @@ func (s Spec) buildMamba(b *builder) {
 // MambaCache: torch.zeros(max_batch_size, intermediate_size, ...,
 // dtype=dtype)), a size independent of the sequence length. For
 // Mamba-2, Mamba2Cache's conv_states [batch, I + 2·n_groups·N,
-// conv_kernel] and ssm_states [batch, heads, head_dim, N].
+// conv_kernel] and ssm_states [batch, heads, head_dim, N]. For Jamba,
+// HybridMambaAttentionDynamicCache's conv and ssm states of its Mamba
+// layers only (its attention layers' keys and values are a KV cache).
 func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	l := layoutOf(s)
-	if l != layoutMamba && l != layoutMamba2 {
-		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba or mamba2 model")
+	if l != layoutMamba && l != layoutMamba2 && l != layoutJamba {
+		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba, mamba2 or jamba model")
 	}
 	if err := s.Validate(); err != nil {
 		return 0, err
@@ -120,10 +127,15 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrInvalid, "must be in [1, 2^30]")
 	}
 	per, ok := checked.Mul(s.Intermediate, s.SSM.ConvKernel+s.SSM.State)
-	if l == layoutMamba2 {
+	layers := s.Layers
+	switch l {
+	case layoutMamba2:
 		per, ok = s.mamba2State()
+	case layoutJamba:
+		per, ok = s.jambaState()
+		layers = 1
 	}
-	n, ok2 := checked.MulAll(s.Layers, batch, per)
+	n, ok2 := checked.MulAll(layers, batch, per)
 	ok = ok && ok2
 	if !ok {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrRange, "state size overflows")

@@ -37,6 +37,7 @@ const (
 	layoutFlux         // diffusers FluxTransformer2DModel
 	layoutMamba        // transformers MambaForCausalLM
 	layoutMamba2       // transformers Mamba2ForCausalLM
+	layoutJamba        // transformers JambaForCausalLM
 	layoutSD3          // diffusers SD3Transformer2DModel
 	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
 )
@@ -85,6 +86,8 @@ func layoutOf(s Spec) layout {
 		return layoutMamba
 	case FamilyMamba2:
 		return layoutMamba2
+	case FamilyJamba:
+		return layoutJamba
 	case FamilySD3:
 		return layoutSD3
 	case "resnet", "convnext", "swin", "efficientnet":
@@ -326,6 +329,8 @@ func (s Spec) build(b *builder) {
 		s.buildMamba(b)
 	case layoutMamba2:
 		s.buildMamba2(b)
+	case layoutJamba:
+		s.buildJamba(b)
 	case layoutSD3:
 		s.buildSD3(b)
 	case layoutBackbone:

@@ -1,0 +1,43 @@
+package budget
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestJambaCache checks a Jamba model's generation cache: keys and
+// values of its 4 attention layers (layers 4, 12, 20, 28 of 32: 8 KV
+// heads of 128) for every token, beside the conv and ssm states of its
+// 28 Mamba layers (8192 channels × (4 + 16)), whatever the length.
+func TestJambaCache(t *testing.T) {
+	t.Parallel()
+	s, ok := model.Lookup("jamba-v0.1")
+	require.True(t, ok)
+	assert.Equal(t, int64(4), s.AttentionLayers())
+	assert.True(t, s.JambaAttention(12))
+	assert.False(t, s.JambaAttention(13))
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	for _, seq := range []int{1000, 8000} {
+		j := Job{Model: m, Mode: Generation, Precision: BF16, Batch: 2, SeqLen: seq, Generate: 24}
+		got, err := kvCache(j, gpumem.BF16, nil)
+		require.NoError(t, err)
+		kv := int64(4 * 2 * 8 * 128 * 2 * (seq + 24) * 2)
+		state := int64(28 * 2 * 8192 * 20 * 2)
+		assert.Equal(t, gpumem.Bytes(kv+state), got, "seq %d", seq)
+	}
+	// A Mamba-2 model caches Mamba2Cache's states only.
+	s2, err := model.FromHFConfig(strings.NewReader(`{"model_type": "mamba2", "hidden_size": 96, "num_hidden_layers": 3,
+		"vocab_size": 1000, "state_size": 16, "num_heads": 12, "head_dim": 16, "n_groups": 2}`))
+	require.NoError(t, err)
+	m2, err := NewModel(model.Finetune{Model: s2})
+	require.NoError(t, err)
+	got, err := kvCache(Job{Model: m2, Mode: Generation, Precision: BF16, Batch: 4, SeqLen: 4096}, gpumem.BF16, nil)
+	require.NoError(t, err)
+	assert.Equal(t, gpumem.Bytes(3*4*(256*4+12*16*16)*2), got)
+}
