@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +41,33 @@ func TestJambaCache(t *testing.T) {
 	got, err := kvCache(Job{Model: m2, Mode: Generation, Precision: BF16, Batch: 4, SeqLen: 4096}, gpumem.BF16, nil)
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(3*4*(256*4+12*16*16)*2), got)
+}
+
+// TestMambaKernelJob checks that Job.SSMKernel reaches the activation
+// model: a training step of mamba-130m whose peak is in backward holds
+// far more activations under the sequential kernel, whose blocks save
+// more than ten times the fused kernel's (model.Spec.Activations), and
+// the fused kernel is the default.
+func TestMambaKernelJob(t *testing.T) {
+	t.Parallel()
+	s, ok := model.Lookup("mamba-130m")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	acts := map[model.SSMKernel]gpumem.Bytes{}
+	for _, k := range []model.SSMKernel{model.FusedSSM, model.SequentialSSM} {
+		b, err := Estimate(Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Batch: 8, SeqLen: 2048, SSMKernel: k})
+		require.NoError(t, err)
+		acts[k] = b.Activations
+		assert.Positive(t, int64(b.Activations), "%v", k)
+	}
+	f, err := s.Activations(model.Workload{Batch: 8, SeqLen: 2048, DType: gpumem.BF16, Train: true})
+	require.NoError(t, err)
+	q, err := s.Activations(model.Workload{Batch: 8, SeqLen: 2048, DType: gpumem.BF16, Train: true, SSMKernel: model.SequentialSSM})
+	require.NoError(t, err)
+	assert.Greater(t, q.LayersTotal(), 10*f.LayersTotal())
+	assert.Greater(t, acts[model.SequentialSSM], 10*acts[model.FusedSSM])
+	def, err := Estimate(Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Batch: 8, SeqLen: 2048})
+	require.NoError(t, err)
+	assert.Equal(t, acts[model.FusedSSM], def.Activations)
 }
