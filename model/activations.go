@@ -515,6 +515,14 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
+	case layoutMamba2:
+		if err := w.checkMamba(); err != nil {
+			return Activations{}, err
+		}
+		if w.SSMKernel != SequentialSSM {
+			return Activations{}, gpumem.Errorf("Workload.SSMKernel", w.SSMKernel, gpumem.ErrUnsupported,
+				"Mamba-2's fused kernels (mamba_ssm's mamba_split_conv1d_scan_combined) are not modelled; the sequential kernel (transformers' torch_forward) is")
+		}
 	case layoutBackbone:
 		if err := w.checkBackbone(s); err != nil {
 			return Activations{}, err
@@ -535,6 +543,8 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.encDec(&a, s, w, e)
 	case layoutMamba:
 		c.mamba(&a, s, w, e)
+	case layoutMamba2:
+		c.mamba2(&a, s, w, e)
 	case layoutBackbone:
 		c.backbone(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
@@ -570,8 +580,11 @@ func (s Spec) checkAct(path string) error {
 	if layoutOf(s) == layoutMamba {
 		return s.validateMamba(path)
 	}
-	if l := layoutOf(s); l == layoutMamba2 || l == layoutJamba {
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Mamba-2 or Jamba model are not modelled (its parameters and generation state are)")
+	if layoutOf(s) == layoutMamba2 {
+		return s.validateMamba2(path)
+	}
+	if layoutOf(s) == layoutJamba {
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Jamba model are not modelled (its parameters and generation cache are)")
 	}
 	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")

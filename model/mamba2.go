@@ -113,3 +113,90 @@ func (s Spec) mamba2State() (int64, bool) {
 	b, ok2 := checked.MulAll(s.SSM.Heads, s.SSM.HeadDim, s.SSM.State)
 	return a + b, ok1 && ok2
 }
+
+// mamba2 fills a for Mamba2ForCausalLM under Mamba2Mixer.torch_forward
+// (transformers modeling_mamba2.py at v4.57.1, 8cb5963c: the chunked SSD
+// "naive implementation" run without mamba_ssm, no cache in training).
+// For b sequences of l tokens (T = b·l) padded to L = c·Q (c chunks of
+// chunk_size Q), h heads, width I = h·P, G groups, state N, conv width
+// D = I + 2·G·N, P_in = I + D + h, compute dtype e bytes, per block:
+//
+//	Mamba2RMSNorm     fp32 copy of the input cast, rsqrt, the cast
+//	                  back, and in_proj's input    4·T·H + 4·T + 2·e·T·H
+//	projected_states  in_proj's output, saved by the convolution (and by
+//	                  SiLU(gate) in fp32)                      e·T·P_in
+//	conv1d            its output [b, D, l + K − 1]        e·b·D·(l+K−1)
+//	x                 fp32: SiLU's output xBC itself, saved by x·Δ,
+//	                  4·T·D; 16-bit: x.float()                   4·T·I
+//	Δ                 dt + dt_bias, softplus, clamp           3·e·T·h
+//	A                 exp(A_log.float()) and −exp(·), fp32        8·h
+//	x·Δ chunked       padded to L (reshape_into_chunks)          4·b·L·I
+//	D_residual        the padded x saved by D·x                  4·b·L·I
+//	B, C chunked      repeated to heads and padded, B·decay   3·4·b·L·h·N
+//	segment_sum       two bool masks per call           2·Q² + 2·(c+1)²
+//	L = exp(segsum)   [b, h, c, Q, Q]                   4·b·h·c·Q²
+//	G, M              the contractions C·B and G·L     2·4·b·c·Q²·h
+//	decay_states, exp(A_cumsum)                             2·4·b·h·L
+//	states            the concatenated and the decayed states,
+//	                  [b, c + 1, h, P, N] each          2·4·b·(c+1)·I·N
+//	decay_chunk       [b, h, c + 1, c + 1]                 4·b·h·(c+1)²
+//	C·states summed   saved by the decay out                     4·b·L·I
+//	gated norm        y (a view of the padded sum, 4·b·L·I),
+//	                  SiLU(gate.float()) and its 16-bit input's fp32
+//	                  copy, y·SiLU(gate), the normalized x, rsqrt
+//	                                            3·4·T·I (+4·T·I) + 4·T
+//	out_proj          its input                                  e·T·I
+//
+// testdata/oracle/mamba2.json records these per block from transformers'
+// own Mamba2ForCausalLM on the CPU (tools/oracle/mamba.py --mamba2): six
+// cases with and without padding, one to three groups, fp32 and bf16,
+// every block to the byte. Nothing of the broadcast products is saved,
+// but each is a local of torch_forward, alive until the mixer returns:
+// G_intermediate [b, c, Q, Q, h, N] and C_times_states [b, c, Q, h, P, N]
+// (fp32) are the forward transient, 4·b·c·Q²·h·N + 4·b·L·I·N; backward
+// materializes their gradients (MulBackward of a broadcast operand), the
+// same bytes. A pass without gradients runs the same code: those locals
+// beside the projected states, the convolution and the chunked x.
+func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	H, I, N, K, nh, Q := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.ConvKernel, s.SSM.Heads, s.SSM.Chunk
+	D := s.mamba2ConvDim()
+	P := I + D + nh
+	ch, _ := checked.CeilDiv(l, Q)
+	L := c.m(ch, Q)
+	x := c.m(4, T, D)
+	gate := int64(0)
+	if e < 4 {
+		x = c.m(4, T, I)
+		gate = c.m(4, T, I)
+	}
+	saved := c.a(c.m(4, T, H), c.m(4, T), c.m(2*e, T, H), c.m(e, T, P), c.m(e, b, D, l+K-1), x, c.m(3*e, T, nh), 8*nh,
+		c.m(4*4, b, L, I), c.m(3*4, b, L, nh, N), 2*Q*Q+2*(ch+1)*(ch+1), c.m(3*4, b, ch, Q, Q, nh),
+		c.m(2*4, b, nh, L), c.m(2*4, b, ch+1, I, N), c.m(4, b, nh, ch+1, ch+1),
+		c.m(3*4, T, I), gate, c.m(4, T), c.m(e, T, I))
+	big := c.a(c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N))
+	noGrad := c.a(big, c.m(e, T, P), c.m(e, b, D, l+K-1), c.m(4, b, L, I), c.m(e, T, H))
+	l0 := LayerActivations{Kind: "mamba2", Count: s.Layers, Tokens: l, Saved: gpumem.Bytes(saved),
+		Input: gpumem.Bytes(c.m(4, T, H)), Forward: gpumem.Bytes(big), Backward: gpumem.Bytes(big)}
+	kept := saved
+	switch {
+	case !w.Train:
+		l0.Saved, l0.Input, l0.Backward = 0, 0, 0
+		l0.Forward = gpumem.Bytes(noGrad)
+		kept = 0
+	case w.Checkpointing == FullCheckpointing:
+		kept = int64(l0.Input)
+		l0.Forward = gpumem.Bytes(noGrad)
+		l0.Backward = gpumem.Bytes(c.a(saved, big))
+	}
+	l0.Kept, l0.KeptTotal = gpumem.Bytes(kept), gpumem.Bytes(c.m(kept, s.Layers))
+	c.push(l0)
+	a.Tokens = l
+	if w.Train {
+		// norm_f on the fp32 residual stream, as Mamba's (model/mamba.go).
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(8, T, H), c.m(4, T)))
+	}
+	c.head(a, s, w, e, T, T, false)
+	c.finish(a, w)
+}

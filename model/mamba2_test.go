@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestMamba2Config(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(3*4*(256*4+12*16*16)*2), st)
 	_, err = s.Activations(Workload{Batch: 1, SeqLen: 8, Train: true})
-	assert.ErrorIs(t, err, gpumem.ErrUnsupported)
+	assert.ErrorIs(t, err, gpumem.ErrUnsupported, "the fused kernels are not modelled")
 	var fe *gpumem.FieldError
 	_, err = FromHFConfig(strings.NewReader(`{"model_type": "mamba2", "hidden_size": 96, "num_heads": 10, "head_dim": 16}`))
 	require.ErrorAs(t, err, &fe)
@@ -78,4 +79,57 @@ func TestMamba2Config(t *testing.T) {
 	_, err = FromHFConfig(strings.NewReader(`{"model_type": "mamba2", "hidden_size": 96, "num_heads": 12, "head_dim": 16, "n_groups": 5}`))
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "config.n_groups", fe.Field)
+}
+
+// TestMamba2Oracle holds the sequential Mamba-2 kernel
+// (Mamba2Mixer.torch_forward) to the bytes transformers' own
+// Mamba2ForCausalLM saved per block on the CPU
+// (testdata/oracle/mamba2.json, tools/oracle/mamba.py --mamba2).
+func TestMamba2Oracle(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../testdata/oracle/mamba2.json")
+	require.NoError(t, err)
+	var doc struct {
+		Cases []struct {
+			Config struct {
+				Batch, Seq, Hidden, State, Expand, Conv, Layers, Vocab, Heads, Groups, Chunk int64
+				HeadDim                                                                      int64 `json:"head_dim"`
+				DType                                                                        string
+			}
+			Saved struct {
+				Layers    []int64
+				FinalNorm int64 `json:"final_norm"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Cases, 6)
+	for _, c := range doc.Cases {
+		g := c.Config
+		cfg := fmt.Sprintf(`{"model_type": "mamba2", "hidden_size": %d, "num_hidden_layers": %d, "vocab_size": %d,
+			"state_size": %d, "expand": %d, "conv_kernel": %d, "num_heads": %d, "head_dim": %d, "n_groups": %d, "chunk_size": %d}`,
+			g.Hidden, g.Layers, g.Vocab, g.State, g.Expand, g.Conv, g.Heads, g.HeadDim, g.Groups, g.Chunk)
+		s, err := FromHFConfig(strings.NewReader(cfg))
+		require.NoError(t, err)
+		dt := gpumem.FP32
+		if g.DType == "bf16" {
+			dt = gpumem.BF16
+		}
+		w := Workload{Batch: g.Batch, SeqLen: g.Seq, DType: dt, Train: true, SSMKernel: SequentialSSM}
+		a, err := s.Activations(w)
+		require.NoError(t, err)
+		require.Len(t, a.Layers, 1)
+		name := fmt.Sprintf("b%d l%d G%d %s", g.Batch, g.Seq, g.Groups, g.DType)
+		for i, got := range c.Saved.Layers {
+			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
+		}
+		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
+		// The fused kernels are not modelled: the default is refused,
+		// naming the field.
+		w.SSMKernel = FusedSSM
+		_, err = s.Activations(w)
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, "Workload.SSMKernel", fe.Field)
+	}
 }

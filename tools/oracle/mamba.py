@@ -39,6 +39,15 @@ the chroot of tools/measure (tools/measure/setup.sh makes it; torch 2.6, CPU):
 
 A few seconds on one core; deterministic. The Go test is
 `go test ./model/ -run TestMambaOracle -v`.
+
+With --mamba2 it measures transformers' own Mamba2ForCausalLM instead
+(modeling_mamba2.py, same commit), whose Mamba2Mixer takes torch_forward (the
+chunked SSD in plain torch) without the mamba_ssm kernels, over six cases
+(sequences that are and are not a multiple of chunk_size, one to three
+groups, fp32 and bf16):
+
+  chroot ... python3 /opt/gpumem-oracle/mamba.py --mamba2 > testdata/oracle/mamba2.json
+  go test ./model/ -run TestMamba2Oracle -v
 """
 
 import json
@@ -53,7 +62,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import activations as base  # noqa: E402  (Meter, saved_by_op)
 
-from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
+from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
@@ -64,6 +73,14 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def build(c):
     torch.manual_seed(0)
+    if c.get("arch") == "mamba2":
+        cfg = Mamba2Config(vocab_size=c["vocab"], hidden_size=c["hidden"], state_size=c["state"],
+                           num_hidden_layers=c["layers"], expand=c["expand"], conv_kernel=c["conv"],
+                           num_heads=c["heads"], head_dim=c["head_dim"], n_groups=c["groups"],
+                           chunk_size=c["chunk"], use_cache=False)
+        m = Mamba2ForCausalLM(cfg).to(DTYPES[c["dtype"]])
+        m.train()
+        return m
     cfg = MambaConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], state_size=c["state"],
                       num_hidden_layers=c["layers"], expand=c["expand"], conv_kernel=c["conv"],
                       time_step_rank=c["dt_rank"], use_mambapy=False, use_cache=False)
@@ -115,7 +132,25 @@ def grid():
             yield dict(batch=b, seq=s, hidden=h, state=n, expand=x, conv=k, dt_rank=r, vocab=128, layers=2, dtype=dt)
 
 
+def grid2():
+    # (batch, seq, hidden, state, heads, head_dim, groups, chunk): seq a
+    # multiple of the chunk and not (padding), one and two groups.
+    for (b, s, h, n, nh, hd, g, ck) in ((1, 16, 32, 8, 4, 16, 1, 8), (2, 12, 32, 8, 4, 16, 2, 8),
+                                        (1, 20, 48, 16, 6, 16, 3, 16)):
+        for dt in ("fp32", "bf16"):
+            yield dict(arch="mamba2", batch=b, seq=s, hidden=h, state=n, expand=2, conv=4, heads=nh, head_dim=hd,
+                       groups=g, chunk=ck, vocab=128, layers=2, dtype=dt)
+
+
 def main():
+    if sys.argv[1:] == ["--mamba2"]:
+        cases = [{"config": c, "saved": measure(c)} for c in grid2()]
+        json.dump({"torch": torch.__version__.split("+")[0],
+                   "transformers_commit": "8cb5963cc22174954e7dca2c0a3320b7dc2f4edc",
+                   "kernel": "Mamba2Mixer.torch_forward (the chunked SSD in plain torch)",
+                   "cases": cases}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     cases = []
     for c in grid():
         cases.append({"config": c, "saved": measure(c)})
