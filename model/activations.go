@@ -519,10 +519,6 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
-		if w.SSMKernel != SequentialSSM {
-			return Activations{}, gpumem.Errorf("Workload.SSMKernel", w.SSMKernel, gpumem.ErrUnsupported,
-				"Mamba-2's fused kernels (mamba_ssm's mamba_split_conv1d_scan_combined) are not modelled; the sequential kernel (transformers' torch_forward) is")
-		}
 	case layoutBackbone:
 		if err := w.checkBackbone(s); err != nil {
 			return Activations{}, err

@@ -39,10 +39,12 @@
 // that budget counts instead of a KV cache, and the activations of the
 // mamba_ssm fused kernels' MambaInnerFn, derived by hand, or of
 // transformers' slow_forward ([SequentialSSM]), held to a CPU oracle of
-// transformers' own class), mamba2 (Mamba2ForCausalLM, model/mamba2.go)
-// and jamba (JambaForCausalLM, model/jamba.go: attention and Mamba
-// layers, MoE feed-forwards; their parameters and generation caches,
-// not their activations), and the hierarchical vision backbones resnet,
+// transformers' own class), mamba2 (Mamba2ForCausalLM, model/mamba2.go:
+// parameters, Mamba2Cache, activations of the fused kernels by hand and
+// of torch_forward held to a CPU oracle) and jamba (JambaForCausalLM,
+// model/jamba.go: attention and Mamba layers, MoE feed-forwards; its
+// parameters and generation cache, not its activations), and the
+// hierarchical vision backbones resnet,
 // convnext, swin and efficientnet.
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])

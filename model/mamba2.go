@@ -177,8 +177,15 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 		c.m(3*4, T, I), gate, c.m(4, T), c.m(e, T, I))
 	big := c.a(c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N))
 	noGrad := c.a(big, c.m(e, T, P), c.m(e, b, D, l+K-1), c.m(4, b, L, I), c.m(e, T, H))
+	if w.SSMKernel == FusedSSM {
+		saved, big, noGrad = c.mamba2Fused(s, w, e)
+	}
+	bwd := big
+	if w.SSMKernel == FusedSSM {
+		bwd = c.mamba2FusedBackward(s, w, e)
+	}
 	l0 := LayerActivations{Kind: "mamba2", Count: s.Layers, Tokens: l, Saved: gpumem.Bytes(saved),
-		Input: gpumem.Bytes(c.m(4, T, H)), Forward: gpumem.Bytes(big), Backward: gpumem.Bytes(big)}
+		Input: gpumem.Bytes(c.m(4, T, H)), Forward: gpumem.Bytes(big), Backward: gpumem.Bytes(bwd)}
 	kept := saved
 	switch {
 	case !w.Train:
@@ -188,7 +195,7 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	case w.Checkpointing == FullCheckpointing:
 		kept = int64(l0.Input)
 		l0.Forward = gpumem.Bytes(noGrad)
-		l0.Backward = gpumem.Bytes(c.a(saved, big))
+		l0.Backward = gpumem.Bytes(c.a(saved, bwd))
 	}
 	l0.Kept, l0.KeptTotal = gpumem.Bytes(kept), gpumem.Bytes(c.m(kept, s.Layers))
 	c.push(l0)
@@ -199,4 +206,63 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.head(a, s, w, e, T, T, false)
 	c.finish(a, w)
+}
+
+// mamba2Fused returns what one Mamba-2 block saves, its forward
+// transient and its no-grad transient under the mamba_ssm kernels, as
+// Mamba2Mixer.cuda_kernels_forward calls them (transformers
+// modeling_mamba2.py at v4.57.1; mamba_ssm ops/triton/ssd_combined.py
+// at e9594ce1). Derived from the source, without an oracle (no GPU).
+//
+// Training calls mamba_split_conv1d_scan_combined with the gated
+// RMSNorm and out_proj fused in; MambaSplitConv1dScanCombinedFn saves
+// zxbcdt (in_proj's output, e·T·P_in), out_x (the scan's output before
+// the norm, e·T·I) and the norm's rstd (fp32, one per token and group,
+// 4·T·G); A = −exp(A_log.float()) keeps its exp (8·h), and the block's
+// Mamba2RMSNorm and in_proj save what they save under torch_forward
+// (4·T·H + 4·T + 2·e·T·H). The convolution's output, Δ and the chunk
+// states are recomputed in backward.
+//
+// The forward transient is what _mamba_chunk_scan_combined_fwd holds
+// beside the convolution's output (e·T·D): dA_cumsum and Δ, fp32
+// [b, h, c, Q] (8·b·h·L), and at its largest either the fp32 chunk
+// states with their state-passed copy in the compute dtype
+// ((4 + e)·b·c·I·N) or that copy with CB, fp32 [b, c, G, Q, Q].
+//
+// A pass without gradients (prefill) takes the unfused branch:
+// causal_conv1d_fn, mamba_chunk_scan_combined and transformers'
+// MambaRMSNormGated in torch, whose fp32 copies of the output and of
+// the gate, the gate's SiLU and their product (4·4·T·I) outweigh the
+// scan's own transient at long sequences; beside them in_proj's
+// output, the convolution's and the scan's (e·T·(P_in + D + I)).
+func (c *actCalc) mamba2Fused(s Spec, w Workload, e int64) (saved, fwd, noGrad int64) {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	H, I, N, nh, G, Q := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.Heads, s.SSM.Groups, s.SSM.Chunk
+	D := s.mamba2ConvDim()
+	P := I + D + nh
+	ch, _ := checked.CeilDiv(l, Q)
+	L := c.m(ch, Q)
+	saved = c.a(c.m(4, T, H), c.m(4, T), c.m(2*e, T, H), c.m(e, T, P), c.m(e, T, I), c.m(4, T, G), 8*nh)
+	scan := c.a(c.m(8, b, nh, L), max(c.m(4+e, b, ch, I, N), c.a(c.m(e, b, ch, I, N), c.m(4, b, ch, G, Q, Q))))
+	fwd = c.a(c.m(e, T, D), scan)
+	noGrad = c.a(c.m(e, T, P+D+I), max(scan, c.m(16, T, I)), c.m(e, T, H))
+	return saved, fwd, noGrad
+}
+
+// mamba2FusedBackward is the transient of MambaSplitConv1dScanCombinedFn's
+// backward (ssd_combined.py at e9594ce1): the recomputed convolution
+// output (e·T·D), dzxbcdt (e·T·P_in), dxBC (e·T·D), the recomputed
+// norm output for out_proj's weight gradient (e·T·I), and
+// _mamba_chunk_scan_combined_bwd's recomputed chunk states and CB, as
+// in the forward.
+func (c *actCalc) mamba2FusedBackward(s Spec, w Workload, e int64) int64 {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	I, N, nh, G, Q := s.Intermediate, s.SSM.State, s.SSM.Heads, s.SSM.Groups, s.SSM.Chunk
+	D := s.mamba2ConvDim()
+	ch, _ := checked.CeilDiv(l, Q)
+	L := c.m(ch, Q)
+	scan := c.a(c.m(8, b, nh, L), max(c.m(4+e, b, ch, I, N), c.a(c.m(e, b, ch, I, N), c.m(4, b, ch, G, Q, Q))))
+	return c.a(c.m(2*e, T, D), c.m(e, T, I+D+nh), c.m(e, T, I), scan)
 }
