@@ -1810,7 +1810,16 @@ func (c *actCalc) head(a *Activations, s Spec, w Workload, e, T, Th int64, input
 		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(lsm, TV)))
 		return
 	}
-	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
+	rows := TV
+	if layoutOf(s) == layoutMamba {
+		// MambaForCausalLM (transformers v4.57.1) computes its own loss:
+		// logits[..., :-1, :].contiguous(), an fp32 copy of T − b rows
+		// alive until the forward returns, whose CrossEntropyLoss saves
+		// the log-softmax of those rows (testdata/oracle/mamba.json).
+		rows = c.m(T-w.Batch, V)
+		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, rows)))
+	}
+	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, rows), 4))
 	ids := c.m(16, T)
 	if causal && w.Batch == 1 {
 		// ForCausalLMLoss pads the labels by one and slices them:

@@ -106,6 +106,7 @@ func TestMamba2Oracle(t *testing.T) {
 			Saved struct {
 				Layers    []int64
 				FinalNorm int64 `json:"final_norm"`
+				Head      int64
 			}
 		}
 	}
@@ -131,6 +132,7 @@ func TestMamba2Oracle(t *testing.T) {
 			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
 		}
 		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
+		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
 		// The fused kernels (the default) save far less: no chunk
 		// contractions, states or fp32 copies.
 		w.SSMKernel = FusedSSM

@@ -122,7 +122,7 @@ func TestMambaOracle(t *testing.T) {
 			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
 		}
 		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
-		t.Logf("%s head: oracle %d, model %d", name, c.Saved.Head, a.Head)
+		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
 		w.SSMKernel = FusedSSM
 		f, err := s.Activations(w)
 		require.NoError(t, err)
