@@ -14,9 +14,12 @@ import (
 // layers capped at their window. The dtype is set per job.
 func kvGeometry(s model.Spec) attention.KVCache {
 	lm := s.LM()
-	// Only a hybrid's attention layers cache keys and values (Jamba:
-	// HybridMambaAttentionDynamicCache's transformer_layers).
-	c := attention.KVCache{Layers: int(lm.AttentionLayers()), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
+	c := attention.KVCache{Layers: int(lm.Layers), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
+	if lm.Family == model.FamilyJamba {
+		// Only a hybrid's attention layers cache keys and values
+		// (HybridMambaAttentionDynamicCache's transformer_layers).
+		c.Layers = int(lm.AttentionLayers())
+	}
 	if lm.MLA.Enabled() {
 		c.KVHeads = int(lm.Heads)
 		c.HeadDim = int(lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
@@ -112,4 +115,21 @@ func kvCache(j Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 		return 0, errOverflow("KV cache")
 	}
 	return gpumem.Bytes(sum), nil
+}
+
+// validateSSMRuntime refuses a serving runtime (llama.cpp, vLLM, SGLang)
+// for a state-space or hybrid model: their recurrent state (llama.cpp's
+// per-sequence recurrent cells, vLLM's and SGLang's Mamba cache pools
+// beside or instead of the paged KV cache) is not modelled, and their
+// transformer KV models would give a silently wrong figure.
+func (j *Job) validateSSMRuntime() error {
+	if j.Runtime != LlamaCpp && j.Runtime != VLLM && j.Runtime != SGLang {
+		return nil
+	}
+	switch j.Model.spec.Family {
+	case "mamba", model.FamilyMamba2, model.FamilyJamba:
+		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrUnsupported,
+			"the %s runtime's cache of a %s model (recurrent state) is not modelled", j.Runtime, j.Model.spec.Family)
+	}
+	return nil
 }

@@ -71,3 +71,23 @@ func TestMambaKernelJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, acts[model.FusedSSM], def.Activations)
 }
+
+// TestSSMRuntimeRefused checks that the serving runtimes refuse
+// state-space and hybrid models, naming the field, instead of treating
+// them as transformers.
+func TestSSMRuntimeRefused(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"mamba-130m", "jamba-v0.1"} {
+		s, ok := model.Lookup(name)
+		require.True(t, ok)
+		m, err := NewModel(model.Finetune{Model: s})
+		require.NoError(t, err)
+		for _, rt := range []Runtime{LlamaCpp, VLLM, SGLang} {
+			_, err := Estimate(Job{Model: m, Mode: Generation, Precision: BF16, Batch: 1, SeqLen: 512, Runtime: rt})
+			var fe *gpumem.FieldError
+			require.ErrorAs(t, err, &fe, "%s %v", name, rt)
+			assert.Equal(t, "Job.Runtime", fe.Field)
+			assert.ErrorIs(t, err, gpumem.ErrUnsupported)
+		}
+	}
+}
