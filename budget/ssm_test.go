@@ -91,3 +91,27 @@ func TestSSMRuntimeRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestJambaEstimate checks that a Jamba-v0.1 generation job is
+// estimated end to end with its hybrid cache, and that training with the
+// sequential kernel holds more activations than with the fused one.
+func TestJambaEstimate(t *testing.T) {
+	t.Parallel()
+	s, ok := model.Lookup("jamba-v0.1")
+	require.True(t, ok)
+	m, err := NewModel(model.Finetune{Model: s})
+	require.NoError(t, err)
+	j := Job{Model: m, Mode: Generation, Precision: BF16, Batch: 2, SeqLen: 8000, Generate: 24, Attention: model.Flash}
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	want, err := kvCache(j, gpumem.BF16, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, b.KVCache)
+	acts := map[model.SSMKernel]gpumem.Bytes{}
+	for _, k := range []model.SSMKernel{model.FusedSSM, model.SequentialSSM} {
+		a, err := s.Activations(model.Workload{Batch: 1, SeqLen: 4096, DType: gpumem.BF16, Train: true, Attention: model.Flash, SSMKernel: k})
+		require.NoError(t, err)
+		acts[k] = a.LayersTotal()
+	}
+	assert.Greater(t, acts[model.SequentialSSM], 3*acts[model.FusedSSM])
+}

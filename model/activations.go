@@ -515,7 +515,7 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
-	case layoutMamba2:
+	case layoutMamba2, layoutJamba:
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
@@ -541,6 +541,8 @@ func (s Spec) AppendActivations(dst []LayerActivations, w Workload) (Activations
 		c.mamba(&a, s, w, e)
 	case layoutMamba2:
 		c.mamba2(&a, s, w, e)
+	case layoutJamba:
+		c.jamba(&a, s, w, e)
 	case layoutBackbone:
 		c.backbone(&a, s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
@@ -580,7 +582,7 @@ func (s Spec) checkAct(path string) error {
 		return s.validateMamba2(path)
 	}
 	if layoutOf(s) == layoutJamba {
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Jamba model are not modelled (its parameters and generation cache are)")
+		return s.validateJamba(path)
 	}
 	if l := layoutOf(s); l == layoutFlux || l == layoutSD3 {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
@@ -973,6 +975,7 @@ type actBlock struct {
 	mlpDrop            bool  // dropout inside the MLP (T5)
 	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
 	moe                *MoE  // routed experts replace the MLP
+	noRenorm           bool  // the top-k routing weights are used as they are (Jamba)
 	mla                *MLA  // DeepSeek latent attention projections
 }
 
@@ -1316,7 +1319,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 //
 //   - router: the gate's input is the norm output (already counted); the
 //     fp32 softmax of T·E logits (4·T·E), top-k indices (8·T·k), the
-//     in-place renormalization's fp32 weights and their sum (4·T·k + 4·T);
+//     in-place renormalization's fp32 weights and their sum (4·T·k + 4·T;
+//     JambaSparseMoeBlock casts the top-k softmax without renormalizing:
+//     none);
 //   - per routed token: the torch.where indices of the expert mask (top_x
 //     and idx, two int64 views of one nonzero() result: 16), the gathered
 //     input (e·h, saved by w1 and w3), the expert's SwiGLU (4·e·I_expert),
@@ -1327,7 +1332,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 func (c *actCalc) moe(bl *actBlock, T, e int64) (saved, bwd int64) {
 	m := bl.moe
 	Tk := c.m(T, m.Active)
-	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk), c.m(4, Tk), c.m(4, T))
+	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk))
+	if !bl.noRenorm {
+		saved = c.a(saved, c.m(4, Tk), c.m(4, T))
+	}
 	per := c.a(c.m(3, e, bl.h), c.m(4, e, m.Intermediate), e, 16)
 	saved = c.a(saved, c.m(Tk, per))
 	if m.Shared > 0 && m.SharedIntermediate > 0 {
@@ -1365,7 +1373,7 @@ func actFamily(s Spec) actBlock {
 	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2}
 	switch layoutOf(s) {
-	case layoutLlama, layoutPhi3:
+	case layoutLlama, layoutPhi3, layoutJamba:
 		bl.norm, bl.act, bl.upcast, bl.residDrop = actRMS, actGated, true, 0
 		switch s.Family {
 		case "gemma", "gemma2", "gemma3_text":

@@ -43,8 +43,8 @@
 // parameters, Mamba2Cache, activations of the fused kernels by hand and
 // of torch_forward held to a CPU oracle) and jamba (JambaForCausalLM,
 // model/jamba.go: attention and Mamba layers, MoE feed-forwards; its
-// parameters and generation cache, not its activations), and the
-// hierarchical vision backbones resnet,
+// parameters, generation cache and activations, the sequential kernel's
+// held to a CPU oracle), and the hierarchical vision backbones resnet,
 // convnext, swin and efficientnet.
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])

@@ -77,6 +77,7 @@ func (c *config) jamba(s *Spec) error {
 	s.HeadDim = s.Hidden / s.Heads
 	s.MoE.Intermediate = s.Intermediate
 	s.Norm = RMSNorm
+	s.Gated = true // JambaMLP: down(act(gate) · up)
 	return nil
 }
 
@@ -206,4 +207,153 @@ func (s Spec) buildJamba(b *builder) {
 // layer conv_states [I, d_conv] and ssm_states [I, d_state].
 func (s Spec) jambaState() (int64, bool) {
 	return checked.MulAll(s.Layers-s.AttentionLayers(), s.SSM.Inner, s.SSM.ConvKernel+s.SSM.State)
+}
+
+// jambaMixer returns what one JambaMambaMixer saves, its forward and
+// backward transients and its no-grad live set, for the workload's
+// kernel (transformers modeling_jamba.py at v4.57.1, 8cb5963c). The
+// mixer is MambaMixer (model/mamba.go) with RMSNorms on Δ's rank, B and
+// C after x_proj, and dt_proj's bias added by the scan. For b sequences
+// of l tokens (T = b·l), width I, state N, rank R, K taps, compute
+// dtype e bytes:
+//
+// SequentialSSM (slow_forward, use_mamba_kernels false) saves Mamba's
+// sequential terms but for x_proj's output: the three norms keep its
+// fp32 values (the output itself in fp32, fp32 copies of its slices
+// otherwise: 4·T·(R + 2N)), their rsqrt (3·4·T) and normalized casts
+// (e·T·(R + 2N)); dt_proj keeps the normalized Δ (e·T·R), the Δ·B
+// product the normalized B in fp32 (4·T·N), and the scan's matmul the
+// normalized C (e·T·N). testdata/oracle/jamba.json measures it on
+// transformers' own JambaForCausalLM (every Mamba layer to the byte).
+//
+// FusedSSM (cuda_kernels_forward: causal_conv1d_fn, then
+// selective_scan_fn; mamba_inner_fn cannot take the inner norms),
+// derived from the source (mamba_ssm selective_scan_interface.py at
+// e9594ce1), without an oracle: CausalConv1dFn keeps in_proj's output
+// (its x half is the channel-last input, e·T·2I); x_proj its input, the
+// convolution's output (a copy for b > 1: e·T·I more); the norms and
+// dt_proj as above; SelectiveScanFn u (that output), the contiguous
+// copies of Δ, B, C and z (e·T·(2I + 2N)), A and its exp (8·I·N), D and
+// the detached dt_proj bias as fp32 copies when e < 4 (8·I), the fp32
+// scan checkpoints every 2048 positions (4·b·I·⌈l/2048⌉·2N) and its
+// ungated output (e·T·I); out_proj the gated output (e·T·I).
+func (c *actCalc) jambaMixer(s Spec, w Workload, e int64) (saved, fwd, bwd, noGrad int64) {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	I, N, R, K := s.SSM.Inner, s.SSM.State, s.SSM.DTRank, s.SSM.ConvKernel
+	copyIn := int64(0)
+	if b > 1 {
+		copyIn = c.m(e, T, I)
+	}
+	norms := c.a(c.m(4, T, R+2*N), c.m(12, T), c.m(e, T, R+2*N), c.m(e, T, R))
+	if w.SSMKernel == SequentialSSM {
+		big := c.m(4, T, I, N)
+		last := c.m(4, b, I, N)
+		up := int64(0)
+		if e < 4 {
+			last = c.m(l, e, b, I, N)
+			up = c.m(4, T, I)
+		}
+		states := c.a(c.m(e, b, I, N), c.m(4, l-1, b, I, N), last)
+		saved = c.a(c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), copyIn, norms, c.m(4, T, N), c.m(e, T, N),
+			c.m(2*e, T, I), c.m(8, I, N), c.m(2, big), up, states, c.m(3*e, T, I))
+		fwd = big
+		bwd = c.m(3, big)
+		noGrad = c.a(c.m(3, big), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I))
+		return saved, fwd, bwd, noGrad
+	}
+	chunks, _ := checked.CeilDiv(l, 2048)
+	scanX := c.m(4, b, I, chunks, 2*N)
+	fp32Copies := int64(0)
+	if e < 4 {
+		fp32Copies = c.m(8, I)
+	}
+	saved = c.a(c.m(2*e, T, I), c.m(e, T, I), copyIn, norms, c.m(e, T, 2*I+2*N), c.m(8, I, N), fp32Copies, scanX,
+		c.m(2*e, T, I))
+	// Forward: x_proj's output, the normalized Δ, B and C, dt_proj's
+	// output and the gated output are locals of the mixer beside what is
+	// saved. Backward: selective_scan_cuda.bwd's du, dΔ and dz in the
+	// compute dtype and its fp32 dB and dC.
+	fwd = c.a(c.m(2*e, T, I), c.m(2*e, T, R+2*N))
+	bwd = c.a(c.m(3*e, T, I), c.m(8, T, N))
+	// Without a graph every local stays alive until the mixer returns:
+	// in_proj's output, the convolution's, x_proj's, the norms', dt_proj's,
+	// the scan's contiguous copies, its checkpoints and both outputs.
+	noGrad = c.a(c.m(8*e, T, I), c.m(2*e, T, R+2*N), scanX)
+	return saved, fwd, bwd, noGrad
+}
+
+// jamba fills a for JambaForCausalLM: attention layers as Llama-style
+// blocks without rotary embeddings (JambaAttention: q, k, v, o
+// projections, repeat_kv, fp32 softmax in eager; JambaMLP a SwiGLU),
+// Mamba layers as input_layernorm, in_proj's input, the mixer
+// (jambaMixer), pre_ff_layernorm and the feed-forward; the feed-forward
+// of every expert_layer_period-th layer a JambaSparseMoeBlock, Mixtral's
+// without the renormalization of the top-k weights. The residual stream
+// is in the compute dtype and final_layernorm is a plain RMSNorm.
+func (c *actCalc) jamba(a *Activations, s Spec, w Workload, e int64) {
+	sh := actShape{b: w.Batch, s: w.SeqLen, e: e, k: w.Attention, hc: w.HeadChunk, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	T := c.m(w.Batch, w.SeqLen)
+	H := s.Hidden
+	bl := actFamily(s)
+	mb := bl
+	m := s.MoE
+	mb.moe, mb.noRenorm = &m, true
+	var counts [4]int64 // attention, attention+MoE, Mamba, Mamba+MoE
+	for i := int64(0); i < s.Layers; i++ {
+		k := 0
+		if !s.JambaAttention(i) {
+			k = 2
+		}
+		if s.jambaMoE(i) {
+			k++
+		}
+		counts[k]++
+	}
+	if counts[0] > 0 {
+		c.stack(a, w, "", "attention", &bl, sh, counts[0], w.Train)
+	}
+	if counts[1] > 0 {
+		c.stack(a, w, "", "attention-moe", &mb, sh, counts[1], w.Train)
+	}
+	eTH := c.m(e, T, H)
+	norm := c.normSaved(actRMS, T, H, e)
+	ms, mf, mbwd, mng := c.jambaMixer(s, w, e)
+	R, N, I := s.SSM.DTRank, s.SSM.State, s.SSM.Inner
+	mixFlops := c.m(2, T, c.a(c.m(3, H, I), c.m(I, R+2*N), c.m(R, I)))
+	for k, kind := range [2]string{"mamba", "mamba-moe"} {
+		n := counts[2+k]
+		if n == 0 {
+			continue
+		}
+		var ffn, ffnBwd, ffnFlops, inner int64
+		if k == 1 {
+			ffn, ffnBwd = c.moe(&mb, T, e)
+			ffnFlops = c.m(2, T, c.a(c.m(H, m.Experts), c.m(m.Active, 3, H, m.Intermediate)))
+			inner = m.Intermediate
+		} else {
+			eTI := c.m(e, T, s.Intermediate)
+			ffn, ffnBwd = c.m(bl.act.tensors(), eTI), c.m(2, eTI)
+			ffnFlops = c.m(6, T, H, s.Intermediate)
+			inner = s.Intermediate
+		}
+		x := actCost{
+			saved: c.a(c.m(2, norm), c.m(2, eTH), ms, ffn),
+			input: eTH,
+			fwd:   mf,
+			// The feed-forward's backward runs first, with the mixer's
+			// saved tensors alive; then the mixer's, without the
+			// feed-forward's.
+			bwd:    actMax(mbwd, ffnBwd),
+			flops:  c.a(mixFlops, ffnFlops),
+			noGrad: c.a(eTH, actMax(mng, c.m(3, e, T, inner))),
+		}
+		c.place(a, w, "", kind, w.SeqLen, x, n, w.Train)
+	}
+	a.Tokens = w.SeqLen
+	if w.Train {
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), norm))
+	}
+	c.head(a, s, w, e, T, T, false)
+	c.finish(a, w)
 }

@@ -141,3 +141,71 @@ func TestMamba2Oracle(t *testing.T) {
 		assert.Less(t, f.Layers[0].Saved, a.Layers[0].Saved, name)
 	}
 }
+
+// TestJambaOracle holds Jamba's layers under the sequential kernel to
+// the bytes transformers' own JambaForCausalLM saved per layer on the
+// CPU (testdata/oracle/jamba.json, tools/oracle/mamba.py --jamba):
+// Mamba layers with a gated MLP and with the MoE block in every case,
+// attention layers with eager attention (the CPU's SDPA is not the CUDA
+// kernel the model describes), the final norm and the head.
+func TestJambaOracle(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../testdata/oracle/jamba.json")
+	require.NoError(t, err)
+	var doc struct {
+		Cases []struct {
+			Config struct {
+				Batch, Seq, Hidden, Intermediate, Heads, Experts, Active, State, Conv, Expand, Vocab, Layers int64
+				KVHeads                                                                                      int64 `json:"kv_heads"`
+				ExpertOffset                                                                                 int64 `json:"expert_offset"`
+				DTRank                                                                                       int64 `json:"dt_rank"`
+				DType, Attention                                                                             string
+			}
+			Saved struct {
+				Layers    []int64
+				FinalNorm int64 `json:"final_norm"`
+				Head      int64
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Cases, 8)
+	for _, c := range doc.Cases {
+		g := c.Config
+		cfg := fmt.Sprintf(`{"model_type": "jamba", "hidden_size": %d, "intermediate_size": %d, "num_hidden_layers": %d,
+			"num_attention_heads": %d, "num_key_value_heads": %d, "num_experts": %d, "num_experts_per_tok": %d,
+			"expert_layer_period": 2, "expert_layer_offset": %d, "attn_layer_period": 2, "attn_layer_offset": 1,
+			"mamba_d_state": %d, "mamba_d_conv": %d, "mamba_expand": %d, "mamba_dt_rank": %d, "vocab_size": %d}`,
+			g.Hidden, g.Intermediate, g.Layers, g.Heads, g.KVHeads, g.Experts, g.Active, g.ExpertOffset, g.State, g.Conv,
+			g.Expand, g.DTRank, g.Vocab)
+		s, err := FromHFConfig(strings.NewReader(cfg))
+		require.NoError(t, err)
+		dt := gpumem.FP32
+		if g.DType == "bf16" {
+			dt = gpumem.BF16
+		}
+		a, err := s.Activations(Workload{Batch: g.Batch, SeqLen: g.Seq, DType: dt, Train: true, SSMKernel: SequentialSSM})
+		require.NoError(t, err)
+		byKind := map[string]gpumem.Bytes{}
+		for _, l := range a.Layers {
+			byKind[l.Kind] = l.Saved
+		}
+		name := fmt.Sprintf("b%d %s %s offset %d", g.Batch, g.DType, g.Attention, g.ExpertOffset)
+		for i, got := range c.Saved.Layers {
+			kind := "mamba"
+			if s.JambaAttention(int64(i)) {
+				if g.Attention != "eager" {
+					continue
+				}
+				kind = "attention"
+			}
+			if s.jambaMoE(int64(i)) {
+				kind += "-moe"
+			}
+			require.Contains(t, byKind, kind, name)
+			assert.Equal(t, gpumem.Bytes(got), byKind[kind], "%s layer %d (%s)", name, i, kind)
+		}
+		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
+		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
+	}
+}

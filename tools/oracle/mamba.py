@@ -48,6 +48,15 @@ groups, fp32 and bf16):
 
   chroot ... python3 /opt/gpumem-oracle/mamba.py --mamba2 > testdata/oracle/mamba2.json
   go test ./model/ -run TestMamba2Oracle -v
+
+With --jamba it measures transformers' own JambaForCausalLM (modeling_jamba.py,
+same commit) with use_mamba_kernels false (JambaMambaMixer.slow_forward): four
+layers, attention at the odd ones, MoE at the odd or at the even ones, eager
+and SDPA attention, fp32 and bf16 (layer1_saved lists an attention layer's
+storages too):
+
+  chroot ... python3 /opt/gpumem-oracle/mamba.py --jamba > testdata/oracle/jamba.json
+  go test ./model/ -run TestJambaOracle -v
 """
 
 import json
@@ -62,7 +71,8 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import activations as base  # noqa: E402  (Meter, saved_by_op)
 
-from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM  # noqa: E402
+from transformers import (JambaConfig, JambaForCausalLM, Mamba2Config, Mamba2ForCausalLM, MambaConfig,  # noqa: E402
+                          MambaForCausalLM)
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
@@ -73,6 +83,17 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def build(c):
     torch.manual_seed(0)
+    if c.get("arch") == "jamba":
+        cfg = JambaConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], intermediate_size=c["intermediate"],
+                          num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                          num_key_value_heads=c["kv_heads"], num_experts=c["experts"], num_experts_per_tok=c["active"],
+                          expert_layer_period=2, expert_layer_offset=c["expert_offset"], attn_layer_period=2,
+                          attn_layer_offset=1, mamba_d_state=c["state"], mamba_d_conv=c["conv"],
+                          mamba_expand=c["expand"], mamba_dt_rank=c["dt_rank"], use_mamba_kernels=False,
+                          use_cache=False, attn_implementation=c["attention"])
+        m = JambaForCausalLM(cfg).to(DTYPES[c["dtype"]])
+        m.train()
+        return m
     if c.get("arch") == "mamba2":
         cfg = Mamba2Config(vocab_size=c["vocab"], hidden_size=c["hidden"], state_size=c["state"],
                            num_hidden_layers=c["layers"], expand=c["expand"], conv_kernel=c["conv"],
@@ -100,10 +121,13 @@ def measure(c):
             meter.phase = p
         return hook
 
-    hooks = [m.backbone.embeddings.register_forward_pre_hook(phase("embedding")),
-             m.backbone.norm_f.register_forward_pre_hook(phase("final_norm")),
+    body = m.model if c.get("arch") == "jamba" else m.backbone
+    emb = body.embed_tokens if c.get("arch") == "jamba" else body.embeddings
+    fin = body.final_layernorm if c.get("arch") == "jamba" else body.norm_f
+    hooks = [emb.register_forward_pre_hook(phase("embedding")),
+             fin.register_forward_pre_hook(phase("final_norm")),
              m.lm_head.register_forward_pre_hook(phase("head"))]
-    for i, blk in enumerate(m.backbone.layers):
+    for i, blk in enumerate(body.layers):
         hooks.append(blk.register_forward_pre_hook(phase("layer%d" % i)))
     base.METER = meter
     with torch.autograd.graph.saved_tensors_hooks(meter.pack, lambda t: t):
@@ -121,6 +145,8 @@ def measure(c):
     for k in ("embedding", "final_norm", "head", "ids"):
         rec[k] = raw.get(k, 0)
     rec["layer0_saved"] = sorted(log.get("layer0", []), key=lambda r: (-r[2], r[0]))
+    if c.get("arch") == "jamba":
+        rec["layer1_saved"] = sorted(log.get("layer1", []), key=lambda r: (-r[2], r[0]))
     return rec
 
 
@@ -142,7 +168,26 @@ def grid2():
                        groups=g, chunk=ck, vocab=128, layers=2, dtype=dt)
 
 
+def grid3():
+    # Layers: 0 Mamba, 1 attention, 2 Mamba, 3 attention; MoE at the odd
+    # (expert_offset 1) or even (0) layers.
+    for (b, s, h, I, H, KV, E, k, off) in ((1, 8, 32, 48, 4, 2, 4, 2, 1), (2, 8, 32, 48, 4, 4, 3, 1, 0)):
+        for dt in ("fp32", "bf16"):
+            for att in ("eager", "sdpa"):
+                yield dict(arch="jamba", batch=b, seq=s, hidden=h, intermediate=I, heads=H, kv_heads=KV, experts=E,
+                           active=k, expert_offset=off, state=8, conv=4, expand=2, dt_rank=4, vocab=128, layers=4,
+                           dtype=dt, attention=att)
+
+
 def main():
+    if sys.argv[1:] == ["--jamba"]:
+        cases = [{"config": c, "saved": measure(c)} for c in grid3()]
+        json.dump({"torch": torch.__version__.split("+")[0],
+                   "transformers_commit": "8cb5963cc22174954e7dca2c0a3320b7dc2f4edc",
+                   "kernel": "JambaMambaMixer.slow_forward (use_mamba_kernels false)",
+                   "cases": cases}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     if sys.argv[1:] == ["--mamba2"]:
         cases = [{"config": c, "saved": measure(c)} for c in grid2()]
         json.dump({"torch": torch.__version__.split("+")[0],
