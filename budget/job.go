@@ -241,9 +241,10 @@ type Job struct {
 	// HeadChunk heads at a time (model.Workload.HeadChunk); zero means
 	// all heads at once.
 	HeadChunk int
-	// SSMKernel is a Mamba mixer's implementation (zero: FusedSSM,
-	// mamba_ssm's CUDA kernels, what a GPU with them installed runs;
-	// SequentialSSM: transformers' slow_forward without them).
+	// SSMKernel is the implementation of a Mamba, Mamba-2 or Jamba
+	// model's state-space mixers (zero: FusedSSM, mamba_ssm's CUDA
+	// kernels, what a GPU with them installed runs; SequentialSSM:
+	// transformers' slow_forward or torch_forward without them).
 	SSMKernel model.SSMKernel
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int

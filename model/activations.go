@@ -264,8 +264,9 @@ type Workload struct {
 	// position, and k above the sequence means every position too. It
 	// must be zero in training.
 	LogitsToKeep int64
-	// SSMKernel is the Mamba mixer's implementation (zero: FusedSSM, the
-	// CUDA kernels); other families ignore it.
+	// SSMKernel is the implementation of the state-space mixers of Mamba,
+	// Mamba-2 and Jamba (zero: FusedSSM, mamba_ssm's CUDA kernels);
+	// other families ignore it.
 	SSMKernel SSMKernel
 }
 

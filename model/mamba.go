@@ -143,22 +143,24 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	return dt.Size(n)
 }
 
-// SSMKernel is the implementation of a Mamba mixer whose saved tensors
-// an estimate assumes (Workload.SSMKernel). The zero value is
-// [FusedSSM], what MambaMixer runs on a CUDA device with mamba_ssm and
-// causal_conv1d installed.
+// SSMKernel is the implementation of a state-space mixer (Mamba,
+// Mamba-2, Jamba) whose saved tensors an estimate assumes
+// (Workload.SSMKernel). The zero value is [FusedSSM], what the mixers
+// run on a CUDA device with mamba_ssm and causal_conv1d installed.
 type SSMKernel uint8
 
 const (
-	// FusedSSM is mamba_ssm's MambaInnerFn (MambaMixer.cuda_kernels_forward):
-	// the selective scan keeps its state in SRAM and saves fp32
-	// checkpoints every 2048 positions.
+	// FusedSSM is mamba_ssm's kernels as each mixer's
+	// cuda_kernels_forward calls them: MambaInnerFn (Mamba),
+	// mamba_split_conv1d_scan_combined (Mamba-2), causal_conv1d_fn and
+	// selective_scan_fn (Jamba). The scans keep their state on chip.
 	FusedSSM SSMKernel = iota
-	// SequentialSSM is MambaMixer.slow_forward with use_mambapy false,
-	// what transformers runs without the kernels (on the CPU, or on a
-	// GPU without mamba_ssm): the discretized A and B are materialized
-	// as fp32 [b, I, l, N] tensors and the recurrence is a Python loop
-	// whose every state autograd keeps.
+	// SequentialSSM is transformers' code without the kernels (on the
+	// CPU, or on a GPU without mamba_ssm): MambaMixer's and
+	// JambaMambaMixer's slow_forward (use_mambapy false), whose
+	// discretized A and B are fp32 [b, I, l, N] tensors and whose
+	// recurrence is a Python loop keeping every state, and
+	// Mamba2Mixer's torch_forward, the chunked SSD in plain torch.
 	SequentialSSM
 
 	numSSMKernels
