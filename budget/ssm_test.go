@@ -115,3 +115,52 @@ func TestJambaEstimate(t *testing.T) {
 	}
 	assert.Greater(t, acts[model.SequentialSSM], 3*acts[model.FusedSSM])
 }
+
+// TestSSMEstimateAllocs checks that Estimate stays allocation-free for
+// the state-space and hybrid models, training and generation, with both
+// kernels.
+func TestSSMEstimateAllocs(t *testing.T) {
+	for _, j := range ssmJobs(t) {
+		if n := testing.AllocsPerRun(20, func() { _, _ = Estimate(j) }); n != 0 {
+			t.Errorf("%s %v %v: %v allocations", j.Model.spec.Family, j.Mode, j.SSMKernel, n)
+		}
+	}
+}
+
+// BenchmarkSSMEstimate times Estimate over mamba-130m, a Mamba-2 model
+// and Jamba-v0.1, training and generation, with both kernels.
+func BenchmarkSSMEstimate(b *testing.B) {
+	jobs := ssmJobs(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, j := range jobs {
+			if _, err := Estimate(j); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func ssmJobs(tb testing.TB) []Job {
+	tb.Helper()
+	mamba2, err := model.FromHFConfig(strings.NewReader(`{"model_type": "mamba2", "hidden_size": 2560, "num_hidden_layers": 64,
+		"vocab_size": 50288, "num_heads": 80, "head_dim": 64, "n_groups": 1, "tie_word_embeddings": true}`))
+	require.NoError(tb, err)
+	var jobs []Job
+	for _, s := range []model.Spec{must(tb, "mamba-130m"), mamba2, must(tb, "jamba-v0.1")} {
+		m, err := NewModel(model.Finetune{Model: s})
+		require.NoError(tb, err)
+		for _, k := range []model.SSMKernel{model.FusedSSM, model.SequentialSSM} {
+			jobs = append(jobs,
+				Job{Model: m, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 2048, Attention: model.Flash, SSMKernel: k},
+				Job{Model: m, Mode: Generation, Precision: BF16, Batch: 4, SeqLen: 4096, Generate: 128, Attention: model.Flash, SSMKernel: k})
+		}
+	}
+	return jobs
+}
+
+func must(tb testing.TB, name string) model.Spec {
+	s, ok := model.Lookup(name)
+	require.True(tb, ok, name)
+	return s
+}

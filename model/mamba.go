@@ -120,7 +120,18 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	if l != layoutMamba && l != layoutMamba2 && l != layoutJamba {
 		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba, mamba2 or jamba model")
 	}
-	if err := s.Validate(); err != nil {
+	// The layout's own field checks (not Validate, which builds the
+	// inventory): a generation estimate calls this and must not allocate.
+	var err error
+	switch l {
+	case layoutMamba:
+		err = s.validateMamba("Spec")
+	case layoutMamba2:
+		err = s.validateMamba2("Spec")
+	default:
+		err = s.validateJamba("Spec")
+	}
+	if err != nil {
 		return 0, err
 	}
 	if batch < 1 || batch > 1<<30 {
