@@ -255,6 +255,11 @@ type Job struct {
 	// HeadChunk heads at a time (model.Workload.HeadChunk); zero means
 	// all heads at once.
 	HeadChunk int
+	// SSMKernel is the implementation of a Mamba, Mamba-2 or Jamba
+	// model's state-space mixers (zero: FusedSSM, mamba_ssm's CUDA
+	// kernels, what a GPU with them installed runs; SequentialSSM:
+	// transformers' slow_forward or torch_forward without them).
+	SSMKernel model.SSMKernel
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when

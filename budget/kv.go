@@ -15,6 +15,11 @@ import (
 func kvGeometry(s model.Spec) attention.KVCache {
 	lm := s.LM()
 	c := attention.KVCache{Layers: int(lm.Layers), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
+	if lm.Family == model.FamilyJamba {
+		// Only a hybrid's attention layers cache keys and values
+		// (HybridMambaAttentionDynamicCache's transformer_layers).
+		c.Layers = int(lm.AttentionLayers())
+	}
 	if lm.MLA.Enabled() {
 		c.KVHeads = int(lm.Heads)
 		c.HeadDim = int(lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
@@ -39,7 +44,7 @@ func kvGeometry(s model.Spec) attention.KVCache {
 // replicated, below t; MLA's decompressed heads like query heads);
 // a pipeline stage holds its ceil(layers/pp) layers' cache.
 func kvCache(j *Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
-	if j.Model.spec.Family == "mamba" {
+	if f := j.Model.spec.Family; f == "mamba" || f == model.FamilyMamba2 {
 		// A Mamba model caches no keys or values: MambaCache's conv and
 		// ssm states, whatever the sequence length (model.Spec.MambaState).
 		if j.KVDType != gpumem.Invalid {
@@ -65,6 +70,23 @@ func kvCache(j *Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 		}
 	}
 	s := j.Model.spec
+	if s.Family == model.FamilyJamba {
+		// Jamba's cache: its attention layers' keys and values beside
+		// its Mamba layers' conv and ssm states, in the cache's dtype.
+		kv, err := c.Bytes(j.Batch, j.SeqLen+j.Generate)
+		if err != nil {
+			return 0, err
+		}
+		st, err := s.MambaState(int64(j.Batch), c.DType)
+		if err != nil {
+			return 0, err
+		}
+		sum, ok := checked.Add(int64(kv), int64(st))
+		if !ok {
+			return 0, errOverflow("KV cache")
+		}
+		return gpumem.Bytes(sum), nil
+	}
 	if s.Encoder == nil {
 		return c.Bytes(j.Batch, j.SeqLen+j.Generate)
 	}
@@ -93,4 +115,21 @@ func kvCache(j *Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 		return 0, errOverflow("KV cache")
 	}
 	return gpumem.Bytes(sum), nil
+}
+
+// validateSSMRuntime refuses a serving runtime (llama.cpp, vLLM, SGLang)
+// for a state-space or hybrid model: their recurrent state (llama.cpp's
+// per-sequence recurrent cells, vLLM's and SGLang's Mamba cache pools
+// beside or instead of the paged KV cache) is not modelled, and their
+// transformer KV models would give a silently wrong figure.
+func (j *Job) validateSSMRuntime() error {
+	if j.Runtime != LlamaCpp && j.Runtime != VLLM && j.Runtime != SGLang {
+		return nil
+	}
+	switch j.Model.spec.Family {
+	case "mamba", model.FamilyMamba2, model.FamilyJamba:
+		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrUnsupported,
+			"the %s runtime's cache of a %s model (recurrent state) is not modelled", j.Runtime, j.Model.spec.Family)
+	}
+	return nil
 }

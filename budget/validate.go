@@ -30,6 +30,9 @@ func (j *Job) validate() error {
 	if j.KeepLogits && j.Mode != Training {
 		return gpumem.Errorf("Job.KeepLogits", true, gpumem.ErrInvalid, "only a Training job's loop holds the logits through backward and the optimizer step (a %s job runs neither)", j.Mode)
 	}
+	if err := j.validateSSMRuntime(); err != nil {
+		return err
+	}
 	if err := j.validateLlamaCpp(); err != nil {
 		return err
 	}

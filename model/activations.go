@@ -272,6 +272,10 @@ type Workload struct {
 	// position, and k above the sequence means every position too. It
 	// must be zero in training.
 	LogitsToKeep int64
+	// SSMKernel is the implementation of the state-space mixers of Mamba,
+	// Mamba-2 and Jamba (zero: FusedSSM, mamba_ssm's CUDA kernels);
+	// other families ignore it.
+	SSMKernel SSMKernel
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -543,6 +547,10 @@ func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, e
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
+	case layoutMamba2, layoutJamba:
+		if err := w.checkMamba(); err != nil {
+			return Activations{}, err
+		}
 	case layoutBackbone:
 		if err := w.checkBackbone(*s); err != nil {
 			return Activations{}, err
@@ -563,6 +571,10 @@ func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, e
 		c.encDec(&a, *s, w, e)
 	case layoutMamba:
 		c.mamba(&a, *s, w, e)
+	case layoutMamba2:
+		c.mamba2(&a, *s, w, e)
+	case layoutJamba:
+		c.jamba(&a, *s, w, e)
 	case layoutBackbone:
 		c.backbone(&a, *s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
@@ -597,6 +609,12 @@ func (s Spec) checkAct(path string) error {
 	}
 	if layoutOf(&s) == layoutMamba {
 		return s.validateMamba(path)
+	}
+	if layoutOf(&s) == layoutMamba2 {
+		return s.validateMamba2(path)
+	}
+	if layoutOf(&s) == layoutJamba {
+		return s.validateJamba(path)
 	}
 	if l := layoutOf(&s); l == layoutFlux || l == layoutSD3 {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
@@ -1000,6 +1018,7 @@ type actBlock struct {
 	// of the stack beside them (T5's position biases).
 	heldBias int64
 	moe      *MoE // routed experts replace the MLP
+	noRenorm bool // the top-k routing weights are used as they are (Jamba)
 	mla      *MLA // DeepSeek latent attention projections
 }
 
@@ -1368,7 +1387,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 //
 //   - router: the gate's input is the norm output (already counted); the
 //     fp32 softmax of T·E logits (4·T·E), top-k indices (8·T·k), the
-//     in-place renormalization's fp32 weights and their sum (4·T·k + 4·T);
+//     in-place renormalization's fp32 weights and their sum (4·T·k + 4·T;
+//     JambaSparseMoeBlock casts the top-k softmax without renormalizing:
+//     none);
 //   - per routed token: the torch.where indices of the expert mask (top_x
 //     and idx, two int64 views of one nonzero() result: 16), the gathered
 //     input (e·h, saved by w1 and w3), the expert's SwiGLU (4·e·I_expert),
@@ -1379,7 +1400,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 func (c *actCalc) moe(bl *actBlock, T, e int64) (saved, bwd int64) {
 	m := bl.moe
 	Tk := c.m(T, m.Active)
-	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk), c.m(4, Tk), c.m(4, T))
+	saved = c.a(c.m(4, T, m.Experts), c.m(8, Tk))
+	if !bl.noRenorm {
+		saved = c.a(saved, c.m(4, Tk), c.m(4, T))
+	}
 	per := c.a(c.m(3, e, bl.h), c.m(4, e, m.Intermediate), e, 16)
 	saved = c.a(saved, c.m(Tk, per))
 	if m.Shared > 0 && m.SharedIntermediate > 0 {
@@ -1451,7 +1475,7 @@ func actFamily(s *Spec) actBlock {
 	bl := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 2, heldWeights: heldWeightsFamilies[s.Family]}
 	switch layoutOf(s) {
-	case layoutLlama, layoutPhi3:
+	case layoutLlama, layoutPhi3, layoutJamba:
 		bl.norm, bl.act, bl.upcast, bl.residDrop = actRMS, actGated, true, 0
 		switch s.Family {
 		case "gemma", "gemma2", "gemma3_text":
@@ -1933,7 +1957,16 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(lsm, TV)))
 		return
 	}
-	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, TV), 4))
+	rows := TV
+	if layoutOf(s) == layoutMamba {
+		// MambaForCausalLM (transformers v4.57.1) computes its own loss:
+		// logits[..., :-1, :].contiguous(), an fp32 copy of T − b rows
+		// alive until the forward returns, whose CrossEntropyLoss saves
+		// the log-softmax of those rows (testdata/oracle/mamba.json).
+		rows = c.m(T-w.Batch, V)
+		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, rows)))
+	}
+	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(lsm, rows), 4))
 	ids := c.m(16, T)
 	if causal && w.Batch == 1 {
 		// ForCausalLMLoss pads the labels by one and slices them:

@@ -37,9 +37,15 @@
 // trained), and mamba (MambaForCausalLM,
 // model/mamba.go: parameters, the generation state [Spec.MambaState]
 // that budget counts instead of a KV cache, and the activations of the
-// mamba_ssm fused kernels' MambaInnerFn, derived by hand without an
-// oracle), and the hierarchical vision backbones resnet, convnext, swin
-// and efficientnet.
+// mamba_ssm fused kernels' MambaInnerFn, derived by hand, or of
+// transformers' slow_forward ([SequentialSSM]), held to a CPU oracle of
+// transformers' own class), mamba2 (Mamba2ForCausalLM, model/mamba2.go:
+// parameters, Mamba2Cache, activations of the fused kernels by hand and
+// of torch_forward held to a CPU oracle) and jamba (JambaForCausalLM,
+// model/jamba.go: attention and Mamba layers, MoE feed-forwards; its
+// parameters, generation cache and activations, the sequential kernel's
+// held to a CPU oracle), and the hierarchical vision backbones resnet,
+// convnext, swin and efficientnet.
 //
 // UNet2DConditionModel ([FamilyUNet]) and AutoencoderKL ([FamilyVAE])
 // (diffusers 0.40.0.dev0, commit 58eb52c0; model/diffusers.go) are

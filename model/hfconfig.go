@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilySD3,
+	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilyMamba2, FamilyJamba, FamilySD3,
 	"resnet", "convnext", "swin", "efficientnet",
 }
 
@@ -461,6 +461,10 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.flux(&s)
 	case "mamba":
 		e.err = c.mamba(&s)
+	case FamilyMamba2:
+		e.err = c.mamba2(&s)
+	case FamilyJamba:
+		e.err = c.jamba(&s)
 	case FamilySD3:
 		e.err = c.sd3(&s)
 	case "resnet", "convnext", "swin", "efficientnet":

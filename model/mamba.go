@@ -11,6 +11,14 @@ type SSM struct {
 	State      int64 // state_size (N, 16)
 	ConvKernel int64 // conv_kernel (4)
 	DTRank     int64 // time_step_rank ("auto": ceil(hidden / 16))
+	// Heads, HeadDim, Groups and Chunk are Mamba-2's num_heads,
+	// head_dim, n_groups and chunk_size (zero for Mamba).
+	Heads, HeadDim, Groups, Chunk int64
+	// Inner is a hybrid's Mamba width, mamba_expand × hidden (Jamba;
+	// Mamba keeps it in Spec.Intermediate). AttnPeriod and AttnOffset
+	// place the attention layers, ExpertPeriod and ExpertOffset the
+	// MoE feed-forwards (Jamba's attn_layer_* and expert_layer_*).
+	Inner, AttnPeriod, AttnOffset, ExpertPeriod, ExpertOffset int64
 	// ConvBias is use_conv_bias (true); Bias is use_bias (false), the
 	// biases of in_proj and out_proj.
 	ConvBias, Bias bool
@@ -102,22 +110,93 @@ func (s Spec) buildMamba(b *builder) {
 // MambaCache's conv_states [batch, I, conv_kernel] and ssm_states
 // [batch, I, state_size] in dt (transformers modeling_mamba.py,
 // MambaCache: torch.zeros(max_batch_size, intermediate_size, ...,
-// dtype=dtype)), a size independent of the sequence length.
+// dtype=dtype)), a size independent of the sequence length. For
+// Mamba-2, Mamba2Cache's conv_states [batch, I + 2·n_groups·N,
+// conv_kernel] and ssm_states [batch, heads, head_dim, N]. For Jamba,
+// HybridMambaAttentionDynamicCache's conv and ssm states of its Mamba
+// layers only (its attention layers' keys and values are a KV cache).
 func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
-	if layoutOf(&s) != layoutMamba {
-		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba model")
+	l := layoutOf(&s)
+	if l != layoutMamba && l != layoutMamba2 && l != layoutJamba {
+		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba, mamba2 or jamba model")
 	}
-	if err := s.Validate(); err != nil {
+	// The layout's own field checks (not Validate, which builds the
+	// inventory): a generation estimate calls this and must not allocate.
+	var err error
+	switch l {
+	case layoutMamba:
+		err = s.validateMamba("Spec")
+	case layoutMamba2:
+		err = s.validateMamba2("Spec")
+	default:
+		err = s.validateJamba("Spec")
+	}
+	if err != nil {
 		return 0, err
 	}
 	if batch < 1 || batch > 1<<30 {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrInvalid, "must be in [1, 2^30]")
 	}
-	n, ok := checked.MulAll(s.Layers, batch, s.Intermediate, s.SSM.ConvKernel+s.SSM.State)
+	per, ok := checked.Mul(s.Intermediate, s.SSM.ConvKernel+s.SSM.State)
+	layers := s.Layers
+	switch l {
+	case layoutMamba2:
+		per, ok = s.mamba2State()
+	case layoutJamba:
+		per, ok = s.jambaState()
+		layers = 1
+	}
+	n, ok2 := checked.MulAll(layers, batch, per)
+	ok = ok && ok2
 	if !ok {
 		return 0, gpumem.Errorf("batch", batch, gpumem.ErrRange, "state size overflows")
 	}
 	return dt.Size(n)
+}
+
+// SSMKernel is the implementation of a state-space mixer (Mamba,
+// Mamba-2, Jamba) whose saved tensors an estimate assumes
+// (Workload.SSMKernel). The zero value is [FusedSSM], what the mixers
+// run on a CUDA device with mamba_ssm and causal_conv1d installed.
+type SSMKernel uint8
+
+const (
+	// FusedSSM is mamba_ssm's kernels as each mixer's
+	// cuda_kernels_forward calls them: MambaInnerFn (Mamba),
+	// mamba_split_conv1d_scan_combined (Mamba-2), causal_conv1d_fn and
+	// selective_scan_fn (Jamba). The scans keep their state on chip.
+	FusedSSM SSMKernel = iota
+	// SequentialSSM is transformers' code without the kernels (on the
+	// CPU, or on a GPU without mamba_ssm): MambaMixer's and
+	// JambaMambaMixer's slow_forward (use_mambapy false), whose
+	// discretized A and B are fp32 [b, I, l, N] tensors and whose
+	// recurrence is a Python loop keeping every state, and
+	// Mamba2Mixer's torch_forward, the chunked SSD in plain torch.
+	SequentialSSM
+
+	numSSMKernels
+)
+
+// String returns "fused" or "sequential".
+func (k SSMKernel) String() string {
+	switch k {
+	case FusedSSM:
+		return "fused"
+	case SequentialSSM:
+		return "sequential"
+	}
+	return "SSMKernel(" + itoa(int64(k)) + ")"
+}
+
+// ParseSSMKernel parses "fused" or "sequential" (also "slow").
+func ParseSSMKernel(s string) (SSMKernel, error) {
+	switch s {
+	case "", "fused", "cuda":
+		return FusedSSM, nil
+	case "sequential", "slow":
+		return SequentialSSM, nil
+	}
+	return 0, gpumem.Errorf("ssm_kernel", s, gpumem.ErrInvalid, `want "fused" or "sequential"`)
 }
 
 // mamba fills a for MambaForCausalLM (transformers modeling_mamba.py,
@@ -157,6 +236,9 @@ func (c *actCalc) mamba(a *Activations, s Spec, w Workload, e int64) {
 	fwd := c.m(5*e, T, I)
 	bwd := c.m(8*e, T, I)
 	noGrad := c.a(c.m(5*e, T, I), c.m(e, T, R+2*N), c.m(e, T, H))
+	if w.SSMKernel == SequentialSSM {
+		saved, fwd, bwd, noGrad = c.mambaSequential(s, w, e)
+	}
 	input := c.m(4, T, H)
 	l := LayerActivations{Kind: "mamba", Count: s.Layers, Tokens: w.SeqLen, Saved: gpumem.Bytes(saved),
 		Input: gpumem.Bytes(input), Forward: gpumem.Bytes(fwd), Backward: gpumem.Bytes(bwd)}
@@ -175,7 +257,13 @@ func (c *actCalc) mamba(a *Activations, s Spec, w Workload, e int64) {
 	c.push(l)
 	a.Tokens = w.SeqLen
 	if w.Train {
-		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actRMS, T, H, e)))
+		// norm_f runs on the fp32 residual stream (MambaModel.forward
+		// passes the last block's fp32 sum): its .to(float32) is that
+		// stream, and weight · x.to(input_dtype) saves the fp32
+		// normalized copy (8·T·h + 4·T, whatever the compute dtype;
+		// testdata/oracle/mamba.json). lm_head's input is its cast to
+		// the weights' dtype (MambaForCausalLM.forward).
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(8, T, H), c.m(4, T)))
 	}
 	c.head(a, &s, w, e, T, T, false)
 	c.finish(a, w)
@@ -184,6 +272,9 @@ func (c *actCalc) mamba(a *Activations, s Spec, w Workload, e int64) {
 // checkMamba refuses the workload options the Mamba activation model
 // does not cover.
 func (w Workload) checkMamba() error {
+	if w.SSMKernel >= numSSMKernels {
+		return gpumem.Errorf("Workload.SSMKernel", w.SSMKernel, gpumem.ErrInvalid, "unknown Mamba kernel")
+	}
 	switch w.Checkpointing {
 	case NoCheckpointing, FullCheckpointing:
 	default:
@@ -199,4 +290,71 @@ func (w Workload) checkMamba() error {
 		return gpumem.Errorf("Workload.Loss", w.Loss, gpumem.ErrUnsupported, "Mamba is modelled with the full cross-entropy")
 	}
 	return nil
+}
+
+// mambaSequential returns what one block saves, its forward and
+// backward transients and its no-grad transient under
+// MambaMixer.slow_forward (transformers modeling_mamba.py at v4.57.1,
+// 8cb5963c; use_mambapy false, no cache in training). For b sequences
+// of l tokens (T = b·l), compute dtype e bytes, K = conv_kernel, by
+// the op that saves it:
+//
+//	MambaRMSNorm      4·T·h + 4·T + e·T·h (as LlamaRMSNorm)
+//	in_proj           its input                                e·T·h
+//	projected_states  in_proj's output, whose hidden_states half
+//	                  conv1d and whose gate half SiLU save       e·T·2I
+//	conv1d            its output [b, I, l + K − 1] (padding K − 1,
+//	                  sliced to l), saved by SiLU        e·b·I·(l+K−1)
+//	SiLU(conv)        its output, saved by x_proj and ·D         e·T·I
+//	x_proj input      for b > 1 the transposed [b, l, I] is not a
+//	                  view of [b·l, I]: linear's copy            e·T·I
+//	x_dbl             x_proj's output (dt_proj's time_step, C)
+//	                                                      e·T·(R + 2N)
+//	dt_proj           its output, saved by softplus             e·T·I
+//	softplus          its output Δ, saved by A·Δ and Δ·B        e·T·I
+//	A                 exp(A_log.float()) and −exp(·), fp32     8·I·N
+//	discrete_A        exp(A·Δ), fp32 [b, I, l, N]           4·T·I·N
+//	discrete_B        Δ·B.float(), fp32 [b, I, l, N]        4·T·I·N
+//	B.float(), u.float()  fp32 copies when e < 4      4·T·N + 4·T·I
+//	the loop          state_0 (zeros, dtype e), saved by the first
+//	                  product                                   e·b·I·N
+//	                  state_1 … state_{l−1}, fp32, saved by the next
+//	                  step's product                    4·(l−1)·b·I·N
+//	                  matmul's state.to(dtype): l copies when e < 4,
+//	                  else state_l itself       l·e·b·I·N or 4·b·I·N
+//	gating            scan_output + u·D, SiLU(gate)           2·e·T·I
+//	out_proj          its input                                 e·T·I
+//
+// testdata/oracle/mamba.json records these per block from transformers'
+// own MambaForCausalLM on the CPU (tools/oracle/mamba.py); every case
+// matches to the byte. deltaB_u = discrete_B·u (fp32, [b, I, l, N]) is
+// not saved (its add saves nothing): it is the forward transient beside
+// the saved tensors, 4·T·I·N. In backward the gradients of deltaB_u and
+// discrete_A accumulate over the l SelectBackward steps of the loop and
+// each step's select_backward materializes a zero-filled [b, I, l, N]
+// gradient: 3·4·T·I·N. A pass without gradients keeps discrete_A,
+// discrete_B and deltaB_u alive until the mixer returns (12·T·I·N)
+// beside projected_states, the convolution's and SiLU's outputs.
+func (c *actCalc) mambaSequential(s Spec, w Workload, e int64) (saved, fwd, bwd, noGrad int64) {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	H, I, N, R, K := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.DTRank, s.SSM.ConvKernel
+	big := c.m(4, T, I, N)
+	copyIn := int64(0)
+	if b > 1 {
+		copyIn = c.m(e, T, I)
+	}
+	upcast := int64(0)
+	last := c.m(4, b, I, N)
+	if e < 4 {
+		upcast = c.a(c.m(4, T, N), c.m(4, T, I))
+		last = c.m(l, e, b, I, N)
+	}
+	states := c.a(c.m(e, b, I, N), c.m(4, l-1, b, I, N), last)
+	saved = c.a(c.normSaved(actRMS, T, H, e), c.m(e, T, H), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), copyIn,
+		c.m(e, T, R+2*N), c.m(2*e, T, I), c.m(8, I, N), c.m(2, big), upcast, states, c.m(3*e, T, I))
+	fwd = big
+	bwd = c.m(3, big)
+	noGrad = c.a(c.m(3, big), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), c.m(e, T, H))
+	return saved, fwd, bwd, noGrad
 }

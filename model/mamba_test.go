@@ -1,6 +1,9 @@
 package model
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -66,11 +69,73 @@ func TestMambaActivationsByHand(t *testing.T) {
 	require.Len(t, a.Layers, 1)
 	assert.Equal(t, gpumem.Bytes(63_680), a.Layers[0].Saved)
 	assert.Equal(t, gpumem.Bytes(2*63_680), a.LayersTotal())
-	// The head: the logits of 16 tokens × 100 in bf16, the fp32
-	// log-softmax, norm_f like a block's norm.
+	// The head: the logits of 16 tokens × 100 in bf16; norm_f on the
+	// fp32 residual stream saves it and its fp32 normalized copy.
 	assert.Equal(t, gpumem.Bytes(2*16*100), a.Logits)
-	assert.Equal(t, gpumem.Bytes(6_208), a.FinalNorm)
+	assert.Equal(t, gpumem.Bytes(8*16*64+4*16), a.FinalNorm)
 	ck, err := s.Activations(Workload{Batch: 2, SeqLen: 8, DType: gpumem.BF16, Train: true, Checkpointing: FullCheckpointing})
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(4*16*64), ck.Layers[0].Kept, "the fp32 residual input")
+}
+
+// TestMambaOracle holds the sequential kernel (MambaMixer.slow_forward)
+// to the bytes transformers' own MambaForCausalLM saved per block on the
+// CPU (testdata/oracle/mamba.json, tools/oracle/mamba.py), and checks
+// that the fused kernel, the default, saves less.
+func TestMambaOracle(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../testdata/oracle/mamba.json")
+	require.NoError(t, err)
+	var doc struct {
+		Cases []struct {
+			Config struct {
+				Batch, Seq, Hidden, State, Expand, Conv, Layers, Vocab int64
+				DTRank                                                 int64 `json:"dt_rank"`
+				DType                                                  string
+			}
+			Saved struct {
+				Layers    []int64
+				FinalNorm int64 `json:"final_norm"`
+				Head      int64
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc.Cases, 8)
+	for _, c := range doc.Cases {
+		g := c.Config
+		cfg := fmt.Sprintf(`{"model_type": "mamba", "hidden_size": %d, "num_hidden_layers": %d, "vocab_size": %d,
+			"state_size": %d, "expand": %d, "conv_kernel": %d, "time_step_rank": %d}`,
+			g.Hidden, g.Layers, g.Vocab, g.State, g.Expand, g.Conv, g.DTRank)
+		s, err := FromHFConfig(strings.NewReader(cfg))
+		require.NoError(t, err)
+		dt := gpumem.FP32
+		if g.DType == "bf16" {
+			dt = gpumem.BF16
+		}
+		w := Workload{Batch: g.Batch, SeqLen: g.Seq, DType: dt, Train: true, SSMKernel: SequentialSSM}
+		a, err := s.Activations(w)
+		require.NoError(t, err)
+		require.Len(t, a.Layers, 1)
+		name := fmt.Sprintf("b%d l%d h%d %s", g.Batch, g.Seq, g.Hidden, g.DType)
+		for i, got := range c.Saved.Layers {
+			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
+		}
+		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
+		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
+		w.SSMKernel = FusedSSM
+		f, err := s.Activations(w)
+		require.NoError(t, err)
+		assert.Less(t, f.Layers[0].Saved, a.Layers[0].Saved, name)
+	}
+	s, _ := Lookup("mamba-130m")
+	_, err = s.Activations(Workload{Batch: 1, SeqLen: 8, Train: true, SSMKernel: numSSMKernels})
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Workload.SSMKernel", fe.Field)
+	k, err := ParseSSMKernel("slow")
+	require.NoError(t, err)
+	assert.Equal(t, SequentialSSM, k)
+	_, err = ParseSSMKernel("pscan")
+	require.ErrorAs(t, err, &fe)
 }

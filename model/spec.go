@@ -426,6 +426,12 @@ func (s Spec) validateFields(path string) error {
 	if l == layoutMamba {
 		return s.validateMamba(path)
 	}
+	if l == layoutMamba2 {
+		return s.validateMamba2(path)
+	}
+	if l == layoutJamba {
+		return s.validateJamba(path)
+	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {
 			return gpumem.Errorf(path+"."+name, v, gpumem.ErrInvalid, "must be positive")

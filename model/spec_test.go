@@ -147,6 +147,11 @@ var computedParams = []struct {
 	// parameters(), TestSD3) plus the persistent pos_embed buffer the
 	// checkpoint stores, 192²·1536 = 56,623,104 values.
 	{"sd3-medium-transformer", 2_084_951_104, "published parameters 2,028,328,000 + pos_embed buffer 56,623,104"},
+	// Jamba-v0.1 (JambaForCausalLM): the model card gives "52B total
+	// parameters, 12B active" and the Hub 51.6B; the exact count is
+	// transformers' own class at JambaConfig's defaults, which are
+	// Jamba-v0.1's, on the meta device (testdata/oracle/ssm_params.json).
+	{"jamba-v0.1", 51_570_323_328, "model card 52B (Hub 51.6B); JambaForCausalLM(JambaConfig()) sums 51570323328"},
 	// SD 2.1's text encoder (CLIPTextModel of OpenCLIP ViT-H, 23 of its
 	// 24 layers), H=1024, I=4096: embeddings 49408·1024 + 77·1024 =
 	// 50,672,640; per layer q/k/v/out 4·(1024²+1024) = 4,198,400, fc1
@@ -430,6 +435,9 @@ func TestActiveParams(t *testing.T) {
 		// the 14,848-value router bias buffer that Params includes.
 		{"deepseek-v3", 37_552_282_624 + 58*256, "published active + e_score_correction_bias"},
 		{"llama-2-7b", 6_738_415_616, "dense: equals Params"},
+		// 4 attention and 28 Mamba layers, 16 MoE layers of 16 experts
+		// with 2 active: the model card's "12B active parameters".
+		{"jamba-v0.1", 12_110_311_296, "model card 12B active; transformers' class on the meta device"},
 		// gpt-oss: 4 of the experts active. 20b: 24·(26,550,144 + 5,760
 		// + 92,192 + 4·24,891,840) + 2·579,133,440 + 2,880 =
 		// 4,187,440,704. OpenAI's model card counts 3.61B active, which

@@ -36,6 +36,8 @@ const (
 	layoutVAE          // diffusers AutoencoderKL
 	layoutFlux         // diffusers FluxTransformer2DModel
 	layoutMamba        // transformers MambaForCausalLM
+	layoutMamba2       // transformers Mamba2ForCausalLM
+	layoutJamba        // transformers JambaForCausalLM
 	layoutSD3          // diffusers SD3Transformer2DModel
 	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
 )
@@ -82,6 +84,10 @@ func layoutOf(s *Spec) layout {
 		return layoutFlux
 	case "mamba":
 		return layoutMamba
+	case FamilyMamba2:
+		return layoutMamba2
+	case FamilyJamba:
+		return layoutJamba
 	case FamilySD3:
 		return layoutSD3
 	case "resnet", "convnext", "swin", "efficientnet":
@@ -321,6 +327,10 @@ func (s Spec) build(b *builder) {
 		s.buildFlux(b)
 	case layoutMamba:
 		s.buildMamba(b)
+	case layoutMamba2:
+		s.buildMamba2(b)
+	case layoutJamba:
+		s.buildJamba(b)
 	case layoutSD3:
 		s.buildSD3(b)
 	case layoutBackbone:

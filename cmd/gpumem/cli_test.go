@@ -123,6 +123,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"estimate", "--model", "gpt2", "--train", "--bacth", "4"}, "unknown flag --bacth"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--batch"}, "--batch needs a value"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--attention", "xformers"}, `--attention "xformers"`},
+		{[]string{"estimate", "--model", "mamba-130m", "--train", "--ssm-kernel", "pscan"}, `--ssm-kernel "pscan"`},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--checkpointing", "some"}, `--checkpointing "some"`},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--zero", "5"}, "--zero 5"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "4"}, `unexpected argument "4"`},

@@ -28,6 +28,7 @@ type jobFlags struct {
 	batch, seq, accum int
 	precision         string
 	opt, attn, ckpt   string
+	ssmKernel         string
 	optImpl           string  // --optimizer-impl
 	momentum          float64 // --momentum
 	nesterov          bool    // --nesterov
@@ -405,6 +406,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.inBwd, "optimizer-in-backward", false, "step each parameter inside backward as soon as its gradient is ready, then free the gradient (torchtune's optimizer_in_bwd); not with --grad-accum")
 	fs.BoolVar(&f.frozen, "frozen", false, "with --train: every parameter frozen, backward to the input only (an adversarial attack on the input): activations saved, no gradients, no optimizer")
 	fs.StringVar(&f.attn, "attention", "sdpa", "eager, sdpa or flash")
+	fs.StringVar(&f.ssmKernel, "ssm-kernel", "fused", "a Mamba, Mamba-2 or Jamba model's state-space mixer: fused (mamba_ssm's CUDA kernels) or sequential (transformers' code without them)")
 	fs.StringVar(&f.ckpt, "checkpointing", "none", "none, selective, full or offload")
 	fs.BoolVar(&f.offloadActs, "offload-activations", false, "with --train: torchtune's enable_activation_offloading: with --checkpointing full the block inputs move to pinned host memory (5 in flight stay on the GPU); with none every saved tensor of the blocks, as --checkpointing offload")
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
@@ -492,6 +494,9 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	}
 	if j.Attention, err = parseAttention(f.attn); err != nil {
 		return j, dev, err
+	}
+	if j.SSMKernel, err = model.ParseSSMKernel(f.ssmKernel); err != nil {
+		return j, dev, fmt.Errorf("%w: --ssm-kernel %q: want fused or sequential", errUsage, f.ssmKernel)
 	}
 	if j.Checkpointing, err = parseCheckpointing(f.ckpt); err != nil {
 		return j, dev, err

@@ -192,6 +192,8 @@ func flagFor(field string) (string, bool) {
 		return "--offload-activations", true
 	case "Job.Attention", "Workload.Attention":
 		return "--attention", true
+	case "Job.SSMKernel", "Workload.SSMKernel":
+		return "--ssm-kernel", true
 	case "Job.Checkpointing", "Workload.Checkpointing":
 		return "--checkpointing", true
 	case "Job.Device":
