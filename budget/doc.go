@@ -37,12 +37,14 @@
 // the first Estimate that needs them; the rest (the activation model,
 // the peak's composition) runs per call. Measured with callgrind
 // (internal/perfdriver, instructions per call): a 70B training job
-// (BenchmarkEstimate) 10,643 instructions (35,015 before the Model kept
-// its figures), the same under ZeRO-3 over 64 GPUs 10,866, FSDP 10,828,
-// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 14,092
-// (78,794), an 8×7B MoE under EP 8 × TP 2 × CP 2 11,915, generation
-// 9,195. At the rate of the earlier measurement of 2.4 µs for about
-// 30,400 instructions this is about 0.84 µs for the 70B job (1.1 µs for
+// (BenchmarkEstimate) 11,922 instructions (35,015 before the Model kept
+// its figures; 10,643 before the step's composition gained the casts
+// released in backward and the locals the modeling code holds), the
+// same under ZeRO-3 over 64 GPUs 12,153, FSDP 12,119, TP 8 × PP 4 × DP 2
+// (BenchmarkEstimateParallel, two stages) 15,655 (78,794), an 8×7B MoE
+// under EP 8 × TP 2 × CP 2 13,108, generation 10,996. At the rate of the
+// earlier measurement of 2.4 µs for about 30,400 instructions this is
+// about 0.94 µs for the 70B job (1.24 µs for
 // the two pipeline stages); on the machine these were measured
 // on (2 vCPUs of an Intel Xeon, nproc 2, shared with other work, load
 // average about 10, so that wall-clock figures are upper bounds) the
