@@ -74,8 +74,8 @@
 // [LargestBatch], [LongestSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
-// (BenchmarkAllocate): 399,926 instructions under callgrind (883,194
-// before), about 32 µs at the rate above (81 µs minimum wall-clock on
+// (BenchmarkAllocate): 470,919 instructions under callgrind (883,194
+// before), about 37 µs at the rate above (81 µs minimum wall-clock on
 // the shared machine), 60 allocations. [AllocateFleet] does not search
 // a layout whose model states alone (weights as stored, master copies
 // and optimizer state after sharding and offload, and the CUDA context)
