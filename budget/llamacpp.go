@@ -230,7 +230,7 @@ type LlamaCppReport struct {
 	// both zero when every layer has Cells (no SWA layers, an older
 	// build: LlamaCppSWAFrom).
 	SWACells, SWALayers int
-	UBatch      int // n_ubatch as used
+	UBatch              int // n_ubatch as used
 }
 
 // Total is the device memory of the job: the GPU buffers and the context.
