@@ -645,7 +645,7 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	r.HostKV = gpumem.Bytes(kvHost)
 
 	// Compute buffer.
-	cg := llamaCppGraphKV{cells: cells, swaCells: swaCells}
+	cg := llamaCppGraphKV{cells: cells, swaCells: swaCells, streams: int64(max(nSeq, 1))}
 	var whole gpumem.Bytes // every offloaded stage: a row-split GPU's
 	if row {
 		if whole, err = llamaCppComputeKV(lm, cg, ub, o.FlashAttention, int(gpuLayers), r.OutputOnGPU, false, o.Version); err != nil {
@@ -812,7 +812,15 @@ func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, outpu
 // llamaCppGraphKV is the caches the worst-case graph attends over: the
 // cells of the (non-SWA) cache, and of a sliding-window model's SWA cache
 // (zero: none).
-type llamaCppGraphKV struct{ cells, swaCells int64 }
+//
+// With more than one stream (--parallel N and a cache that is not
+// unified: llama_kv_cache's n_stream = n_seq_max, PR #14363, which
+// needs set_rows), each sequence's tokens attend over their own stream:
+// the mask and the score matrix are n_kv of one stream by the ubatch's
+// tokens ([n_kv, n_tokens/n_stream, 1, n_stream] in build_attn_inp_kv),
+// so the graph's n_kv is the cells over the streams. Builds before
+// llamaCppSetRowsFrom are taken to have one stream.
+type llamaCppGraphKV struct{ cells, swaCells, streams int64 }
 
 // llamaCppComputeKV is llamaCppCompute over the caches kv. With an SWA
 // cache the graph has a second set of attention inputs
@@ -823,6 +831,10 @@ type llamaCppGraphKV struct{ cells, swaCells int64 }
 // SWA layer's score matrix is smaller, so this bounds the peak from
 // above.
 func llamaCppComputeKV(lm model.Spec, kvc llamaCppGraphKV, ub int64, flash bool, layers int, output, host bool, v LlamaCppVersion) (gpumem.Bytes, error) {
+	if kvc.streams > 1 && (v == 0 || v >= llamaCppSetRowsFrom) {
+		kvc.cells /= kvc.streams
+		kvc.swaCells /= kvc.streams
+	}
 	nKV := kvc.cells
 	if layers == 0 && !output {
 		return 0, nil

@@ -2,17 +2,22 @@
 // on the CPU, creates one context and prints llama.cpp's own log (its
 // buffer sizes among it), then the llama.cpp release it ran.
 //
-//	node run.mjs MODEL.gguf N_CTX N_UBATCH on|off mmap|no-mmap
+//	node run.mjs MODEL.gguf N_CTX N_UBATCH on|off mmap|no-mmap [swa|swa-full [SEQUENCES]]
+//
+// The optional sixth argument asks a sliding-window model for llama.cpp's
+// full-size SWA cache (swa-full, llama.cpp's --swa-full) or not (swa, the
+// default); the seventh is the sequences (llama.cpp's --parallel, 1).
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
-const [model, ctx, ubatch, fa, mmap] = process.argv.slice(2);
+const [model, ctx, ubatch, fa, mmap, swa = "swa", seqs = "1"] = process.argv.slice(2);
 const llama = await getLlama({
     gpu: false, build: "never", logLevel: LlamaLogLevel.debug,
     logger: (level, msg) => process.stdout.write(msg.endsWith("\n") ? msg : msg + "\n"),
 });
 const m = await llama.loadModel({modelPath: model, gpuLayers: 0, useMmap: mmap !== "no-mmap"});
 const c = await m.createContext({
-    contextSize: Number(ctx), batchSize: Number(ubatch), flashAttention: fa === "on", sequences: 1,
+    contextSize: Number(ctx), batchSize: Number(ubatch), flashAttention: fa === "on", sequences: Number(seqs),
+    swaFullCache: swa === "swa-full",
 });
 console.log(`# engine: ggml-org/llama.cpp ${llama.llamaCppRelease.release}, CPU backend`);
 await c.dispose();
