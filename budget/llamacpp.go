@@ -126,7 +126,11 @@ type LlamaCppOptions struct {
 	// SWAFull is --swa-full: a sliding-window model's SWA layers keep a
 	// cache of the full context instead of n_swa + n_ubatch cells (see
 	// LlamaCppSWAFrom); it changes nothing for other models and for
-	// builds before the SWA cache.
+	// builds before the SWA cache. llama-server and llama-cli default to
+	// off (common_params.swa_full, common/common.h); the C API defaults
+	// to on (llama_context_default_params, src/llama-context.cpp; read at
+	// upstream b7108 as ollama 0cf7794b1 vendors it), so a program that
+	// uses the API without setting it has SWAFull's cache.
 	SWAFull bool
 }
 
