@@ -245,3 +245,32 @@ func TestLlamaCppSWALayers(t *testing.T) {
 	assert.Equal(t, "ffffff", slides("gemma3", 0, 6))        // no window key: none
 	assert.Equal(t, "ffffff", slides("qwen2", 4096, 6))
 }
+
+// TestLlamaCppSWAPublished holds the SWA cache to the sizes a live
+// llama-server allocated for Gemma 3 270M (18 layers, one KV head of 256,
+// window 512) at --ctx-size 1024 with separate (not unified) slots, as
+// published with the llama.cpp build 10107 (857c97607) in
+// https://github.com/unslothai/unsloth/pull/7530 ("ctx 1024 with 3
+// slots allocates 1536 cells / 27.0 MiB, but 4 slots allocates 1024
+// cells / 18.0 MiB", read back from llama_kv_cache_iswa's "creating ...
+// size = N cells"): each slot's n_ctx_seq padded to 256 (341 → 512 with
+// three slots), the SWA cache min(512, 512 + 512) = 512 cells a slot.
+func TestLlamaCppSWAPublished(t *testing.T) {
+	s, ok := model.Lookup("gemma-3-1b")
+	require.True(t, ok)
+	s.Layers, s.Hidden, s.Intermediate, s.LayerTypes, s.Inventory = 18, 640, 2048, nil, nil
+	require.Equal(t, int64(512), s.SlidingWindow)
+	m, err := ModelOf(s)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		slots, cells int
+		mib          float64
+	}{{3, 1536, 27.0}, {4, 1024, 18.0}} {
+		r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 1024, Parallel: c.slots}))
+		require.NoError(t, err)
+		assert.Equal(t, c.cells, r.Cells, "%d slots: non-SWA cells", c.slots)
+		assert.Equal(t, c.cells, r.SWACells, "%d slots: SWA cells", c.slots)
+		assert.Equal(t, 15, r.SWALayers)
+		assert.Equal(t, c.mib, float64(r.KV+r.HostKV)/(1<<20), "%d slots", c.slots)
+	}
+}
