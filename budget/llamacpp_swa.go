@@ -57,10 +57,21 @@ import (
 // min(n_ctx, PAD(n_swa × n_seq_max + n_ubatch)) cells, which the
 // per-stream size above approximates.
 
+// The build days of llama.cpp's sliding-window cache. A model whose
+// architecture slides (gemma2, gemma3, gpt-oss, cohere2, llama4's chunked
+// attention, olmo2 with a window, exaone4-32B) has, in builds from
+// LlamaCppSWAFrom, a cache for its sliding layers of
+// GGML_PAD(min(n_ctx_seq, n_swa + n_ubatch), 256) cells per sequence
+// (llama_kv_cache_iswa, src/llama-kv-cache-iswa.cpp), or
+// min(n_ctx_seq, GGML_PAD(n_swa + n_ubatch, 32, or 256 with flash
+// attention)) before LlamaCppSWAPad256From; with LlamaCppOptions.SWAFull
+// (--swa-full) the whole context. Builds of 2025-05-20 to 2025-05-31
+// (an n_batch-sized SWA cache) and of 2025-10-28 to 2025-11-07 (between
+// PR #16812 and PR #17046) are refused for such a model.
 const (
 	// LlamaCppSWAFrom is the first build day with the sliding-window
-	// cache (PR #13194, merged 2025-05-20); earlier builds give every
-	// layer kv_size cells.
+	// cache (PR #13194, merged 2025-05-20: build b5439 of 2025-05-21 has
+	// --swa-full); earlier builds give every layer kv_size cells.
 	LlamaCppSWAFrom LlamaCppVersion = 20250520
 	// LlamaCppSWAPad256From is the first build day taken to pad the SWA
 	// cache to 256 cells whatever the attention kernel (PR #17046, opened
