@@ -274,3 +274,46 @@ func TestLlamaCppSWAPublished(t *testing.T) {
 		assert.Equal(t, c.mib, float64(r.KV+r.HostKV)/(1<<20), "%d slots", c.slots)
 	}
 }
+
+// TestLlamaCppSWAEstimateAllocs: a sliding-window model's llama.cpp
+// Estimate allocates nothing (the layers are walked in place), partly
+// offloaded so that host and GPU caches both hold SWA layers.
+func TestLlamaCppSWAEstimateAllocs(t *testing.T) {
+	s, ok := model.Lookup("gpt-oss-20b")
+	require.True(t, ok)
+	m, err := ModelOf(s)
+	require.NoError(t, err)
+	j := llamaCppJob(m, LlamaCppOptions{Context: 32768, GPULayers: 15})
+	r, err := LlamaCppBuffers(j)
+	require.NoError(t, err)
+	require.Equal(t, 12, r.SWALayers)
+	// Layers 10..23 on the GPU (-ngl 15: the output layer and 14): 7 SWA
+	// layers of 768 cells and 7 global ones of 32768; the host keeps the
+	// other 5 and 5.
+	per := int64(2 * 512 * 2) // K and V, 512 values each, f16
+	assert.Equal(t, gpumem.Bytes(per*(7*32768+7*768)), r.KV)
+	assert.Equal(t, gpumem.Bytes(per*(5*32768+5*768)), r.HostKV)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Estimate(j); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// BenchmarkLlamaCppSWAEstimate is a sliding-window model's llama.cpp
+// Estimate (gpt-oss-20b, 32,768 cells, partly offloaded).
+func BenchmarkLlamaCppSWAEstimate(b *testing.B) {
+	s, _ := model.Lookup("gpt-oss-20b")
+	m, err := ModelOf(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := llamaCppJob(m, LlamaCppOptions{Context: 32768, GPULayers: 15})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Estimate(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
