@@ -45,8 +45,12 @@ import (
 //   - olmo2 with a sliding window: pattern 4;
 //   - exaone4 of 64 layers (32B): pattern 4, n_swa 4096 unless the key says.
 //
-// Other architectures — Mistral's and Qwen2's sliding_window among them —
-// keep one cache of kv_size cells for every layer. Gemma 3n (whose later
+// The pattern is the architecture's: at b7108 no architecture reads a
+// per-layer pattern from the GGUF (its swa_layers are set by
+// set_swa_pattern alone), so a Hugging Face config's layer_types is not
+// consulted either. Other architectures — Mistral's and Qwen2's
+// sliding_window among them, and ones added after b7108 such as Gemma 4 —
+// keep one cache of kv_size cells for every layer here. Gemma 3n (whose later
 // layers reuse earlier layers' caches) is not modelled as SWA.
 //
 // Not modelled: builds of 2025-05-20 to 2025-05-31, which sized the SWA
