@@ -559,12 +559,14 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		kDim = lm.Heads * (lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
 		vDim = lm.Heads * lm.MLA.VHeadDim
 	}
-	// n_ubatch as used: llama.cpp caps it at n_ctx.
+	// n_ubatch as used: llama.cpp caps n_batch, and n_ubatch with it, at
+	// n_ctx once padded (llama_context's constructor; --ctx-size 300 runs
+	// n_ctx 512 and n_ubatch 512: testdata/llamacpp/swa).
 	ub := int64(o.UBatch)
 	if ub == 0 {
 		ub = 512
 	}
-	ub = min(ub, nCtx)
+	ub = min(ub, cells)
 	r.UBatch = int(ub)
 
 	layerKV := func(c int64) (int64, int64, error) {
@@ -822,7 +824,7 @@ func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, outpu
 // needs set_rows), each sequence's tokens attend over their own stream:
 // the mask and the score matrix are n_kv of one stream by the ubatch's
 // tokens ([n_kv, n_tokens/n_stream, 1, n_stream] in build_attn_inp_kv),
-// so the graph's n_kv is the cells over the streams. Builds before
+// so the graph's n_kv is the cells of one stream. Builds before
 // llamaCppSetRowsFrom are taken to have one stream.
 type llamaCppGraphKV struct{ cells, swaCells, streams int64 }
 

@@ -333,3 +333,16 @@ func BenchmarkLlamaCppSWAEstimate(b *testing.B) {
 		}
 	}
 }
+
+// TestLlamaCppUBatchCap: llama.cpp caps n_ubatch at the padded n_ctx, not
+// the one asked for: --ctx-size 300 with -ub 513 ran n_ctx 512 and
+// n_ubatch 512, and its SWA cache min(512, 128 + 512) = 512 cells
+// (testdata/llamacpp/swa/gemma3-tiny-c300-ub512-faoff-swa-s1.log).
+func TestLlamaCppUBatchCap(t *testing.T) {
+	m := mkggufSWAModel(t, "-arch gemma3 -swa 128 -layers 12 -embd 512 -ff 1024 -heads 4 -kv-heads 1 -head-dim 128 -vocab 2048 -ctx 8192 -type f16 -tied")
+	r, err := LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 300, UBatch: 513}))
+	require.NoError(t, err)
+	assert.Equal(t, 512, r.Cells)
+	assert.Equal(t, 512, r.UBatch)
+	assert.Equal(t, 512, r.SWACells)
+}
