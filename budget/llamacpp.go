@@ -123,6 +123,15 @@ type LlamaCppOptions struct {
 	// mapping llama.cpp reports as "CPU_Mapped model buffer" (see
 	// LlamaCppReport.HostMapped).
 	NoMmap bool
+	// SWAFull is --swa-full: a sliding-window model's SWA layers keep a
+	// cache of the full context instead of n_swa + n_ubatch cells (see
+	// LlamaCppSWAFrom); it changes nothing for other models and for
+	// builds before the SWA cache. llama-server and llama-cli default to
+	// off (common_params.swa_full, common/common.h); the C API defaults
+	// to on (llama_context_default_params, src/llama-context.cpp; read at
+	// upstream b7108 as ollama 0cf7794b1 vendors it), so a program that
+	// uses the API without setting it has SWAFull's cache.
+	SWAFull bool
 }
 
 // LlamaMaxDevices is LLAMA_MAX_DEVICES (include/llama.h): the most GPUs
@@ -219,7 +228,13 @@ type LlamaCppReport struct {
 	Slots       int          // n_layer + 1 (n_layer + 3 before 2023-12-07: LlamaCppVersion)
 	OutputOnGPU bool
 	Cells       int // KV cells: n_ctx padded
-	UBatch      int // n_ubatch as used
+	// SWACells is the cells of the sliding-window layers' cache over all
+	// sequences (llama_kv_cache_iswa's "creating SWA KV cache, size = N
+	// cells" times the streams), and SWALayers how many layers use it;
+	// both zero when every layer has Cells (no SWA layers, an older
+	// build: LlamaCppSWAFrom).
+	SWACells, SWALayers int
+	UBatch              int // n_ubatch as used
 }
 
 // Total is the device memory of the job: the GPU buffers and the context.
@@ -336,8 +351,10 @@ func (j *Job) validateLlamaCpp() error {
 // KV cache: for each layer, K of n_embd_k_gqa × kv_size in CacheK and V
 // of n_embd_v_gqa × kv_size in CacheV (llama_kv_cache's layer tensors,
 // src/llama-kv-cache.cpp), on the layer's device; kv_size is n_ctx
-// padded to 256. Sliding-window layers keep the full size (llama.cpp's
-// non-SWA cache, --swa-full) — the SWA cache is not modelled. A
+// padded to 256. A sliding-window model's SWA layers have a cache of
+// their own of n_swa + n_ubatch cells per sequence, padded, in builds
+// from LlamaCppSWAFrom unless SWAFull (llamaSWACells, llamacpp_swa.go);
+// its compute graph holds that cache's mask and indices too. A
 // DeepSeek-V2/V3 (MLA) model's cache is the compressed latent in K alone
 // (builds from LlamaCppMLAKOnlyFrom), the latent in K and V (from
 // LlamaCppMLAFrom), or every head's K and V before (LlamaCppVersion).
@@ -542,36 +559,84 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 		kDim = lm.Heads * (lm.MLA.QKNopeHeadDim + lm.MLA.QKRopeHeadDim)
 		vDim = lm.Heads * lm.MLA.VHeadDim
 	}
-	kb, err := ck.Size(kDim * cells)
+	// n_ubatch as used: llama.cpp caps n_batch, and n_ubatch with it, at
+	// n_ctx once padded (llama_context's constructor; --ctx-size 300 runs
+	// n_ctx 512 and n_ubatch 512: testdata/llamacpp/swa).
+	ub := int64(o.UBatch)
+	if ub == 0 {
+		ub = 512
+	}
+	ub = min(ub, cells)
+	r.UBatch = int(ub)
+
+	layerKV := func(c int64) (int64, int64, error) {
+		kb, err := ck.Size(kDim * c)
+		if err != nil {
+			return 0, 0, err
+		}
+		vb, err := cv.Size(vDim * c)
+		if err != nil {
+			return 0, 0, err
+		}
+		per, ok := checked.Add(int64(kb), int64(vb))
+		if !ok {
+			return 0, 0, errOverflow("llama.cpp KV cache")
+		}
+		return per, int64(vb), nil
+	}
+	perLayer, vbAll, err := layerKV(cells)
 	if err != nil {
 		return r, err
 	}
-	vb, err := cv.Size(vDim * cells)
-	if err != nil {
-		return r, err
+	// The sliding-window layers' cache (llamacpp_swa.go).
+	swa := llamaSWA{}
+	var swaCells, perSWA int64
+	if !lm.MLA.Enabled() {
+		swa = llamaCppSWALayout(&lm)
+		if swaCells, err = llamaSWACells(swa, &o, cells/int64(max(nSeq, 1)), int64(max(nSeq, 1)), ub); err != nil {
+			return r, err
+		}
+		if swaCells > 0 {
+			if perSWA, _, err = layerKV(swaCells); err != nil {
+				return r, err
+			}
+			r.SWACells = int(swaCells)
+			for il := range nLayer {
+				if swa.slides(il) {
+					r.SWALayers++
+				}
+			}
+		}
 	}
-	perLayer, ok := checked.Add(int64(kb), int64(vb))
-	if !ok {
-		return r, errOverflow("llama.cpp KV cache")
+	kvOf := func(il int) int64 {
+		if swaCells > 0 && swa.slides(il) {
+			return perSWA
+		}
+		return perLayer
 	}
 	gpuLayers := int64(nLayer - min(start, nLayer))
-	for il := nLayer - int(gpuLayers); il < nLayer; il++ {
+	var kvHost int64
+	for il := range nLayer {
+		if il < nLayer-int(gpuLayers) {
+			kvHost = checked.SatSum(kvHost, kvOf(il))
+			continue
+		}
 		d := &r.Devices[dev(il)]
 		d.Layers++
+		d.KV = gpumem.Bytes(checked.SatSum(int64(d.KV), kvOf(il)))
+	}
+	if kvHost == math.MaxInt64 {
+		return r, errOverflow("llama.cpp KV cache")
 	}
 	if r.OutputOnGPU {
 		r.Devices[dev(nLayer)].Output = true
-	}
-	kvHost, ok := checked.Mul(perLayer, int64(nLayer)-gpuLayers)
-	if !ok {
-		return r, errOverflow("llama.cpp KV cache")
 	}
 	var kvSlotsGPU int64 // the KV slots' cache on the main GPU (builds before 2023-12-07)
 	if pl.slots > nLayer+1 {
 		// One cache for all layers, its V slot and K slot offloaded with
 		// -ngl n_layer + 2 and n_layer + 3.
 		all, ok1 := checked.Mul(perLayer, int64(nLayer))
-		v, ok2 := checked.Mul(int64(vb), int64(nLayer))
+		v, ok2 := checked.Mul(vbAll, int64(nLayer))
 		if !ok1 || !ok2 {
 			return r, errOverflow("llama.cpp KV cache")
 		}
@@ -586,37 +651,30 @@ func llamaCppBuffers(j *Job) (LlamaCppReport, error) {
 	r.HostKV = gpumem.Bytes(kvHost)
 
 	// Compute buffer.
-	ub := int64(o.UBatch)
-	if ub == 0 {
-		ub = 512
-	}
-	ub = min(ub, nCtx)
-	r.UBatch = int(ub)
+	cg := llamaCppGraphKV{cells: cells, swaCells: swaCells, streams: int64(max(nSeq, 1))}
 	var whole gpumem.Bytes // every offloaded stage: a row-split GPU's
 	if row {
-		if whole, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, int(gpuLayers), r.OutputOnGPU, false, o.Version); err != nil {
+		if whole, err = llamaCppComputeKV(lm, cg, ub, o.FlashAttention, int(gpuLayers), r.OutputOnGPU, false, o.Version); err != nil {
 			return r, err
 		}
 	}
 	var busiest gpumem.Bytes
 	for i := range r.GPUs {
 		d := &r.Devices[i]
-		kv, ok := checked.Mul(perLayer, int64(d.Layers))
 		if pl.slots > nLayer+1 {
-			kv = 0
+			d.KV = 0
 			if i == 0 {
-				kv = kvSlotsGPU
+				d.KV = gpumem.Bytes(kvSlotsGPU)
 			}
 		}
-		if !ok {
+		if d.KV == math.MaxInt64 {
 			return r, errOverflow("llama.cpp KV cache")
 		}
-		d.KV = gpumem.Bytes(kv)
 		switch {
 		case row:
 			d.Compute = whole
 		case d.Layers > 0 || d.Output:
-			if d.Compute, err = llamaCppCompute(lm, cells, ub, o.FlashAttention, d.Layers, d.Output, false, o.Version); err != nil {
+			if d.Compute, err = llamaCppComputeKV(lm, cg, ub, o.FlashAttention, d.Layers, d.Output, false, o.Version); err != nil {
 				return r, err
 			}
 		}
@@ -754,6 +812,36 @@ func (sp *llamaSplit) device(k, act int) int {
 // replayed as a dense feed-forward of the active experts' width and MLA
 // layers with the compressed cache's K width: approximations.
 func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, output, host bool, v LlamaCppVersion) (gpumem.Bytes, error) {
+	return llamaCppComputeKV(lm, llamaCppGraphKV{cells: nKV}, ub, flash, layers, output, host, v)
+}
+
+// llamaCppGraphKV is the caches the worst-case graph attends over: the
+// cells of the (non-SWA) cache, and of a sliding-window model's SWA cache
+// (zero: none).
+//
+// With more than one stream (--parallel N and a cache that is not
+// unified: llama_kv_cache's n_stream = n_seq_max, PR #14363, which
+// needs set_rows), each sequence's tokens attend over their own stream:
+// the mask and the score matrix are n_kv of one stream by the ubatch's
+// tokens ([n_kv, n_tokens/n_stream, 1, n_stream] in build_attn_inp_kv),
+// so the graph's n_kv is the cells of one stream. Builds before
+// llamaCppSetRowsFrom are taken to have one stream.
+type llamaCppGraphKV struct{ cells, swaCells, streams int64 }
+
+// llamaCppComputeKV is llamaCppCompute over the caches kv. With an SWA
+// cache the graph has a second set of attention inputs
+// (build_attn_inp_kv_iswa, src/llama-graph.cpp): the SWA mask
+// (swaCells × n_ubatch, f16 with flash attention) and, from
+// llamaCppSetRowsFrom, the SWA cache's K and V row indices. Every
+// replayed layer attends over the non-SWA cache's cells, the larger: an
+// SWA layer's score matrix is smaller, so this bounds the peak from
+// above.
+func llamaCppComputeKV(lm model.Spec, kvc llamaCppGraphKV, ub int64, flash bool, layers int, output, host bool, v LlamaCppVersion) (gpumem.Bytes, error) {
+	if kvc.streams > 1 && (v == 0 || v >= llamaCppSetRowsFrom) {
+		kvc.cells /= kvc.streams
+		kvc.swaCells /= kvc.streams
+	}
+	nKV := kvc.cells
 	if layers == 0 && !output {
 		return 0, nil
 	}
@@ -780,7 +868,7 @@ func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, outpu
 		rows = r * llamaCppMaskPad
 	}
 	g := llamaGraph{embd: lm.Hidden, qDim: qDim, kv: kv, ff: ff, vocab: lm.Vocab, heads: lm.Heads,
-		nKV: nKV, ub: ub, flash: flash, layers: layers, output: output, host: host, idx: recent,
+		nKV: nKV, swaKV: kvc.swaCells, ub: ub, flash: flash, layers: layers, output: output, host: host, idx: recent,
 		unusedEmbd: host && (v == 0 || v >= llamaCppEmbdInputFrom)}
 	var peak int64
 	if rows == ub {
@@ -794,7 +882,7 @@ func llamaCppCompute(lm model.Spec, nKV, ub int64, flash bool, layers int, outpu
 			if flash {
 				el = 2
 			}
-			extra, ok2 := checked.Mul(nKV, (rows-ub)*el)
+			extra, ok2 := checked.Mul(nKV+kvc.swaCells, (rows-ub)*el)
 			peak, ok = checked.Add(peak, extra)
 			ok = ok && ok2
 		}

@@ -296,6 +296,7 @@ func (g *ggraph) run() (int64, bool) {
 type llamaGraph struct {
 	embd, qDim, kv, ff, vocab, heads int64 // n_embd, n_head × n_embd_head, n_embd_k_gqa, n_ff, n_vocab, n_head
 	nKV, ub                          int64
+	swaKV                            int64 // the SWA cache's cells (0: no SWA cache): its mask and indices are inputs too
 	flash                            bool
 	layers                           int  // repeating layers on the device (the last ones)
 	output                           bool // the output layer on the device
@@ -352,6 +353,18 @@ func (s *llamaGraph) peakN(maxLayers int) (int64, bool) {
 			vIdx = g.input(mul(vRows, 8))
 		}
 		mask = g.input(mul(s.nKV, T, maskElem))
+		if s.swaKV > 0 {
+			// build_attn_inp_kv_iswa: the SWA cache's indices and mask.
+			if s.idx {
+				g.input(mul(T, 8))
+				vRows := T
+				if !s.flash {
+					vRows = mul(T, s.kv)
+				}
+				g.input(mul(vRows, 8))
+			}
+			g.input(mul(s.swaKV, T, maskElem))
+		}
 		if s.idx {
 			outIDs = g.input(mul(T, 4))
 		}

@@ -305,10 +305,16 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 			return nil, err
 		}
 	}
+	// A sliding-window model's log that prints a cache but not
+	// llama_kv_cache_iswa's SWA cache kept every layer at the full size
+	// (--swa-full, a fork whose default that is such as ik_llama.cpp, or a
+	// build before the SWA cache); "using full-size SWA cache" says so
+	// outright. Other models are not affected.
+	swaFull := p.SWAFull || (p.SWAKVSize == 0 && p.KVSize > 0)
 	job := func(ngl int) (budget.LlamaCppReport, error) {
 		return budget.LlamaCppBuffers(budget.Job{Model: m, Mode: budget.Prefill, Precision: budget.BF16, Batch: 1, SeqLen: 1,
 			Runtime: budget.LlamaCpp, LlamaCpp: budget.LlamaCppOptions{GPULayers: ngl, Context: ctx, Parallel: par, UBatch: ub,
-				FlashAttention: fa, CacheK: ck, CacheV: cv, Version: ver}})
+				FlashAttention: fa, CacheK: ck, CacheV: cv, Version: ver, SWAFull: swaFull}})
 	}
 	full, err := job(0)
 	if err != nil {

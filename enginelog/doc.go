@@ -24,7 +24,11 @@
 // as "MB" ("VRAM used: X MB", "kv self size = X MB", "compute buffer total
 // size = X MB", "mem required = X MB"), which are read as MiB. A failed
 // allocation, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating X
-// MiB on device N", is the size llama.cpp asked for ([AllocFailed]).
+// MiB on device N", is the size llama.cpp asked for ([AllocFailed]). A
+// sliding-window model (llama_kv_cache_iswa, "creating     SWA KV cache,
+// size = N cells") prints each of its two caches' buffers and size: they
+// are summed into one KV buffer per device and one whole cache
+// (Params.SWAKVSize holds the SWA cache's cells).
 //
 // Ollama's scheduler prints its own estimate before it starts the runner
 // (llm/memory.go: "offload to cuda … memory.required.kv=… memory.weights.

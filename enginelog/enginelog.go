@@ -101,6 +101,13 @@ type Params struct {
 	MaxModelLen                    int    // vLLM max_model_len / max seq len, SGLang context_len
 	Utilization                    float64
 	TensorParallel                 int
+	// SWAKVSize is the cells of llama.cpp's sliding-window cache
+	// ("llama_kv_cache_iswa: creating     SWA KV cache, size = N cells",
+	// llama_kv_cache_unified_iswa before October 2025); zero when the log
+	// prints none. SWAFull is set by its "using full-size SWA cache"
+	// (--swa-full).
+	SWAKVSize int
+	SWAFull   bool
 }
 
 // Log is what Parse read.
@@ -171,6 +178,9 @@ func Parse(r io.Reader) (*Log, error) {
 		return nil, fmt.Errorf("enginelog: reading line %d: %w", n+1, err)
 	}
 	l.Hparams.resolve()
+	if l.Params.SWAKVSize > 0 {
+		l.mergeISWA()
+	}
 	if len(l.Figures) == 0 {
 		return nil, fmt.Errorf("enginelog: %w in %d lines (want llama.cpp's \"buffer size = … MiB\", Ollama's \"memory.required\", vLLM's \"Available KV cache memory\" or \"# GPU blocks\", or SGLang's \"KV Cache is allocated\")", ErrNoFigures, n)
 	}
@@ -193,6 +203,7 @@ var (
 	// llama.cpp.
 	reModelBuf   = regexp.MustCompile(`load_tensors:\s+(\S+)\s+(?:model\s+)?buffer size\s*=\s*` + num + `\s*MiB`)
 	reKVBuf      = regexp.MustCompile(`(\S+)\s+KV buffer size\s*=\s*` + num + `\s*MiB`)
+	reISWA       = regexp.MustCompile(`llama_kv_cache(?:_unified)?_iswa: creating\s+(non-)?SWA KV cache, size = (\d+) cells`)
 	reComputeBuf = regexp.MustCompile(`(\S+)\s+compute buffer size\s*=\s*` + num + `\s*MiB`)
 	reKVSelf     = regexp.MustCompile(`(?i)KV self size\s*=\s*` + num + `\s*(MiB|MB)(?:,\s*K \((\w+)\):\s*[0-9.]+\s*MiB,\s*V \((\w+)\))?`)
 	reKVSize     = regexp.MustCompile(`llama_kv_cache(?:_unified)?: size =\s*` + num + ` MiB \(\s*(\d+) cells,\s*(\d+) layers.*?K \((\w+)\).*?V \((\w+)\)`)
@@ -403,6 +414,12 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 			p.FlashAttn = &fa
 		}
 	}
+	if m := find(reISWA, s, "SWA KV cache"); m != nil && m[1] == "" {
+		p.SWAKVSize = atoi(m[2])
+	}
+	if strings.Contains(s, "using full-size SWA cache") {
+		p.SWAFull = true
+	}
 	if m := find(reKVInit, s, "kv_size"); m != nil {
 		p.KVSize, p.TypeK, p.TypeV = atoi(m[1]), m[2], m[3]
 	}
@@ -598,4 +615,30 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 		p.TensorParallel = atoi(m[1])
 	}
 	return nil
+}
+
+// mergeISWA sums, in a log of llama.cpp's sliding-window cache, the two
+// caches' figures that llama_kv_cache_iswa prints one after the other
+// (each cache's "<dev> KV buffer size" and "llama_kv_cache: size"), so
+// that a device's KV buffer and the whole cache are one figure each, as
+// the runtime models them.
+func (l *Log) mergeISWA() {
+	type key struct {
+		k   Kind
+		dev string
+	}
+	first := map[key]int{}
+	out := l.Figures[:0]
+	for _, f := range l.Figures {
+		if f.Kind == KVBuffer || f.Kind == KVSelf {
+			k := key{f.Kind, f.Device}
+			if i, ok := first[k]; ok {
+				out[i].Bytes += f.Bytes
+				continue
+			}
+			first[k] = len(out)
+		}
+		out = append(out, f)
+	}
+	l.Figures = out
 }

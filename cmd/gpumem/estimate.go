@@ -210,11 +210,12 @@ type llamaFlags struct {
 	mainGPU        int    // --main-gpu
 	noMmap         bool   // --no-mmap
 	version        string // --llamacpp-version: the build's date (budget.ParseLlamaCppVersion)
+	swaFull        bool   // --swa-full
 }
 
 // llamaFlagNames are the flags that only a llama.cpp job takes.
 var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-size", "flash-attn", "cache-type-k", "cache-type-v",
-	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version"}
+	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version", "swa-full"}
 
 func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
@@ -228,7 +229,8 @@ func (l *llamaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.splitMode, "split-mode", "", "with --runtime llama.cpp and --gpus N: llama.cpp's -sm: layer (default: whole layers and their KV per GPU), row (matrices' rows over every GPU) or none (--main-gpu alone)")
 	fs.StringVar(&l.tensorSplit, "tensor-split", "", "with --runtime llama.cpp: llama.cpp's -ts, each GPU's share, comma-separated (3,1); its entries set --gpus when that is not given (default even)")
 	fs.BoolVar(&l.noMmap, "no-mmap", false, "with --runtime llama.cpp: llama.cpp's --no-mmap: the CPU tensors read into a buffer of their size, not the file span mapped")
-	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots, and a DeepSeek-V2/V3 cache keeps every head's K and V before 2025-04-15, the MLA latent in K and V until 2026-01-24, in K alone since (default current: the output layer first)")
+	fs.StringVar(&l.version, "llamacpp-version", "", "with --runtime llama.cpp: the build's date, YYYY-MM-DD (or YYYY-MM), which sets how -ngl places the layers: before 2025-12-17 the repeating layers go first and the output layer last, before 2023-12-07 the V and K caches are two more slots, and a DeepSeek-V2/V3 cache keeps every head's K and V before 2025-04-15, the MLA latent in K and V until 2026-01-24, in K alone since; a sliding-window model (Gemma 2 and 3, gpt-oss) has no SWA cache before 2025-05-20 (default current: the output layer first)")
+	fs.BoolVar(&l.swaFull, "swa-full", false, "with --runtime llama.cpp: llama.cpp's --swa-full: a sliding-window model's (Gemma 2 and 3, gpt-oss, Cohere2, Llama 4) SWA layers keep a cache of the whole context instead of n_swa + n_ubatch cells per sequence (builds from 2025-05-20; earlier ones always do)")
 	fs.IntVar(&l.mainGPU, "main-gpu", 0, "with --runtime llama.cpp and --split-mode none: llama.cpp's -mg, the GPU used")
 }
 
@@ -285,6 +287,9 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	}
 	if l.version != "" {
 		given["llamacpp-version"] = l.version
+	}
+	if l.swaFull {
+		given["swa-full"] = "true"
 	}
 	if rt != budget.LlamaCpp {
 		for _, name := range llamaFlagNames {
@@ -364,7 +369,7 @@ func (l *llamaFlags) apply(j *budget.Job, gguf bool) (string, error) {
 	if l.mainGPU < 0 {
 		return "main-gpu", fmt.Errorf("%w: --main-gpu %d: must not be negative", errUsage, l.mainGPU)
 	}
-	o.MainGPU, o.NoMmap = l.mainGPU, l.noMmap
+	o.MainGPU, o.NoMmap, o.SWAFull = l.mainGPU, l.noMmap, l.swaFull
 	return "", nil
 }
 
@@ -1105,6 +1110,10 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if l := e.llama; l != nil {
 		fmt.Fprintf(out, "llama.cpp: offloaded %d/%d layers to GPU, %d KV cells, n_ubatch %d, flash attention %v\n",
 			l.Layers, l.Slots, l.Cells, l.UBatch, j.LlamaCpp.FlashAttention)
+		if l.SWACells > 0 {
+			fmt.Fprintf(out, "  sliding-window cache: %d of %d layers keep %d cells (--swa-full %v)\n",
+				l.SWALayers, l.Slots-1, l.SWACells, j.LlamaCpp.SWAFull)
+		}
 		mib := func(b gpumem.Bytes) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
 		lrow := func(name string, b gpumem.Bytes) { fmt.Fprintf(out, "  %-38s %14s\n", name, mib(b)) }
 		lrow("GPU model buffer", l.GPUWeights)
@@ -1326,6 +1335,10 @@ func (e estimation) writeJSON(out io.Writer) error {
 			"host_kv": int64(l.HostKV), "compute": int64(l.Compute), "context": int64(l.Context),
 			"layers_offloaded": l.Layers, "layers": l.Slots, "output_on_gpu": l.OutputOnGPU,
 			"kv_cells": l.Cells, "n_ubatch": l.UBatch, "host_mapped": int64(l.HostMapped),
+		}
+		if l.SWACells > 0 {
+			r["llamacpp"].(map[string]any)["swa_kv_cells"] = l.SWACells
+			r["llamacpp"].(map[string]any)["swa_layers"] = l.SWALayers
 		}
 		if l.GPUs > 1 {
 			devs := make([]map[string]any, l.GPUs)

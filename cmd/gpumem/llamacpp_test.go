@@ -382,3 +382,65 @@ func TestEstimateLlamaCppVersion(t *testing.T) {
 	assert.Equal(t, "llamacpp_version", e["field"])
 	assert.Contains(t, e["error"], "llamacpp_version")
 }
+
+// TestEstimateLlamaCppSWA: gpt-oss-20b's sliding-window layers (the even
+// 12 of 24, window 128) keep 768 cells at --ctx-size 8192 (n_swa +
+// n_ubatch, padded to 256), the others 8192: 12 × 16 MiB + 12 × 1.5 MiB
+// of f16 K and V (512 values a token and layer). --swa-full, or a build
+// before the SWA cache, gives every layer 8192 cells; a build of the
+// refused windows, or --swa-full without llama.cpp, names its flag or
+// request field.
+func TestEstimateLlamaCppSWA(t *testing.T) {
+	args := []string{"estimate", "--model", "gpt-oss-20b", "--infer", "--runtime", "llama.cpp", "--ctx-size", "8192", "--json"}
+	kv := map[string]float64{}
+	for _, extra := range [][]string{nil, {"--swa-full"}, {"--llamacpp-version", "2025-05-01"}} {
+		code, text, errOut := runCLI(t, "", append(append([]string{}, args...), extra...)...)
+		require.Equal(t, 0, code, errOut)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(text), &got))
+		l := got["llamacpp"].(map[string]any)
+		kv[strings.Join(extra, " ")] = l["kv"].(float64) / (1 << 20)
+		switch len(extra) {
+		case 0:
+			assert.Equal(t, 768.0, l["swa_kv_cells"])
+			assert.Equal(t, 12.0, l["swa_layers"])
+		case 1: // --swa-full: the SWA cache of the whole context
+			assert.Equal(t, 8192.0, l["swa_kv_cells"])
+		default: // no SWA cache
+			assert.NotContains(t, l, "swa_kv_cells")
+		}
+	}
+	assert.Equal(t, 12*16+12*1.5, kv[""])
+	assert.Equal(t, 24*16.0, kv["--swa-full"])
+	assert.Equal(t, 24*16.0, kv["--llamacpp-version 2025-05-01"])
+
+	code, out, errOut := runCLI(t, "", "estimate", "--model", "gpt-oss-20b", "--infer", "--runtime", "llama.cpp", "--ctx-size", "8192")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "sliding-window cache: 12 of 24 layers keep 768 cells")
+
+	code, _, errOut = runCLI(t, "", append(append([]string{}, args...), "--llamacpp-version", "2025-05-25")...)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "--llamacpp-version")
+	code, _, errOut = runCLI(t, "", "estimate", "--model", "gpt-oss-20b", "--infer", "--swa-full")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--swa-full")
+
+	h := newServer(serverOptions{})
+	for _, c := range []struct {
+		body, field string
+		status      int
+	}{
+		{`{"model":"gpt-oss-20b","mode":"infer","swa_full":true}`, "swa_full", http.StatusBadRequest},
+		// a build whose SWA cache is not modelled: unsupported
+		{`{"model":"gpt-oss-20b","mode":"infer","runtime":"llama.cpp","ctx_size":8192,"llamacpp_version":"2025-11-01"}`, "llamacpp_version", http.StatusUnprocessableEntity},
+	} {
+		rec := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(c.body))
+		assert.Equal(t, c.status, rec.Code, c.body)
+		var e map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+		assert.Equal(t, c.field, e["field"], "%s: %v", c.body, e)
+	}
+	rec := do(t, h, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(
+		`{"model":"gpt-oss-20b","mode":"infer","runtime":"llama.cpp","ctx_size":8192,"swa_full":true}`))
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+}

@@ -208,6 +208,10 @@ func flagFor(field string) (string, bool) {
 		return "--parallel", true
 	case "Job.LlamaCpp.UBatch":
 		return "--ubatch-size", true
+	case "Job.LlamaCpp.Version":
+		return "--llamacpp-version", true
+	case "Job.LlamaCpp.SWAFull":
+		return "--swa-full", true
 	case "Job.LlamaCpp.CacheK", "Ollama.KVCacheType":
 		return "--cache-type-k", true
 	case "Ollama.NumCtx":

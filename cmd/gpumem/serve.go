@@ -613,6 +613,9 @@ type estimateRequest struct {
 	// --main-gpu.
 	// NoMmap is llama.cpp's --no-mmap.
 	NoMmap bool `json:"no_mmap"`
+	// SWAFull is llama.cpp's --swa-full: a sliding-window model's SWA
+	// layers cache the whole context.
+	SWAFull bool `json:"swa_full"`
 	// LlamaCppVersion is --llamacpp-version: the llama.cpp build's date,
 	// YYYY-MM-DD or YYYY-MM, which sets how n_gpu_layers places the layers.
 	LlamaCppVersion string    `json:"llamacpp_version"`
@@ -818,7 +821,7 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 	if req.NGPULayers != nil {
 		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
 	}
-	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap = req.SplitMode, req.MainGPU, req.NoMmap
+	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap, jf.llama.swaFull = req.SplitMode, req.MainGPU, req.NoMmap, req.SWAFull
 	jf.llama.version = req.LlamaCppVersion
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {

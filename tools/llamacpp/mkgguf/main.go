@@ -1,6 +1,10 @@
 // Command mkgguf writes a GGUF file (version 3) of a llama-architecture
-// model of the given shape: the metadata llama.cpp needs to load it (the
-// llama.* hyperparameters and a SentencePiece-style vocabulary of
+// model of the given shape (or, with -arch, a gemma2 or gemma3 one: the
+// sliding-window architectures, with their <arch>.attention.sliding_window
+// and key_length keys and the extra norms of llama.cpp's gemma2 and gemma3
+// graphs: post_attention_norm, post_ffw_norm, and gemma3's attn_q_norm and
+// attn_k_norm): the metadata llama.cpp needs to load it (the
+// <arch>.* hyperparameters and a SentencePiece-style vocabulary of
 // placeholder tokens with the 256 byte tokens), the tensors of
 // llm_build_llama with their llama.cpp names and ggml types, and zero
 // weights. The data section is written as a hole (the file is sparse),
@@ -135,7 +139,18 @@ func main() {
 	ctx := flag.Uint64("ctx", 4096, "context_length")
 	typ := flag.String("type", "f16", "f32, f16, q8_0 or q4_k_m")
 	tied := flag.Bool("tied", false, "no output.weight (the output layer reuses token_embd)")
+	arch := flag.String("arch", "llama", "llama, gemma2 or gemma3")
+	swa := flag.Uint64("swa", 0, "with -arch gemma2 or gemma3: attention.sliding_window")
+	headDimFlag := flag.Uint64("head-dim", 0, "attention.key_length and value_length (default embd / heads)")
 	flag.Parse()
+	if *arch != "llama" && *arch != "gemma2" && *arch != "gemma3" {
+		fmt.Fprintln(os.Stderr, "mkgguf: -arch: want llama, gemma2 or gemma3")
+		os.Exit(2)
+	}
+	if *arch != "llama" && *swa == 0 {
+		fmt.Fprintln(os.Stderr, "mkgguf: -arch "+*arch+" needs -swa, the sliding window")
+		os.Exit(2)
+	}
 	if *out == "" || *vocab < 259 || *heads == 0 || *embd%*heads != 0 {
 		fmt.Fprintln(os.Stderr, "mkgguf: give -o, -vocab of at least 259, and -embd a multiple of -heads")
 		os.Exit(2)
@@ -161,7 +176,11 @@ func main() {
 	}
 	n, e, f := *layers, *embd, *ff
 	headDim := e / *heads
+	if *headDimFlag > 0 {
+		headDim = *headDimFlag
+	}
 	kvDim := headDim * *kvHeads
+	qDim := headDim * *heads
 
 	tokens := make([]string, *vocab)
 	scores := make([]float32, *vocab)
@@ -177,19 +196,20 @@ func main() {
 		types[i] = 1 // NORMAL
 		scores[i] = -float32(i)
 	}
+	a := *arch + "."
 	kvs := []kv{
-		{"general.architecture", "llama"},
+		{"general.architecture", *arch},
 		{"general.name", *name},
-		{"llama.block_count", uint32(n)},
-		{"llama.context_length", uint32(*ctx)},
-		{"llama.embedding_length", uint32(e)},
-		{"llama.feed_forward_length", uint32(f)},
-		{"llama.attention.head_count", uint32(*heads)},
-		{"llama.attention.head_count_kv", uint32(*kvHeads)},
-		{"llama.rope.freq_base", float32(500000)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-		{"llama.rope.dimension_count", uint32(headDim)},
-		{"llama.vocab_size", uint32(*vocab)},
+		{a + "block_count", uint32(n)},
+		{a + "context_length", uint32(*ctx)},
+		{a + "embedding_length", uint32(e)},
+		{a + "feed_forward_length", uint32(f)},
+		{a + "attention.head_count", uint32(*heads)},
+		{a + "attention.head_count_kv", uint32(*kvHeads)},
+		{a + "rope.freq_base", float32(500000)},
+		{a + "attention.layer_norm_rms_epsilon", float32(1e-5)},
+		{a + "rope.dimension_count", uint32(headDim)},
+		{a + "vocab_size", uint32(*vocab)},
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", tokens},
 		{"tokenizer.ggml.scores", scores},
@@ -198,6 +218,10 @@ func main() {
 		{"tokenizer.ggml.eos_token_id", uint32(2)},
 		{"tokenizer.ggml.unknown_token_id", uint32(0)},
 		{"general.alignment", uint32(32)},
+	}
+	if *arch != "llama" {
+		kvs = append(kvs, kv{a + "attention.sliding_window", uint32(*swa)},
+			kv{a + "attention.key_length", uint32(headDim)}, kv{a + "attention.value_length", uint32(headDim)})
 	}
 	var ts []tensor
 	if !*tied {
@@ -211,11 +235,19 @@ func main() {
 			more = ggmlQ6_K
 		}
 		p := fmt.Sprintf("blk.%d.", i)
+		if *arch == "gemma3" {
+			ts = append(ts, tensor{p + "attn_k_norm.weight", []uint64{headDim}, ggmlF32},
+				tensor{p + "attn_q_norm.weight", []uint64{headDim}, ggmlF32})
+		}
+		if *arch != "llama" {
+			ts = append(ts, tensor{p + "post_attention_norm.weight", []uint64{e}, ggmlF32},
+				tensor{p + "post_ffw_norm.weight", []uint64{e}, ggmlF32})
+		}
 		ts = append(ts,
 			tensor{p + "attn_k.weight", []uint64{e, kvDim}, mat},
 			tensor{p + "attn_norm.weight", []uint64{e}, ggmlF32},
-			tensor{p + "attn_output.weight", []uint64{e, e}, mat},
-			tensor{p + "attn_q.weight", []uint64{e, e}, mat},
+			tensor{p + "attn_output.weight", []uint64{qDim, e}, mat},
+			tensor{p + "attn_q.weight", []uint64{e, qDim}, mat},
 			tensor{p + "attn_v.weight", []uint64{e, kvDim}, more},
 			tensor{p + "ffn_down.weight", []uint64{f, e}, more},
 			tensor{p + "ffn_gate.weight", []uint64{e, f}, mat},
