@@ -418,6 +418,28 @@ func (m *Model) tiedGrad(dt gpumem.DType, v *rankView) (b gpumem.Bytes, decoder 
 	return 0, false
 }
 
+// addGroupGrads adds to sum the gradient bytes of group g, in dt (or the
+// group's fixed dtype) as the rank v holds them, each tensor rounded to
+// the allocator's 512 bytes; false on overflow or a size dt cannot hold.
+func (m *Model) addGroupGrads(sum int64, g *group, dt gpumem.DType, v *rankView) (int64, bool) {
+	elems, count := g.elems, g.count
+	if v != nil {
+		elems, count = v.elems(g), v.count(g, m.layers)
+	}
+	if g.fixed != gpumem.Invalid {
+		dt = g.fixed
+	}
+	b, err := dt.Size(elems)
+	if err != nil {
+		return 0, false
+	}
+	r, ok := checked.Mul(roundAlloc(int64(b)), count)
+	if !ok {
+		return 0, false
+	}
+	return checked.Add(sum, r)
+}
+
 // gradsOutsideEncoder returns the gradient bytes, in dt as the rank v
 // holds them, of the trainable tensors outside an encoder–decoder's
 // encoder (its decoder, head and shared embedding): what backward has
@@ -432,23 +454,8 @@ func (m *Model) gradsOutsideEncoder(dt gpumem.DType, v *rankView) gpumem.Bytes {
 		if !g.trainable || g.encoder {
 			continue
 		}
-		elems, count := g.elems, g.count
-		if v != nil {
-			elems, count = v.elems(g), v.count(g, m.layers)
-		}
-		d := dt
-		if g.fixed != gpumem.Invalid {
-			d = g.fixed
-		}
-		b, err := d.Size(elems)
-		if err != nil {
-			return 0
-		}
-		r, ok := checked.Mul(roundAlloc(int64(b)), count)
-		if !ok {
-			return 0
-		}
-		if sum, ok = checked.Add(sum, r); !ok {
+		var ok bool
+		if sum, ok = m.addGroupGrads(sum, g, dt, v); !ok {
 			return 0
 		}
 	}
@@ -471,23 +478,8 @@ func (m *Model) embedGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
 		if !g.trainable || g.comp != compEmbed || (tied && isHeadShaped(lm, g.shape)) {
 			continue
 		}
-		elems, count := g.elems, g.count
-		if v != nil {
-			elems, count = v.elems(g), v.count(g, m.layers)
-		}
-		d := dt
-		if g.fixed != gpumem.Invalid {
-			d = g.fixed
-		}
-		b, err := d.Size(elems)
-		if err != nil {
-			return 0
-		}
-		r, ok := checked.Mul(roundAlloc(int64(b)), count)
-		if !ok {
-			return 0
-		}
-		if sum, ok = checked.Add(sum, r); !ok {
+		var ok bool
+		if sum, ok = m.addGroupGrads(sum, g, dt, v); !ok {
 			return 0
 		}
 	}
@@ -505,23 +497,8 @@ func (m *Model) headGrads(dt gpumem.DType, v *rankView) gpumem.Bytes {
 		if !g.trainable || g.comp != compHead || g.encoder {
 			continue
 		}
-		elems, count := g.elems, g.count
-		if v != nil {
-			elems, count = v.elems(g), v.count(g, m.layers)
-		}
-		d := dt
-		if g.fixed != gpumem.Invalid {
-			d = g.fixed
-		}
-		b, err := d.Size(elems)
-		if err != nil {
-			return 0
-		}
-		r, ok := checked.Mul(roundAlloc(int64(b)), count)
-		if !ok {
-			return 0
-		}
-		if sum, ok = checked.Add(sum, r); !ok {
+		var ok bool
+		if sum, ok = m.addGroupGrads(sum, g, dt, v); !ok {
 			return 0
 		}
 	}
