@@ -1364,16 +1364,7 @@ func (e estimation) writeJSON(out io.Writer) error {
 	if sg := e.sglang; sg != nil {
 		r["sglang"] = sglangJSON(sg)
 	}
-	if e.dev.Capacity > 0 {
-		r["device"] = e.dev.Name
-		r["free"] = int64(e.dev.Free())
-		r["min_headroom"] = int64(e.headroom.bytes)
-		r["fits"] = e.fits
-		r["shortfall"] = int64(e.shortfall)
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeFitJSON(out, r, e.dev, e.headroom, e.fits, e.shortfall)
 }
 
 // describe names j's model for people: its name, else its family, with
@@ -1527,4 +1518,20 @@ func deviceFlags(gpu, memory string) (dev gpumem.Device, catalog bool, err error
 		return gpumem.Device{Name: memory + " of free memory", Capacity: b}, false, nil
 	}
 	return dev, false, nil
+}
+
+// writeFitJSON adds the fit on dev to the estimate's JSON object r, when
+// a device was given (device, free, min_headroom, fits, shortfall), and
+// writes r indented.
+func writeFitJSON(out io.Writer, r map[string]any, dev gpumem.Device, h headroom, fits bool, shortfall gpumem.Bytes) error {
+	if dev.Capacity > 0 {
+		r["device"] = dev.Name
+		r["free"] = int64(dev.Free())
+		r["min_headroom"] = int64(h.bytes)
+		r["fits"] = fits
+		r["shortfall"] = int64(shortfall)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -289,16 +288,7 @@ func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, 
 	if b.Host > 0 {
 		r["host"] = int64(b.Host)
 	}
-	if e.dev.Capacity > 0 {
-		r["device"] = e.dev.Name
-		r["free"] = int64(e.dev.Free())
-		r["min_headroom"] = int64(e.headroom.bytes)
-		r["fits"] = e.fits
-		r["shortfall"] = int64(e.shortfall)
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeFitJSON(out, r, e.dev, e.headroom, e.fits, e.shortfall)
 }
 
 // runPipeline is gpumem estimate for --pipeline or --diffusers.
