@@ -57,6 +57,7 @@ func (f Fit) Score() int64 {
 type Cycle struct {
 	Job     Job
 	Answers map[string]Answer // by GPU.Key
+	GPUs    map[string]GPU    // by GPU.Key
 	Fits    map[string]Fit    // by node name
 	// Message is the unschedulable message when no node fits: by how
 	// much the best node falls short and what gpumem plan would change.
@@ -67,7 +68,7 @@ type Cycle struct {
 // node. An error is the job's (a RequestError names the request field)
 // or the service's.
 func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle, error) {
-	c := &Cycle{Job: job, Answers: map[string]Answer{}, Fits: make(map[string]Fit, len(nodes))}
+	c := &Cycle{Job: job, Answers: map[string]Answer{}, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
 	for _, n := range nodes {
 		if !n.HasGPU {
 			continue
@@ -83,7 +84,7 @@ func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle
 			}
 			return nil, err
 		}
-		c.Answers[k] = a
+		c.Answers[k], c.GPUs[k] = a, n.GPU
 	}
 	var best Fit
 	bestName := ""
