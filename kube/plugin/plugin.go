@@ -112,16 +112,31 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	ns := make([]gpujob.Node, len(nodes))
 	p.mu.Lock()
+	var live map[types.UID]bool
+	if job.Shared && len(p.reserved) > 0 {
+		live = make(map[types.UID]bool, len(p.reserved))
+	}
 	for i, ni := range nodes {
 		var held []int64
 		if job.Shared {
 			for _, pi := range ni.GetPods() {
-				if b, ok := p.heldBy(pi.GetPod(), ni.Node().Name); ok {
+				pod := pi.GetPod()
+				if b, ok := p.heldBy(pod, ni.Node().Name); ok {
 					held = append(held, b)
+				}
+				if live != nil {
+					live[pod.UID] = true
 				}
 			}
 		}
 		ns[i] = gpujob.NewNode(ni.Node(), held)
+	}
+	// A reservation whose pod is on no node any more (deleted, or
+	// forgotten after a failed binding) holds nothing.
+	for uid := range p.reserved {
+		if live != nil && !live[uid] {
+			delete(p.reserved, uid)
+		}
 	}
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)

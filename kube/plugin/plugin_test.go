@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	framework "k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -170,11 +171,26 @@ func TestSharedReserve(t *testing.T) {
 	if len(got) != 3 || strings.Contains(strings.Join(got, " "), "l4-1") {
 		t.Errorf("second replica: %v, want no l4-1", got)
 	}
+	// A third replica's PreFilter keeps the reservation of the pod still
+	// on l4-1.
+	third := pod.DeepCopy()
+	third.Name, third.UID = "shared-1b-3", "uid-shared-1b-3"
+	schedule(t, p, nis, third)
+	if r := p.Reserved("l4-1"); r == 0 {
+		t.Error("PreFilter dropped the reservation of a pod on its node")
+	}
 	p.Unreserve(ctx, cs, pod, "l4-1")
 	if r := p.Reserved("l4-1"); r != 0 {
 		t.Errorf("reserved %d after Unreserve", r)
 	}
+	// Reserved again, then the pod leaves the node: the next PreFilter
+	// drops its reservation.
+	p.Reserve(ctx, cs, pod, "l4-1")
+	l4.RemovePod(klog.Background(), placed)
 	_, got, _ = schedule(t, p, nis, second)
+	if r := p.Reserved("l4-1"); r != 0 {
+		t.Errorf("reserved %d for a pod no longer on l4-1", r)
+	}
 	if !strings.Contains(strings.Join(got, " "), "l4-1") {
 		t.Errorf("after Unreserve: %v, want l4-1 back", got)
 	}
