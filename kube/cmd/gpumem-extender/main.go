@@ -1,0 +1,45 @@
+// Command gpumem-extender serves gpumem's kube-scheduler extender
+// (deploy/extender.yaml):
+//
+//	gpumem-extender --addr :8888 --service http://gpumem.gpumem-system.svc:8080
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gpumem/gpumem/kube/extender"
+	"github.com/gpumem/gpumem/kube/gpujob"
+	"github.com/gpumem/gpumem/kube/internal/cluster"
+)
+
+func main() {
+	addr := flag.String("addr", ":8888", "address to serve the extender's verbs on")
+	service := flag.String("service", "http://127.0.0.1:8080", "gpumem serve's address")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig for listing the pods on each node (shared-GPU mode); empty: in-cluster")
+	timeout := flag.Duration("timeout", 10*time.Second, "bound on one request's estimates")
+	flag.Parse()
+	if *timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "gpumem-extender: --timeout %v: must be positive\n", *timeout)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := cluster.Start(ctx, *kubeconfig)
+	if err != nil {
+		log.Fatalf("gpumem-extender: %v", err)
+	}
+	e := &extender.Extender{Est: &gpujob.Client{URL: *service}, Pods: l.Pods, Timeout: *timeout}
+	srv := &http.Server{Addr: *addr, Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Fatalf("gpumem-extender: --addr %q: %v", *addr, err)
+	}
+}

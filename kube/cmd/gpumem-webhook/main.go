@@ -1,0 +1,53 @@
+// Command gpumem-webhook serves gpumem's mutating admission webhook over
+// TLS (deploy/webhook.yaml):
+//
+//	gpumem-webhook --addr :8443 --tls-cert /tls/tls.crt --tls-key /tls/tls.key \
+//	    --service http://gpumem.gpumem-system.svc:8080
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gpumem/gpumem/kube/gpujob"
+	"github.com/gpumem/gpumem/kube/internal/cluster"
+	"github.com/gpumem/gpumem/kube/webhook"
+)
+
+func main() {
+	addr := flag.String("addr", ":8443", "address to serve /mutate on")
+	cert := flag.String("tls-cert", "", "TLS certificate (the API server calls webhooks over HTTPS)")
+	key := flag.String("tls-key", "", "TLS key")
+	service := flag.String("service", "http://127.0.0.1:8080", "gpumem serve's address")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig for listing the nodes; empty: in-cluster")
+	timeout := flag.Duration("timeout", 8*time.Second, "bound on one review's estimates (below the webhook's timeoutSeconds)")
+	flag.Parse()
+	if (*cert == "") != (*key == "") {
+		fmt.Fprintln(os.Stderr, "gpumem-webhook: give both --tls-cert and --tls-key (or neither, behind a TLS proxy)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := cluster.Start(ctx, *kubeconfig)
+	if err != nil {
+		log.Fatalf("gpumem-webhook: %v", err)
+	}
+	wh := &webhook.Webhook{Est: &gpujob.Client{URL: *service}, Nodes: l.Nodes, Timeout: *timeout}
+	srv := &http.Server{Addr: *addr, Handler: wh.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
+	if *cert != "" {
+		err = srv.ListenAndServeTLS(*cert, *key)
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if err != nil && err != http.ErrServerClosed {
+		log.Fatalf("gpumem-webhook: --addr %q: %v", *addr, err)
+	}
+}

@@ -1,0 +1,247 @@
+// Package plugin is gpumem as a kube-scheduler framework plugin (the
+// interfaces of k8s.io/kube-scheduler/framework, release 1.37).
+//
+// PreFilter reads the pod's job (gpujob.FromPod), asks gpumem serve for
+// one estimate per GPU kind among the nodes, checks every node and keeps
+// the verdicts in the CycleState; when no node fits, it fails the cycle
+// with what the best node lacks and what gpumem plan would change.
+// Filter looks the node up: no estimate, no allocation when the node
+// fits. Score prefers the tightest fit. Reserve and Unreserve keep the
+// shared-GPU memory of the pods scheduled here that ask no
+// nvidia.com/gpumem of their own, so that the next cycle counts them.
+//
+// Pods without a job are left alone (PreFilter returns Skip). The
+// verdicts are taken before preemption's what-ifs: the plugin has no
+// PreFilterExtensions, so a victim's shared memory is not given back in
+// the simulation.
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpumem/gpumem/kube/gpujob"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "GPUMem"
+
+const stateKey fwk.StateKey = Name
+
+// Args are the plugin's arguments (pluginConfig[].args).
+type Args struct {
+	// ServiceURL is gpumem serve's address.
+	ServiceURL string `json:"serviceURL"`
+	// Timeout bounds the estimates of one PreFilter ("5s"; default 10s).
+	Timeout string `json:"timeout"`
+}
+
+// Plugin is the GPUMem plugin.
+type Plugin struct {
+	est     gpujob.Estimator
+	timeout time.Duration
+
+	mu       sync.Mutex
+	reserved map[types.UID]reservation
+}
+
+type reservation struct {
+	node  string
+	bytes int64
+}
+
+var (
+	_ fwk.PreFilterPlugin = (*Plugin)(nil)
+	_ fwk.FilterPlugin    = (*Plugin)(nil)
+	_ fwk.ScorePlugin     = (*Plugin)(nil)
+	_ fwk.ReservePlugin   = (*Plugin)(nil)
+)
+
+// New is the plugin's factory (frameworkruntime.PluginFactory).
+func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+	var args Args
+	if u, ok := obj.(*runtime.Unknown); ok && len(u.Raw) > 0 {
+		if err := json.Unmarshal(u.Raw, &args); err != nil {
+			return nil, fmt.Errorf("%s args: %v", Name, err)
+		}
+	}
+	if args.ServiceURL == "" {
+		return nil, fmt.Errorf("%s args: serviceURL: give gpumem serve's address, e.g. http://gpumem.gpumem-system:8080", Name)
+	}
+	p := NewWith(&gpujob.Client{URL: args.ServiceURL})
+	if args.Timeout != "" {
+		d, err := time.ParseDuration(args.Timeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s args: timeout %q: want a positive duration such as 5s", Name, args.Timeout)
+		}
+		p.timeout = d
+	}
+	return p, nil
+}
+
+// NewWith is a plugin over est.
+func NewWith(est gpujob.Estimator) *Plugin {
+	return &Plugin{est: est, timeout: 10 * time.Second, reserved: map[types.UID]reservation{}}
+}
+
+// Name is Name.
+func (p *Plugin) Name() string { return Name }
+
+type state struct{ c *gpujob.Cycle }
+
+// Clone shares the verdicts: nothing changes them after PreFilter.
+func (s *state) Clone() fwk.StateData { return s }
+
+// PreFilter estimates the pod's job on every GPU kind of nodes.
+func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	job, ok, err := gpujob.FromPod(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpumem: "+err.Error())
+	}
+	ns := make([]gpujob.Node, len(nodes))
+	p.mu.Lock()
+	var live map[types.UID]bool
+	if job.Shared && len(p.reserved) > 0 {
+		live = make(map[types.UID]bool, len(p.reserved))
+	}
+	for i, ni := range nodes {
+		var held []int64
+		if job.Shared {
+			for _, pi := range ni.GetPods() {
+				pod := pi.GetPod()
+				if b, ok := p.heldBy(pod, ni.Node().Name); ok {
+					held = append(held, b)
+				}
+				if live != nil {
+					live[pod.UID] = true
+				}
+			}
+		}
+		ns[i] = gpujob.NewNode(ni.Node(), held)
+	}
+	// A reservation whose pod is on no node any more (deleted, or
+	// forgotten after a failed binding) holds nothing.
+	for uid := range p.reserved {
+		if live != nil && !live[uid] {
+			delete(p.reserved, uid)
+		}
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	c, err := gpujob.Evaluate(ctx, p.est, job, ns)
+	if err != nil {
+		if gpujob.IsRequestError(err) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpumem: "+err.Error())
+		}
+		return nil, fwk.AsStatus(err)
+	}
+	cs.Write(stateKey, &state{c})
+	if c.Message != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, c.Message)
+	}
+	return nil, nil
+}
+
+// heldBy is what pod holds of its node's GPUs in shared mode: its
+// nvidia.com/gpumem, else what Reserve set aside for it. p.mu is held.
+func (p *Plugin) heldBy(pod *v1.Pod, node string) (int64, bool) {
+	if b, ok := gpujob.Committed(pod); ok {
+		return b, true
+	}
+	if r, ok := p.reserved[pod.UID]; ok && r.node == node {
+		return r.bytes, true
+	}
+	return 0, false
+}
+
+// PreFilterExtensions is nil: see the package doc.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func cycleOf(cs fwk.CycleState) (*gpujob.Cycle, error) {
+	d, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: no PreFilter state: %w", Name, err)
+	}
+	s, ok := d.(*state)
+	if !ok {
+		return nil, errors.New(Name + ": the PreFilter state is of another type")
+	}
+	return s.c, nil
+}
+
+// Filter looks up the node's verdict.
+func (p *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	c, err := cycleOf(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	f, ok := c.Fits[ni.Node().Name]
+	switch {
+	case !ok:
+		return fwk.NewStatus(fwk.Unschedulable, "gpumem: the node joined after the pod's estimates")
+	case !f.Fits:
+		return fwk.NewStatus(fwk.Unschedulable, f.Reason)
+	}
+	return nil
+}
+
+// Score is the tightness of the fit (gpujob.Fit.Score), 0 to 100.
+func (p *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	c, err := cycleOf(cs)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	return c.Fits[ni.Node().Name].Score() * fwk.MaxNodeScore / 100, nil
+}
+
+// ScoreExtensions is nil: the scores are on the framework's scale.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve sets aside the memory of a shared-GPU pod that asks no
+// nvidia.com/gpumem of its own.
+func (p *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	c, err := cycleOf(cs)
+	if err != nil {
+		return nil // a pod PreFilter skipped
+	}
+	if _, asked := gpujob.Committed(pod); !c.Job.Shared || asked {
+		return nil
+	}
+	p.mu.Lock()
+	p.reserved[pod.UID] = reservation{node: node, bytes: c.Fits[node].Need}
+	p.mu.Unlock()
+	return nil
+}
+
+// Unreserve gives back what Reserve set aside.
+func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.mu.Lock()
+	delete(p.reserved, pod.UID)
+	p.mu.Unlock()
+}
+
+// Reserved is the memory Reserve holds for pods on node, in bytes.
+func (p *Plugin) Reserved(node string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b int64
+	for _, r := range p.reserved {
+		if r.node == node {
+			b += r.bytes
+		}
+	}
+	return b
+}

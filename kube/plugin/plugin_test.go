@@ -1,0 +1,247 @@
+package plugin_test
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	framework "k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/gpumem/gpumem/kube/gpujob"
+	"github.com/gpumem/gpumem/kube/internal/replay"
+	"github.com/gpumem/gpumem/kube/plugin"
+)
+
+// cluster is the scenario's nodes as the scheduler's snapshot holds them,
+// with the pods that have a nodeName on their nodes.
+func cluster(t testing.TB) ([]fwk.NodeInfo, map[string]*v1.Pod) {
+	s := replay.Load(t, "../testdata/scenario.json")
+	pods := map[string]*v1.Pod{}
+	byNode := map[string][]*v1.Pod{}
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		pods[p.Name] = p
+		if p.Spec.NodeName != "" {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	var nis []fwk.NodeInfo
+	for i := range s.Nodes {
+		ni := framework.NewNodeInfo(byNode[s.Nodes[i].Name]...)
+		ni.SetNode(&s.Nodes[i])
+		nis = append(nis, ni)
+	}
+	return nis, pods
+}
+
+func newPlugin(t testing.TB) (*plugin.Plugin, *replay.Server) {
+	srv := replay.Serve(t, "../testdata/service.json")
+	p, err := plugin.New(context.Background(), &runtime.Unknown{Raw: []byte(`{"serviceURL": "` + srv.URL + `"}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.(*plugin.Plugin), srv
+}
+
+// schedule runs PreFilter, then Filter and Score on every node, as the
+// framework does; it returns the nodes that pass, best score first.
+func schedule(t testing.TB, p *plugin.Plugin, nis []fwk.NodeInfo, pod *v1.Pod) (fwk.CycleState, []string, *fwk.Status) {
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, st := p.PreFilter(ctx, cs, pod, nis); !st.IsSuccess() {
+		return cs, nil, st
+	}
+	type scored struct {
+		node  string
+		score int64
+	}
+	var pass []scored
+	for _, ni := range nis {
+		if st := p.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+			continue
+		}
+		s, st := p.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		pass = append(pass, scored{ni.Node().Name, s})
+	}
+	slices.SortStableFunc(pass, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
+	var out []string
+	for _, s := range pass {
+		out = append(out, s.node)
+	}
+	return cs, out, nil
+}
+
+func TestWholeGPU(t *testing.T) {
+	p, srv := newPlugin(t)
+	nis, pods := cluster(t)
+	for _, c := range []struct {
+		pod  string
+		want []string
+	}{
+		{"lora-8b", []string{"a100-1", "h100-1"}},
+		// The 1B generator fits every GPU: the MIG slice is the
+		// tightest, then the L4.
+		{"gen-1b", []string{"mig-1", "l4-1", "a100-1", "h100-1"}},
+		// vLLM with two tensor-parallel ranks: each rank fits an L4
+		// (vLLM takes 90% of any GPU: the L4's headroom is the
+		// smallest), and vLLM refuses the MIG slice's 4.75 GiB.
+		{"vllm-8b-tp2", []string{"l4-1", "a100-1", "h100-1"}},
+	} {
+		_, got, st := schedule(t, p, nis, pods[c.pod])
+		if st != nil {
+			t.Fatalf("%s: %v", c.pod, st)
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: nodes %v, want %v", c.pod, got, c.want)
+		}
+	}
+	// One estimate per GPU kind and pod, none in Filter or Score.
+	if n := srv.Count("/v1/estimate"); n != 3*4 {
+		t.Errorf("%d estimates, want 12", n)
+	}
+}
+
+func TestUnschedulable(t *testing.T) {
+	p, _ := newPlugin(t)
+	nis, pods := cluster(t)
+	_, _, st := schedule(t, p, nis, pods["full-8b"])
+	if st.Code() != fwk.Unschedulable {
+		t.Fatalf("full-8b: %v", st)
+	}
+	msg := st.Message()
+	for _, want := range []string{"needs 183.67 GiB per GPU", "the best node h100-1", "short", "gpumem plan: allow an 8-bit optimizer; allow optimizer offload"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	_, _, st = schedule(t, p, nis, pods["bad-batch"])
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), `annotation gpumem.io/job: field "batch"`) {
+		t.Errorf("bad-batch: %v", st)
+	}
+	_, _, st = schedule(t, p, nis, pods["held-1"])
+	if !st.IsSkip() {
+		t.Errorf("a pod without a job: %v, want Skip", st)
+	}
+}
+
+func TestSharedReserve(t *testing.T) {
+	p, _ := newPlugin(t)
+	nis, pods := cluster(t)
+	pod := pods["shared-1b"]
+	cs, got, st := schedule(t, p, nis, pod)
+	if st != nil || len(got) != 4 {
+		t.Fatalf("shared-1b: %v %v", got, st)
+	}
+	// The MIG slice's 4.75 GiB is the tightest fit; the L4s' emptiest
+	// GPU has 7.30 GiB left.
+	if got[0] != "mig-1" || !strings.Contains(strings.Join(got, " "), "l4-1") {
+		t.Errorf("shared-1b: %v, want mig-1 first and l4-1", got)
+	}
+	ctx := context.Background()
+	if st := p.Reserve(ctx, cs, pod, "l4-1"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if r := p.Reserved("l4-1"); r != 4671528345+1178494566 {
+		t.Errorf("reserved %d on l4-1", r)
+	}
+	// The scheduler assumes the pod on l4-1: a second replica no longer
+	// fits there (7.30 - 5.44 GiB left).
+	var l4 fwk.NodeInfo
+	for _, ni := range nis {
+		if ni.Node().Name == "l4-1" {
+			l4 = ni
+		}
+	}
+	placed := pod.DeepCopy()
+	placed.Spec.NodeName = "l4-1"
+	pi, _ := framework.NewPodInfo(placed)
+	l4.AddPodInfo(pi)
+	second := pod.DeepCopy()
+	second.Name, second.UID = "shared-1b-2", "uid-shared-1b-2"
+	_, got, _ = schedule(t, p, nis, second)
+	if len(got) != 3 || strings.Contains(strings.Join(got, " "), "l4-1") {
+		t.Errorf("second replica: %v, want no l4-1", got)
+	}
+	// A third replica's PreFilter keeps the reservation of the pod still
+	// on l4-1.
+	third := pod.DeepCopy()
+	third.Name, third.UID = "shared-1b-3", "uid-shared-1b-3"
+	schedule(t, p, nis, third)
+	if r := p.Reserved("l4-1"); r == 0 {
+		t.Error("PreFilter dropped the reservation of a pod on its node")
+	}
+	p.Unreserve(ctx, cs, pod, "l4-1")
+	if r := p.Reserved("l4-1"); r != 0 {
+		t.Errorf("reserved %d after Unreserve", r)
+	}
+	// Reserved again, then the pod leaves the node: the next PreFilter
+	// drops its reservation.
+	p.Reserve(ctx, cs, pod, "l4-1")
+	l4.RemovePod(klog.Background(), placed)
+	_, got, _ = schedule(t, p, nis, second)
+	if r := p.Reserved("l4-1"); r != 0 {
+		t.Errorf("reserved %d for a pod no longer on l4-1", r)
+	}
+	if !strings.Contains(strings.Join(got, " "), "l4-1") {
+		t.Errorf("after Unreserve: %v, want l4-1 back", got)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{}`: "serviceURL: give gpumem serve's address",
+		`{"serviceURL": "http://x", "timeout": "soon"}`: `timeout "soon"`,
+	} {
+		_, err := plugin.New(context.Background(), &runtime.Unknown{Raw: []byte(raw)}, nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}
+
+// BenchmarkFilter is Filter on a node that fits: a lookup of PreFilter's
+// verdict.
+func BenchmarkFilter(b *testing.B) {
+	p, _ := newPlugin(b)
+	nis, pods := cluster(b)
+	cs := framework.NewCycleState()
+	ctx := context.Background()
+	pod := pods["lora-8b"]
+	if _, st := p.PreFilter(ctx, cs, pod, nis); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	ni := nis[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := p.Filter(ctx, cs, pod, ni); st != nil {
+			b.Fatal(st)
+		}
+	}
+}
+
+// BenchmarkPreFilter is PreFilter on the five nodes of the scenario,
+// four GPU kinds: four estimates over HTTP (the recorded service on
+// loopback), the job parsed, every node checked.
+func BenchmarkPreFilter(b *testing.B) {
+	p, _ := newPlugin(b)
+	nis, pods := cluster(b)
+	ctx := context.Background()
+	pod := pods["lora-8b"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, st := p.PreFilter(ctx, framework.NewCycleState(), pod, nis); !st.IsSuccess() {
+			b.Fatal(st)
+		}
+	}
+}
+
+var _ = gpujob.AnnotationJob
