@@ -12,7 +12,8 @@
 # estimate checked on a catalog GPU); with one, that file is the program's
 # main.go (the README quick start test passes its Go block). The build runs offline
 # (GOPROXY=off): it needs only the modules this repository already uses,
-# which building or testing the repository puts in the module cache. The
+# which building or testing the repository puts in the module cache
+# (and listing its module graph, which the script does first). The
 # program's standard output is this script's; the temporary module is
 # removed on exit.
 set -eu
@@ -84,6 +85,14 @@ func main() {
 }
 GO
 fi
+
+# The module graph of gpumem's requirements: building the repository
+# fetches the modules it compiles, but a workspace also reads the go.mod
+# of every module in the graph (the requirements of dependencies without
+# graph pruning, such as svgo's). Listing the graph fetches those through
+# the environment's proxy when the cache lacks them, and reads only the
+# cache when it has them; the build below stays offline.
+(cd "$repo" && GOWORK=off go list -m all >/dev/null)
 
 cd "$app"
 if [ "$mode" = replace ]; then
