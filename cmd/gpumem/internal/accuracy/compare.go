@@ -353,7 +353,7 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// The accuracy gate (issue #10): no allocated-level (or KV cache, or weights)
+// The accuracy gate: no allocated-level (or KV cache, or weights)
 // estimate more than MaxUnder below its measurement, and no level's median absolute error
 // above MaxMedian.
 const (
