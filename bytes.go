@@ -93,11 +93,6 @@ func (b Bytes) in(unit Bytes) float64 {
 	return float64(whole) + float64(rem)/float64(unit)
 }
 
-// Human returns [Bytes.String].
-//
-// Deprecated: use String (or fmt's %v), which now reads the same.
-func (b Bytes) Human() string { return b.String() }
-
 // HumanSI is like [Bytes.String] in decimal units ("54.00 GB"), as
 // vendors' data sheets and many papers print sizes.
 func (b Bytes) HumanSI() string { return b.human(1000, siUnits) }

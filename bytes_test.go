@@ -298,7 +298,6 @@ func TestBytesString(t *testing.T) {
 	}
 	b := MustParseBytes("15.19 GiB")
 	assert.Equal(t, "15.19 GiB 15.19 GiB 16310138307 16310138307", fmt.Sprintf("%v %s %d %d", b, b, b, b.Int64()))
-	assert.Equal(t, b.String(), b.Human(), "the deprecated Human is String")
 }
 
 func TestBytesText(t *testing.T) {

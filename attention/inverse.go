@@ -33,18 +33,6 @@ func LargestBatch(k Kernel, s Shape, limit gpumem.Bytes) (int, error) {
 	})
 }
 
-// MaxSeqLen is LongestSeqLen.
-//
-// Deprecated: use [LongestSeqLen], the name budget gives the longest
-// sequence that fits.
-func MaxSeqLen(k Kernel, s Shape, limit gpumem.Bytes) (int, error) { return LongestSeqLen(k, s, limit) }
-
-// MaxBatch is LargestBatch.
-//
-// Deprecated: use [LargestBatch], the name budget gives the largest
-// batch that fits.
-func MaxBatch(k Kernel, s Shape, limit gpumem.Bytes) (int, error) { return LargestBatch(k, s, limit) }
-
 func search(k Kernel, s Shape, limit gpumem.Bytes, field string, set func(Shape, int) Shape) (int, error) {
 	p, err := Peak(k, set(s, 1))
 	if err != nil {

@@ -1200,18 +1200,6 @@ func LongestSeqLen(j Job, free gpumem.Bytes) (int, error) {
 	return p.SeqLen, nil
 }
 
-// MaxBatch is LargestBatch.
-//
-// Deprecated: use [LargestBatch]; names that begin with Max are the
-// bounds a caller sets (Limits.MaxBatch, DefaultMaxBatch).
-func MaxBatch(j Job, free gpumem.Bytes) (int, error) { return LargestBatch(j, free) }
-
-// MaxSeqLen is LongestSeqLen.
-//
-// Deprecated: use [LongestSeqLen]; names that begin with Max are the
-// bounds a caller sets (Limits.MaxSeqLen, DefaultMaxSeqLen).
-func MaxSeqLen(j Job, free gpumem.Bytes) (int, error) { return LongestSeqLen(j, free) }
-
 // CacheEntries returns how many entries of entryBytes each an elastic
 // cache may hold in budget bytes: ⌊budget / entryBytes⌋, at most max
 // (zero: no maximum). The distribution compensator (docs/scenarios.md)

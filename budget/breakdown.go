@@ -200,12 +200,6 @@ func (b *Breakdown) required() gpumem.Bytes {
 		int64(min(b.PagedResident, b.Paged))))
 }
 
-// Total returns Device.
-//
-// Deprecated: use [Breakdown.Device], the device level beside
-// [Breakdown.Allocated] and [Breakdown.Reserved].
-func (b Breakdown) Total() gpumem.Bytes { return b.device() }
-
 // Component is one named part of a Breakdown.
 type Component struct {
 	Name  string

@@ -79,19 +79,6 @@ const (
 	FP8
 )
 
-// Former names of the precision policies, kept so that code written
-// against them compiles; each Go name now reads as the policy prints.
-const (
-	// Deprecated: use FP16Mixed, which prints as "fp16-mixed".
-	AMPFP16 = FP16Mixed
-	// Deprecated: use BF16Mixed, which prints as "bf16-mixed".
-	AMPBF16 = BF16Mixed
-	// Deprecated: use FP16Master, which prints as "fp16-master".
-	MixedFP16 = FP16Master
-	// Deprecated: use BF16Master, which prints as "bf16-master".
-	MixedBF16 = BF16Master
-)
-
 var precisionNames = [...]string{FP32: "fp32", FP16Mixed: "fp16-mixed", BF16Mixed: "bf16-mixed",
 	FP16Master: "fp16-master", BF16Master: "bf16-master", BF16: "bf16", FP16: "fp16", FP8: "fp8"}
 

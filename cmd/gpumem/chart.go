@@ -34,7 +34,7 @@ const (
 	chartPoints = 64
 	// chartMaxBatch and chartMaxSeq bound the x axis (and the search for
 	// the largest value that fits) when the job's own value is smaller:
-	// the bounds of budget.MaxBatch and budget.MaxSeqLen, so that the
+	// the bounds of budget.LargestBatch and budget.LongestSeqLen, so that the
 	// title's largest value is theirs.
 	chartMaxBatch = budget.DefaultMaxBatch
 	chartMaxSeq   = budget.DefaultMaxSeqLen
@@ -171,8 +171,8 @@ func at(j budget.Job, axis string, x int) budget.Job {
 // unused (at least 8, at most chartMaxBatch or chartMaxSeq), at no more
 // than chartPoints values. Estimates never decrease as batch or sequence
 // length grow (budget's property tests), so the largest value that fits
-// is found by doubling and bisection; it is the answer of budget.MaxBatch
-// and budget.MaxSeqLen (and plan's) for the same headroom. An estimate
+// is found by doubling and bisection; it is the answer of budget.LargestBatch
+// and budget.LongestSeqLen (and plan's) for the same headroom. An estimate
 // that fails beyond the job's own value (an overflow at an absurd size)
 // ends the axis there, and does not fit.
 func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, error) {

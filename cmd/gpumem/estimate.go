@@ -1256,7 +1256,7 @@ type estimation struct {
 
 // estimate estimates j and checks the fit on dev when it has a capacity,
 // with the default headroom (budget.FitsWithHeadroom: the fit plan and
-// budget.MaxBatch and MaxSeqLen answer for).
+// budget.LargestBatch and LongestSeqLen answer for).
 func estimate(j budget.Job, dev gpumem.Device) (estimation, error) {
 	return estimateWith(j, dev, defaultHeadroom(dev.Free()))
 }

@@ -88,7 +88,7 @@ func TestEmptyOrZeroTarget(t *testing.T) {
 	assert.Equal(t, exitOK, code, stderr)
 }
 
-// TestOneLargestValue: the chart's title, plan and budget.MaxSeqLen /
+// TestOneLargestValue: the chart's title, plan and budget.LongestSeqLen /
 // MaxBatch give the same largest sequence length and batch for the same
 // job and GPU, with the headroom stated where it is applied; estimate
 // agrees at the edge (fits at the value, not one above).

@@ -169,4 +169,4 @@ func emptiest(free, count int64, held []int64) int64 {
 	return max(0, slices.Max(left))
 }
 
-func human(b int64) string { return gpumem.Bytes(max(b, 0)).Human() }
+func human(b int64) string { return gpumem.Bytes(max(b, 0)).String() }
