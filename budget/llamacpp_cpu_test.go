@@ -18,21 +18,36 @@ import (
 	"github.com/gpumem/gpumem/model"
 )
 
-// mkggufModel is the model tools/llamacpp/mkgguf writes for its flags
-// ("-layers 4 -embd 512 ..."): its tensors in the file's order, with
-// their types, as a llama Spec.
-func mkggufModel(t *testing.T, flags string) Model {
+// mkggufFlags reads tools/llamacpp/mkgguf's flags as recorded in a log's
+// "# model:" line ("-layers 4 -embd 512 -tied"): each flag's value ("true"
+// for one given alone), and a reader of a numeric flag.
+func mkggufFlags(t *testing.T, flags string) (map[string]string, func(string) int64) {
 	t.Helper()
 	f := strings.Fields(flags)
 	v := map[string]string{}
-	for i := 0; i+1 < len(f); i += 2 {
-		v[strings.TrimPrefix(f[i], "-")] = f[i+1]
+	for i := 0; i < len(f); i++ {
+		k := strings.TrimPrefix(f[i], "-")
+		if i+1 < len(f) && !strings.HasPrefix(f[i+1], "-") {
+			v[k] = f[i+1]
+			i++
+		} else {
+			v[k] = "true"
+		}
 	}
 	num := func(k string) int64 {
 		n, err := strconv.ParseInt(v[k], 10, 64)
 		require.NoError(t, err, k)
 		return n
 	}
+	return v, num
+}
+
+// mkggufModel is the model tools/llamacpp/mkgguf writes for its flags
+// ("-layers 4 -embd 512 ..."): its tensors in the file's order, with
+// their types, as a llama Spec.
+func mkggufModel(t *testing.T, flags string) Model {
+	t.Helper()
+	v, num := mkggufFlags(t, flags)
 	layers, embd, ff, heads, kvHeads, vocab := num("layers"), num("embd"), num("ff"), num("heads"), num("kv-heads"), num("vocab")
 	mat := map[string]gpumem.DType{"f32": gpumem.FP32, "f16": gpumem.FP16, "q8_0": gpumem.Q8_0}[v["type"]]
 	require.NotEqual(t, gpumem.Invalid, mat, v["type"])

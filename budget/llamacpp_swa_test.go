@@ -23,22 +23,7 @@ import (
 // Spec of that family with its sliding window and inventory.
 func mkggufSWAModel(t *testing.T, flags string) Model {
 	t.Helper()
-	f := strings.Fields(flags)
-	v := map[string]string{}
-	for i := 0; i < len(f); i++ {
-		k := strings.TrimPrefix(f[i], "-")
-		if i+1 < len(f) && !strings.HasPrefix(f[i+1], "-") {
-			v[k] = f[i+1]
-			i++
-		} else {
-			v[k] = "true"
-		}
-	}
-	num := func(k string) int64 {
-		n, err := strconv.ParseInt(v[k], 10, 64)
-		require.NoError(t, err, k)
-		return n
-	}
+	v, num := mkggufFlags(t, flags)
 	arch := v["arch"]
 	require.Contains(t, []string{"gemma2", "gemma3"}, arch)
 	layers, embd, ff, heads, kvHeads, vocab, hd := num("layers"), num("embd"), num("ff"), num("heads"), num("kv-heads"), num("vocab"), num("head-dim")
