@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -37,9 +36,7 @@ func main() {
 		log.Fatalf("gpumem-extender: %v", err)
 	}
 	e := &extender.Extender{Est: &gpujob.Client{URL: *service}, Pods: l.Pods, Timeout: *timeout}
-	srv := &http.Server{Addr: *addr, Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
-	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-		log.Fatalf("gpumem-extender: --addr %q: %v", *addr, err)
+	if err := cluster.Serve(ctx, "gpumem-extender", *addr, "", "", e.Handler()); err != nil {
+		log.Fatal(err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +28,10 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig for listing the nodes; empty: in-cluster")
 	timeout := flag.Duration("timeout", 8*time.Second, "bound on one review's estimates (below the webhook's timeoutSeconds)")
 	flag.Parse()
+	if *timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "gpumem-webhook: --timeout %v: must be positive\n", *timeout)
+		os.Exit(2)
+	}
 	if (*cert == "") != (*key == "") {
 		fmt.Fprintln(os.Stderr, "gpumem-webhook: give both --tls-cert and --tls-key (or neither, behind a TLS proxy)")
 		os.Exit(2)
@@ -40,14 +43,7 @@ func main() {
 		log.Fatalf("gpumem-webhook: %v", err)
 	}
 	wh := &webhook.Webhook{Est: &gpujob.Client{URL: *service}, Nodes: l.Nodes, Timeout: *timeout}
-	srv := &http.Server{Addr: *addr, Handler: wh.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
-	if *cert != "" {
-		err = srv.ListenAndServeTLS(*cert, *key)
-	} else {
-		err = srv.ListenAndServe()
-	}
-	if err != nil && err != http.ErrServerClosed {
-		log.Fatalf("gpumem-webhook: --addr %q: %v", *addr, err)
+	if err := cluster.Serve(ctx, "gpumem-webhook", *addr, *cert, *key, wh.Handler()); err != nil {
+		log.Fatal(err)
 	}
 }

@@ -1,10 +1,12 @@
-// Package cluster lists nodes and pods from informers, for the extender's
-// and the webhook's commands.
+// Package cluster lists nodes and pods from informers, and serves a
+// handler until a signal, for the extender's and the webhook's commands.
 package cluster
 
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -80,4 +82,22 @@ func (l *Lister) Pods(node string) []*v1.Pod {
 		}
 	}
 	return out
+}
+
+// Serve serves h on addr (over TLS when cert and key are given) until ctx
+// ends, then shuts the server down; name prefixes a failure to listen,
+// which names --addr.
+func Serve(ctx context.Context, name, addr, cert, key string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
+	var err error
+	if cert != "" {
+		err = srv.ListenAndServeTLS(cert, key)
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if err != nil && err != http.ErrServerClosed {
+		return fmt.Errorf("%s: --addr %q: %v", name, addr, err)
+	}
+	return nil
 }
