@@ -103,11 +103,7 @@ func TestMamba2Oracle(t *testing.T) {
 				HeadDim                                                                      int64 `json:"head_dim"`
 				DType                                                                        string
 			}
-			Saved struct {
-				Layers    []int64
-				FinalNorm int64 `json:"final_norm"`
-				Head      int64
-			}
+			Saved ssmOracleSaved
 		}
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
@@ -117,28 +113,9 @@ func TestMamba2Oracle(t *testing.T) {
 		cfg := fmt.Sprintf(`{"model_type": "mamba2", "hidden_size": %d, "num_hidden_layers": %d, "vocab_size": %d,
 			"state_size": %d, "expand": %d, "conv_kernel": %d, "num_heads": %d, "head_dim": %d, "n_groups": %d, "chunk_size": %d}`,
 			g.Hidden, g.Layers, g.Vocab, g.State, g.Expand, g.Conv, g.Heads, g.HeadDim, g.Groups, g.Chunk)
-		s, err := FromHFConfig(strings.NewReader(cfg))
-		require.NoError(t, err)
-		dt := gpumem.FP32
-		if g.DType == "bf16" {
-			dt = gpumem.BF16
-		}
-		w := Workload{Batch: g.Batch, SeqLen: g.Seq, DType: dt, Train: true, SSMKernel: SequentialSSM}
-		a, err := s.Activations(w)
-		require.NoError(t, err)
-		require.Len(t, a.Layers, 1)
-		name := fmt.Sprintf("b%d l%d G%d %s", g.Batch, g.Seq, g.Groups, g.DType)
-		for i, got := range c.Saved.Layers {
-			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
-		}
-		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
-		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
 		// The fused kernels (the default) save far less: no chunk
 		// contractions, states or fp32 copies.
-		w.SSMKernel = FusedSSM
-		f, err := s.Activations(w)
-		require.NoError(t, err)
-		assert.Less(t, f.Layers[0].Saved, a.Layers[0].Saved, name)
+		checkSSMOracle(t, cfg, g.Batch, g.Seq, g.DType, c.Saved, fmt.Sprintf("b%d l%d G%d %s", g.Batch, g.Seq, g.Groups, g.DType))
 	}
 }
 

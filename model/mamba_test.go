@@ -93,11 +93,7 @@ func TestMambaOracle(t *testing.T) {
 				DTRank                                                 int64 `json:"dt_rank"`
 				DType                                                  string
 			}
-			Saved struct {
-				Layers    []int64
-				FinalNorm int64 `json:"final_norm"`
-				Head      int64
-			}
+			Saved ssmOracleSaved
 		}
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
@@ -107,26 +103,7 @@ func TestMambaOracle(t *testing.T) {
 		cfg := fmt.Sprintf(`{"model_type": "mamba", "hidden_size": %d, "num_hidden_layers": %d, "vocab_size": %d,
 			"state_size": %d, "expand": %d, "conv_kernel": %d, "time_step_rank": %d}`,
 			g.Hidden, g.Layers, g.Vocab, g.State, g.Expand, g.Conv, g.DTRank)
-		s, err := FromHFConfig(strings.NewReader(cfg))
-		require.NoError(t, err)
-		dt := gpumem.FP32
-		if g.DType == "bf16" {
-			dt = gpumem.BF16
-		}
-		w := Workload{Batch: g.Batch, SeqLen: g.Seq, DType: dt, Train: true, SSMKernel: SequentialSSM}
-		a, err := s.Activations(w)
-		require.NoError(t, err)
-		require.Len(t, a.Layers, 1)
-		name := fmt.Sprintf("b%d l%d h%d %s", g.Batch, g.Seq, g.Hidden, g.DType)
-		for i, got := range c.Saved.Layers {
-			assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
-		}
-		assert.Equal(t, gpumem.Bytes(c.Saved.FinalNorm), a.FinalNorm, name)
-		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
-		w.SSMKernel = FusedSSM
-		f, err := s.Activations(w)
-		require.NoError(t, err)
-		assert.Less(t, f.Layers[0].Saved, a.Layers[0].Saved, name)
+		checkSSMOracle(t, cfg, g.Batch, g.Seq, g.DType, c.Saved, fmt.Sprintf("b%d l%d h%d %s", g.Batch, g.Seq, g.Hidden, g.DType))
 	}
 	s, _ := Lookup("mamba-130m")
 	_, err = s.Activations(Workload{Batch: 1, SeqLen: 8, Train: true, SSMKernel: numSSMKernels})
@@ -138,4 +115,40 @@ func TestMambaOracle(t *testing.T) {
 	assert.Equal(t, SequentialSSM, k)
 	_, err = ParseSSMKernel("pscan")
 	require.ErrorAs(t, err, &fe)
+}
+
+// ssmOracleSaved is what an oracle case of tools/oracle/mamba.py saved:
+// per block, at the final norm and at the head.
+type ssmOracleSaved struct {
+	Layers    []int64
+	FinalNorm int64 `json:"final_norm"`
+	Head      int64
+}
+
+// checkSSMOracle builds the model of the config JSON cfg, estimates a
+// training step of batch × seq tokens in dtype ("fp32", "bf16") under
+// the sequential kernel and requires every block, the final norm and the
+// head to save what the oracle saw; the fused kernel, the default, must
+// save less per block.
+func checkSSMOracle(t *testing.T, cfg string, batch, seq int64, dtype string, saved ssmOracleSaved, name string) {
+	t.Helper()
+	s, err := FromHFConfig(strings.NewReader(cfg))
+	require.NoError(t, err)
+	dt := gpumem.FP32
+	if dtype == "bf16" {
+		dt = gpumem.BF16
+	}
+	w := Workload{Batch: batch, SeqLen: seq, DType: dt, Train: true, SSMKernel: SequentialSSM}
+	a, err := s.Activations(w)
+	require.NoError(t, err)
+	require.Len(t, a.Layers, 1)
+	for i, got := range saved.Layers {
+		assert.Equal(t, gpumem.Bytes(got), a.Layers[0].Saved, "%s layer %d", name, i)
+	}
+	assert.Equal(t, gpumem.Bytes(saved.FinalNorm), a.FinalNorm, name)
+	assert.Equal(t, gpumem.Bytes(saved.Head), a.Head, "%s head", name)
+	w.SSMKernel = FusedSSM
+	f, err := s.Activations(w)
+	require.NoError(t, err)
+	assert.Less(t, f.Layers[0].Saved, a.Layers[0].Saved, name)
 }
