@@ -11,23 +11,8 @@
 #
 #	sh tools/llamacpp/run.sh
 set -eu
-repo=$(pwd)
-out="$repo/testdata/llamacpp/cpu"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"
-cd "$work"
-npm init -y >/dev/null
-npm install --no-audit --no-fund node-llama-cpp@3.22.1 >/dev/null
-cp "$repo/tools/llamacpp/run.mjs" .
-nlc=$(node -p 'JSON.parse(require("fs").readFileSync("node_modules/node-llama-cpp/package.json")).version')
-
-mk() { # name, mkgguf flags...
-	name=$1
-	shift
-	(cd "$repo" && go run ./tools/llamacpp/mkgguf -o "$work/$name.gguf" -name "$name" "$@") >/dev/null
-	echo "$*" >"$work/$name.flags"
-}
+out="$(pwd)/testdata/llamacpp/cpu"
+. ./tools/llamacpp/setup.sh
 mk tiny-f16 -layers 4 -embd 512 -ff 1024 -heads 8 -kv-heads 2 -vocab 2048 -ctx 8192 -type f16
 mk small-q8 -layers 6 -embd 768 -ff 2048 -heads 12 -kv-heads 4 -vocab 4096 -ctx 8192 -type q8_0
 

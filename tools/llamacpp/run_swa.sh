@@ -10,23 +10,8 @@
 #
 #	sh tools/llamacpp/run_swa.sh
 set -eu
-repo=$(pwd)
-out="$repo/testdata/llamacpp/swa"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"
-cd "$work"
-npm init -y >/dev/null
-npm install --no-audit --no-fund node-llama-cpp@3.22.1 >/dev/null
-cp "$repo/tools/llamacpp/run.mjs" .
-nlc=$(node -p 'JSON.parse(require("fs").readFileSync("node_modules/node-llama-cpp/package.json")).version')
-
-mk() { # name, mkgguf flags...
-	name=$1
-	shift
-	(cd "$repo" && go run ./tools/llamacpp/mkgguf -o "$work/$name.gguf" -name "$name" "$@") >/dev/null
-	echo "$*" >"$work/$name.flags"
-}
+out="$(pwd)/testdata/llamacpp/swa"
+. ./tools/llamacpp/setup.sh
 mk gemma3-tiny -arch gemma3 -swa 128 -layers 12 -embd 512 -ff 1024 -heads 4 -kv-heads 1 -head-dim 128 -vocab 2048 -ctx 8192 -type f16 -tied
 mk gemma2-tiny -arch gemma2 -swa 256 -layers 8 -embd 512 -ff 1024 -heads 8 -kv-heads 2 -head-dim 64 -vocab 2048 -ctx 8192 -type f16 -tied
 
