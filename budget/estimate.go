@@ -352,10 +352,22 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 		fwdAttn, bwdAttn = act.decForward, act.decBackward
 	}
 	if train {
-		// Forward: the last block's transient on everything saved so far,
-		// then the logits with the loss's fp32 upcast.
-		iFwd := n // the forward's two candidates: the last block's transient and the logits
-		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, attn: fwdAttn, kernel: kFwd})
+		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
+		if !ok {
+			acc.add(0, errOverflow("kept inputs"))
+		}
+		// The forward's two moments: the last block's transient, then the
+		// logits with the loss's fp32 upcast. A loop that holds its step
+		// (HoldsPreviousStep) still has the previous step's logits until
+		// the new ones are assigned (the forward, the head's output
+		// included), and the inputs its graph kept until the new loss is.
+		fwdActs, fwdLogits := body, gpumem.Bytes(0)
+		headLogits := act.logits + act.lossForward
+		if j.HoldsPreviousStep {
+			fwdActs, fwdLogits = acc.sum(body, kept), act.logits
+			headLogits = acc.sum(act.logits, max(act.logits, act.lossForward))
+		}
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: fwdActs, logits: fwdLogits, attn: fwdAttn, kernel: kFwd})
 		if encDec {
 			addCand(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
 			// Backward reaches the encoder once the decoder's, the
@@ -367,19 +379,7 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			}
 			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept, castsLeft: castsEncoder})
 		}
-		iLogits := n
-		addCand(candidate{phase: Forward, grads: persistentGrads, acts: body, logits: act.logits + act.lossForward})
-		kept, ok := m.quant.keptInputs(int64(j.Batch)*int64(j.SeqLen), cDT)
-		if !ok {
-			acc.add(0, errOverflow("kept inputs"))
-		}
-		if j.HoldsPreviousStep {
-			// The previous step's logits until the new ones are
-			// assigned (the forward, the head's output included), and
-			// the inputs its graph kept until the new loss is.
-			cands[iFwd].acts, cands[iFwd].logits = acc.sum(body, kept), act.logits
-			cands[iLogits].acts, cands[iLogits].logits = acc.sum(body, kept), acc.sum(act.logits, max(act.logits, act.lossForward))
-		}
+		addCand(candidate{phase: Forward, grads: persistentGrads, acts: fwdActs, logits: headLogits})
 		// Backward: the loss gradient on everything saved; the first
 		// block's backward transient; the last block's, with every
 		// gradient present and only the first block's activations left.
