@@ -253,7 +253,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
-		SSMKernel: j.SSMKernel,
+		SSMKernel: j.SSMKernel, Backend: j.Backend,
 	}
 }
 

@@ -276,6 +276,9 @@ type Workload struct {
 	// Mamba-2 and Jamba (zero: FusedSSM, mamba_ssm's CUDA kernels);
 	// other families ignore it.
 	SSMKernel SSMKernel
+	// Backend is the device whose kernels run the pass (zero: CUDA);
+	// [CPU] lists what the CPU's kernels save differently.
+	Backend Backend
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -740,6 +743,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if w.Attention >= numKernels {
 		return 0, gpumem.Errorf("Workload.Attention", w.Attention, gpumem.ErrInvalid, "unknown attention kernel")
 	}
+	if w.Backend >= numBackends {
+		return 0, gpumem.Errorf("Workload.Backend", w.Backend, gpumem.ErrInvalid, "unknown backend")
+	}
 	if w.Softmax >= numSoftmax {
 		return 0, gpumem.Errorf("Workload.Softmax", w.Softmax, gpumem.ErrInvalid, "unknown softmax dtype")
 	}
@@ -1029,8 +1035,10 @@ type actShape struct {
 	k        AttentionKernel
 	hc       int64 // eager head chunk; 0: all heads
 	drop     bool
-	softmax  Softmax
-	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// mask is the bytes a dropout site saves per element (Workload.dropMask).
+	mask    int64
+	softmax Softmax
+	sp      int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1092,7 +1100,7 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		part = c.m(sm, P)
 		switch {
 		case sh.drop && bl.attnDrop:
-			part = c.a(part, c.m(1+e, P)) // mask + dropped copy, saved by probs@v
+			part = c.a(part, c.m(sh.mask+e, P)) // mask (CPU: noise) + dropped copy, saved by probs@v
 		case sm != e:
 			part = c.a(part, c.m(e, P)) // the cast copy, saved by probs@v
 		}
@@ -1286,7 +1294,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	x.fwd, x.bwd = af, ab
 	x.attnFlops = aflops
 	if sh.drop {
-		saved = c.a(saved, c.m(bl.residDrop, Th, bl.h))
+		saved = c.a(saved, c.m(bl.residDrop, sh.mask, Th, bl.h))
 	}
 	if bl.cross {
 		cs, cp, cf, cb, cflops, clive := c.attention(bl, sh, s, sh.sk)
@@ -1306,7 +1314,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		eTI := c.m(e, T, bl.I)
 		mlp = c.m(bl.act.tensors(), eTI)
 		if sh.drop && bl.mlpDrop {
-			mlp = c.a(mlp, c.m(T, bl.I))
+			mlp = c.a(mlp, c.m(sh.mask, T, bl.I))
 			if bl.act == actReLU {
 				mlp = c.a(mlp, eTI)
 			}
@@ -1654,7 +1662,7 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
@@ -1736,7 +1744,7 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(Th, s.Hidden))
+		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
@@ -1865,12 +1873,12 @@ func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, 
 	case kind == HeadSeqCls && bert:
 		h = c.a(h, c.m(e, B, H))
 		if w.Dropout {
-			h = c.a(h, c.m(B, H), c.m(e, B, H))
+			h = c.a(h, c.m(w.dropMask(e), B, H), c.m(e, B, H))
 		}
 	case kind == HeadSeqCls:
 		h = c.a(h, c.m(16, B))
 	case kind == HeadTokenCls && w.Dropout:
-		h = c.a(h, c.m(Th, H))
+		h = c.a(h, c.m(w.dropMask(e), Th, H))
 	}
 	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(e, elems), c.m(4, losses)))
 	ids := c.m(8, T)
@@ -2020,7 +2028,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
@@ -2042,7 +2050,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
 	if w.Dropout && layoutOf(&s) == layoutVision {
-		emb = c.a(emb, c.m(T, s.Hidden))
+		emb = c.a(emb, c.m(w.dropMask(e), T, s.Hidden))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	if part == "" {
@@ -2157,8 +2165,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
@@ -2180,7 +2188,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
-			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(eT, s.Hidden), c.m(dT, s.Hidden)))
+			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden)))
 		}
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
 		if l == layoutT5 {
@@ -2192,7 +2200,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
 		}
 		if w.Dropout {
-			emb = c.a(emb, c.m(eT, s.Hidden), c.m(dT, s.Hidden))
+			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))
 		}
 		a.Embedding = gpumem.Bytes(emb)
 		if l == layoutT5 {

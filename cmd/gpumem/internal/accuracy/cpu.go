@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
 )
 
 // CPU is the source of the rows tools/measure records on the CPU
@@ -132,15 +133,18 @@ type CPUSet struct {
 	Torch, Transformers []string
 }
 
-// CompareCPU estimates every ok CPU row at the allocated level.
+// CompareCPU estimates every ok CPU row at the allocated level, as a job
+// of PyTorch's CPU backend (budget.Job.Backend model.CPU: the CPU's
+// dropout and scaled_dot_product_attention kernels, model.CPU cites
+// them).
 //
-// The estimate is CUDA's allocated level less the cuBLAS workspaces
+// The estimate is the allocated level less the cuBLAS workspaces
 // (Breakdown.Workspace for a job without quantized weights): PyTorch
 // allocates them from the CUDA caching allocator once per cuBLAS handle
 // and stream (aten/src/ATen/cuda/CublasHandlePool.cpp), and a CPU job has
-// none. That is the only correction: every other difference between the
-// CPU and CUDA kernels shows in the rows and is listed in misses.tsv with
-// its mechanism, not corrected for.
+// none. Every other difference between the CPU and CUDA kernels that the
+// backend does not model shows in the rows and is listed in misses.tsv
+// with its mechanism.
 func CompareCPU(rows []CPURow) CPUSet {
 	set := CPUSet{Statuses: map[string]int{}}
 	for i := range rows {
@@ -158,6 +162,7 @@ func CompareCPU(rows []CPURow) CPUSet {
 		j, err := r.Job.Budget()
 		var b budget.Breakdown
 		if err == nil {
+			j.Backend = model.CPU
 			b, err = budget.Estimate(j)
 		}
 		var phase string
