@@ -279,6 +279,20 @@ type Workload struct {
 	// Backend is the device whose kernels run the pass (zero: CUDA);
 	// [CPU] lists what the CPU's kernels save differently.
 	Backend Backend
+	// NoAttentionMask says that transformers calls SDPA without an
+	// attention mask (is_causal instead), and so with enable_gqa=True
+	// for grouped-query heads, where the CUDA kernels and the CPU's
+	// differ (see [CPU]). transformers v4.57.1 (commit 8cb5963c,
+	// masking_utils.py) skips the causal mask when nothing is padded,
+	// but without a cache it first looks for packed sequences in the
+	// position ids, and the packed-sequence mask it then always makes
+	// forbids the skip: a model that holds a cache (generate(); a
+	// training forward without gradient checkpointing, whose use_cache
+	// defaults to the config's True) gets no mask, one without a cache
+	// (use_cache=False, gradient checkpointing) a boolean one, and
+	// sdpa_attention.py's use_gqa_in_sdpa then repeats the K/V heads
+	// with repeat_kv instead.
+	NoAttentionMask bool
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -1038,7 +1052,12 @@ type actShape struct {
 	// mask is the bytes a dropout site saves per element (Workload.dropMask).
 	mask    int64
 	softmax Softmax
-	sp      int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// math says that an SDPA core runs the CPU's math kernel
+	// (Workload.sdpaMath): under attention dropout, or for grouped-query
+	// heads called without a mask (gqa). causal says the core is a
+	// causal self-attention, which transformers calls with is_causal.
+	math, gqa, causal bool
+	sp                int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1075,6 +1094,9 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
+	if sh.k == SDPA && sh.math && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+		return c.mathAttention(bl, sh, sq, sk)
+	}
 	b, e := sh.b, sh.e
 	kvH := bl.H
 	switch {
@@ -1662,7 +1684,8 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh.causal = layoutOf(s) != layoutBERT
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
@@ -2028,7 +2051,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
@@ -2165,8 +2188,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
