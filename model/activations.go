@@ -1026,6 +1026,12 @@ type actBlock struct {
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
 	mlpDrop            bool  // dropout inside the MLP (T5)
 	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
+	// floatMask: the eager core adds the model's float mask to the
+	// scores and takes a plain softmax of the sum (BertSelfAttention,
+	// GPT-2's eager_attention_forward at transformers v4.57.1); castBack:
+	// it then casts the probabilities to the value's dtype
+	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
+	floatMask, castBack bool
 	// heldWeights: the layer keeps the attention weights its attention
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
@@ -1052,12 +1058,14 @@ type actShape struct {
 	// mask is the bytes a dropout site saves per element (Workload.dropMask).
 	mask    int64
 	softmax Softmax
-	// math says that an SDPA core runs the CPU's math kernel
-	// (Workload.sdpaMath): under attention dropout, or for grouped-query
-	// heads called without a mask (gqa). causal says the core is a
-	// causal self-attention, which transformers calls with is_causal.
-	math, gqa, causal bool
-	sp                int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// cpu says the CPU's kernels run the block (Workload.Backend): an
+	// SDPA core runs the math kernel under attention dropout, or for
+	// grouped-query heads called without a mask (gqa). causal says the
+	// core is a causal self-attention, which transformers calls with
+	// is_causal. autocast says the 16-bit compute dtype comes from
+	// torch.autocast (Workload.Autocast).
+	cpu, gqa, causal, autocast bool
+	sp                         int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1094,7 +1102,7 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
-	if sh.k == SDPA && sh.math && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+	if sh.k == SDPA && sh.cpu && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
 		return c.mathAttention(bl, sh, sq, sk)
 	}
 	b, e := sh.b, sh.e
@@ -1119,10 +1127,33 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		if (bl.upcast && sh.softmax != SoftmaxNative) || sh.softmax == SoftmaxFP32 {
 			sm = 4
 		}
+		// The dropout's input: the probabilities in the compute dtype
+		// (after an upcast, its cast back: eager_attention_forward's
+		// .to(query.dtype)).
+		dropIn := e
+		if sm == e && sh.cpu && sh.autocast && bl.floatMask && sh.softmax == SoftmaxDefault {
+			// CPU autocast: the float mask, fp32 as the embeddings
+			// (see decoderOnly), promotes the 16-bit scores to fp32,
+			// and the CPU's softmax, on no autocast list
+			// (autocast_mode.cpp, v2.6.0; validation row
+			// autocast-cpu-dtypes), keeps its input's dtype: an fp32
+			// result. (CUDA autocast lists softmax as fp32 too.)
+			sm, dropIn = 4, 4
+			if bl.castBack {
+				dropIn = e
+			}
+		}
 		part = c.m(sm, P)
 		switch {
 		case sh.drop && bl.attnDrop:
-			part = c.a(part, c.m(sh.mask+e, P)) // mask (CPU: noise) + dropped copy, saved by probs@v
+			// The mask (the CPU's noise, in the dropout input's dtype)
+			// and the dropped copy saved by probs@v (a 16-bit cast of it
+			// under autocast).
+			noise := sh.mask
+			if sh.cpu {
+				noise = dropIn
+			}
+			part = c.a(part, c.m(noise+e, P))
 		case sm != e:
 			part = c.a(part, c.m(e, P)) // the cast copy, saved by probs@v
 		}
@@ -1556,6 +1587,7 @@ func actFamily(s *Spec) actBlock {
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
+		bl.floatMask, bl.castBack = true, true
 		if s.Family == "gpt2" {
 			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
 			// graph: GPT2Model.forward holds inputs_embeds and
@@ -1603,6 +1635,7 @@ func actFamily(s *Spec) actBlock {
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
+		bl.floatMask = true
 	case layoutVision, layoutSiglipVision:
 		bl.upcast = true // eager_attention_forward of modeling_vit.py / modeling_siglip.py
 		if s.Family == "vit" {
@@ -1684,7 +1717,7 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	sh.causal = layoutOf(s) != layoutBERT
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
@@ -2051,7 +2084,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
@@ -2188,8 +2221,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), math: w.Backend == CPU, gqa: w.NoAttentionMask, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
