@@ -27,17 +27,29 @@ const (
 	//     at::empty_like(input).bernoulli_(1 - p).div_(1 - p) and returns
 	//     input * noise, whose mul saves the noise: the input's element
 	//     size an element (aten/src/ATen/native/Dropout.cpp, v2.6.0).
-	//   - Scaled dot-product attention: sdp_utils_cpp.cpp (v2.6.0)
-	//     admits the CPU flash kernel only without dropout and without
-	//     enable_gqa (check_for_dropout, check_grouped_query_attention's
-	//     CPU variant), so a training pass with attention dropout, or a
-	//     grouped-query model that transformers calls with
-	//     enable_gqa=True, runs _scaled_dot_product_attention_math
-	//     (aten/src/ATen/native/transformers/attention.cpp, v2.6.0): it
-	//     upcasts 16-bit q, k and v to fp32, repeats the key and value
-	//     heads, and saves the scaled query and key, the fp32
+	//   - Scaled dot-product attention: use_flash_attention_cpp
+	//     (aten/src/ATen/native/transformers/sdp_utils_cpp.cpp, v2.6.0)
+	//     admits the CPU flash kernel only without dropout
+	//     (check_for_dropout) and with as many key/value heads as query
+	//     heads (check_batch_size_and_num_heads_dense without grouped-query
+	//     support), so a training pass with attention dropout, or a
+	//     grouped-query model that transformers calls with unrepeated K/V
+	//     heads and enable_gqa=True, runs _scaled_dot_product_attention_math
+	//     (validation rows sdpa-kernel-*, testdata/measured/cpu, record
+	//     the op that ran; aten/src/ATen/native/transformers/attention.cpp,
+	//     v2.6.0): it upcasts 16-bit q, k and v to fp32, repeats the key
+	//     and value heads, and saves the scaled query and key, the fp32
 	//     probabilities (and with dropout the noise and the dropped
-	//     probabilities) and the repeated value.
+	//     probabilities) and the repeated value. transformers v4.57.1
+	//     passes enable_gqa=True only without a mask
+	//     ([Workload.NoAttentionMask]).
+	//   - Autocast: the CPU's lists (autocast_mode.cpp, v2.6.0) put
+	//     softmax on neither, so it keeps its input's dtype (validation
+	//     row autocast-cpu-dtypes, testdata/measured/cpu): an eager core
+	//     that adds the model's fp32 float mask to its 16-bit scores
+	//     (BERT, GPT-2) takes an fp32 softmax, and BERT's attention
+	//     dropout then saves fp32 noise (GPT-2 casts the probabilities
+	//     back to the value's dtype first).
 	CPU
 
 	numBackends
