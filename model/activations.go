@@ -1794,12 +1794,16 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	}
 	// Embedding: the lookup saves the ids (counted in TokenIDs); BERT's
 	// embedding LayerNorm saves its input and statistics; embedding
-	// dropout saves a mask.
+	// dropout saves a mask. OPTDecoder.forward applies none (its
+	// config.dropout is used by the layers' two residual dropouts only,
+	// modeling_opt.py at transformers v4.57.1, commit 8cb5963c; the CPU
+	// rows' drop − nodrop differences hold four noise tensors for two
+	// layers, not five).
 	emb := int64(0)
 	if l == layoutBERT {
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
-	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
+	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
 		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
