@@ -19,7 +19,7 @@ import (
 func TestParseQuantization(t *testing.T) {
 	const weights = "INFO 08-09 14:01:40 model_runner.py:732] Loading model weights took 5.3494 GB\n"
 	for _, c := range []struct {
-		name, log        string
+		name, log         string
 		quant, scheme, kv string
 	}{
 		{"v1 config line and kernel",
