@@ -443,7 +443,10 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 // (2%); the KV tokens the logged KV memory holds (blocks of the model's
 // page, 2%); and, when the log states the GPU's total memory and the
 // non-torch memory, the KV memory itself, the activation peak, the blocks
-// and the concurrency (5%).
+// and the concurrency (5%). The weights are quantized as the log states
+// (quantOf); a method budget does not model, or a quantized model (the
+// index's quant) whose log states none, leaves only the KV tokens. The
+// cache's dtype is the log's kv_cache_dtype, else the index's.
 func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, error) {
 	p := l.Params
 	// The weights' quantization, from the log alone (quantOf): a

@@ -43,10 +43,9 @@ type vllmQuant struct {
 //   - "gptq", "gptq_marlin" (gptq.py, gptq_marlin.py): 4-bit weights,
 //     fp16 scales per group of 128 (AutoGPTQ's and optimum's default:
 //     the log does not print group_size), gpumem's GPTQ layout with
-//     qzeros and g_idx (gptq_marlin repacks qweight and permutes the
-//     scales, same bytes, and for a symmetric checkpoint without
-//     act-order keeps empty qzeros and g_idx: 0.8% of the int4 bytes
-//     fewer, within the weights' tolerance);
+//     the qzeros and g_idx the checkpoint stores (0.8% of the int4
+//     bytes); gptq_marlin repacks qweight and permutes the scales into
+//     tensors of the same bytes;
 //   - "awq", "awq_marlin" (awq.py, awq_marlin.py): 4-bit weights, fp16
 //     scales and int4 zeros per group of 128 (AutoAWQ's default), which
 //     awq_marlin repacks in place.
