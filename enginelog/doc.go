@@ -71,7 +71,10 @@
 // and types the cache as it states; a method budget does not model
 // (bitsandbytes, gguf, aqlm, …) skips the weights with the method named,
 // never estimating them in 16 bits, and so does a quantized model whose
-// log states no method (the model's name alone does not say the layout).
+// log states no method. The model's name is read only to name the scheme
+// of a compressed-tensors checkpoint whose log states the method but
+// prints no kernel line ("-FP8-dynamic", "quantized.w8a8"); a name alone
+// ("-AWQ" with no method in the log) is never read.
 //
 // # The model's shape
 //

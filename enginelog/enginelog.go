@@ -123,6 +123,10 @@ type Params struct {
 	// compressed-tensors checkpoint's scheme, which its method does not
 	// name.
 	QuantScheme string
+	// ModelName is the model vLLM's engine configuration names
+	// ("Initializing a V1 LLM engine (v0.13.0) with config:
+	// model='neuralmagic/Qwen2.5-14B-Instruct-FP8-dynamic', …").
+	ModelName string
 	// KVCacheDType is the cache dtype the config line or the arguments
 	// print ("kv_cache_dtype=fp8", "--kv-cache-dtype fp8_e5m2"); "auto"
 	// is stored as "".
@@ -265,6 +269,7 @@ var (
 	reVQuant     = regexp.MustCompile(`(?:\bquantization=|'quantization': |--quantization[ =])'?([A-Za-z0-9_.-]+)`)
 	reVQuantRun  = regexp.MustCompile(`convertible to (\w+) during runtime`)
 	reVScheme    = regexp.MustCompile(`Selected \w+Kernel for (\w+)`)
+	reVModelName = regexp.MustCompile(`LLM engine.* with config: model='([^']+)'`)
 	reVKVDType   = regexp.MustCompile(`(?:\bkv_cache_dtype=|'kv_cache_dtype': |--kv-cache-dtype[ =])'?([A-Za-z0-9_]+)`)
 	reSGAlloc    = regexp.MustCompile(`KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+), K size: ` + num + ` GB, V size: ` + num + ` GB`)
 	reSGMaxTok   = regexp.MustCompile(`max_total_num_tokens=(\d+)`)
@@ -590,6 +595,9 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	}
 	if m := find(reVQuantRun, s, "convertible to"); m != nil {
 		p.Quantization = m[1]
+	}
+	if m := find(reVModelName, s, "with config: model="); m != nil {
+		p.ModelName = m[1]
 	}
 	if m := find(reVScheme, s, "Selected "); m != nil {
 		p.QuantScheme = m[1]

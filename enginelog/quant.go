@@ -35,9 +35,11 @@ type vllmQuant struct {
 //     (compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py): FP8
 //     E4M3 weights with a channel-wise fp32 weight_scale [out, 1]
 //     (ChannelQuantScaleParameter), a scale tile of one row and every
-//     column;
+//     column; in a log that prints no kernel line, a model name ending in
+//     "-FP8-dynamic" (llm-compressor's FP8_DYNAMIC preset);
 //   - "compressed-tensors" with CompressedTensorsW8A8Int8
-//     (compressed_tensors_w8a8_int8.py): int8 weights and one fp32 scale
+//     (compressed_tensors_w8a8_int8.py), or a model name ending in
+//     "quantized.w8a8": int8 weights and one fp32 scale
 //     per output row, the bytes of gpumem's INT8 layout (int8 weight and
 //     an fp32 absmax per row);
 //   - "gptq", "gptq_marlin" (gptq.py, gptq_marlin.py): 4-bit weights,
@@ -74,6 +76,22 @@ func quantOf(p Params) (q vllmQuant, ok bool, reason string) {
 			q.ft = model.Finetune{Quant: gpumem.INT8}
 			q.how = "compressed-tensors W8A8 int8 (channel scales)"
 		case "":
+			// The log states the method but not the scheme: the model's
+			// name says it where it follows the compressed-tensors
+			// checkpoints' naming (llm-compressor's examples and the
+			// RedHatAI / neuralmagic checkpoints): "-FP8-dynamic" is the
+			// FP8_DYNAMIC preset (channel-wise fp8 weights, dynamic
+			// per-token activations), "quantized.w8a8" the int8 W8A8
+			// preset. A name alone, without the method in the log, is
+			// never read.
+			switch n := strings.ToLower(p.ModelName); {
+			case strings.HasSuffix(n, "-fp8-dynamic"):
+				p.QuantScheme = "CompressedTensorsW8A8Fp8"
+				return quantOf(p)
+			case strings.HasSuffix(n, "quantized.w8a8"):
+				p.QuantScheme = "CompressedTensorsW8A8Int8"
+				return quantOf(p)
+			}
 			return q, false, "quantized vLLM weights: compressed-tensors without the scheme in the log (not modelled)"
 		default:
 			return q, false, "quantized vLLM weights: compressed-tensors " + p.QuantScheme + " (not modelled)"

@@ -26,6 +26,9 @@ func TestParseQuantization(t *testing.T) {
 			"(EngineCore pid=242) INFO 04-22 00:22:32 [v1/engine/core.py:105] Initializing a V1 LLM engine (v0.19.0) with config: model='RedHatAI/Qwen2.5-7B-Instruct-fp8-dynamic', dtype=torch.bfloat16, max_seq_len=8192, quantization=compressed-tensors, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda\n" +
 				"(EngineCore pid=242) INFO 04-22 00:22:33 [model_executor/.../linear/__init__.py:261] Selected CutlassFP8ScaledMMLinearKernel for CompressedTensorsW8A8Fp8\n",
 			"compressed-tensors", "CompressedTensorsW8A8Fp8", ""},
+		{"the model a v0.13 config line names",
+			"(EngineCore_DP0 pid=143) INFO 03-18 14:04:03 [core.py:93] Initializing a V1 LLM engine (v0.13.0+faa43dbf.nv26.01) with config: model='neuralmagic/Qwen2.5-14B-Instruct-FP8-dynamic', speculative_config=None, quantization=compressed-tensors, kv_cache_dtype=fp8\n",
+			"compressed-tensors", "", "fp8"},
 		{"none and an fp8 cache",
 			"(APIServer pid=1) INFO 04-22 01:00:00 [entrypoints/utils.py:233] non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'kv_cache_dtype': 'fp8'}\n" +
 				"INFO 04-22 01:00:01 [v1/engine/core.py:105] Initializing a V1 LLM engine (v0.19.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', quantization=None, enforce_eager=False, kv_cache_dtype=fp8, device_config=cuda\n",
@@ -51,6 +54,9 @@ func TestParseQuantization(t *testing.T) {
 			assert.Equal(t, c.quant, l.Params.Quantization)
 			assert.Equal(t, c.scheme, l.Params.QuantScheme)
 			assert.Equal(t, c.kv, l.Params.KVCacheDType)
+			if strings.Contains(c.log, "with config: model='") {
+				assert.NotEmpty(t, l.Params.ModelName)
+			}
 		})
 	}
 }
@@ -72,6 +78,11 @@ func TestQuantOf(t *testing.T) {
 		{Params{Quantization: "gptq_marlin"}, gpumem.INT4, "gptq", [2]int64{}},
 		{Params{Quantization: "awq"}, gpumem.INT4, "awq", [2]int64{}},
 		{Params{Quantization: "awq_marlin"}, gpumem.INT4, "awq", [2]int64{}},
+		// The method in the log, the scheme in the model's name.
+		{Params{Quantization: "compressed-tensors", ModelName: "neuralmagic/Qwen2.5-14B-Instruct-FP8-dynamic"}, gpumem.FP8E4M3, "", [2]int64{1, 1<<31 - 1}},
+		{Params{Quantization: "compressed-tensors", ModelName: "redhatai/Llama-3.3-70B-Instruct-quantized.w8a8"}, gpumem.INT8, "", [2]int64{}},
+		// A name without the method in the log says nothing.
+		{Params{ModelName: "Qwen/Qwen2.5-7B-Instruct-AWQ"}, gpumem.Invalid, "", [2]int64{}},
 	} {
 		q, ok, why := quantOf(c.p)
 		require.True(t, ok, "%+v: %s", c.p, why)
@@ -80,7 +91,8 @@ func TestQuantOf(t *testing.T) {
 		assert.Equal(t, c.block, q.ft.FP8Block, "%+v", c.p)
 	}
 	for _, p := range []Params{{Quantization: "bitsandbytes"}, {Quantization: "gguf"}, {Quantization: "aqlm"},
-		{Quantization: "compressed-tensors"}, {Quantization: "compressed-tensors", QuantScheme: "CompressedTensorsWNA16"}} {
+		{Quantization: "compressed-tensors"}, {Quantization: "compressed-tensors", QuantScheme: "CompressedTensorsWNA16"},
+		{Quantization: "compressed-tensors", ModelName: "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"}} {
 		_, ok, why := quantOf(p)
 		assert.False(t, ok, "%+v", p)
 		assert.Contains(t, why, p.Quantization, "%+v", p)
