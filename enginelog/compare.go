@@ -443,13 +443,27 @@ func compareLlamaCpp(e Entry, l *Log, m budget.Model, skips map[string]int) ([]R
 // (2%); the KV tokens the logged KV memory holds (blocks of the model's
 // page, 2%); and, when the log states the GPU's total memory and the
 // non-torch memory, the KV memory itself, the activation peak, the blocks
-// and the concurrency (5%).
+// and the concurrency (5%). The weights are quantized as the log states
+// (quantOf); a method budget does not model, or a quantized model (the
+// index's quant) whose log states none, leaves only the KV tokens. The
+// cache's dtype is the log's kv_cache_dtype, else the index's.
 func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, error) {
-	if e.Quant != nil {
-		skips["quantized vLLM weights (not modelled)"]++
-		return nil, nil
-	}
 	p := l.Params
+	// The weights' quantization, from the log alone (quantOf): a
+	// quantized model whose log does not state its method, or states one
+	// budget does not model, keeps only the figures the weights do not
+	// decide (the KV tokens its logged KV memory holds).
+	q, weightsOK, why := quantOf(p)
+	if weightsOK && p.Quantization == "" && e.Quant != nil {
+		weightsOK, why = false, "quantized vLLM weights whose method the log does not state"
+	}
+	if !weightsOK {
+		skips[why]++
+	}
+	m, err := quantizedModel(m, q)
+	if err != nil {
+		return nil, err
+	}
 	o := budget.VLLMOptions{}
 	if e.TP != nil {
 		o.TensorParallel = *e.TP
@@ -467,12 +481,12 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 	if p.Utilization > 0 {
 		o.GPUMemoryUtilization = p.Utilization
 	}
-	if e.KVCacheDType != nil {
-		d, err := gpumem.ParseDType(*e.KVCacheDType)
-		if err != nil {
-			return nil, fmt.Errorf("kv_cache_dtype: %w", err)
-		}
-		o.KVCacheDType = d
+	kvt := p.KVCacheDType // the log's own, else the index's
+	if kvt == "" && e.KVCacheDType != nil {
+		kvt = *e.KVCacheDType
+	}
+	if o.KVCacheDType, err = kvCacheDType(kvt); err != nil {
+		return nil, fmt.Errorf("kv_cache_dtype: %w", err)
 	}
 	v0 := e.EngineVersion != nil && strings.Contains(*e.EngineVersion, "V0")
 	o.V0 = v0
@@ -503,7 +517,7 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 	}
 	gib := float64(1 << 30)
 	var out []Row
-	if f, ok := l.Last(Weights); ok {
+	if f, ok := l.Last(Weights); ok && weightsOK {
 		out = append(out, row(e.File, "vLLM weights", float64(f.Bytes), float64(r.Weights), 0.02, printSlack(f, 2, gib)))
 	}
 	bs := float64(16)
@@ -517,6 +531,9 @@ func compareVLLM(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row, 
 	if kv, ok := l.Last(KVCacheMemory); ok && tokens > 0 && kv.Bytes > 0 {
 		held := math.Floor(float64(kv.Bytes)/float64(r.PageBytes)) * bs
 		out = append(out, row(e.File, "vLLM KV tokens per logged KV memory", tokens, held, 0.02, printSlack(kv, 2, gib)))
+	}
+	if !weightsOK {
+		return out, nil
 	}
 	if !haveTotal || !haveNT || mml == 0 {
 		skips["vLLM KV space without the GPU's total memory, the non-torch memory or max_model_len in the log"]++
@@ -560,13 +577,15 @@ func compareSGLang(e Entry, l *Log, m budget.Model, skips map[string]int) ([]Row
 	if e.TP != nil {
 		o.TensorParallel = *e.TP
 	}
-	if e.KVCacheDType != nil && *e.KVCacheDType != "auto" {
-		d, err := gpumem.ParseDType(*e.KVCacheDType)
-		if err != nil {
-			return nil, fmt.Errorf("kv_cache_dtype: %w", err)
-		}
-		o.KVCacheDType = d
+	kvt := p.KVCacheDType // the log's own, else the index's
+	if kvt == "" && e.KVCacheDType != nil {
+		kvt = *e.KVCacheDType
 	}
+	d, err := kvCacheDType(kvt)
+	if err != nil {
+		return nil, fmt.Errorf("kv_cache_dtype: %w", err)
+	}
+	o.KVCacheDType = d
 	if e.MemFraction != nil {
 		o.MemFractionStatic = *e.MemFraction
 	}

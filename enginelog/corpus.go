@@ -13,7 +13,8 @@ import (
 )
 
 // Entry is one line of a corpus's index.jsonl: a log's file, its source
-// (a public GitHub thread) and the job the thread states; nil where it does
+// (a public GitHub thread, or a file of a public GitHub repository at a
+// commit: validSourceURL) and the job the thread states; nil where it does
 // not. A parameter the log itself prints (n_ctx, cache types, offloaded
 // layers) is read from the log instead (Log.Params).
 type Entry struct {
@@ -116,8 +117,8 @@ func ReadCorpus(fsys fs.FS, dir string) (Corpus, error) {
 			return c, fmt.Errorf("enginelog: %s line %d: file %q: want a %s*.log name in the folder", idx, n, e.File, p)
 		case indexed[e.File]:
 			return c, fmt.Errorf("enginelog: %s line %d: file %q is indexed twice", idx, n, e.File)
-		case !strings.HasPrefix(e.URL, "https://github.com/"):
-			return c, fmt.Errorf("enginelog: %s line %d: url %q: want the GitHub thread the log was taken from", idx, n, e.URL)
+		case !validSourceURL(e.URL):
+			return c, fmt.Errorf("enginelog: %s line %d: url %q: want the GitHub thread the log was taken from, or a repository file at a commit (https://github.com/<owner>/<repo>/blob/<40-hex commit>/<path>)", idx, n, e.URL)
 		case e.Hparams != nil && (e.HparamsFrom == nil || *e.HparamsFrom == ""):
 			return c, fmt.Errorf("enginelog: %s line %d: hparams without hparams_from (where in the thread they were printed)", idx, n)
 		}
@@ -184,4 +185,32 @@ func (c Corpus) Files() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// validSourceURL reports whether u names where a log was taken from: a
+// GitHub thread (https://github.com/owner/repo/issues/N, /pull/N, …) or
+// a file of a GitHub repository at a full commit
+// (https://github.com/owner/repo/blob/<40 hex digits>/path), which a
+// branch name would not pin.
+func validSourceURL(u string) bool {
+	rest, ok := strings.CutPrefix(u, "https://github.com/")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, "/", 5)
+	if len(parts) < 3 || parts[0] == "" || parts[1] == "" {
+		return false
+	}
+	if parts[2] != "blob" {
+		return true
+	}
+	if len(parts) < 5 || len(parts[3]) != 40 || parts[4] == "" {
+		return false
+	}
+	for _, r := range parts[3] {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }

@@ -56,6 +56,26 @@
 // weights' load: "Load weight begin. avail mem=X GB", "Load weight end. …
 // avail mem=X GB, mem usage=Y GB".
 //
+// # Quantization
+//
+// vLLM and SGLang print the weights' quantization method and the cache's
+// dtype in their engine configuration ("quantization=compressed-tensors,
+// … kv_cache_dtype=fp8", SGLang's ServerArgs) and arguments ("'quantization':
+// 'fp8'", --kv-cache-dtype), vLLM the method it switches to ("The model is
+// convertible to gptq_marlin during runtime") and the linear method of a
+// compressed-tensors checkpoint ("Selected CutlassFP8ScaledMMLinearKernel
+// for CompressedTensorsW8A8Fp8"); Parse reads them into Params.Quantization,
+// QuantScheme and KVCacheDType. Compare quantizes the model's weights as
+// the log states (fp8, compressed-tensors W8A8 fp8 or int8, gptq and
+// gptq_marlin, awq and awq_marlin, in gpumem's layouts of vLLM's layers)
+// and types the cache as it states; a method budget does not model
+// (bitsandbytes, gguf, aqlm, …) skips the weights with the method named,
+// never estimating them in 16 bits, and so does a quantized model whose
+// log states no method. The model's name is read only to name the scheme
+// of a compressed-tensors checkpoint whose log states the method but
+// prints no kernel line ("-FP8-dynamic", "quantized.w8a8"); a name alone
+// ("-AWQ" with no method in the log) is never read.
+//
 // # The model's shape
 //
 // llama.cpp prints the model's hyperparameters while it loads it:
@@ -73,7 +93,8 @@
 // # The corpus and the comparison
 //
 // [ReadCorpus] reads a folder of logs (testdata/enginelogs: one verbatim
-// excerpt of a public GitHub thread per file, with index.jsonl naming its
+// excerpt of a public GitHub thread, or of a repository's file at a
+// commit, per file, with index.jsonl naming its
 // source, the job the thread states, the catalog model or the lines of
 // the thread that print its shape, and misses.jsonl). [Compare] compares
 // every figure whose job it can state with budget.LlamaCppBuffers and

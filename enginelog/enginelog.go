@@ -108,6 +108,29 @@ type Params struct {
 	// (--swa-full).
 	SWAKVSize int
 	SWAFull   bool
+	// Quantization is the weights' quantization method a vLLM or SGLang
+	// log states: the engine's config line ("quantization=fp8",
+	// "quantization=compressed-tensors", SGLang's ServerArgs
+	// "quantization='awq'"), the arguments it prints ("'quantization':
+	// 'fp8'", --quantization), or the method vLLM switches to at run time
+	// ("The model is convertible to gptq_marlin during runtime. Using
+	// gptq_marlin kernel.", which wins). "" when the log states none or
+	// prints "None".
+	Quantization string
+	// QuantScheme is the linear method vLLM selected for the quantized
+	// layers ("Selected CutlassFP8ScaledMMLinearKernel for
+	// CompressedTensorsW8A8Fp8" gives "CompressedTensorsW8A8Fp8"): a
+	// compressed-tensors checkpoint's scheme, which its method does not
+	// name.
+	QuantScheme string
+	// ModelName is the model vLLM's engine configuration names
+	// ("Initializing a V1 LLM engine (v0.13.0) with config:
+	// model='neuralmagic/Qwen2.5-14B-Instruct-FP8-dynamic', …").
+	ModelName string
+	// KVCacheDType is the cache dtype the config line or the arguments
+	// print ("kv_cache_dtype=fp8", "--kv-cache-dtype fp8_e5m2"); "auto"
+	// is stored as "".
+	KVCacheDType string
 }
 
 // Log is what Parse read.
@@ -243,6 +266,11 @@ var (
 	reVFlagMML   = regexp.MustCompile(`(?:--max-model-len[ =]|max_seq_len=|'max_model_len': )(\d+)`)
 	reVFlagUtil  = regexp.MustCompile(`--gpu-memory-utilization[ =]` + num)
 	reVFlagTP    = regexp.MustCompile(`(?:--tensor-parallel-size[ =]|tensor_parallel_size=)(\d+)`)
+	reVQuant     = regexp.MustCompile(`(?:\bquantization=|'quantization': |--quantization[ =])'?([A-Za-z0-9_.-]+)`)
+	reVQuantRun  = regexp.MustCompile(`convertible to (\w+) during runtime`)
+	reVScheme    = regexp.MustCompile(`Selected \w+Kernel for (\w+)`)
+	reVModelName = regexp.MustCompile(`LLM engine.* with config: model='([^']+)'`)
+	reVKVDType   = regexp.MustCompile(`(?:\bkv_cache_dtype=|'kv_cache_dtype': |--kv-cache-dtype[ =])'?([A-Za-z0-9_]+)`)
 	reSGAlloc    = regexp.MustCompile(`KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+), K size: ` + num + ` GB, V size: ` + num + ` GB`)
 	reSGMaxTok   = regexp.MustCompile(`max_total_num_tokens=(\d+)`)
 	reSGAvail    = regexp.MustCompile(`available_gpu_mem=` + num + ` GB`)
@@ -558,6 +586,27 @@ func (l *Log) line(s string, n int, votes *[4]int) error {
 	}
 	if m := find(reVFlagTP, s, "tensor"); m != nil {
 		p.TensorParallel = atoi(m[1])
+	}
+	if m := find(reVQuant, s, "quantization"); m != nil && !strings.Contains(p.Quantization, "_marlin") {
+		p.Quantization = m[1]
+		if m[1] == "None" {
+			p.Quantization = ""
+		}
+	}
+	if m := find(reVQuantRun, s, "convertible to"); m != nil {
+		p.Quantization = m[1]
+	}
+	if m := find(reVModelName, s, "with config: model="); m != nil {
+		p.ModelName = m[1]
+	}
+	if m := find(reVScheme, s, "Selected "); m != nil {
+		p.QuantScheme = m[1]
+	}
+	if m := find(reVKVDType, s, "kv"); m != nil {
+		p.KVCacheDType = m[1]
+		if m[1] == "auto" || m[1] == "None" {
+			p.KVCacheDType = ""
+		}
 	}
 
 	// SGLang.
