@@ -229,11 +229,11 @@ func TestGridFlags(t *testing.T) {
 			continue
 		}
 		fs := newFlags("estimate", nil)
-		var jf jobFlags
-		jf.register(fs)
+		var jf Flags
+		jf.Register(fs)
 		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
-		require.NoError(t, jf.checkGiven(fs), "%s: %s", r.ID, *r.Flags)
-		fromFlags, _, err := jf.job()
+		require.NoError(t, jf.CheckGiven(fs), "%s: %s", r.ID, *r.Flags)
+		fromFlags, _, err := jf.Job()
 		require.NoError(t, err, r.ID)
 		fromJob, err := r.Job.Budget()
 		require.NoError(t, err, r.ID)

@@ -20,12 +20,12 @@ import (
 )
 
 // profileSchema is the version of the profile file calibrate writes.
-const profileSchema = 1
+const ProfileSchema = 1
 
 // profile is the overhead profile calibrate writes and --profile reads:
 // the budget.Overhead terms a fleet's own measurements fitted. A zero
 // field means the default (budget.Overhead's zero values).
-type profile struct {
+type Profile struct {
 	// Schema is profileSchema.
 	Schema int `json:"schema"`
 	// Context is budget.Overhead.Context in bytes (0: the default for
@@ -40,20 +40,20 @@ type profile struct {
 	Workspace  int64 `json:"workspace"`
 	Workspaces int   `json:"workspaces"`
 	// Fit says where the profile came from; it is informational.
-	Fit *profileFit `json:"fit,omitempty"`
+	Fit *ProfileFit `json:"fit,omitempty"`
 }
 
 // profileFit records the fit a profile came from.
-type profileFit struct {
+type ProfileFit struct {
 	Rows   []string     `json:"rows"`
 	N      int          `json:"n"`
-	Before []levelError `json:"before"`
-	After  []levelError `json:"after"`
+	Before []LevelError `json:"before"`
+	After  []LevelError `json:"after"`
 }
 
 // levelError is the relative error of the estimates at one level:
 // (estimated − measured) / measured over the rows that measure it.
-type levelError struct {
+type LevelError struct {
 	Level  string  `json:"level"`
 	N      int     `json:"n"`
 	Median float64 `json:"median"` // median of the signed errors
@@ -61,7 +61,7 @@ type levelError struct {
 }
 
 // apply sets the profile's non-zero terms on o.
-func (p *profile) apply(o *budget.Overhead) {
+func (p *Profile) Apply(o *budget.Overhead) {
 	if p.Context != 0 {
 		o.Context = gpumem.Bytes(p.Context)
 	}
@@ -77,10 +77,10 @@ func (p *profile) apply(o *budget.Overhead) {
 }
 
 // check validates a profile, naming the field.
-func (p *profile) check() error {
+func (p *Profile) Check() error {
 	switch {
-	case p.Schema != profileSchema:
-		return fmt.Errorf("field \"schema\" = %d: want %d", p.Schema, profileSchema)
+	case p.Schema != ProfileSchema:
+		return fmt.Errorf("field \"schema\" = %d: want %d", p.Schema, ProfileSchema)
 	case p.Context < 0:
 		return fmt.Errorf("field \"context\" = %d: must not be negative (0: the default context)", p.Context)
 	case math.IsNaN(p.Fragmentation) || math.IsInf(p.Fragmentation, 0) || p.Fragmentation > 10:
@@ -95,8 +95,8 @@ func (p *profile) check() error {
 
 // parseProfile decodes and validates a profile file's bytes; unknown
 // fields are refused, so that a misspelt one is not silently ignored.
-func parseProfile(b []byte) (profile, error) {
-	var p profile
+func ParseProfile(b []byte) (Profile, error) {
+	var p Profile
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&p); err != nil {
@@ -105,18 +105,18 @@ func parseProfile(b []byte) (profile, error) {
 	if d.More() {
 		return p, errors.New("more than one JSON value")
 	}
-	return p, p.check()
+	return p, p.Check()
 }
 
 // readProfile reads the profile file name (the --profile flag).
-func readProfile(name string) (profile, error) {
+func ReadProfile(name string) (Profile, error) {
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return profile{}, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
+		return Profile{}, fmt.Errorf("%w: --profile %q: %v", ErrUsage, name, err)
 	}
-	p, err := parseProfile(b)
+	p, err := ParseProfile(b)
 	if err != nil {
-		return p, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
+		return p, fmt.Errorf("%w: --profile %q: %v", ErrUsage, name, err)
 	}
 	return p, nil
 }
@@ -139,19 +139,19 @@ func runCalibrate(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: give one or more ROWS.jsonl files (tools/calibrate's output)", errUsage)
+		return fmt.Errorf("%w: give one or more ROWS.jsonl files (tools/calibrate's output)", ErrUsage)
 	}
 	var rows []calRow
 	for _, name := range fs.Args() {
 		rs, err := readCalRows(name)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 		rows = append(rows, rs...)
 	}
 	p, err := fitProfile(rows)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	p.Fit.Rows = fs.Args()
 	b, err := json.MarshalIndent(p, "", "  ")
@@ -164,7 +164,7 @@ func runCalibrate(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if err := os.WriteFile(*outFile, b, 0o644); err != nil {
-		return fmt.Errorf("%w: --out %q: %v", errUsage, *outFile, err)
+		return fmt.Errorf("%w: --out %q: %v", ErrUsage, *outFile, err)
 	}
 	if *asJSON {
 		_, err = out.Write(b)
@@ -288,7 +288,7 @@ func rowEnvironment(j *budget.Job, e *accuracy.Env) error {
 
 // fitProfile fits the overhead with budget.Calibrate and measures the
 // estimates' error before (the defaults) and after (the profile).
-func fitProfile(rows []calRow) (profile, error) {
+func fitProfile(rows []calRow) (Profile, error) {
 	obs := make([]budget.Observation, len(rows))
 	for i, r := range rows {
 		obs[i] = budget.Observation{Name: r.id, Job: r.job, Allocated: r.peak[0], Reserved: r.peak[1], Device: r.peak[2]}
@@ -307,12 +307,12 @@ func fitProfile(rows []calRow) (profile, error) {
 				default:
 					f = "job"
 				}
-				return profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
+				return Profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
 			}
 		}
-		return profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)
+		return Profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)
 	}
-	p := profile{Schema: profileSchema, Context: int64(ov.Context), Fragmentation: ov.Fragmentation}
+	p := Profile{Schema: ProfileSchema, Context: int64(ov.Context), Fragmentation: ov.Fragmentation}
 	before, err := levelErrors(rows, nil)
 	if err != nil {
 		return p, err
@@ -321,18 +321,18 @@ func fitProfile(rows []calRow) (profile, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Fit = &profileFit{N: len(rows), Before: before, After: after}
+	p.Fit = &ProfileFit{N: len(rows), Before: before, After: after}
 	return p, nil
 }
 
 // levelErrors estimates every row (with the profile applied, if any) and
 // summarizes the relative error at each measured level.
-func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
+func levelErrors(rows []calRow, p *Profile) ([]LevelError, error) {
 	var errs [3][]float64
 	for _, r := range rows {
 		j := r.job
 		if p != nil {
-			p.apply(&j.Overhead)
+			p.Apply(&j.Overhead)
 		}
 		b, err := budget.Estimate(j)
 		if err != nil {
@@ -345,12 +345,12 @@ func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
 			}
 		}
 	}
-	var out []levelError
+	var out []LevelError
 	for l, es := range errs {
 		if len(es) == 0 {
 			continue
 		}
-		e := levelError{Level: calLevels[l], N: len(es)}
+		e := LevelError{Level: calLevels[l], N: len(es)}
 		for _, x := range es {
 			if math.Abs(x) > math.Abs(e.Worst) {
 				e.Worst = x
@@ -367,7 +367,7 @@ func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
 	return out, nil
 }
 
-func printCalibration(out io.Writer, p profile, file string) {
+func printCalibration(out io.Writer, p Profile, file string) {
 	fmt.Fprintf(out, "fitted %d rows\n", p.Fit.N)
 	if p.Context > 0 {
 		fmt.Fprintf(out, "context        %s (%d bytes)\n", gpumem.Bytes(p.Context).Exact(), p.Context)

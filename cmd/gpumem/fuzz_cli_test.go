@@ -80,7 +80,7 @@ func FuzzPlanFlags(f *testing.F) {
 	f.Add("lora", "-Inf")
 	f.Add("lora", "1GiB")
 	f.Fuzz(func(t *testing.T, allow, headroom string) {
-		var jf jobFlags
+		var jf Flags
 		var lim budget.Limits
 		if err := parseAllow(allow, &jf, &lim); err != nil {
 			if err.Error() == "" {

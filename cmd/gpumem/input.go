@@ -17,80 +17,80 @@ import (
 )
 
 // modelFlags are the ways to name a model on the command line.
-type modelFlags struct {
-	name        string
-	config      string
-	safetensors string
-	gguf        string
+type ModelFlags struct {
+	Name        string
+	Config      string
+	Safetensors string
+	GGUF        string
 }
 
-func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; --model list lists them), or a GPT by size: gpt:100b, gpt:96x12288 (layers x d_model)")
-	fs.StringVar(&m.config, "config", "", "a Hugging Face config.json")
-	fs.StringVar(&m.safetensors, "safetensors", "", "a .safetensors file, or a sharded model.safetensors.index.json (headers only are read)")
-	fs.StringVar(&m.gguf, "gguf", "", "a .gguf file (header only is read)")
+func (m *ModelFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&m.Name, "model", "", "a model of the embedded catalog (e.g. llama-3-8b; --model list lists them), or a GPT by size: gpt:100b, gpt:96x12288 (layers x d_model)")
+	fs.StringVar(&m.Config, "config", "", "a Hugging Face config.json")
+	fs.StringVar(&m.Safetensors, "safetensors", "", "a .safetensors file, or a sharded model.safetensors.index.json (headers only are read)")
+	fs.StringVar(&m.GGUF, "gguf", "", "a .gguf file (header only is read)")
 }
 
 // load returns the Spec the flags name.
-func (m *modelFlags) load() (model.Spec, error) {
+func (m *ModelFlags) Load() (model.Spec, error) {
 	given := 0
-	for _, v := range []string{m.name, m.config, m.safetensors, m.gguf} {
+	for _, v := range []string{m.Name, m.Config, m.Safetensors, m.GGUF} {
 		if v != "" {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		return model.Spec{}, fmt.Errorf("%w: give one of --model, --config, --safetensors and --gguf", errUsage)
-	case m.name == "list":
-		names := make(catalogList, 0, 64)
+		return model.Spec{}, fmt.Errorf("%w: give one of --model, --config, --safetensors and --gguf", ErrUsage)
+	case m.Name == "list":
+		names := make(CatalogList, 0, 64)
 		for _, s := range model.Catalog() {
 			names = append(names, s.Name)
 		}
 		return model.Spec{}, names
-	case m.name != "":
-		if isLargest(m.name) {
-			return model.Spec{}, fmt.Errorf("%w: --model %s: only gpumem plan searches for the largest model", errUsage, largestName)
+	case m.Name != "":
+		if IsLargest(m.Name) {
+			return model.Spec{}, fmt.Errorf("%w: --model %s: only gpumem plan searches for the largest model", ErrUsage, LargestName)
 		}
-		if _, isGPT, err := model.ParseGPT(m.name); isGPT && err != nil {
-			return model.Spec{}, fmt.Errorf("%w: --model %q: %v", errUsage, m.name, err)
+		if _, isGPT, err := model.ParseGPT(m.Name); isGPT && err != nil {
+			return model.Spec{}, fmt.Errorf("%w: --model %q: %v", ErrUsage, m.Name, err)
 		}
-		s, ok := model.Lookup(m.name)
+		s, ok := model.Lookup(m.Name)
 		if !ok {
-			return model.Spec{}, fmt.Errorf("%w: --model %q: not in the catalog%s (try --model list, or --config)", errUsage, m.name, suggestModel(m.name))
+			return model.Spec{}, fmt.Errorf("%w: --model %q: not in the catalog%s (try --model list, or --config)", ErrUsage, m.Name, SuggestModel(m.Name))
 		}
 		return s, nil
-	case m.config != "":
-		f, err := os.Open(m.config)
+	case m.Config != "":
+		f, err := os.Open(m.Config)
 		if err != nil {
-			return model.Spec{}, fmt.Errorf("--config: %w", fileError(m.config, err))
+			return model.Spec{}, fmt.Errorf("--config: %w", fileError(m.Config, err))
 		}
 		defer f.Close()
 		s, err := model.FromHFConfig(f)
 		if err != nil {
-			return model.Spec{}, fmt.Errorf("--config %s: %w", clean(m.config), err)
+			return model.Spec{}, fmt.Errorf("--config %s: %w", Clean(m.Config), err)
 		}
 		return s, nil
-	case strings.HasSuffix(m.safetensors, ".index.json"):
-		s, err := model.FromSafetensorsIndex(os.DirFS(filepath.Dir(m.safetensors)), filepath.Base(m.safetensors))
+	case strings.HasSuffix(m.Safetensors, ".index.json"):
+		s, err := model.FromSafetensorsIndex(os.DirFS(filepath.Dir(m.Safetensors)), filepath.Base(m.Safetensors))
 		if err != nil {
-			return model.Spec{}, fmt.Errorf("--safetensors %s: %w", clean(m.safetensors), err)
+			return model.Spec{}, fmt.Errorf("--safetensors %s: %w", Clean(m.Safetensors), err)
 		}
 		return s, nil
-	case m.safetensors != "":
-		return readAt("--safetensors", m.safetensors, model.FromSafetensors)
-	case m.gguf != "":
-		return readAt("--gguf", m.gguf, model.FromGGUF)
+	case m.Safetensors != "":
+		return readAt("--safetensors", m.Safetensors, model.FromSafetensors)
+	case m.GGUF != "":
+		return readAt("--gguf", m.GGUF, model.FromGGUF)
 	}
-	return model.Spec{}, fmt.Errorf("%w: name a model with --model, --config, --safetensors or --gguf", errUsage)
+	return model.Spec{}, fmt.Errorf("%w: name a model with --model, --config, --safetensors or --gguf", ErrUsage)
 }
 
 // catalogList is what --model list asks for: the catalog's names, which
 // the command prints on standard output, exiting 0. It is an error only
 // to stop the command that was asked for it.
-type catalogList []string
+type CatalogList []string
 
-func (c catalogList) Error() string { return "the catalog has: " + strings.Join(c, ", ") }
+func (c CatalogList) Error() string { return "the catalog has: " + strings.Join(c, ", ") }
 
 // readAt opens the file a flag names and reads its header with read.
 func readAt(flagName, path string, read func(io.ReaderAt, int64) (model.Spec, error)) (model.Spec, error) {
@@ -105,7 +105,7 @@ func readAt(flagName, path string, read func(io.ReaderAt, int64) (model.Spec, er
 	}
 	s, err := read(f, st.Size())
 	if err != nil {
-		return model.Spec{}, fmt.Errorf("%s %s: %w", flagName, clean(path), err)
+		return model.Spec{}, fmt.Errorf("%s %s: %w", flagName, Clean(path), err)
 	}
 	return s, nil
 }
@@ -116,13 +116,13 @@ func readAt(flagName, path string, read func(io.ReaderAt, int64) (model.Spec, er
 func fileError(path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return &fs.PathError{Op: pe.Op, Path: clean(pe.Path), Err: pe.Err}
+		return &fs.PathError{Op: pe.Op, Path: Clean(pe.Path), Err: pe.Err}
 	}
-	return fmt.Errorf("%s: %w", clean(path), err)
+	return fmt.Errorf("%s: %w", Clean(path), err)
 }
 
 // parseAttention reads --attention.
-func parseAttention(s string) (model.AttentionKernel, error) {
+func ParseAttention(s string) (model.AttentionKernel, error) {
 	switch s {
 	case "eager":
 		return model.Eager, nil
@@ -131,11 +131,11 @@ func parseAttention(s string) (model.AttentionKernel, error) {
 	case "flash", "flash_attention_2":
 		return model.Flash, nil
 	}
-	return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, s)
+	return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", ErrUsage, s)
 }
 
 // parseCheckpointing reads --checkpointing.
-func parseCheckpointing(s string) (model.Checkpointing, error) {
+func ParseCheckpointing(s string) (model.Checkpointing, error) {
 	switch s {
 	case "none", "":
 		return model.NoCheckpointing, nil
@@ -146,7 +146,7 @@ func parseCheckpointing(s string) (model.Checkpointing, error) {
 	case "offload":
 		return model.OffloadActivations, nil
 	}
-	return 0, fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", errUsage, s)
+	return 0, fmt.Errorf("%w: --checkpointing %q: want none, selective, full or offload", ErrUsage, s)
 }
 
 // didYouMean returns "; did you mean X?" naming the candidates closest to
@@ -244,7 +244,7 @@ func editDistance(a, b string) int {
 // suggestModel returns "; did you mean ...?" for a model name that is not
 // in the catalog (for a Hugging Face repository, its name after the
 // owner), or "".
-func suggestModel(name string) string {
+func SuggestModel(name string) string {
 	var names []string
 	for _, s := range model.Catalog() {
 		names = append(names, s.Name)
@@ -281,7 +281,7 @@ func deviceKey(name string) string {
 // 4000" for the RTX 4000 Ada); failing both, the names within closest's
 // edit distance. Names that start with it come first, then the nearest;
 // at most three.
-func suggestGPU(name string) string {
+func SuggestGPU(name string) string {
 	key := deviceKey(name)
 	if key == "" || len(key) > 32 {
 		return ""

@@ -19,7 +19,7 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	switch {
 	case len(args) == 0 || args[0] == "-":
 		if len(args) > 1 {
-			return nil, fmt.Errorf("%w: at most one FILE", errUsage)
+			return nil, fmt.Errorf("%w: at most one FILE", ErrUsage)
 		}
 		return io.ReadAll(io.LimitReader(in, maxLog))
 	case len(args) == 1:
@@ -30,7 +30,7 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 		defer f.Close()
 		return io.ReadAll(io.LimitReader(f, maxLog))
 	}
-	return nil, fmt.Errorf("%w: at most one FILE", errUsage)
+	return nil, fmt.Errorf("%w: at most one FILE", ErrUsage)
 }
 
 // noSamplesError is input without a memory figure: exit status 1, as for
@@ -96,15 +96,15 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if *run < 1 {
-		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", errUsage, *run)
+		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", ErrUsage, *run)
 	}
 	var opts leak.Options
 	opts.Run = *run - 1
 	switch {
 	case *capacity != "" && *gpu != "":
-		return fmt.Errorf("%w: give one of --capacity and --gpu", errUsage)
+		return fmt.Errorf("%w: give one of --capacity and --gpu", ErrUsage)
 	case *capacity != "":
-		b, err := parseSize("capacity", *capacity, sizeFlags["capacity"])
+		b, err := ParseSize("capacity", *capacity, sizeFlags["capacity"])
 		if err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	case *gpu != "":
 		d, ok := gpumem.LookupDevice(*gpu)
 		if !ok {
-			return fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --capacity)", errUsage, *gpu, suggestGPU(*gpu))
+			return fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --capacity)", ErrUsage, *gpu, SuggestGPU(*gpu))
 		}
 		opts.Capacity = d.Capacity
 	}
@@ -120,7 +120,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	if *unitFlag != "" {
 		u, err := parseUnit(*unitFlag)
 		if err != nil {
-			return fmt.Errorf("%w: --unit: %v", errUsage, err)
+			return fmt.Errorf("%w: --unit: %v", ErrUsage, err)
 		}
 		unit = u
 	}
@@ -140,7 +140,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if r.Run >= r.Runs {
-		return fmt.Errorf("%w: --run %d: the log has %d run(s)", errUsage, *run, r.Runs)
+		return fmt.Errorf("%w: --run %d: the log has %d run(s)", ErrUsage, *run, r.Runs)
 	}
 	if *asJSON {
 		j, err := leakJSON(r, rr)

@@ -89,7 +89,7 @@ func commands() []command {
 }
 
 // errUsage marks an error whose message is a usage problem (exit 2).
-var errUsage = errors.New("usage")
+var ErrUsage = errors.New("usage")
 
 // errNoOOM reports input without an out-of-memory message (exit 1).
 var errNoOOM = errors.New("no out-of-memory message found in the input")
@@ -128,7 +128,7 @@ func runCommand(args []string, in io.Reader, out, errOut io.Writer) int {
 
 // exit reports err on errOut and returns the command's exit status.
 func exit(out, errOut io.Writer, name string, err error) int {
-	var list catalogList
+	var list CatalogList
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -148,10 +148,10 @@ func exit(out, errOut io.Writer, name string, err error) int {
 // typed ("--batch 0: invalid value: must be at least 1", not
 // "Job.Batch = 0: ...").
 func message(err error) string {
-	msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+	msg := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
 	var fe *gpumem.FieldError
 	if errors.As(err, &fe) {
-		if name, ok := flagFor(fe.Field); ok {
+		if name, ok := FlagFor(fe.Field); ok {
 			msg = strings.Replace(msg, fe.Error(), fmt.Sprintf("%s %v: %v", name, fe.Value, fe.Err), 1)
 		}
 	}
@@ -162,7 +162,7 @@ func message(err error) string {
 
 // flagFor returns the flag that sets a field the library names in its
 // errors (budget.Job, model.Workload, budget.Limits, leak.Options).
-func flagFor(field string) (string, bool) {
+func FlagFor(field string) (string, bool) {
 	switch field {
 	case "Job.Batch", "Workload.Batch":
 		return "--batch", true
@@ -405,7 +405,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 				help()
 				return err
 			}
-			return fmt.Errorf("%w: %s (see gpumem %s -h)", errUsage, flagMessage(fs, err), name)
+			return fmt.Errorf("%w: %s (see gpumem %s -h)", ErrUsage, flagMessage(fs, err), name)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -424,7 +424,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	if len(pos) > 0 && !takesArgs {
-		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", errUsage, pos[0], name, name)
+		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", ErrUsage, pos[0], name, name)
 	}
 	if err := checkValues(fs); err != nil {
 		return err
@@ -456,11 +456,11 @@ func checkValues(fs *flag.FlagSet) error {
 			return
 		}
 		if strings.TrimSpace(v) == "" {
-			err = fmt.Errorf("%w: --%s %q: an empty value (an unset variable?); give one or leave --%s out", errUsage, f.Name, v, f.Name)
+			err = fmt.Errorf("%w: --%s %q: an empty value (an unset variable?); give one or leave --%s out", ErrUsage, f.Name, v, f.Name)
 			return
 		}
 		if example, ok := sizeFlags[f.Name]; ok {
-			_, err = parseSize(f.Name, v, example)
+			_, err = ParseSize(f.Name, v, example)
 		}
 	})
 	return err
@@ -487,22 +487,22 @@ func unitHint(t string, f float64) string {
 // ("80GiB", "24GB", "512B"), or an integer of bytes from minBareBytes up.
 // A smaller bare number is refused with the units it may have meant, and
 // zero with an example.
-func parseSize(name, v, example string) (gpumem.Bytes, error) {
+func ParseSize(name, v, example string) (gpumem.Bytes, error) {
 	t := strings.TrimSpace(v)
 	if f, err := strconv.ParseFloat(t, 64); err == nil && strings.Trim(t, "0123456789.") == "" {
 		switch {
 		case f == 0:
-			return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
+			return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", ErrUsage, name, v, example)
 		case f < minBareBytes || strings.Contains(t, "."):
-			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; %s", errUsage, name, v, unitHint(t, f))
+			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; %s", ErrUsage, name, v, unitHint(t, f))
 		}
 	}
 	b, err := gpumem.ParseBytes(v)
 	if err != nil {
-		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+		return 0, fmt.Errorf("%w: --%s: %v", ErrUsage, name, err)
 	}
 	if b < 1 {
-		return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
+		return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", ErrUsage, name, v, example)
 	}
 	return b, nil
 }

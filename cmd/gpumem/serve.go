@@ -86,17 +86,17 @@ func runServe(args []string, _ io.Reader, out, errOut io.Writer) error {
 	}
 	limit, err := gpumem.ParseBytes(*maxBody)
 	if err != nil {
-		return fmt.Errorf("%w: --max-body: %v", errUsage, err)
+		return fmt.Errorf("%w: --max-body: %v", ErrUsage, err)
 	}
 	if limit < 1 {
-		return fmt.Errorf("%w: --max-body %q: must be at least 1B", errUsage, *maxBody)
+		return fmt.Errorf("%w: --max-body %q: must be at least 1B", ErrUsage, *maxBody)
 	}
 	if *inflight < 0 {
-		return fmt.Errorf("%w: --max-inflight %d: must not be negative", errUsage, *inflight)
+		return fmt.Errorf("%w: --max-inflight %d: must not be negative", ErrUsage, *inflight)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return fmt.Errorf("%w: --addr %q: %v", errUsage, *addr, err)
+		return fmt.Errorf("%w: --addr %q: %v", ErrUsage, *addr, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -172,7 +172,7 @@ type server struct {
 	timeout  time.Duration // each request's deadline
 	queue    time.Duration // the longest wait for a slot
 	computed atomic.Int64  // requests that reached the library (for tests)
-	defaults jobFlags      // the estimate flags' defaults, shared with the CLI
+	defaults Flags      // the estimate flags' defaults, shared with the CLI
 	models   []byte        // GET /v1/models, rendered once
 	devices  []byte        // GET /v1/devices, rendered once
 	routes   map[string]route
@@ -222,7 +222,7 @@ func newServer(opts serverOptions) http.Handler {
 		s.queue = queueTimeout
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	s.defaults.register(fs) // the flags' registered defaults are the request's defaults
+	s.defaults.Register(fs) // the flags' registered defaults are the request's defaults
 	s.models = renderModels()
 	s.devices = renderDevices()
 	for _, rt := range s.table() {
@@ -243,18 +243,18 @@ func newServer(opts serverOptions) http.Handler {
 
 // apiError is an error the service reports as {"error": msg, "field": field}
 // with an HTTP status.
-type apiError struct {
-	status int
-	field  string // the request field at fault; "" when none
-	msg    string
-	retry  bool // 503: the client may retry (Retry-After)
+type Error struct {
+	Status int
+	Field  string // the request field at fault; "" when none
+	Msg    string
+	Retry  bool // 503: the client may retry (Retry-After)
 }
 
-func (e *apiError) Error() string { return e.msg }
+func (e *Error) Error() string { return e.Msg }
 
 // badField returns a 400 error naming a request field.
-func badField(field, format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, field: field, msg: fmt.Sprintf(format, args...)}
+func BadField(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // ServeHTTP dispatches through the route table. Every reply, errors
@@ -263,7 +263,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			// A panic is a bug in gpumem, never the client's fault.
-			writeError(w, &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("internal error: %v", v)})
+			writeError(w, &Error{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("internal error: %v", v)})
 		}
 	}()
 	if servePage(w, r) {
@@ -273,11 +273,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		if allow, known := s.allow[r.URL.Path]; known {
 			w.Header().Set("Allow", allow)
-			writeError(w, &apiError{status: http.StatusMethodNotAllowed,
-				msg: fmt.Sprintf("method %s not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
+			writeError(w, &Error{Status: http.StatusMethodNotAllowed,
+				Msg: fmt.Sprintf("method %s not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
 			return
 		}
-		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s", r.URL.Path)})
+		writeError(w, &Error{Status: http.StatusNotFound, Msg: fmt.Sprintf("no endpoint %s", r.URL.Path)})
 		return
 	}
 	if err := checkQuery(r, rt.query); err != nil {
@@ -307,8 +307,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, stopped(ctx, "while waiting for a free slot"))
 			return
 		case <-wait.C:
-			writeError(w, &apiError{status: http.StatusServiceUnavailable, retry: true,
-				msg: fmt.Sprintf("busy: no compute slot became free within %v (gpumem serve --max-inflight)", s.queue)})
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Retry: true,
+				Msg: fmt.Sprintf("busy: no compute slot became free within %v (gpumem serve --max-inflight)", s.queue)})
 			return
 		}
 	}
@@ -342,15 +342,15 @@ func alive(ctx context.Context) error {
 }
 
 // stopped is the reply to a request whose context is done.
-func stopped(ctx context.Context, when string) *apiError {
+func stopped(ctx context.Context, when string) *Error {
 	if when != "" {
 		when = " " + when
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &apiError{status: http.StatusServiceUnavailable, retry: true,
-			msg: fmt.Sprintf("the request passed its %s deadline%s", requestTimeoutOf(ctx), when)}
+		return &Error{Status: http.StatusServiceUnavailable, Retry: true,
+			Msg: fmt.Sprintf("the request passed its %s deadline%s", requestTimeoutOf(ctx), when)}
 	}
-	return &apiError{status: http.StatusServiceUnavailable, msg: "the request was cancelled" + when}
+	return &Error{Status: http.StatusServiceUnavailable, Msg: "the request was cancelled" + when}
 }
 
 // requestTimeoutOf names the deadline in a message.
@@ -368,7 +368,7 @@ type timeoutKey struct{}
 func checkQuery(r *http.Request, known []string) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("query string: %v", err)}
+		return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("query string: %v", err)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		ok := false
@@ -377,43 +377,43 @@ func checkQuery(r *http.Request, known []string) error {
 		}
 		if !ok {
 			if len(known) == 0 {
-				return badField(k, "unknown query parameter %q: %s takes none", k, r.URL.Path)
+				return BadField(k, "unknown query parameter %q: %s takes none", k, r.URL.Path)
 			}
-			return badField(k, "unknown query parameter %q: want %s", k, strings.Join(known, " or "))
+			return BadField(k, "unknown query parameter %q: want %s", k, strings.Join(known, " or "))
 		}
 	}
 	return nil
 }
 
 // readError turns an error reading the body into a reply.
-func readError(err error) *apiError {
+func readError(err error) *Error {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
-		return &apiError{status: http.StatusRequestEntityTooLarge,
-			msg: fmt.Sprintf("request body larger than %d bytes (gpumem serve --max-body)", mb.Limit)}
+		return &Error{Status: http.StatusRequestEntityTooLarge,
+			Msg: fmt.Sprintf("request body larger than %d bytes (gpumem serve --max-body)", mb.Limit)}
 	}
-	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("reading the request body: %v", err)}
+	return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("reading the request body: %v", err)}
 }
 
 // writeError writes err as JSON: {"error": "...", "field": "..."}.
 func writeError(w http.ResponseWriter, err error) {
-	var ae *apiError
+	var ae *Error
 	if !errors.As(err, &ae) {
-		ae = &apiError{status: http.StatusBadRequest, msg: err.Error()}
+		ae = &Error{Status: http.StatusBadRequest, Msg: err.Error()}
 	}
 	v := struct {
 		Error string `json:"error"`
 		Field string `json:"field,omitempty"`
-	}{ae.msg, ae.field}
+	}{ae.Msg, ae.Field}
 	b, _ := json.MarshalIndent(v, "", "  ") // two strings: cannot fail
 	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if ae.retry {
+	if ae.Retry {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
-	w.WriteHeader(ae.status)
+	w.WriteHeader(ae.Status)
 	w.Write(b)
 }
 
@@ -441,14 +441,14 @@ func isJSON(r *http.Request) bool {
 
 // decodeStrict decodes one JSON object from body into v, refusing unknown
 // fields and trailing data; errors name the field.
-func decodeStrict(body []byte, v any) error {
+func DecodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: data after the top-level object"}
+		return &Error{Status: http.StatusBadRequest, Msg: "invalid JSON: data after the top-level object"}
 	}
 	return nil
 }
@@ -457,29 +457,29 @@ func decodeStrict(body []byte, v any) error {
 var unknownField = regexp.MustCompile(`^json: unknown field "(.*)"$`)
 
 // jsonError turns a decoding error into a reply naming the field.
-func jsonError(err error) *apiError {
+func jsonError(err error) *Error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return &apiError{status: http.StatusBadRequest, msg: "empty request body: want a JSON object"}
+		return &Error{Status: http.StatusBadRequest, Msg: "empty request body: want a JSON object"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: unexpected end of the body"}
+		return &Error{Status: http.StatusBadRequest, Msg: "invalid JSON: unexpected end of the body"}
 	case errors.As(err, &se):
-		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
+		return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
 	case errors.As(err, &te):
 		if te.Field == "" {
-			return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("want a JSON object, got %s", te.Value)}
+			return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("want a JSON object, got %s", te.Value)}
 		}
-		// A field of the embedded estimateRequest (in a plan request) is
+		// A field of the embedded Estimate (in a plan request) is
 		// named with the Go type's: the client knows only the field.
-		field := strings.TrimPrefix(te.Field, "estimateRequest.")
-		return badField(field, "%s: want %s, got %s", field, jsonKind(te.Type.String()), te.Value)
+		field := strings.TrimPrefix(te.Field, "Estimate.")
+		return BadField(field, "%s: want %s, got %s", field, jsonKind(te.Type.String()), te.Value)
 	}
 	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
-		return badField(m[1], "unknown field %q", m[1])
+		return BadField(m[1], "unknown field %q", m[1])
 	}
-	return &apiError{status: http.StatusBadRequest, msg: "invalid JSON: " + err.Error()}
+	return &Error{Status: http.StatusBadRequest, Msg: "invalid JSON: " + err.Error()}
 }
 
 // jsonKind names a Go type as a JSON client knows it.
@@ -502,7 +502,7 @@ func jsonKind(goType string) string {
 // sizeText reads a size given as a string ParseBytes reads ("80GiB") or
 // as a JSON integer number of bytes, and returns it as text; "" when the
 // value is absent or null.
-func sizeText(field string, raw json.RawMessage) (string, error) {
+func SizeText(field string, raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -510,13 +510,13 @@ func sizeText(field string, raw json.RawMessage) (string, error) {
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", badField(field, "%s: %v", field, err)
+			return "", BadField(field, "%s: %v", field, err)
 		}
 		return s, nil
 	}
 	for _, c := range raw {
 		if c < '0' || c > '9' {
-			return "", badField(field, "%s: want a size such as \"80GiB\" or an integer of bytes, got %s", field, raw)
+			return "", BadField(field, "%s: want a size such as \"80GiB\" or an integer of bytes, got %s", field, raw)
 		}
 	}
 	// A JSON integer is a number of bytes: say so, since a size string
@@ -529,16 +529,16 @@ func sizeText(field string, raw json.RawMessage) (string, error) {
 // a unit, or an integer of bytes from 1 MiB up. "80" is refused with the
 // units it may have meant, not read as 80 bytes; "0" and "0GiB" are
 // refused, not read as "no GPU named".
-func checkTarget(field, text string) error {
-	if _, err := parseSize(field, text, "80GiB"); err != nil {
-		return badField(field, "%s", forRequest(err.Error()))
+func CheckTarget(field, text string) error {
+	if _, err := ParseSize(field, text, "80GiB"); err != nil {
+		return BadField(field, "%s", ForRequest(err.Error()))
 	}
 	return nil
 }
 
 // estimateRequest is the body of POST /v1/estimate: the estimate flags
 // as JSON fields. Fields left out take the flags' defaults.
-type estimateRequest struct {
+type Estimate struct {
 	Model         string          `json:"model"`
 	Config        json.RawMessage `json:"config"`
 	Mode          string          `json:"mode"`
@@ -686,17 +686,17 @@ func (s *server) estimate(out io.Writer, r *http.Request, body []byte) error {
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
-	j, dev, err := jf.jobWith(spec, s.prepared.prepare(source, &jf))
+	j, dev, err := jf.JobWith(spec, s.prepared.prepare(source, &jf))
 	if err != nil {
-		return libraryError(err, jobFields(jf))
+		return LibraryError(err, JobFields(jf))
 	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
 	s.computed.Add(1)
-	e, err := estimate(j, dev)
+	e, err := Evaluate(j, dev)
 	if err != nil {
-		return libraryError(err, jobFields(jf))
+		return LibraryError(err, JobFields(jf))
 	}
 	return e.writeJSON(out)
 }
@@ -706,9 +706,9 @@ func (s *server) estimate(out io.Writer, r *http.Request, body []byte) error {
 // modelSource). It checks each field with the functions the CLI's
 // jobFlags.jobFor uses, so that an error names the request field; what
 // those functions accept, the service accepts.
-func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, string, error) {
+func (s *server) decodeEstimate(body []byte) (Flags, model.Spec, string, error) {
 	req := s.defaultRequest()
-	if err := decodeStrict(body, &req); err != nil {
+	if err := DecodeStrict(body, &req); err != nil {
 		return s.defaults, model.Spec{}, "", err
 	}
 	jf, spec, err := s.flagsFrom(req)
@@ -719,34 +719,34 @@ func (s *server) decodeEstimate(body []byte) (jobFlags, model.Spec, string, erro
 }
 
 // defaultRequest is an estimate request with the flags' defaults.
-func (s *server) defaultRequest() estimateRequest {
+func (s *server) defaultRequest() Estimate {
 	d := s.defaults
-	return estimateRequest{Batch: d.batch, Seq: d.seq, Generate: d.generate, GradAccum: d.accum,
-		Precision: d.precision, Optimizer: d.opt, Attention: d.attn, Checkpointing: d.ckpt,
-		LoRARank: d.loraRank, QLoRA: d.qlora, Images: d.images, Loss: d.loss}
+	return Estimate{Batch: d.Batch, Seq: d.Seq, Generate: d.Generate, GradAccum: d.Accum,
+		Precision: d.Precision, Optimizer: d.Opt, Attention: d.Attn, Checkpointing: d.Ckpt,
+		LoRARank: d.LoRARank, QLoRA: d.QLoRA, Images: d.Images, Loss: d.Loss}
 }
 
 // flagsFrom checks a decoded estimate request and turns it into flags.
-func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
+func (s *server) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 	jf := s.defaults
 	switch strings.ToLower(req.Mode) {
 	case "":
 	case "train", "training":
-		jf.train = true
+		jf.Train = true
 	case "infer", "inference":
-		jf.infer = true
+		jf.Infer = true
 	case "load":
-		jf.loadOnly = true
+		jf.LoadOnly = true
 	default:
-		return jf, model.Spec{}, badField("mode", "mode %q: want train, infer or load", req.Mode)
+		return jf, model.Spec{}, BadField("mode", "mode %q: want train, infer or load", req.Mode)
 	}
-	jf.train = jf.train || req.Train
-	jf.infer = jf.infer || req.Infer
-	if jf.loadOnly && (jf.train || jf.infer) {
-		return jf, model.Spec{}, badField("mode", "\"mode\": \"load\" runs nothing: leave train and infer out")
+	jf.Train = jf.Train || req.Train
+	jf.Infer = jf.Infer || req.Infer
+	if jf.LoadOnly && (jf.Train || jf.Infer) {
+		return jf, model.Spec{}, BadField("mode", "\"mode\": \"load\" runs nothing: leave train and infer out")
 	}
-	if jf.train == jf.infer && !jf.loadOnly {
-		return jf, model.Spec{}, badField("mode", "give one of \"mode\": \"train\" and \"mode\": \"infer\" (or train: true, infer: true)")
+	if jf.Train == jf.Infer && !jf.LoadOnly {
+		return jf, model.Spec{}, BadField("mode", "give one of \"mode\": \"train\" and \"mode\": \"infer\" (or train: true, infer: true)")
 	}
 	var spec model.Spec
 	config := bytes.TrimSpace(req.Config)
@@ -758,210 +758,210 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, err
 		}
 	case req.Model != "" && hasConfig:
-		return jf, spec, badField("config", "give one of model and config")
+		return jf, spec, BadField("config", "give one of model and config")
 	case req.Model != "":
 		var ok bool
 		if spec, ok = s.specs.get(req.Model); ok {
-			jf.name = req.Model
+			jf.Name = req.Model
 			break // checkModelSize passed it
 		}
 		s.specs.looked.Add(1)
-		if isLargest(req.Model) {
-			return jf, spec, badField("model", "%s: only /v1/plan searches for the largest model", largestName)
+		if IsLargest(req.Model) {
+			return jf, spec, BadField("model", "%s: only /v1/plan searches for the largest model", LargestName)
 		}
 		if _, isGPT, err := model.ParseGPT(req.Model); isGPT && err != nil {
-			return jf, spec, badField("model", "%v", err)
+			return jf, spec, BadField("model", "%v", err)
 		}
 		if spec, ok = model.Lookup(req.Model); !ok {
-			return jf, spec, badField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
+			return jf, spec, BadField("model", "no model %q in the catalog (see GET /v1/models, or give config)", req.Model)
 		}
-		jf.name = req.Model
-		if err := checkModelSize(spec, config); err != nil {
+		jf.Name = req.Model
+		if err := CheckModelSize(spec, config); err != nil {
 			return jf, spec, err
 		}
 		s.specs.put(req.Model, spec)
 	case hasConfig:
 		if config[0] != '{' {
-			return jf, spec, badField("config", "config: want a config.json object, got %s", truncate(config, 40))
+			return jf, spec, BadField("config", "config: want a config.json object, got %s", truncate(config, 40))
 		}
 		var err error
 		if spec, err = model.FromHFConfig(bytes.NewReader(config)); err != nil {
-			return jf, spec, libraryError(err, nil)
+			return jf, spec, LibraryError(err, nil)
 		}
-		jf.config = "(inline)"
-		if err := checkModelSize(spec, config); err != nil {
+		jf.Config = "(inline)"
+		if err := CheckModelSize(spec, config); err != nil {
 			return jf, spec, err
 		}
 	default:
-		return jf, spec, badField("model", "name a model with model (a catalog name) or config (a config.json object)")
+		return jf, spec, BadField("model", "name a model with model (a catalog name) or config (a config.json object)")
 	}
-	jf.batch, jf.seq, jf.generate, jf.accum, jf.images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
-	jf.dropout = req.Dropout
-	jf.head, jf.labels = req.Head, req.Labels
-	headed, herr := withHead(spec, req.Head)
+	jf.Batch, jf.Seq, jf.Generate, jf.Accum, jf.Images = req.Batch, req.Seq, req.Generate, req.GradAccum, req.Images
+	jf.Dropout = req.Dropout
+	jf.Head, jf.Labels = req.Head, req.Labels
+	headed, herr := WithHead(spec, req.Head)
 	if herr != nil {
-		return jf, spec, badField("head", "head %q: %v", req.Head, forRequest(herr.Error()))
+		return jf, spec, BadField("head", "head %q: %v", req.Head, ForRequest(herr.Error()))
 	}
-	if _, err := withLabels(headed, req.Labels); err != nil {
-		return jf, spec, badField("labels", "labels = %d: %v", req.Labels, forRequest(err.Error()))
+	if _, err := WithLabels(headed, req.Labels); err != nil {
+		return jf, spec, BadField("labels", "labels = %d: %v", req.Labels, ForRequest(err.Error()))
 	}
-	jf.imageSize = req.ImageSize
-	if _, err := withImageSize(spec, req.ImageSize); err != nil {
-		return jf, spec, badField("image_size", "image_size = %d: %v", req.ImageSize, forRequest(err.Error()))
+	jf.ImageSize = req.ImageSize
+	if _, err := WithImageSize(spec, req.ImageSize); err != nil {
+		return jf, spec, BadField("image_size", "image_size = %d: %v", req.ImageSize, ForRequest(err.Error()))
 	}
-	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
-	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
-	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
-	jf.quant, jf.groupSize, jf.kvDType, jf.kvBlock = req.Quant, req.GroupSize, req.KVDType, req.KVBlock
+	jf.Loss, jf.LogitsToKeep = req.Loss, req.LogitsToKeep
+	jf.Precision, jf.Opt, jf.Attn, jf.Ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
+	jf.LoRARank, jf.QLoRA, jf.GPU = req.LoRARank, req.QLoRA, req.GPU
+	jf.Quant, jf.GroupSize, jf.KVDType, jf.KVBlock = req.Quant, req.GroupSize, req.KVDType, req.KVBlock
 	if err := s.checkQuantFields(req, jf); err != nil {
 		return jf, spec, err
 	}
-	jf.llama = llamaFlags{runtime: req.Runtime, ctxSize: req.CtxSize, parallel: req.Parallel,
-		ubatch: req.UBatchSize, flashAttn: req.FlashAttn, cacheK: req.CacheTypeK, cacheV: req.CacheTypeV}
+	jf.Llama = LlamaFlags{Runtime: req.Runtime, CtxSize: req.CtxSize, Parallel: req.Parallel,
+		UBatch: req.UBatchSize, FlashAttn: req.FlashAttn, CacheK: req.CacheTypeK, CacheV: req.CacheTypeV}
 	if req.NGPULayers != nil {
-		jf.llama.gpuLayers = strconv.Itoa(*req.NGPULayers)
+		jf.Llama.GPULayers = strconv.Itoa(*req.NGPULayers)
 	}
-	jf.llama.splitMode, jf.llama.mainGPU, jf.llama.noMmap, jf.llama.swaFull = req.SplitMode, req.MainGPU, req.NoMmap, req.SWAFull
-	jf.llama.version = req.LlamaCppVersion
+	jf.Llama.SplitMode, jf.Llama.MainGPU, jf.Llama.NoMmap, jf.Llama.SWAFull = req.SplitMode, req.MainGPU, req.NoMmap, req.SWAFull
+	jf.Llama.Version = req.LlamaCppVersion
 	if req.TensorSplit != nil {
 		if len(req.TensorSplit) == 0 {
-			return jf, spec, badField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
+			return jf, spec, BadField("tensor_split", "tensor_split: an empty list (leave it out for an even split)")
 		}
 		parts := make([]string, len(req.TensorSplit))
 		for i, f := range req.TensorSplit {
 			parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
 		}
-		jf.llama.tensorSplit = strings.Join(parts, ",")
+		jf.Llama.TensorSplit = strings.Join(parts, ",")
 	}
-	jf.vllm = vllmFlags{gpuMemUtil: req.GPUMemoryUtilization, maxModelLen: req.MaxModelLen,
-		batchedTokens: req.MaxNumBatchedTokens, maxNumSeqs: req.MaxNumSeqs, blockSize: req.BlockSize,
-		kvCacheDType: req.KVCacheDType, tensorParallel: req.TensorParallelSize,
-		cudaGraphMem: req.CUDAGraphMemory, enforceEager: req.EnforceEager, v0: req.VLLMV0}
-	jf.sglang = sglangFlags{memFraction: req.MemFractionStatic, maxTotalTokens: req.MaxTotalTokens,
-		pageSize: req.PageSize, contextLength: req.ContextLength}
+	jf.VLLM = VLLMFlags{GPUMemUtil: req.GPUMemoryUtilization, MaxModelLen: req.MaxModelLen,
+		BatchedTokens: req.MaxNumBatchedTokens, MaxNumSeqs: req.MaxNumSeqs, BlockSize: req.BlockSize,
+		KVCacheDType: req.KVCacheDType, TensorParallel: req.TensorParallelSize,
+		CUDAGraphMem: req.CUDAGraphMemory, EnforceEager: req.EnforceEager, V0: req.VLLMV0}
+	jf.SGLang = SGLangFlags{MemFraction: req.MemFractionStatic, MaxTotalTokens: req.MaxTotalTokens,
+		PageSize: req.PageSize, ContextLength: req.ContextLength}
 	{
 		// The llama.cpp fields are checked here, so that an error names
 		// the request's field.
 		probe := budget.Job{Mode: budget.Prefill}
 		switch {
-		case jf.train:
+		case jf.Train:
 			probe.Mode = budget.Training
-		case jf.loadOnly:
+		case jf.LoadOnly:
 			probe.Mode = budget.Load
 		}
-		if name, err := jf.llama.apply(&probe, false); err != nil {
-			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		if name, err := jf.Llama.Apply(&probe, false); err != nil {
+			return jf, spec, BadField(strings.ReplaceAll(name, "-", "_"), "%s", ForRequest(err.Error()))
 		}
-		if name, err := jf.vllm.apply(&probe); err != nil {
-			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		if name, err := jf.VLLM.Apply(&probe); err != nil {
+			return jf, spec, BadField(strings.ReplaceAll(name, "-", "_"), "%s", ForRequest(err.Error()))
 		}
-		if name, err := jf.sglang.apply(&probe); err != nil {
-			return jf, spec, badField(strings.ReplaceAll(name, "-", "_"), "%s", forRequest(err.Error()))
+		if name, err := jf.SGLang.Apply(&probe); err != nil {
+			return jf, spec, BadField(strings.ReplaceAll(name, "-", "_"), "%s", ForRequest(err.Error()))
 		}
 		if (probe.Runtime == budget.VLLM || probe.Runtime == budget.SGLang) && req.GPU == "" && len(req.Memory) == 0 {
-			return jf, spec, badField("gpu", "runtime %q: %s sizes its KV cache from the GPU's memory: give gpu or memory", req.Runtime, probe.Runtime)
+			return jf, spec, BadField("gpu", "runtime %q: %s sizes its KV cache from the GPU's memory: give gpu or memory", req.Runtime, probe.Runtime)
 		}
 	}
 	if err := layoutFrom(req, &jf); err != nil {
 		return jf, spec, err
 	}
 	var err error
-	if jf.memory, err = sizeText("memory", req.Memory); err != nil {
+	if jf.Memory, err = SizeText("memory", req.Memory); err != nil {
 		return jf, spec, err
 	}
-	if jf.loraRank < 0 {
-		return jf, spec, badField("lora_rank", "lora_rank = %d: must not be negative", jf.loraRank)
+	if jf.LoRARank < 0 {
+		return jf, spec, BadField("lora_rank", "lora_rank = %d: must not be negative", jf.LoRARank)
 	}
 	if req.LoRATargets != nil {
 		if len(req.LoRATargets) == 0 {
-			return jf, spec, badField("lora_targets", "lora_targets: an empty list (leave it out for PEFT's default)")
+			return jf, spec, BadField("lora_targets", "lora_targets: an empty list (leave it out for PEFT's default)")
 		}
 		for _, t := range req.LoRATargets {
 			if strings.TrimSpace(t) == "" || strings.Contains(t, ",") {
-				return jf, spec, badField("lora_targets", "lora_targets: %q is not a module name", t)
+				return jf, spec, BadField("lora_targets", "lora_targets: %q is not a module name", t)
 			}
 		}
-		if jf.loraRank == 0 && !jf.qlora {
-			return jf, spec, badField("lora_targets", "lora_targets: give lora_rank or qlora too")
+		if jf.LoRARank == 0 && !jf.QLoRA {
+			return jf, spec, BadField("lora_targets", "lora_targets: give lora_rank or qlora too")
 		}
-		jf.loraTargets = strings.Join(req.LoRATargets, ",")
+		jf.LoRATargets = strings.Join(req.LoRATargets, ",")
 	}
-	if jf.precision != "" {
-		if _, err := budget.ParsePrecision(jf.precision); err != nil {
-			return jf, spec, badField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.precision)
+	if jf.Precision != "" {
+		if _, err := budget.ParsePrecision(jf.Precision); err != nil {
+			return jf, spec, BadField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.Precision)
 		}
 	}
-	jf.optImpl, jf.momentum, jf.nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
-	jf.inBwd, jf.frozen, jf.offloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
-	jf.keepLogits, jf.evalLoss = req.KeepLogits, req.EvalLoss
-	if jf.train {
-		if jf.frozen && req.Optimizer != s.defaults.opt {
-			return jf, spec, badField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
+	jf.OptImpl, jf.Momentum, jf.Nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
+	jf.InBwd, jf.Frozen, jf.OffloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
+	jf.KeepLogits, jf.EvalLoss = req.KeepLogits, req.EvalLoss
+	if jf.Train {
+		if jf.Frozen && req.Optimizer != s.defaults.Opt {
+			return jf, spec, BadField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)
 		}
-		if _, _, flagName, err := jf.optimizerFor(); err != nil {
-			return jf, spec, badField(strings.ReplaceAll(flagName, "-", "_"), "%s", forRequest(err.Error()))
+		if _, _, flagName, err := jf.OptimizerFor(); err != nil {
+			return jf, spec, BadField(strings.ReplaceAll(flagName, "-", "_"), "%s", ForRequest(err.Error()))
 		}
 	} else {
 		for _, c := range []struct {
 			field string
 			set   bool
-		}{{"optimizer_impl", jf.optImpl != ""}, {"momentum", jf.momentum != 0}, {"nesterov", jf.nesterov},
-			{"optimizer_in_backward", jf.inBwd}, {"frozen", jf.frozen}, {"offload_activations", jf.offloadActs},
-			{"keep_logits", jf.keepLogits}} {
+		}{{"optimizer_impl", jf.OptImpl != ""}, {"momentum", jf.Momentum != 0}, {"nesterov", jf.Nesterov},
+			{"optimizer_in_backward", jf.InBwd}, {"frozen", jf.Frozen}, {"offload_activations", jf.OffloadActs},
+			{"keep_logits", jf.KeepLogits}} {
 			if c.set {
-				return jf, spec, badField(c.field, "%s: an inference job runs no backward pass and no optimizer (give \"mode\": \"train\", or leave %s out)", c.field, c.field)
+				return jf, spec, BadField(c.field, "%s: an inference job runs no backward pass and no optimizer (give \"mode\": \"train\", or leave %s out)", c.field, c.field)
 			}
 		}
 	}
-	if _, err := parseAttention(jf.attn); err != nil {
-		return jf, spec, badField("attention", "attention %q: want eager, sdpa or flash", jf.attn)
+	if _, err := ParseAttention(jf.Attn); err != nil {
+		return jf, spec, BadField("attention", "attention %q: want eager, sdpa or flash", jf.Attn)
 	}
-	if _, err := parseCheckpointing(jf.ckpt); err != nil {
-		return jf, spec, badField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.ckpt)
+	if _, err := ParseCheckpointing(jf.Ckpt); err != nil {
+		return jf, spec, BadField("checkpointing", "checkpointing %q: want none, selective, full or offload", jf.Ckpt)
 	}
-	jf.cuda = req.CUDA
-	if jf.cuda != "" {
-		if _, err := budget.ParseCUDAVersion(jf.cuda); err != nil {
-			return jf, spec, badField("cuda", "cuda %q: want a CUDA version such as 12.1 (or a wheel tag such as cu121)", jf.cuda)
+	jf.CUDA = req.CUDA
+	if jf.CUDA != "" {
+		if _, err := budget.ParseCUDAVersion(jf.CUDA); err != nil {
+			return jf, spec, BadField("cuda", "cuda %q: want a CUDA version such as 12.1 (or a wheel tag such as cu121)", jf.CUDA)
 		}
 	}
 	if req.LazyLoading != nil {
-		jf.lazy = optBool{set: true, v: *req.LazyLoading}
+		jf.Lazy = OptBool{Given: true, Value: *req.LazyLoading}
 	}
 	if len(req.Profile) > 0 && string(req.Profile) != "null" {
-		p, err := parseProfile(req.Profile)
+		p, err := ParseProfile(req.Profile)
 		if err != nil {
-			return jf, spec, badField("profile", "profile: %v", err)
+			return jf, spec, BadField("profile", "profile: %v", err)
 		}
-		jf.profileData = &p
+		jf.ProfileData = &p
 	}
-	if l, err := model.ParseLoss(jf.loss); err != nil {
+	if l, err := model.ParseLoss(jf.Loss); err != nil {
 		var fe *gpumem.FieldError
 		msg := err.Error()
 		if errors.As(err, &fe) {
 			msg = fe.Err.Error()
 		}
-		return jf, spec, badField("loss", "loss %q: %s", jf.loss, msg)
-	} else if l.Kind != model.FullLoss && !jf.train {
-		return jf, spec, badField("loss", "loss %q: an inference job computes no loss (give \"mode\": \"train\", or leave loss out)", jf.loss)
+		return jf, spec, BadField("loss", "loss %q: %s", jf.Loss, msg)
+	} else if l.Kind != model.FullLoss && !jf.Train {
+		return jf, spec, BadField("loss", "loss %q: an inference job computes no loss (give \"mode\": \"train\", or leave loss out)", jf.Loss)
 	}
 	switch {
-	case jf.logitsToKeep < 0:
-		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: must not be negative (0: every position)", jf.logitsToKeep)
-	case jf.logitsToKeep > 0 && jf.train:
-		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: a training step's loss needs the logits of every position", jf.logitsToKeep)
-	case jf.logitsToKeep > 0 && jf.generate > 0:
-		return jf, spec, badField("logits_to_keep", "logits_to_keep = %d: generation's prompt pass keeps the last position's logits already", jf.logitsToKeep)
+	case jf.LogitsToKeep < 0:
+		return jf, spec, BadField("logits_to_keep", "logits_to_keep = %d: must not be negative (0: every position)", jf.LogitsToKeep)
+	case jf.LogitsToKeep > 0 && jf.Train:
+		return jf, spec, BadField("logits_to_keep", "logits_to_keep = %d: a training step's loss needs the logits of every position", jf.LogitsToKeep)
+	case jf.LogitsToKeep > 0 && jf.Generate > 0:
+		return jf, spec, BadField("logits_to_keep", "logits_to_keep = %d: generation's prompt pass keeps the last position's logits already", jf.LogitsToKeep)
 	}
 	switch {
-	case jf.gpu != "" && jf.memory != "":
-		return jf, spec, badField("memory", "give one of gpu and memory")
-	case jf.gpu != "":
-		if _, ok := gpumem.LookupDevice(jf.gpu); !ok {
-			return jf, spec, badField("gpu", "unknown GPU %q (see GET /v1/devices, or give memory)", jf.gpu)
+	case jf.GPU != "" && jf.Memory != "":
+		return jf, spec, BadField("memory", "give one of gpu and memory")
+	case jf.GPU != "":
+		if _, ok := gpumem.LookupDevice(jf.GPU); !ok {
+			return jf, spec, BadField("gpu", "unknown GPU %q (see GET /v1/devices, or give memory)", jf.GPU)
 		}
-	case jf.memory != "":
-		if err := checkTarget("memory", jf.memory); err != nil {
+	case jf.Memory != "":
+		if err := CheckTarget("memory", jf.Memory); err != nil {
 			return jf, spec, err
 		}
 	}
@@ -971,46 +971,46 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 // checkQuantFields checks the quantization, KV cache and load fields of
 // a request as jobFor and checkGiven check their flags, naming the
 // request's fields.
-func (s *server) checkQuantFields(req estimateRequest, jf jobFlags) error {
-	if jf.loadOnly {
+func (s *server) checkQuantFields(req Estimate, jf Flags) error {
+	if jf.LoadOnly {
 		def := s.defaults
 		for _, c := range []struct {
 			name  string
 			given bool
-		}{{"generate", req.Generate != 0}, {"batch", req.Batch != def.batch}, {"seq", req.Seq != def.seq},
-			{"grad_accum", req.GradAccum > 1}, {"checkpointing", req.Checkpointing != def.ckpt}, {"dropout", req.Dropout},
+		}{{"generate", req.Generate != 0}, {"batch", req.Batch != def.Batch}, {"seq", req.Seq != def.Seq},
+			{"grad_accum", req.GradAccum > 1}, {"checkpointing", req.Checkpointing != def.Ckpt}, {"dropout", req.Dropout},
 			{"images", req.Images != 0}, {"kv_dtype", req.KVDType != ""}, {"kv_block", req.KVBlock != 0}} {
 			if c.given {
-				return badField(c.name, "%s: a load-only job runs nothing (leave it out, or give \"mode\": \"train\" or \"infer\")", c.name)
+				return BadField(c.name, "%s: a load-only job runs nothing (leave it out, or give \"mode\": \"train\" or \"infer\")", c.name)
 			}
 		}
 	}
-	if jf.quant != "" {
-		if jf.qlora {
-			return badField("quant", "quant %q: qlora stores the weights in nf4 already (give one of them)", jf.quant)
+	if jf.Quant != "" {
+		if jf.QLoRA {
+			return BadField("quant", "quant %q: qlora stores the weights in nf4 already (give one of them)", jf.Quant)
 		}
-		if _, method, _, err := parseQuant(jf.quant); err != nil {
-			return badField("quant", "quant %q: want int8, nf4, fp4, gptq, awq or fp8", jf.quant)
-		} else if jf.groupSize != 0 && method != "gptq" && method != "awq" {
-			return badField("group_size", "group_size %d: it applies to quant gptq or awq", jf.groupSize)
+		if _, method, _, err := ParseQuant(jf.Quant); err != nil {
+			return BadField("quant", "quant %q: want int8, nf4, fp4, gptq, awq or fp8", jf.Quant)
+		} else if jf.GroupSize != 0 && method != "gptq" && method != "awq" {
+			return BadField("group_size", "group_size %d: it applies to quant gptq or awq", jf.GroupSize)
 		}
-		if jf.train && jf.loraRank == 0 && !req.Frozen {
-			return badField("quant", "quant %q: quantized weights cannot train; give lora_rank to train adapters on them (or frozen for gradients to the input only)", jf.quant)
+		if jf.Train && jf.LoRARank == 0 && !req.Frozen {
+			return BadField("quant", "quant %q: quantized weights cannot train; give lora_rank to train adapters on them (or frozen for gradients to the input only)", jf.Quant)
 		}
-	} else if jf.groupSize != 0 {
-		return badField("group_size", "group_size %d: it applies to quant gptq or awq", jf.groupSize)
+	} else if jf.GroupSize != 0 {
+		return BadField("group_size", "group_size %d: it applies to quant gptq or awq", jf.GroupSize)
 	}
-	if jf.kvDType != "" {
-		if _, err := gpumem.ParseDType(jf.kvDType); err != nil {
-			return badField("kv_dtype", "kv_dtype %q: want fp8, fp8_e5m2, int8, fp16, bf16, Q8_0, Q4_0, ...", jf.kvDType)
+	if jf.KVDType != "" {
+		if _, err := gpumem.ParseDType(jf.KVDType); err != nil {
+			return BadField("kv_dtype", "kv_dtype %q: want fp8, fp8_e5m2, int8, fp16, bf16, Q8_0, Q4_0, ...", jf.KVDType)
 		}
 	}
-	if (jf.kvDType != "" || jf.kvBlock != 0) && (!jf.infer || req.Generate == 0) {
+	if (jf.KVDType != "" || jf.KVBlock != 0) && (!jf.Infer || req.Generate == 0) {
 		name := "kv_dtype"
-		if jf.kvDType == "" {
+		if jf.KVDType == "" {
 			name = "kv_block"
 		}
-		return badField(name, "%s: only a generating job keeps a KV cache (give \"mode\": \"infer\" with generate)", name)
+		return BadField(name, "%s: only a generating job keeps a KV cache (give \"mode\": \"infer\" with generate)", name)
 	}
 	return nil
 }
@@ -1025,7 +1025,7 @@ func truncate(b []byte, n int) string {
 
 // jobFields maps the library's names for a budget.Job's fields to the
 // request's.
-func jobFields(jf jobFlags) map[string]string {
+func JobFields(jf Flags) map[string]string {
 	// The fields a flag sets are named after it (requestField asks
 	// flagFor); these are the ones named otherwise, or by the request
 	// as a whole.
@@ -1033,22 +1033,22 @@ func jobFields(jf jobFlags) map[string]string {
 		"Job.Mode": "mode", "Job.Model": "model", "Job.Device": "gpu", "Job.Device.Capacity": "gpu",
 		"Job.LlamaCpp": "runtime",
 	}
-	if jf.frozen {
+	if jf.Frozen {
 		m["Job.Gradients"] = "frozen"
 	}
-	if jf.qlora {
+	if jf.QLoRA {
 		m["Finetune.Quant"] = "qlora"
 	}
-	if jf.config != "" {
+	if jf.Config != "" {
 		m["Job.Model"] = "config"
 	}
-	if jf.safetensors != "" {
+	if jf.Safetensors != "" {
 		m["Job.Model"] = "safetensors"
 	}
-	if jf.gguf != "" {
+	if jf.GGUF != "" {
 		m["Job.Model"] = "gguf"
 	}
-	if jf.memory != "" {
+	if jf.Memory != "" {
 		m["Job.Device"] = "memory"
 	}
 	return m
@@ -1058,8 +1058,8 @@ func jobFields(jf jobFlags) map[string]string {
 // into a reply: a *gpumem.FieldError names its field as the request
 // calls it (requestField), an input the library does not model is 422,
 // anything else the input caused is 400.
-func libraryError(err error, fields map[string]string) *apiError {
-	var ae *apiError
+func LibraryError(err error, fields map[string]string) *Error {
+	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -1069,7 +1069,7 @@ func libraryError(err error, fields map[string]string) *apiError {
 	}
 	var fe *gpumem.FieldError
 	if errors.As(err, &fe) {
-		field := requestField(fe.Field, fields)
+		field := RequestField(fe.Field, fields)
 		msg := (&gpumem.FieldError{Field: field, Value: fe.Value, Err: fe.Err}).Error()
 		switch {
 		case field == "" && fe.Field != "" && unicode.IsUpper(rune(fe.Field[0])):
@@ -1077,9 +1077,9 @@ func libraryError(err error, fields map[string]string) *apiError {
 		case field == "":
 			msg = err.Error() // "line 12 = 5Gb: ..."
 		}
-		return &apiError{status: status, field: field, msg: forRequest(msg)}
+		return &Error{Status: status, Field: field, Msg: ForRequest(msg)}
 	}
-	return &apiError{status: status, msg: forRequest(err.Error())}
+	return &Error{Status: status, Msg: ForRequest(err.Error())}
 }
 
 // requestFields are the fields of every request body, by their JSON
@@ -1100,7 +1100,7 @@ var requestFields = func() map[string]bool {
 			}
 		}
 	}
-	for _, v := range []any{planRequest{}, oomRequest{}, leakRequest{}} {
+	for _, v := range []any{Plan{}, OOM{}, Leak{}} {
 		add(reflect.TypeOf(v))
 	}
 	return m
@@ -1128,7 +1128,7 @@ var libraryFields = map[string]string{
 // a config key keeps its name without the library's ("config.n_embd
 // (Spec.Hidden)" is "config.n_embd"); a whole workload is its larger
 // dimension; anything else names no field rather than a library one.
-func requestField(field string, fields map[string]string) string {
+func RequestField(field string, fields map[string]string) string {
 	if f, ok := fields[field]; ok {
 		return f
 	}
@@ -1145,7 +1145,7 @@ func requestField(field string, fields map[string]string) string {
 	if f, ok := fields[base]; ok {
 		return f
 	}
-	if fl, ok := flagFor(base); ok {
+	if fl, ok := FlagFor(base); ok {
 		// The request field is the flag's name: --grad-accum, grad_accum.
 		if f := strings.ReplaceAll(strings.TrimPrefix(fl, "--"), "-", "_"); requestFields[f] {
 			return f
@@ -1184,15 +1184,15 @@ var cliWords = strings.NewReplacer(
 )
 
 // cliFlag matches a command-line flag in a message of the shared code.
-var cliFlag = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+var CLIFlag = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
 
 // forRequest rewrites a message of the code the CLI and the service
 // share in the request's terms: no "usage: " prefix, request fields
 // ("max_seq") for the flags ("--max-seq") and library names
 // ("MaxSeqLen") that set them.
-func forRequest(msg string) string {
-	msg = strings.TrimPrefix(msg, errUsage.Error()+": ")
-	msg = cliFlag.ReplaceAllStringFunc(msg, func(f string) string {
+func ForRequest(msg string) string {
+	msg = strings.TrimPrefix(msg, ErrUsage.Error()+": ")
+	msg = CLIFlag.ReplaceAllStringFunc(msg, func(f string) string {
 		name := strings.ReplaceAll(f[2:], "-", "_")
 		if requestFields[name] {
 			return name
@@ -1203,7 +1203,7 @@ func forRequest(msg string) string {
 }
 
 // oomRequest is the JSON body of POST /v1/oom.
-type oomRequest struct {
+type OOM struct {
 	Message string `json:"message"`
 }
 
@@ -1212,22 +1212,22 @@ type oomRequest struct {
 func (s *server) oom(out io.Writer, r *http.Request, body []byte) error {
 	text := string(body)
 	if isJSON(r) {
-		var req oomRequest
-		if err := decodeStrict(body, &req); err != nil {
+		var req OOM
+		if err := DecodeStrict(body, &req); err != nil {
 			return err
 		}
 		text = req.Message
 	}
 	o, ok := leak.ParseOOM(text)
 	if !ok {
-		return &apiError{status: http.StatusUnprocessableEntity, field: "message",
-			msg: "no out-of-memory message found in the input"}
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "message",
+			Msg: "no out-of-memory message found in the input"}
 	}
 	return writeOOMJSON(out, o, o.Diagnose())
 }
 
 // leakRequest is the JSON body of POST /v1/leak.
-type leakRequest struct {
+type Leak struct {
 	Log      string          `json:"log"`
 	Capacity json.RawMessage `json:"capacity"`
 	GPU      string          `json:"gpu"`
@@ -1253,31 +1253,31 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	if v := q.Get("run"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return badField("run", "want an integer of 1 or more, got %q", v)
+			return BadField("run", "want an integer of 1 or more, got %q", v)
 		}
 		run = n
 	}
 	text, series := body, false
 	if isJSON(r) {
-		var req leakRequest
-		if err := decodeStrict(body, &req); err != nil {
+		var req Leak
+		if err := DecodeStrict(body, &req); err != nil {
 			return err
 		}
-		c, err := sizeText("capacity", req.Capacity)
+		c, err := SizeText("capacity", req.Capacity)
 		if err != nil {
 			return err
 		}
 		if c != "" && capacity != "" {
-			return badField("capacity", "give capacity in the JSON body or the query string, not both")
+			return BadField("capacity", "give capacity in the JSON body or the query string, not both")
 		}
 		if req.GPU != "" && gpu != "" {
-			return badField("gpu", "give gpu in the JSON body or the query string, not both")
+			return BadField("gpu", "give gpu in the JSON body or the query string, not both")
 		}
 		if req.Unit != "" && unitText != "" {
-			return badField("unit", "give unit in the JSON body or the query string, not both")
+			return BadField("unit", "give unit in the JSON body or the query string, not both")
 		}
 		if req.Run != nil && q.Get("run") != "" {
-			return badField("run", "give run in the JSON body or the query string, not both")
+			return BadField("run", "give run in the JSON body or the query string, not both")
 		}
 		if req.Run != nil {
 			run = *req.Run
@@ -1285,22 +1285,22 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 		capacity, gpu, unitText, text, series = capacity+c, gpu+req.GPU, unitText+req.Unit, []byte(req.Log), req.Series
 	}
 	if run < 1 {
-		return badField("run", "want 1 or more (runs are numbered from 1), got %d", run)
+		return BadField("run", "want 1 or more (runs are numbered from 1), got %d", run)
 	}
 	var unit gpumem.Bytes
 	if unitText != "" {
 		u, err := parseUnit(unitText)
 		if err != nil {
-			return badField("unit", "%s", forRequest(err.Error()))
+			return BadField("unit", "%s", ForRequest(err.Error()))
 		}
 		unit = u
 	}
 	opts := leak.Options{Run: run - 1}
 	switch {
 	case capacity != "" && gpu != "":
-		return badField("capacity", "give one of capacity and gpu")
+		return BadField("capacity", "give one of capacity and gpu")
 	case capacity != "":
-		if err := checkTarget("capacity", capacity); err != nil {
+		if err := CheckTarget("capacity", capacity); err != nil {
 			return err
 		}
 		b, _ := gpumem.ParseBytes(capacity)
@@ -1308,23 +1308,23 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	case gpu != "":
 		d, ok := gpumem.LookupDevice(gpu)
 		if !ok {
-			return badField("gpu", "unknown GPU %q (see GET /v1/devices)", gpu)
+			return BadField("gpu", "unknown GPU %q (see GET /v1/devices)", gpu)
 		}
 		opts.Capacity = d.Capacity
 	}
 	samples, rr, err := readLog(text, unit, &opts)
 	if errors.Is(err, leak.ErrNoSamples) {
-		return &apiError{status: http.StatusUnprocessableEntity, field: "log", msg: forRequest(err.Error())}
+		return &Error{Status: http.StatusUnprocessableEntity, Field: "log", Msg: ForRequest(err.Error())}
 	}
 	if err != nil {
-		ae := libraryError(err, nil)
+		ae := LibraryError(err, nil)
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) && !strings.HasPrefix(fe.Field, "ReadOptions.") {
 			// The message keeps the place in the log: "line 12 = 5Gb: ...",
 			// "device_traces[0][3].size = -5: ..." of a memory snapshot:
 			// a log that does not read, 422 as one without a figure.
-			ae.field = "log"
-			ae.status = http.StatusUnprocessableEntity
+			ae.Field = "log"
+			ae.Status = http.StatusUnprocessableEntity
 		}
 		return ae
 	}
@@ -1334,10 +1334,10 @@ func (s *server) leak(out io.Writer, r *http.Request, body []byte) error {
 	s.computed.Add(1)
 	rep, err := leak.Analyze(samples, &opts)
 	if err != nil {
-		return libraryError(err, map[string]string{"Options.Capacity": "capacity", "Options.Run": "run"})
+		return LibraryError(err, map[string]string{"Options.Capacity": "capacity", "Options.Run": "run"})
 	}
 	if rep.Run >= rep.Runs {
-		return badField("run", "the log has %d run(s), got run %d", rep.Runs, run)
+		return BadField("run", "the log has %d run(s), got run %d", rep.Runs, run)
 	}
 	j, err := leakJSON(rep, rr)
 	if err != nil {
@@ -1408,8 +1408,8 @@ func renderDevices() []byte {
 
 // planRequest is the body of POST /v1/plan: an estimate request plus
 // the plan flags.
-type planRequest struct {
-	estimateRequest
+type Plan struct {
+	Estimate
 	TargetBatch int    `json:"target_batch"`
 	MinBatch    int    `json:"min_batch"`
 	MaxBatch    int    `json:"max_batch"`
@@ -1433,102 +1433,102 @@ type planRequest struct {
 // plan answers POST /v1/plan with the JSON of gpumem plan --json; a job
 // that fits nowhere is 200 with "fits": false, the ladder and hints.
 func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
-	req := planRequest{estimateRequest: s.defaultRequest()}
-	if err := decodeStrict(body, &req); err != nil {
+	req := Plan{Estimate: s.defaultRequest()}
+	if err := DecodeStrict(body, &req); err != nil {
 		return err
 	}
-	largest := isLargest(req.Model)
+	largest := IsLargest(req.Model)
 	if largest {
-		req.Model = largestPlaceholder
+		req.Model = LargestPlaceholder
 	} else if req.StatesOnly {
-		return badField("states_only", "only with \"model\": %q", largestName)
+		return BadField("states_only", "only with \"model\": %q", LargestName)
 	}
 	if isOllama(req.Runtime) && req.Mode == "" && !req.Train {
 		req.Infer = true // Ollama serves: the mode goes without saying
 	}
-	jf, spec, err := s.flagsFrom(req.estimateRequest)
+	jf, spec, err := s.flagsFrom(req.Estimate)
 	if err != nil {
 		return err
 	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
-	ollamaGPUs := jf.gpus
-	if isOllama(jf.llama.runtime) {
-		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+	ollamaGPUs := jf.GPUs
+	if isOllama(jf.Llama.Runtime) {
+		jf.GPUs = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
 	}
-	j, dev, err := jf.jobWith(spec, s.prepared.prepare(modelSource(req.estimateRequest), &jf))
+	j, dev, err := jf.JobWith(spec, s.prepared.prepare(modelSource(req.Estimate), &jf))
 	if err != nil {
-		return libraryError(err, jobFields(jf))
+		return LibraryError(err, JobFields(jf))
 	}
-	if isOllama(jf.llama.runtime) {
+	if isOllama(jf.Llama.Runtime) {
 		// Ollama's placement (gpumem plan --runtime ollama).
 		s.computed.Add(1)
 		p, flag, err := planOllama(j, dev, ollamaGPUs, func(flag string) string { return strings.ReplaceAll(flag, "-", "_") })
 		if flag != "" {
-			return badField(strings.ReplaceAll(flag, "-", "_"), "%s", forRequest(err.Error()))
+			return BadField(strings.ReplaceAll(flag, "-", "_"), "%s", ForRequest(err.Error()))
 		}
 		if err != nil {
-			return libraryError(err, jobFields(jf))
+			return LibraryError(err, JobFields(jf))
 		}
 		return writeJSON(out, p.json())
 	}
 	if j.Runtime == budget.LlamaCpp {
-		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.llama.runtime)
+		return BadField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp ask /v1/estimate with n_gpu_layers and ctx_size", jf.Llama.Runtime)
 	}
 	if j.Runtime == budget.VLLM && req.Concurrency != 0 {
 		if dev.Capacity == 0 {
-			return badField("gpu", "give gpu or memory to plan for")
+			return BadField("gpu", "give gpu or memory to plan for")
 		}
 		s.computed.Add(1)
 		p, err := planVLLM(j, dev, req.Concurrency)
 		if err != nil {
-			return libraryError(err, jobFields(jf))
+			return LibraryError(err, JobFields(jf))
 		}
 		return writeJSON(out, p.json())
 	}
 	if req.Concurrency != 0 {
-		return badField("concurrency", "concurrency = %g: only with \"runtime\": \"vllm\"", req.Concurrency)
+		return BadField("concurrency", "concurrency = %g: only with \"runtime\": \"vllm\"", req.Concurrency)
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
-		return badField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.llama.runtime)
+		return BadField("runtime", "runtime %q: a plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM ask /v1/estimate with gpu_memory_utilization and max_model_len", jf.Llama.Runtime)
 	}
 	if err := alive(r.Context()); err != nil {
 		return err
 	}
 	if dev.Capacity == 0 {
-		return badField("gpu", "give gpu or memory to plan for")
+		return BadField("gpu", "give gpu or memory to plan for")
 	}
 	lim := budget.Limits{TargetGlobalBatch: req.TargetBatch, MinBatch: req.MinBatch, MaxBatch: req.MaxBatch,
 		MinSeqLen: req.MinSeq, MaxSeqLen: req.MaxSeq}
 	if err := parseAllow(req.Allow, &jf, &lim); err != nil {
-		return badField("allow", "%s", forRequest(err.Error()))
+		return BadField("allow", "%s", ForRequest(err.Error()))
 	}
 	if err := parseHeadroom(req.Headroom, &lim); err != nil {
-		return badField("headroom", "%s", forRequest(err.Error()))
+		return BadField("headroom", "%s", ForRequest(err.Error()))
 	}
 	if lim.Objective, err = parseObjective(req.Maximize, &lim); err != nil {
-		return badField("maximize", "%s", forRequest(err.Error()))
+		return BadField("maximize", "%s", ForRequest(err.Error()))
 	}
 	s.computed.Add(1)
 	if largest {
-		r, err := planLargest(j, dev, jf.layout.nodes, jf.gpus, j.Parallel.GPUs() <= 1 || jf.layout.explicitLayout, req.StatesOnly, &lim, "states_only")
+		r, err := planLargest(j, dev, jf.Layout.Nodes, jf.GPUs, j.Parallel.GPUs() <= 1 || jf.Layout.Explicit, req.StatesOnly, &lim, "states_only")
 		if err != nil {
-			if errors.Is(err, errUsage) {
-				return badField("states_only", "%s", forRequest(err.Error()))
+			if errors.Is(err, ErrUsage) {
+				return BadField("states_only", "%s", ForRequest(err.Error()))
 			}
 			var short *budget.InsufficientMemoryError
 			if errors.As(err, &short) {
 				return writeJSON(out, planErrorJSON(short, dev))
 			}
-			return libraryError(err, jobFields(jf))
+			return LibraryError(err, JobFields(jf))
 		}
 		return r.write(out, dev, true)
 	}
 	var p budget.Plan
-	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
+	if j.Parallel.GPUs() > 1 && !jf.Layout.Explicit {
 		// GPUs but no layout: choose one, as plan does.
-		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.layout.nodes, GPUsPerNode: jf.gpus, Free: dev.Free()}, j, &lim)
+		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.Layout.Nodes, GPUsPerNode: jf.GPUs, Free: dev.Free()}, j, &lim)
 	} else {
 		p, err = budget.Allocate(dev.Free(), j, &lim)
 	}
@@ -1542,9 +1542,9 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 	if err != nil {
 		// The Limits fields are named after their flags (flagFor); the
 		// limits as a whole are what allow changes.
-		fields := jobFields(jf)
+		fields := JobFields(jf)
 		fields["Limits"] = "allow"
-		return libraryError(err, fields)
+		return LibraryError(err, fields)
 	}
 	res := planJSON(p, dev)
 	if req.Configs {
@@ -1558,7 +1558,7 @@ func (s *server) plan(out io.Writer, r *http.Request, body []byte) error {
 // that names the config key at fault ("config.num_hidden_layers",
 // "config.text_config.num_local_experts"), or "model" for a catalog
 // model.
-func checkModelSize(spec model.Spec, config json.RawMessage) *apiError {
+func CheckModelSize(spec model.Spec, config json.RawMessage) *Error {
 	var stacks []int64
 	var walk func(s *model.Spec)
 	walk = func(s *model.Spec) {
@@ -1573,8 +1573,8 @@ func checkModelSize(spec model.Spec, config json.RawMessage) *apiError {
 	walk(&spec)
 	for _, n := range stacks {
 		if n > maxServeLayers {
-			return &apiError{status: http.StatusUnprocessableEntity, field: configKey(config, n, layerKeys),
-				msg: fmt.Sprintf("a stack of %d layers: the service reads models of at most %d layers a stack", n, maxServeLayers)}
+			return &Error{Status: http.StatusUnprocessableEntity, Field: configKey(config, n, layerKeys),
+				Msg: fmt.Sprintf("a stack of %d layers: the service reads models of at most %d layers a stack", n, maxServeLayers)}
 		}
 	}
 	var tensors int64
@@ -1589,8 +1589,8 @@ func checkModelSize(spec model.Spec, config json.RawMessage) *apiError {
 				field = configKey(config, spec.LM().Layers, layerKeys)
 			}
 		}
-		return &apiError{status: http.StatusUnprocessableEntity, field: field,
-			msg: fmt.Sprintf("%d tensors: the service reads models of at most %d tensors (DeepSeek-V3 has about 92,000)", tensors, maxServeTensors)}
+		return &Error{Status: http.StatusUnprocessableEntity, Field: field,
+			Msg: fmt.Sprintf("%d tensors: the service reads models of at most %d tensors (DeepSeek-V3 has about 92,000)", tensors, maxServeTensors)}
 	}
 	return nil
 }
@@ -1649,7 +1649,7 @@ const modelCacheSize = 256
 // bytes (the exact bytes, spaces around them trimmed as flagsFrom trims
 // them: model.FromHFConfig reads nothing else, so the same bytes give
 // the same model.Spec).
-func modelSource(req estimateRequest) string {
+func modelSource(req Estimate) string {
 	if req.Model != "" {
 		return "model\x00" + req.Model
 	}
@@ -1708,9 +1708,9 @@ type modelCache struct {
 
 // prepare returns the function jobWith calls to turn the Finetune that
 // f describes into a budget.Model for a model from source.
-func (c *modelCache) prepare(source string, f *jobFlags) func(model.Finetune) (budget.Model, error) {
+func (c *modelCache) prepare(source string, f *Flags) func(model.Finetune) (budget.Model, error) {
 	return func(ft model.Finetune) (budget.Model, error) {
-		k := modelKey{source: source, head: f.head, labels: f.labels, imageSize: f.imageSize,
+		k := modelKey{source: source, head: f.Head, labels: f.Labels, imageSize: f.ImageSize,
 			rank: ft.LoRA.Rank, targets: strings.Join(ft.LoRA.Targets, "\x00"), loraDType: ft.LoRA.DType,
 			quant: ft.Quant, quantHead: ft.QuantizeHead, method: ft.Method, groupSize: ft.GroupSize, unquantized: ft.Unquantized,
 			compute: ft.ComputeDType, unfused: ft.Unfused, keepsInputs: ft.KeepsInputs, quantFrom: ft.QuantFrom,

@@ -55,35 +55,35 @@ func init() {
 // pipeline answers POST /v1/pipeline with the estimate gpumem estimate
 // --pipeline --json prints.
 func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
-	req := pipelineRequest{Batch: s.defaults.batch, Optimizer: s.defaults.opt, Attention: s.defaults.attn,
-		Checkpointing: s.defaults.ckpt, GradAccum: s.defaults.accum}
-	if err := decodeStrict(body, &req); err != nil {
+	req := pipelineRequest{Batch: s.defaults.Batch, Optimizer: s.defaults.Opt, Attention: s.defaults.Attn,
+		Checkpointing: s.defaults.Ckpt, GradAccum: s.defaults.Accum}
+	if err := DecodeStrict(body, &req); err != nil {
 		return err
 	}
 	if _, ok := model.LookupPipeline(req.Pipeline); !ok {
-		return badField("pipeline", "pipeline %q: want a catalog pipeline (%s)", req.Pipeline, strings.Join(model.PipelineNames(), ", "))
+		return BadField("pipeline", "pipeline %q: want a catalog pipeline (%s)", req.Pipeline, strings.Join(model.PipelineNames(), ", "))
 	}
 	jf := s.defaults
 	switch strings.ToLower(req.Mode) {
 	case "train", "training":
-		jf.train = true
+		jf.Train = true
 	case "infer", "inference", "":
-		jf.infer = true
+		jf.Infer = true
 	default:
-		return badField("mode", "mode %q: want train or infer", req.Mode)
+		return BadField("mode", "mode %q: want train or infer", req.Mode)
 	}
-	jf.batch, jf.accum, jf.precision, jf.opt, jf.attn, jf.ckpt = req.Batch, req.GradAccum, req.Precision, req.Optimizer, req.Attention, req.Checkpointing
-	jf.loraRank, jf.gpu = req.LoRARank, req.GPU
-	jf.loraTargets = strings.Join(req.LoRATargets, ",")
-	mem, err := sizeText("memory", req.Memory)
+	jf.Batch, jf.Accum, jf.Precision, jf.Opt, jf.Attn, jf.Ckpt = req.Batch, req.GradAccum, req.Precision, req.Optimizer, req.Attention, req.Checkpointing
+	jf.LoRARank, jf.GPU = req.LoRARank, req.GPU
+	jf.LoRATargets = strings.Join(req.LoRATargets, ",")
+	mem, err := SizeText("memory", req.Memory)
 	if err != nil {
 		return err
 	}
 	if mem != "" {
-		if err := checkTarget("memory", mem); err != nil {
+		if err := CheckTarget("memory", mem); err != nil {
 			return err
 		}
-		jf.memory = mem
+		jf.Memory = mem
 	}
 	pf := pipelineFlags{pipeline: req.Pipeline, resolution: req.Resolution, height: req.Height, width: req.Width,
 		guidance: 7.5, cpuOffload: req.CPUOffload, vaeSlicing: req.VAESlicing, vaeTiling: req.VAETiling,
@@ -103,7 +103,7 @@ func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
 		return err
 	}
 	s.computed.Add(1)
-	e, err := estimatePipeline(pl, dev, defaultHeadroom(dev.Free()))
+	e, err := estimatePipeline(pl, dev, DefaultHeadroom(dev.Free()))
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
@@ -123,7 +123,7 @@ func pipelineRequestError(err error) error {
 	}
 	msg := err.Error()
 	field := ""
-	if m := cliFlag.FindStringSubmatch(msg); m != nil {
+	if m := CLIFlag.FindStringSubmatch(msg); m != nil {
 		if f := strings.ReplaceAll(m[1], "-", "_"); requestFields[f] {
 			field = f
 		}
@@ -132,5 +132,5 @@ func pipelineRequestError(err error) error {
 	case "train", "infer":
 		field = "mode"
 	}
-	return &apiError{status: status, field: field, msg: forRequest(msg)}
+	return &Error{Status: status, Field: field, Msg: ForRequest(msg)}
 }

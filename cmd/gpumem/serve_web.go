@@ -67,8 +67,8 @@ func servePage(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed,
-			msg: fmt.Sprintf("method %s not allowed on %s; use GET, HEAD", r.Method, r.URL.Path)})
+		writeError(w, &Error{Status: http.StatusMethodNotAllowed,
+			Msg: fmt.Sprintf("method %s not allowed on %s; use GET, HEAD", r.Method, r.URL.Path)})
 		return true
 	}
 	h := w.Header()
@@ -184,38 +184,38 @@ func clampBytes(y float64) gpumem.Bytes {
 // read the header only, and check the tensors' offsets against the size.
 // The header must be complete; the bytes after it are never read (a
 // read there is an error, not zeros). It marks jf as the flag would.
-func checkpointSpec(req estimateRequest, hasConfig bool, jf *jobFlags) (model.Spec, error) {
+func checkpointSpec(req Estimate, hasConfig bool, jf *Flags) (model.Spec, error) {
 	field, header, size, read := "safetensors", req.Safetensors, req.SafetensorsSize, model.FromSafetensors
 	if len(req.GGUF) > 0 {
 		field, header, size, read = "gguf", req.GGUF, req.GGUFSize, model.FromGGUF
 	}
 	if req.Model != "" || hasConfig || (len(req.Safetensors) > 0 && len(req.GGUF) > 0) {
-		return model.Spec{}, badField(field, "give one of model, config, safetensors and gguf")
+		return model.Spec{}, BadField(field, "give one of model, config, safetensors and gguf")
 	}
 	if size < int64(len(header)) {
-		return model.Spec{}, badField(field+"_size", "%s_size %d: the file's size in bytes, at least the %d bytes of the header sent", field, size, len(header))
+		return model.Spec{}, BadField(field+"_size", "%s_size %d: the file's size in bytes, at least the %d bytes of the header sent", field, size, len(header))
 	}
 	spec, err := read(headerReader(header), size)
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
-			return spec, badField(field, "%s", forRequest(err.Error()))
+			return spec, BadField(field, "%s", ForRequest(err.Error()))
 		}
-		return spec, libraryError(err, nil)
+		return spec, LibraryError(err, nil)
 	}
 	if spec.LM().Heads == 0 {
 		// What --safetensors then fails on (Spec.Heads = 0), said of
 		// the file.
-		return spec, badField(field, "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", clean(spec.Family))
+		return spec, BadField(field, "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", Clean(spec.Family))
 	}
-	if err := checkModelSize(spec, nil); err != nil {
-		err.field = field
+	if err := CheckModelSize(spec, nil); err != nil {
+		err.Field = field
 		return spec, err
 	}
 	if field == "gguf" {
-		jf.gguf = "(inline)"
+		jf.GGUF = "(inline)"
 	} else {
-		jf.safetensors = "(inline)"
+		jf.Safetensors = "(inline)"
 	}
 	return spec, nil
 }
