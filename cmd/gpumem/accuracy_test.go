@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/request"
 )
 
 // TestAccuracy runs gpumem accuracy on the repository's data: the table
@@ -229,7 +230,7 @@ func TestGridFlags(t *testing.T) {
 			continue
 		}
 		fs := newFlags("estimate", nil)
-		var jf Flags
+		var jf request.Flags
 		jf.Register(fs)
 		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
 		require.NoError(t, jf.CheckGiven(fs), "%s: %s", r.ID, *r.Flags)

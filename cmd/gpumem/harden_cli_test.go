@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // Issue 17, hardening: the command line refuses what a job script with
@@ -97,12 +98,12 @@ func TestOneLargestValue(t *testing.T) {
 	flags := []string{"--model", "llama-3-8b", "--train", "--batch", "4", "--seq", "4096", "--attention", "flash",
 		"--checkpointing", "full", "--optimizer", "adamw8bit", "--precision", "bf16", "--gpu", "h100"}
 	fs := newFlags("estimate", nil)
-	var jf Flags
+	var jf request.Flags
 	jf.Register(fs)
 	require.NoError(t, parse(fs, flags))
 	j, dev, err := jf.Job()
 	require.NoError(t, err)
-	hr := DefaultHeadroom(dev.Free())
+	hr := request.DefaultHeadroom(dev.Free())
 
 	for _, c := range []struct {
 		axis    string

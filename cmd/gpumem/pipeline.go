@@ -13,6 +13,7 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
 
 // pipelineFlags are gpumem estimate's flags for a diffusers pipeline
@@ -68,21 +69,21 @@ func (p *pipelineFlags) usedWithout(fs *flag.FlagSet) string {
 func (p *pipelineFlags) components() (model.DiffusionPipeline, error) {
 	switch {
 	case p.pipeline != "" && p.diffusers != "":
-		return model.DiffusionPipeline{}, fmt.Errorf("%w: give one of --pipeline and --diffusers", ErrUsage)
+		return model.DiffusionPipeline{}, fmt.Errorf("%w: give one of --pipeline and --diffusers", request.ErrUsage)
 	case p.pipeline != "":
 		d, ok := model.LookupPipeline(p.pipeline)
 		if !ok {
-			return d, fmt.Errorf("%w: --pipeline %q: not in the catalog (want %s, or --diffusers DIR)", ErrUsage, p.pipeline, strings.Join(model.PipelineNames(), ", "))
+			return d, fmt.Errorf("%w: --pipeline %q: not in the catalog (want %s, or --diffusers DIR)", request.ErrUsage, p.pipeline, strings.Join(model.PipelineNames(), ", "))
 		}
 		return d, nil
 	}
 	st, err := os.Stat(p.diffusers)
 	if err != nil || !st.IsDir() {
-		return model.DiffusionPipeline{}, fmt.Errorf("%w: --diffusers %q: not a directory", ErrUsage, p.diffusers)
+		return model.DiffusionPipeline{}, fmt.Errorf("%w: --diffusers %q: not a directory", request.ErrUsage, p.diffusers)
 	}
 	d, err := model.FromDiffusersDir(os.DirFS(p.diffusers))
 	if err != nil {
-		return d, fmt.Errorf("%w: --diffusers %s: %v", ErrUsage, p.diffusers, err)
+		return d, fmt.Errorf("%w: --diffusers %s: %v", request.ErrUsage, p.diffusers, err)
 	}
 	d.Name = p.diffusers
 	return d, nil
@@ -90,14 +91,14 @@ func (p *pipelineFlags) components() (model.DiffusionPipeline, error) {
 
 // build turns the flags into a budget.Pipeline and the device to check
 // it on. Errors name the flag.
-func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipeline, gpumem.Device, error) {
+func (p *pipelineFlags) build(f *request.Flags, d model.DiffusionPipeline) (budget.Pipeline, gpumem.Device, error) {
 	var pl budget.Pipeline
 	var dev gpumem.Device
 	switch {
 	case f.LoadOnly:
-		return pl, dev, fmt.Errorf("%w: --load: a pipeline is estimated for --train or --infer", ErrUsage)
+		return pl, dev, fmt.Errorf("%w: --load: a pipeline is estimated for --train or --infer", request.ErrUsage)
 	case f.Train == f.Infer:
-		return pl, dev, fmt.Errorf("%w: give one of --train and --infer", ErrUsage)
+		return pl, dev, fmt.Errorf("%w: give one of --train and --infer", request.ErrUsage)
 	case f.Train:
 		pl.Mode = budget.Training
 	default:
@@ -112,7 +113,7 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 	}
 	var err error
 	if pl.Precision, err = budget.ParsePrecision(prec); err != nil {
-		return pl, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed or bf16-mixed to train, fp32, fp16 or bf16 to infer", ErrUsage, prec)
+		return pl, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed or bf16-mixed to train, fp32, fp16 or bf16 to infer", request.ErrUsage, prec)
 	}
 	for _, x := range []struct {
 		flag, v string
@@ -123,14 +124,14 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 		}
 		dt, err := gpumem.ParseDType(x.v)
 		if err != nil || !dt.IsFloat() || dt.Bits() < 16 {
-			return pl, dev, fmt.Errorf("%w: --%s %q: want fp32, fp16 or bf16", ErrUsage, x.flag, x.v)
+			return pl, dev, fmt.Errorf("%w: --%s %q: want fp32, fp16 or bf16", request.ErrUsage, x.flag, x.v)
 		}
 		*x.dst = dt
 	}
-	if pl.Attention, err = ParseAttention(f.Attn); err != nil {
+	if pl.Attention, err = request.ParseAttention(f.Attn); err != nil {
 		return pl, dev, err
 	}
-	ck, err := ParseCheckpointing(f.Ckpt)
+	ck, err := request.ParseCheckpointing(f.Ckpt)
 	if err != nil {
 		return pl, dev, err
 	}
@@ -139,21 +140,21 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 	case model.FullCheckpointing:
 		pl.Checkpointing = true
 	default:
-		return pl, dev, fmt.Errorf("%w: --checkpointing %s: a UNet checkpoints whole resnets and transformer blocks (enable_gradient_checkpointing): want none or full", ErrUsage, f.Ckpt)
+		return pl, dev, fmt.Errorf("%w: --checkpointing %s: a UNet checkpoints whole resnets and transformer blocks (enable_gradient_checkpointing): want none or full", request.ErrUsage, f.Ckpt)
 	}
 	if f.Train {
 		if pl.Optimizer, _, _, err = f.OptimizerFor(); err != nil {
 			return pl, dev, err
 		}
 		if pl.Optimizer == nil {
-			return pl, dev, fmt.Errorf("%w: --optimizer %s: a pipeline's training steps an optimizer", ErrUsage, f.Opt)
+			return pl, dev, fmt.Errorf("%w: --optimizer %s: a pipeline's training steps an optimizer", request.ErrUsage, f.Opt)
 		}
 	}
 	if f.Accum > 1 {
 		pl.GradAccum = f.Accum
 	}
 	if f.Batch < 1 {
-		return pl, dev, fmt.Errorf("%w: --batch %d: must be at least 1", ErrUsage, f.Batch)
+		return pl, dev, fmt.Errorf("%w: --batch %d: must be at least 1", request.ErrUsage, f.Batch)
 	}
 	pl.Batch = f.Batch
 	side := p.resolution
@@ -172,11 +173,11 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 		v    int
 	}{{"resolution", p.resolution}, {"height", p.height}, {"width", p.width}} {
 		if x.v < 0 || x.v%8 != 0 || x.v > 1<<20 {
-			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", ErrUsage, x.flag, x.v)
+			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", request.ErrUsage, x.flag, x.v)
 		}
 	}
 	if pl.Height < 8 || pl.Width < 8 {
-		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", ErrUsage)
+		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", request.ErrUsage)
 	}
 	if p.guidance > 1 && !f.Train {
 		pl.Guidance = true
@@ -187,7 +188,7 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 			on   bool
 		}{{"cpu-offload", p.cpuOffload}, {"vae-slicing", p.vaeSlicing}, {"vae-tiling", p.vaeTiling}} {
 			if x.on {
-				return pl, dev, fmt.Errorf("%w: --%s: a pipeline call's option (give --infer)", ErrUsage, x.flag)
+				return pl, dev, fmt.Errorf("%w: --%s: a pipeline call's option (give --infer)", request.ErrUsage, x.flag)
 			}
 		}
 	} else {
@@ -196,25 +197,25 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 			on   bool
 		}{{"cache-latents", p.cacheLatents}} {
 			if x.on {
-				return pl, dev, fmt.Errorf("%w: --%s: a training script's option (give --train)", ErrUsage, x.flag)
+				return pl, dev, fmt.Errorf("%w: --%s: a training script's option (give --train)", request.ErrUsage, x.flag)
 			}
 		}
 	}
 	pl.CPUOffload, pl.VAESlicing, pl.VAETiling = p.cpuOffload, p.vaeSlicing, p.vaeTiling
 	ft := model.Finetune{Model: d.UNet}
 	if f.LoRARank < 0 {
-		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", ErrUsage, f.LoRARank)
+		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", request.ErrUsage, f.LoRARank)
 	}
 	if f.LoRARank > 0 {
 		ft.LoRA = model.LoRA{Rank: f.LoRARank}
 		if f.LoRATargets != "" {
-			if ft.LoRA.Targets, err = SplitTargets(f.LoRATargets); err != nil {
+			if ft.LoRA.Targets, err = request.SplitTargets(f.LoRATargets); err != nil {
 				return pl, dev, err
 			}
 		}
 	}
 	if pl.UNet, err = budget.NewModel(ft); err != nil {
-		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", ErrUsage, f.LoRARank, err)
+		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", request.ErrUsage, f.LoRARank, err)
 	}
 	if !p.cacheLatents {
 		if pl.VAE, err = budget.ModelOf(d.VAE); err != nil {
@@ -230,7 +231,7 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 			pl.TextEncoders = append(pl.TextEncoders, m)
 		}
 	}
-	g, catalog, err := DeviceFlags(f.GPU, f.Memory)
+	g, catalog, err := request.DeviceFlags(f.GPU, f.Memory)
 	if err != nil {
 		return pl, dev, err
 	}
@@ -244,12 +245,12 @@ func (p *pipelineFlags) build(f *Flags, d model.DiffusionPipeline) (budget.Pipel
 type pipelineEstimation struct {
 	need      budget.PipelineEstimate
 	dev       gpumem.Device
-	headroom  Headroom
+	headroom  request.Headroom
 	fits      bool
 	shortfall gpumem.Bytes
 }
 
-func estimatePipeline(pl budget.Pipeline, dev gpumem.Device, hr Headroom) (pipelineEstimation, error) {
+func estimatePipeline(pl budget.Pipeline, dev gpumem.Device, hr request.Headroom) (pipelineEstimation, error) {
 	need, err := budget.EstimatePipeline(pl)
 	if err != nil {
 		return pipelineEstimation{}, err
@@ -268,7 +269,7 @@ func (e pipelineEstimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, Clean(e.dev.Name), e.headroom.Name, e.shortfall.String())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(e.dev.Name), e.headroom.Name, e.shortfall.String())
 }
 
 func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, pl budget.Pipeline) error {
@@ -292,7 +293,7 @@ func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, 
 }
 
 // runPipeline is gpumem estimate for --pipeline or --diffusers.
-func runPipeline(p *pipelineFlags, f *Flags, lim *budget.Limits, headroomGiven bool, asJSON bool, out io.Writer) error {
+func runPipeline(p *pipelineFlags, f *request.Flags, lim *budget.Limits, headroomGiven bool, asJSON bool, out io.Writer) error {
 	d, err := p.components()
 	if err != nil {
 		return err
@@ -302,13 +303,13 @@ func runPipeline(p *pipelineFlags, f *Flags, lim *budget.Limits, headroomGiven b
 		return err
 	}
 	if headroomGiven && dev.Capacity == 0 {
-		return fmt.Errorf("%w: --headroom: it applies to the fit on --gpu or --memory (give one, or leave --headroom out)", ErrUsage)
+		return fmt.Errorf("%w: --headroom: it applies to the fit on --gpu or --memory (give one, or leave --headroom out)", request.ErrUsage)
 	}
-	e, err := estimatePipeline(pl, dev, HeadroomOf(lim, dev.Free()))
+	e, err := estimatePipeline(pl, dev, request.HeadroomOf(lim, dev.Free()))
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
-			return fmt.Errorf("%w: %v", ErrUsage, pipelineFlagError(fe))
+			return fmt.Errorf("%w: %v", request.ErrUsage, pipelineFlagError(fe))
 		}
 		return err
 	}
@@ -326,7 +327,7 @@ func runPipeline(p *pipelineFlags, f *Flags, lim *budget.Limits, headroomGiven b
 			what = "UNet LoRA r=" + strconv.FormatInt(f.LoRARank, 10) + " training"
 		}
 	}
-	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", Clean(d.Name), what, pl.Batch,
+	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", request.Clean(d.Name), what, pl.Batch,
 		pl.Width, pl.Height, pl.Width/8, pl.Height/8, pl.Precision)
 	if pl.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", pl.Optimizer)
@@ -372,11 +373,11 @@ func runPipeline(p *pipelineFlags, f *Flags, lim *budget.Limits, headroomGiven b
 	fmt.Fprintf(out, "peak stage: %s (%s)\n", e.need.Stage, b.Phase)
 	if dev.Capacity > 0 {
 		if e.fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", Clean(dev.Name), e.headroom, dev.Free().String(),
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", request.Clean(dev.Name), e.headroom, dev.Free().String(),
 				(dev.Free() - b.Required()).String(), 100*budget.Utilization(b, dev))
 		} else {
 			dom := b.Dominant()
-			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", Clean(dev.Name),
+			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", request.Clean(dev.Name),
 				e.headroom, dev.Free().String(), e.shortfall.String(), dom.Name, dom.Bytes.String())
 		}
 	}
@@ -399,9 +400,9 @@ func pipelineFlagError(fe *gpumem.FieldError) error {
 
 // estimatePipelineFlags is runEstimate's branch for a pipeline: the
 // flags a pipeline does not read are refused by name.
-func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *Flags, cf *chartFlags, headroomText string, asJSON bool, out io.Writer) error {
+func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *request.Flags, cf *chartFlags, headroomText string, asJSON bool, out io.Writer) error {
 	if !p.given() {
-		return fmt.Errorf("%w: --%s: give --pipeline or --diffusers", ErrUsage, p.usedWithout(fs))
+		return fmt.Errorf("%w: --%s: give --pipeline or --diffusers", request.ErrUsage, p.usedWithout(fs))
 	}
 	var bad string
 	fs.Visit(func(fl *flag.Flag) {
@@ -417,7 +418,7 @@ func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *Flags, cf *cha
 		}
 	})
 	if bad != "" {
-		return fmt.Errorf("%w: --%s: not read for a diffusers pipeline (--pipeline, --diffusers)", ErrUsage, bad)
+		return fmt.Errorf("%w: --%s: not read for a diffusers pipeline (--pipeline, --diffusers)", request.ErrUsage, bad)
 	}
 	var lim budget.Limits
 	if err := parseHeadroom(headroomText, &lim); err != nil {

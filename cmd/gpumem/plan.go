@@ -14,6 +14,7 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
+	"github.com/gpumem/gpumem/request"
 )
 
 const allowHelp = `changes the planner may make, comma-separated, tried in this order within each kind:
@@ -34,7 +35,7 @@ const allowHelp = `changes the planner may make, comma-separated, tried in this 
 
 func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fs := newFlags("plan", out)
-	var jf Flags
+	var jf request.Flags
 	jf.Register(fs)
 	target := fs.Int("target-batch", 0, "sequences per optimizer step: sets the gradient accumulation")
 	minBatch := fs.Int("min-batch", 0, "smallest micro-batch (default 1)")
@@ -89,13 +90,13 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return nil
 	}
 	if jf.LoadOnly {
-		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", ErrUsage)
+		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", request.ErrUsage)
 	}
-	largest := IsLargest(jf.Name)
+	largest := request.IsLargest(jf.Name)
 	if largest {
-		jf.Name = LargestPlaceholder
+		jf.Name = request.LargestPlaceholder
 	} else if *statesOnly {
-		return fmt.Errorf("%w: --states-only: only with --model %s", ErrUsage, LargestName)
+		return fmt.Errorf("%w: --states-only: only with --model %s", request.ErrUsage, request.LargestName)
 	}
 	if jf.Llama.Runtime == "" && jf.GGUF != "" {
 		// plan searches PyTorch's knobs; a GGUF file is planned as
@@ -107,7 +108,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return err
 	}
 	if j.Runtime == budget.LlamaCpp {
-		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", ErrUsage, jf.Llama.Runtime)
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", request.ErrUsage, jf.Llama.Runtime)
 	}
 	if j.Runtime == budget.VLLM && *concurrency != 0 {
 		p, err := planVLLM(j, dev, *concurrency)
@@ -121,16 +122,16 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return nil
 	}
 	if *concurrency != 0 {
-		return fmt.Errorf("%w: --concurrency %g: only with --runtime vllm", ErrUsage, *concurrency)
+		return fmt.Errorf("%w: --concurrency %g: only with --runtime vllm", request.ErrUsage, *concurrency)
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
-		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give --concurrency N (or gpumem estimate its --gpu-memory-utilization and --max-model-len), for SGLang gpumem estimate its --mem-fraction-static", ErrUsage, jf.Llama.Runtime)
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give --concurrency N (or gpumem estimate its --gpu-memory-utilization and --max-model-len), for SGLang gpumem estimate its --mem-fraction-static", request.ErrUsage, jf.Llama.Runtime)
 	}
 	if err := checkJob(j); err != nil {
 		return err
 	}
 	if dev.Capacity == 0 {
-		return fmt.Errorf("%w: give --gpu NAME or --memory SIZE to plan for", ErrUsage)
+		return fmt.Errorf("%w: give --gpu NAME or --memory SIZE to plan for", request.ErrUsage)
 	}
 	lim := budget.Limits{TargetGlobalBatch: *target, MinBatch: *minBatch, MaxBatch: *maxBatch, MinSeqLen: *minSeq, MaxSeqLen: *maxSeq}
 	if err := parseAllow(*allow, &jf, &lim); err != nil {
@@ -142,7 +143,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := parseHeadroom(*headroom, &lim); err != nil {
 		return err
 	}
-	hr := HeadroomOf(&lim, dev.Free())
+	hr := request.HeadroomOf(&lim, dev.Free())
 	if largest {
 		fixed := j.Parallel.GPUs() <= 1 || jf.Layout.Explicit
 		r, err := planLargest(j, dev, jf.Layout.Nodes, jf.GPUs, fixed, *statesOnly, &lim, "--states-only")
@@ -170,13 +171,13 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, Clean(dev.Name), hr.Name, short.Shortfall.String())
+			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(dev.Name), hr.Name, short.Shortfall.String())
 		}
-		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", Describe(j), Clean(dev.Name), dev.Free().String(), hr)
+		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", request.Describe(j), request.Clean(dev.Name), dev.Free().String(), hr)
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, Clean(dev.Name), hr.Name, short.Shortfall.String())
+		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(dev.Name), hr.Name, short.Shortfall.String())
 	}
 	if err != nil {
 		return err
@@ -190,7 +191,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *dsFile != "" {
 		c, err := p.DeepSpeed()
 		if err != nil {
-			return fmt.Errorf("%w: --deepspeed: %v", ErrUsage, err)
+			return fmt.Errorf("%w: --deepspeed: %v", request.ErrUsage, err)
 		}
 		raw, err := c.MarshalIndent()
 		if err != nil {
@@ -203,7 +204,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *accFile != "" {
 		c, err := p.Accelerate()
 		if err != nil {
-			return fmt.Errorf("%w: --accelerate: %v", ErrUsage, err)
+			return fmt.Errorf("%w: --accelerate: %v", request.ErrUsage, err)
 		}
 		y, err := c.YAML()
 		if err != nil {
@@ -216,19 +217,19 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
-	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", Describe(j), Clean(dev.Name), dev.Free().String(), hr)
+	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", request.Describe(j), request.Clean(dev.Name), dev.Free().String(), hr)
 	fmt.Fprint(out, p)
 	if *hfArgs {
 		line, err := hfArgsLine(p)
 		if err != nil {
-			return fmt.Errorf("%w: --hf-args: %v", ErrUsage, err)
+			return fmt.Errorf("%w: --hf-args: %v", request.ErrUsage, err)
 		}
 		fmt.Fprintf(out, "TrainingArguments: %s\n", line)
 	}
 	if *megatron {
 		args, err := p.Megatron()
 		if err != nil {
-			return fmt.Errorf("%w: --megatron: %v", ErrUsage, err)
+			return fmt.Errorf("%w: --megatron: %v", request.ErrUsage, err)
 		}
 		fmt.Fprintf(out, "Megatron-LM: %s\n", strings.Join(args, " "))
 	}
@@ -273,12 +274,12 @@ func planContextWarning(p budget.Plan, varied bool) string {
 }
 
 // checkPlanGiven refuses plan flags that cannot change the plan for the
-// mode asked for (see jobFlags.checkGiven): for an inference job a
+// mode asked for (see Flags.checkGiven): for an inference job a
 // target batch (it sets gradient accumulation), --allow items that only
 // training uses (optimizers, checkpointing, optimizer offload), and the
 // training configs (--deepspeed, --hf-args, --accelerate, --megatron);
 // for training, --grad-accum with --target-batch, which sets it.
-func checkPlanGiven(fs *flag.FlagSet, jf *Flags, allow string) error {
+func checkPlanGiven(fs *flag.FlagSet, jf *request.Flags, allow string) error {
 	given := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	if jf.Train == jf.Infer {
@@ -286,16 +287,16 @@ func checkPlanGiven(fs *flag.FlagSet, jf *Flags, allow string) error {
 	}
 	if jf.Train {
 		if v, ok := given["grad-accum"]; ok && jf.Accum != 1 && given["target-batch"] != "" && given["target-batch"] != "0" {
-			return fmt.Errorf("%w: --grad-accum %s: --target-batch %s sets the accumulation steps (give one of them)", ErrUsage, v, given["target-batch"])
+			return fmt.Errorf("%w: --grad-accum %s: --target-batch %s sets the accumulation steps (give one of them)", request.ErrUsage, v, given["target-batch"])
 		}
 		return nil
 	}
 	if v, ok := given["target-batch"]; ok && v != "0" {
-		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", ErrUsage, v)
+		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", request.ErrUsage, v)
 	}
 	for _, name := range []string{"deepspeed", "hf-args", "accelerate", "megatron"} {
 		if v, ok := given[name]; ok && v != "false" {
-			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", ErrUsage, name, name)
+			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", request.ErrUsage, name, name)
 		}
 	}
 	for _, item := range strings.Split(allow, ",") {
@@ -308,10 +309,10 @@ func checkPlanGiven(fs *flag.FlagSet, jf *Flags, allow string) error {
 			training = true
 		case item == "" || item == "none" || item == "offload-copies" || item == "lora" || item == "qlora" || strings.HasPrefix(item, "heads="):
 		default:
-			if _, err := ParseAttention(item); err == nil {
+			if _, err := request.ParseAttention(item); err == nil {
 				continue
 			}
-			if _, err := ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil {
+			if _, err := request.ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil {
 				training = true
 			} else if _, err := budget.ParsePrecision(item); err == nil {
 				continue
@@ -320,14 +321,14 @@ func checkPlanGiven(fs *flag.FlagSet, jf *Flags, allow string) error {
 			}
 		}
 		if training {
-			return fmt.Errorf("%w: --allow %q: only a training job has optimizer state or saved activations to change (give --train, or leave it out)", ErrUsage, item)
+			return fmt.Errorf("%w: --allow %q: only a training job has optimizer state or saved activations to change (give --train, or leave it out)", request.ErrUsage, item)
 		}
 	}
 	return nil
 }
 
 // parseAllow reads --allow into lim.
-func parseAllow(s string, jf *Flags, lim *budget.Limits) error {
+func parseAllow(s string, jf *request.Flags, lim *budget.Limits) error {
 	if strings.TrimSpace(s) == "" {
 		return nil
 	}
@@ -347,7 +348,7 @@ func parseAllow(s string, jf *Flags, lim *budget.Limits) error {
 		case strings.HasPrefix(item, "heads="):
 			n, err := strconv.Atoi(strings.TrimPrefix(item, "heads="))
 			if err != nil || n < 1 {
-				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", ErrUsage, item)
+				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", request.ErrUsage, item)
 			}
 			lim.HeadChunks = append(lim.HeadChunks, n)
 		case allowLoss(item) != nil:
@@ -359,11 +360,11 @@ func parseAllow(s string, jf *Flags, lim *budget.Limits) error {
 			}
 			lim.Models = append(lim.Models, alt)
 		default:
-			if k, err := ParseAttention(item); err == nil {
+			if k, err := request.ParseAttention(item); err == nil {
 				lim.Attention = append(nonNil(lim.Attention), k)
 				continue
 			}
-			if c, err := ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
+			if c, err := request.ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
 				lim.Checkpointing = append(nonNil(lim.Checkpointing), c)
 				continue
 			}
@@ -375,7 +376,7 @@ func parseAllow(s string, jf *Flags, lim *budget.Limits) error {
 				lim.Optimizers = append(lim.Optimizers, o)
 				continue
 			}
-			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", ErrUsage, item)
+			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", request.ErrUsage, item)
 		}
 	}
 	return nil
@@ -404,7 +405,7 @@ func parseObjective(s string, lim *budget.Limits) (budget.Objective, error) {
 		return budget.ObjectiveDefault, nil
 	case "seq", "seq-len", "max-seq":
 		if lim.MaxSeqLen == 0 && lim.MinSeqLen == 0 {
-			return 0, fmt.Errorf("%w: --maximize %s: give --max-seq, the longest sequence to try", ErrUsage, s)
+			return 0, fmt.Errorf("%w: --maximize %s: give --max-seq, the longest sequence to try", request.ErrUsage, s)
 		}
 		return budget.MaximizeSeqLen, nil
 	case "batch", "max-batch":
@@ -412,7 +413,7 @@ func parseObjective(s string, lim *budget.Limits) (budget.Objective, error) {
 	case "none", "fit":
 		return budget.FitAsGiven, nil
 	}
-	return 0, fmt.Errorf("%w: --maximize %q: want seq, batch or none", ErrUsage, s)
+	return 0, fmt.Errorf("%w: --maximize %q: want seq, batch or none", request.ErrUsage, s)
 }
 
 // nonNil returns s, or an empty non-nil slice for nil: a listed change
@@ -426,7 +427,7 @@ func nonNil[T any](s []T) []T {
 
 // loraAlternative prepares the job's model with LoRA adapters (QLoRA:
 // on NF4 base weights).
-func loraAlternative(jf *Flags, quant bool) (budget.Alternative, error) {
+func loraAlternative(jf *request.Flags, quant bool) (budget.Alternative, error) {
 	s, err := jf.Load()
 	if err != nil {
 		return budget.Alternative{}, err
@@ -437,7 +438,7 @@ func loraAlternative(jf *Flags, quant bool) (budget.Alternative, error) {
 	}
 	ft := model.Finetune{Model: s, LoRA: model.LoRA{Rank: rank}}
 	if jf.LoRATargets != "" {
-		if ft.LoRA.Targets, err = SplitTargets(jf.LoRATargets); err != nil {
+		if ft.LoRA.Targets, err = request.SplitTargets(jf.LoRATargets); err != nil {
 			return budget.Alternative{}, err
 		}
 	}
@@ -468,7 +469,7 @@ func parseHeadroom(s string, lim *budget.Limits) error {
 	}
 	if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
 		if !(f >= 0 && f < 1) {
-			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1) (for a size, give a unit: %sGiB)", ErrUsage, s, strings.TrimSpace(s))
+			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1) (for a size, give a unit: %sGiB)", request.ErrUsage, s, strings.TrimSpace(s))
 		}
 		lim.HeadroomFraction = f
 		if f == 0 {
@@ -478,7 +479,7 @@ func parseHeadroom(s string, lim *budget.Limits) error {
 	}
 	b, err := gpumem.ParseBytes(s)
 	if err != nil || b < 0 {
-		return fmt.Errorf("%w: --headroom %q: want a fraction (0.05) or a size (2GiB)", ErrUsage, s)
+		return fmt.Errorf("%w: --headroom %q: want a fraction (0.05) or a size (2GiB)", request.ErrUsage, s)
 	}
 	lim.Headroom, lim.HeadroomFraction = b, -1
 	return nil

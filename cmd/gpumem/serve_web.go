@@ -6,7 +6,6 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -16,7 +15,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/leak"
-	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
 
 // The page of gpumem serve: plain HTML, CSS and JavaScript in web/,
@@ -67,7 +66,7 @@ func servePage(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed,
+		writeError(w, &request.Error{Status: http.StatusMethodNotAllowed,
 			Msg: fmt.Sprintf("method %s not allowed on %s; use GET, HEAD", r.Method, r.URL.Path)})
 		return true
 	}
@@ -176,64 +175,4 @@ func clampBytes(y float64) gpumem.Bytes {
 		return math.MinInt64
 	}
 	return gpumem.Bytes(math.Round(y))
-}
-
-// checkpointSpec reads the model of a request that gives a checkpoint's
-// header (safetensors or gguf) with the file's size, as --safetensors
-// and --gguf read the file: model.FromSafetensors and model.FromGGUF
-// read the header only, and check the tensors' offsets against the size.
-// The header must be complete; the bytes after it are never read (a
-// read there is an error, not zeros). It marks jf as the flag would.
-func checkpointSpec(req Estimate, hasConfig bool, jf *Flags) (model.Spec, error) {
-	field, header, size, read := "safetensors", req.Safetensors, req.SafetensorsSize, model.FromSafetensors
-	if len(req.GGUF) > 0 {
-		field, header, size, read = "gguf", req.GGUF, req.GGUFSize, model.FromGGUF
-	}
-	if req.Model != "" || hasConfig || (len(req.Safetensors) > 0 && len(req.GGUF) > 0) {
-		return model.Spec{}, BadField(field, "give one of model, config, safetensors and gguf")
-	}
-	if size < int64(len(header)) {
-		return model.Spec{}, BadField(field+"_size", "%s_size %d: the file's size in bytes, at least the %d bytes of the header sent", field, size, len(header))
-	}
-	spec, err := read(headerReader(header), size)
-	if err != nil {
-		var fe *gpumem.FieldError
-		if errors.As(err, &fe) {
-			return spec, BadField(field, "%s", ForRequest(err.Error()))
-		}
-		return spec, LibraryError(err, nil)
-	}
-	if spec.LM().Heads == 0 {
-		// What --safetensors then fails on (Spec.Heads = 0), said of
-		// the file.
-		return spec, BadField(field, "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", Clean(spec.Family))
-	}
-	if err := CheckModelSize(spec, nil); err != nil {
-		err.Field = field
-		return spec, err
-	}
-	if field == "gguf" {
-		jf.GGUF = "(inline)"
-	} else {
-		jf.Safetensors = "(inline)"
-	}
-	return spec, nil
-}
-
-// headerReader is an io.ReaderAt over the first bytes of a file: reads
-// past them fail, saying that only the header was sent.
-type headerReader []byte
-
-func (h headerReader) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("negative offset %d", off)
-	}
-	if off >= int64(len(h)) {
-		return 0, fmt.Errorf("offset %d: only the %d-byte header was sent", off, len(h))
-	}
-	n := copy(p, h[off:])
-	if n < len(p) {
-		return n, fmt.Errorf("offset %d: only the %d-byte header was sent", off+int64(n), len(h))
-	}
-	return n, nil
 }
