@@ -94,6 +94,11 @@ func ParseProfile(b []byte) (Profile, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&p); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// Named as the profile's key, not the Go type's field.
+			return p, fmt.Errorf("profile.%s: want %s, got %s", te.Field, jsonKind(te.Type.String()), te.Value)
+		}
 		return p, errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if d.More() {
