@@ -12,11 +12,13 @@ import (
 // ErrUsage marks an error whose message is a usage problem (exit 2).
 var ErrUsage = errors.New("usage")
 
-// Error is an error the service reports as {"error": msg, "field": field}
-// with an HTTP status.
+// Error is a request's fault, or the service's state, as gpumem serve
+// reports it: {"error": Msg, "field": Field} with the HTTP status Status
+// (400: a bad field; 422: an input the library does not model, or a
+// model larger than a request may name; 503: busy or past its deadline).
 type Error struct {
 	Status int
-	Field  string // the request field at fault; "" when none
+	Field  string // the request field at fault (JSON name); "" when none
 	Msg    string
 	Retry  bool // 503: the client may retry (Retry-After)
 }

@@ -3,7 +3,8 @@
 # go.etcd.io/etcd/server/v3, test/etcd), kube-apiserver built from
 # k8s.io/kubernetes at the module's release, the webhook and kube-scheduler
 # with the GPUMem plugin (both estimate in process: no gpumem serve).
-# Nodes are created with the labels GPU Feature Discovery writes (no kubelet: nothing runs, pods only bind).
+# Nodes are created with the labels GPU Feature Discovery writes (no
+# kubelet: nothing runs, pods only bind).
 # Asserts where each pod binds, which stay Pending with which message, and
 # what the webhook wrote.
 #
