@@ -234,22 +234,35 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 	if f.ProfileData != nil {
 		f.ProfileData.Apply(&j.Overhead)
 	}
-	d, catalog, err := DeviceFlags(f.GPU, f.Memory)
+	dev, err = f.OnDevice(&j)
+	return j, dev, err
+}
+
+// OnDevice sets j's device from f's --gpu or --memory and returns the
+// device to check the fit on (Capacity zero when neither is given): a
+// catalog GPU is the job's device (its compute capability sizes the CUDA
+// context); free memory alone is not, but vLLM and SGLang size their
+// caches from it. It is the last step of JobWith, and the only one that
+// reads --gpu and --memory: a job built for one device is moved to
+// another by setting f's GPU or Memory and calling OnDevice again.
+func (f *Flags) OnDevice(j *budget.Job) (gpumem.Device, error) {
+	j.Device = gpumem.Device{}
+	dev, catalog, err := DeviceFlags(f.GPU, f.Memory)
 	if err != nil {
-		return j, dev, err
+		return dev, err
 	}
-	if dev = d; catalog {
-		j.Device = d
+	if catalog {
+		j.Device = dev
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
 		if dev.Capacity == 0 {
-			return j, dev, fmt.Errorf("%w: --runtime %s: %s sizes its KV cache from the GPU's memory: give --gpu or --memory", ErrUsage, j.Runtime, j.Runtime)
+			return dev, fmt.Errorf("%w: --runtime %s: %s sizes its KV cache from the GPU's memory: give --gpu or --memory", ErrUsage, j.Runtime, j.Runtime)
 		}
 		if j.Device.Capacity == 0 {
 			j.Device.Capacity = dev.Capacity
 		}
 	}
-	return j, dev, nil
+	return dev, nil
 }
 
 // ParseQuant reads --quant: the storage, the library that keeps it, and

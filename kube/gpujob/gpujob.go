@@ -30,6 +30,7 @@ package gpujob
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -135,11 +136,12 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 		if len(body) == 0 || body[0] != '{' {
 			return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: "want gpumem serve's estimate request, a JSON object such as {\"model\": \"llama-3-8b\", \"mode\": \"train\"}"}
 		}
-		var probe json.RawMessage
-		if err := json.Unmarshal(body, &probe); err != nil {
-			return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: "not JSON: " + err.Error()}
-		}
 		if j.Request, err = request.Decode(body); err != nil {
+			var e *request.Error
+			if errors.As(err, &e) && e.Field == "" {
+				// The annotation as a whole: not JSON, or not one object.
+				return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: strings.Replace(e.Msg, "invalid JSON", "not JSON", 1)}
+			}
 			return j, true, requestError(j.Source, err)
 		}
 	case hasLabel:

@@ -21,12 +21,24 @@ type Answer struct {
 	DevicePeak    int64
 	RequiredPeak  int64 // a paged optimizer: what the fit is checked against; 0 without one
 	Phase         string
-	Components    map[string]int64
 	Device        string
 	Free          int64
 	MinHeadroom   int64
 	Fits          bool
 	Shortfall     int64
+	// Breakdown is the estimate itself, by component (Components).
+	Breakdown budget.Breakdown
+}
+
+// Components maps each component's name to its bytes, as gpumem estimate
+// --json's "components" does.
+func (a Answer) Components() map[string]int64 {
+	cs := a.Breakdown.Components()
+	m := make(map[string]int64, len(cs))
+	for _, c := range cs {
+		m[c.Name] = int64(c.Bytes)
+	}
+	return m
 }
 
 // Need is the memory one GPU must set aside for the job: the peak the
@@ -114,9 +126,10 @@ func target(g GPU) (gpu, memory string) {
 	return "", strconv.FormatInt(int64(g.Device.Capacity), 10) + "B"
 }
 
-// Estimate checks req once (on the first GPU kind) and estimates it on
-// every kind: the job's fields but gpu and memory are the same on every
-// kind, and the model comes from the cache.
+// Estimate checks req and builds its job once (on the first GPU kind),
+// then moves the job to every kind (request.Flags.OnDevice: the job's
+// fields but its device are the same on every kind) and estimates it
+// there: budget.Estimate once per kind, the model from the cache.
 func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) (out map[string]Answer, err error) {
 	defer recovered(&err)
 	out = make(map[string]Answer, len(gpus))
@@ -124,6 +137,10 @@ func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) 
 		return out, nil
 	}
 	f, spec, source, err := l.cache.Check(onGPU(req, gpus[0]))
+	if err != nil {
+		return nil, requestError("", err)
+	}
+	j, _, err := l.cache.JobWith(&f, spec, source)
 	if err != nil {
 		return nil, requestError("", err)
 	}
@@ -136,16 +153,16 @@ func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) 
 			continue
 		}
 		f.GPU, f.Memory = target(g)
-		j, dev, err := l.cache.JobWith(&f, spec, source)
-		if err != nil {
-			return nil, requestError("", err)
+		dev, err := f.OnDevice(&j)
+		if err == nil {
+			l.estimates.Add(1)
+			var r request.Result
+			if r, err = request.Evaluate(j, dev); err == nil {
+				out[k] = answerOf(r)
+				continue
+			}
 		}
-		l.estimates.Add(1)
-		r, err := request.Evaluate(j, dev)
-		if err != nil {
-			return nil, requestError("", request.LibraryError(err, request.JobFields(f)))
-		}
-		out[k] = answerOf(r)
+		return nil, requestError("", request.LibraryError(err, request.JobFields(f)))
 	}
 	return out, nil
 }
@@ -153,14 +170,11 @@ func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) 
 // answerOf is the Answer of an estimate with a device.
 func answerOf(r request.Result) Answer {
 	a := Answer{AllocatedPeak: int64(r.Need.Allocated()), ReservedPeak: int64(r.Need.Reserved()),
-		DevicePeak: int64(r.Need.Device()), Phase: r.Need.Phase.String(), Components: map[string]int64{},
+		DevicePeak: int64(r.Need.Device()), Phase: r.Need.Phase.String(),
 		Device: r.Device.Name, Free: int64(r.Device.Free()), MinHeadroom: int64(r.Headroom.Bytes),
-		Fits: r.Fits, Shortfall: int64(r.Shortfall)}
+		Fits: r.Fits, Shortfall: int64(r.Shortfall), Breakdown: r.Need}
 	if r.Need.Paged != 0 {
 		a.RequiredPeak = int64(r.Need.Required())
-	}
-	for _, c := range r.Need.Components() {
-		a.Components[c.Name] = int64(c.Bytes)
 	}
 	return a
 }

@@ -131,7 +131,7 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	for key, a := range c.Answers {
 		name := c.GPUs[key].Device.Name
 		kinds[name] = Kind{Device: name, Fits: a.Fits, Need: a.Need(), DevicePeak: max(a.DevicePeak, a.RequiredPeak),
-			Phase: a.Phase, Shortfall: a.Shortfall, Components: a.Components}
+			Phase: a.Phase, Shortfall: a.Shortfall, Components: a.Components()}
 		if a.Fits {
 			shared = max(shared, a.Need())
 		}
