@@ -12,6 +12,26 @@
 // shared-GPU memory of the pods scheduled here that ask no
 // nvidia.com/gpumem of their own, so that the next cycle counts them.
 //
+// Cost, against budget.Estimate of the same job (BenchmarkEstimate,
+// lora-8b on an A100: 5.7 µs, 0 allocations), measured together on the
+// shared 2-core machine at a load of 15 to 18 (the fastest of 8 runs of
+// go test -bench . -benchtime 0.5s -count 8; medians in parentheses):
+//
+//	PreFilter, 5 nodes, 4 GPU kinds          time                 ×Estimate   allocs
+//	  catalog model, model cached            51 µs (79 µs)         8.9         72
+//	  catalog model, empty cache             123 µs (201 µs)       22          486
+//	  inline config.json, model cached       116 µs (296 µs)       20          203
+//	  inline config.json, empty cache        209 µs (585 µs)       37          483
+//	Filter, per node                         114 ns (121 ns)       0.02        0
+//
+// About half of a cached PreFilter is its four estimates (one per GPU
+// kind: the CUDA context and workspace depend on the GPU); the rest is
+// the annotation decoded, the request checked and the job built once,
+// and each node's labels read and its fit worded. An inline config adds
+// its JSON's decoding and hash; an empty cache adds the model's
+// preparation (budget.NewModel), once per model and fine-tuning setup.
+// Over gpumem serve on loopback, PreFilter took 1.05 ms.
+//
 // Pods without a job are left alone (PreFilter returns Skip). The
 // verdicts are taken before preemption's what-ifs: the plugin has no
 // PreFilterExtensions, so a victim's shared memory is not given back in
