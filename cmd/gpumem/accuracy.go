@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
 	"github.com/gpumem/gpumem/enginelog"
+	"github.com/gpumem/gpumem/request"
 )
 
 // errGate reports an accuracy comparison that misses the gate (exit 1).
@@ -44,10 +45,10 @@ func runAccuracy(args []string, _ io.Reader, out, _ io.Writer) error {
 	case "id":
 		key = func(c accuracy.Case) string { return c.ID }
 	default:
-		return fmt.Errorf("%w: --by %q: want family, gpu or id", errUsage, *by)
+		return fmt.Errorf("%w: --by %q: want family, gpu or id", request.ErrUsage, *by)
 	}
 	if *chart != "" && !strings.EqualFold(filepath.Ext(*chart), ".png") {
-		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", errUsage, *chart)
+		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", request.ErrUsage, *chart)
 	}
 	set, cpu, err := loadAccuracy(*data)
 	if err != nil {
@@ -97,25 +98,25 @@ type cpuAccuracy struct {
 func loadAccuracy(dir string) (accuracy.Set, cpuAccuracy, error) {
 	var cpu cpuAccuracy
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: not a folder (run from the repository root, or name its testdata folder)", errUsage, dir)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: not a folder (run from the repository root, or name its testdata folder)", request.ErrUsage, dir)
 	}
 	fsys := os.DirFS(dir)
 	rows, err := accuracy.ReadMeasured(fsys, "measured")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 	}
 	stated, err := accuracy.ReadPublished(fsys, "published")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 	}
 	cpuRows, err := accuracy.ReadCPU(fsys, "measured/cpu")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 	}
 	if len(cpuRows) > 0 {
 		misses, err := accuracy.ReadCPUMisses(fsys, "measured/cpu/misses.tsv")
 		if err != nil {
-			return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+			return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 		}
 		cpu.set, cpu.rows, cpu.listed = accuracy.CompareCPU(cpuRows), len(cpuRows), len(misses)
 		for _, c := range cpu.set.Cases {
@@ -129,7 +130,7 @@ func loadAccuracy(dir string) (accuracy.Set, cpuAccuracy, error) {
 		if _, err := fs.Stat(fsys, engineLogDir); err == nil {
 			return accuracy.Set{}, cpu, nil // engine logs alone
 		}
-		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl, measured/cpu/*.jsonl) and no stated figures (published/jobs.jsonl)", errUsage, dir)
+		return accuracy.Set{}, cpu, fmt.Errorf("%w: --data %q: no measured rows (measured/*.jsonl, measured/cpu/*.jsonl) and no stated figures (published/jobs.jsonl)", request.ErrUsage, dir)
 	}
 	return accuracy.Compare(rows, stated), cpu, nil
 }
@@ -166,11 +167,11 @@ func loadEngineLogs(dir string) (*engineLogs, error) {
 	}
 	c, err := enginelog.ReadCorpus(fsys, engineLogDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return nil, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 	}
 	res, err := enginelog.Compare(c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --data %s: %v", errUsage, dir, err)
+		return nil, fmt.Errorf("%w: --data %s: %v", request.ErrUsage, dir, err)
 	}
 	return &engineLogs{c, res}, nil
 }
@@ -515,7 +516,7 @@ var levelColors = map[string]color.RGBA{
 // not held to the margin; the diagonal and the ±5% and ±10% bands.
 func writeAccuracyChart(file string, set accuracy.Set) error {
 	if len(set.Cases) == 0 {
-		return fmt.Errorf("%w: --chart: no cases to draw", errUsage)
+		return fmt.Errorf("%w: --chart: no cases to draw", request.ErrUsage)
 	}
 	n := map[string]int{}
 	for _, c := range set.Cases {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/request"
 )
 
 // TestAccuracy runs gpumem accuracy on the repository's data: the table
@@ -229,11 +230,11 @@ func TestGridFlags(t *testing.T) {
 			continue
 		}
 		fs := newFlags("estimate", nil)
-		var jf jobFlags
-		jf.register(fs)
+		var jf request.Flags
+		jf.Register(fs)
 		require.NoError(t, parse(fs, strings.Fields(*r.Flags)), r.ID)
-		require.NoError(t, jf.checkGiven(fs), "%s: %s", r.ID, *r.Flags)
-		fromFlags, _, err := jf.job()
+		require.NoError(t, jf.CheckGiven(fs), "%s: %s", r.ID, *r.Flags)
+		fromFlags, _, err := jf.Job()
 		require.NoError(t, err, r.ID)
 		fromJob, err := r.Job.Budget()
 		require.NoError(t, err, r.ID)

@@ -17,109 +17,8 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/request"
 )
-
-// profileSchema is the version of the profile file calibrate writes.
-const profileSchema = 1
-
-// profile is the overhead profile calibrate writes and --profile reads:
-// the budget.Overhead terms a fleet's own measurements fitted. A zero
-// field means the default (budget.Overhead's zero values).
-type profile struct {
-	// Schema is profileSchema.
-	Schema int `json:"schema"`
-	// Context is budget.Overhead.Context in bytes (0: the default for
-	// the job's device and CUDA).
-	Context int64 `json:"context"`
-	// Fragmentation is budget.Overhead.Fragmentation (0: the default,
-	// negative: none; at most 10).
-	Fragmentation float64 `json:"fragmentation"`
-	// Workspace (bytes) and Workspaces are budget.Overhead's cuBLAS
-	// workspace terms; calibrate does not fit them (0: PyTorch's
-	// defaults), a user may set them by hand.
-	Workspace  int64 `json:"workspace"`
-	Workspaces int   `json:"workspaces"`
-	// Fit says where the profile came from; it is informational.
-	Fit *profileFit `json:"fit,omitempty"`
-}
-
-// profileFit records the fit a profile came from.
-type profileFit struct {
-	Rows   []string     `json:"rows"`
-	N      int          `json:"n"`
-	Before []levelError `json:"before"`
-	After  []levelError `json:"after"`
-}
-
-// levelError is the relative error of the estimates at one level:
-// (estimated − measured) / measured over the rows that measure it.
-type levelError struct {
-	Level  string  `json:"level"`
-	N      int     `json:"n"`
-	Median float64 `json:"median"` // median of the signed errors
-	Worst  float64 `json:"worst"`  // the error of largest magnitude, signed
-}
-
-// apply sets the profile's non-zero terms on o.
-func (p *profile) apply(o *budget.Overhead) {
-	if p.Context != 0 {
-		o.Context = gpumem.Bytes(p.Context)
-	}
-	if p.Fragmentation != 0 {
-		o.Fragmentation = p.Fragmentation
-	}
-	if p.Workspace != 0 {
-		o.Workspace = gpumem.Bytes(p.Workspace)
-	}
-	if p.Workspaces != 0 {
-		o.Workspaces = p.Workspaces
-	}
-}
-
-// check validates a profile, naming the field.
-func (p *profile) check() error {
-	switch {
-	case p.Schema != profileSchema:
-		return fmt.Errorf("field \"schema\" = %d: want %d", p.Schema, profileSchema)
-	case p.Context < 0:
-		return fmt.Errorf("field \"context\" = %d: must not be negative (0: the default context)", p.Context)
-	case math.IsNaN(p.Fragmentation) || math.IsInf(p.Fragmentation, 0) || p.Fragmentation > 10:
-		return fmt.Errorf("field \"fragmentation\" = %v: want a finite fraction at most 10 (0: the default, negative: none)", p.Fragmentation)
-	case p.Workspace < 0:
-		return fmt.Errorf("field \"workspace\" = %d: must not be negative (0: PyTorch's default)", p.Workspace)
-	case p.Workspaces < 0:
-		return fmt.Errorf("field \"workspaces\" = %d: must not be negative (0: PyTorch's default)", p.Workspaces)
-	}
-	return nil
-}
-
-// parseProfile decodes and validates a profile file's bytes; unknown
-// fields are refused, so that a misspelt one is not silently ignored.
-func parseProfile(b []byte) (profile, error) {
-	var p profile
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&p); err != nil {
-		return p, errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if d.More() {
-		return p, errors.New("more than one JSON value")
-	}
-	return p, p.check()
-}
-
-// readProfile reads the profile file name (the --profile flag).
-func readProfile(name string) (profile, error) {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return profile{}, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
-	}
-	p, err := parseProfile(b)
-	if err != nil {
-		return p, fmt.Errorf("%w: --profile %q: %v", errUsage, name, err)
-	}
-	return p, nil
-}
 
 // calRow is one ok row of a calibration file with its job.
 type calRow struct {
@@ -139,19 +38,19 @@ func runCalibrate(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: give one or more ROWS.jsonl files (tools/calibrate's output)", errUsage)
+		return fmt.Errorf("%w: give one or more ROWS.jsonl files (tools/calibrate's output)", request.ErrUsage)
 	}
 	var rows []calRow
 	for _, name := range fs.Args() {
 		rs, err := readCalRows(name)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %v", request.ErrUsage, err)
 		}
 		rows = append(rows, rs...)
 	}
 	p, err := fitProfile(rows)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", request.ErrUsage, err)
 	}
 	p.Fit.Rows = fs.Args()
 	b, err := json.MarshalIndent(p, "", "  ")
@@ -164,7 +63,7 @@ func runCalibrate(args []string, _ io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if err := os.WriteFile(*outFile, b, 0o644); err != nil {
-		return fmt.Errorf("%w: --out %q: %v", errUsage, *outFile, err)
+		return fmt.Errorf("%w: --out %q: %v", request.ErrUsage, *outFile, err)
 	}
 	if *asJSON {
 		_, err = out.Write(b)
@@ -288,7 +187,7 @@ func rowEnvironment(j *budget.Job, e *accuracy.Env) error {
 
 // fitProfile fits the overhead with budget.Calibrate and measures the
 // estimates' error before (the defaults) and after (the profile).
-func fitProfile(rows []calRow) (profile, error) {
+func fitProfile(rows []calRow) (request.Profile, error) {
 	obs := make([]budget.Observation, len(rows))
 	for i, r := range rows {
 		obs[i] = budget.Observation{Name: r.id, Job: r.job, Allocated: r.peak[0], Reserved: r.peak[1], Device: r.peak[2]}
@@ -307,12 +206,12 @@ func fitProfile(rows []calRow) (profile, error) {
 				default:
 					f = "job"
 				}
-				return profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
+				return request.Profile{}, fmt.Errorf("%s: field \"%s\" = %v: %v", rows[i].where, f, fe.Value, fe.Err)
 			}
 		}
-		return profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)
+		return request.Profile{}, fmt.Errorf("fitting %d rows: %v", len(rows), err)
 	}
-	p := profile{Schema: profileSchema, Context: int64(ov.Context), Fragmentation: ov.Fragmentation}
+	p := request.Profile{Schema: request.ProfileSchema, Context: int64(ov.Context), Fragmentation: ov.Fragmentation}
 	before, err := levelErrors(rows, nil)
 	if err != nil {
 		return p, err
@@ -321,18 +220,18 @@ func fitProfile(rows []calRow) (profile, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Fit = &profileFit{N: len(rows), Before: before, After: after}
+	p.Fit = &request.ProfileFit{N: len(rows), Before: before, After: after}
 	return p, nil
 }
 
 // levelErrors estimates every row (with the profile applied, if any) and
 // summarizes the relative error at each measured level.
-func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
+func levelErrors(rows []calRow, p *request.Profile) ([]request.LevelError, error) {
 	var errs [3][]float64
 	for _, r := range rows {
 		j := r.job
 		if p != nil {
-			p.apply(&j.Overhead)
+			p.Apply(&j.Overhead)
 		}
 		b, err := budget.Estimate(j)
 		if err != nil {
@@ -345,12 +244,12 @@ func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
 			}
 		}
 	}
-	var out []levelError
+	var out []request.LevelError
 	for l, es := range errs {
 		if len(es) == 0 {
 			continue
 		}
-		e := levelError{Level: calLevels[l], N: len(es)}
+		e := request.LevelError{Level: calLevels[l], N: len(es)}
 		for _, x := range es {
 			if math.Abs(x) > math.Abs(e.Worst) {
 				e.Worst = x
@@ -367,7 +266,7 @@ func levelErrors(rows []calRow, p *profile) ([]levelError, error) {
 	return out, nil
 }
 
-func printCalibration(out io.Writer, p profile, file string) {
+func printCalibration(out io.Writer, p request.Profile, file string) {
 	fmt.Fprintf(out, "fitted %d rows\n", p.Fit.N)
 	if p.Context > 0 {
 		fmt.Fprintf(out, "context        %s (%d bytes)\n", gpumem.Bytes(p.Context).Exact(), p.Context)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/cmd/gpumem/internal/accuracy"
+	"github.com/gpumem/gpumem/request"
 )
 
 // The known answer of the synthetic rows: a fleet whose allocator holds
@@ -116,7 +117,7 @@ func TestCalibrateSynthetic(t *testing.T) {
 
 	b, err := os.ReadFile(prof)
 	require.NoError(t, err)
-	p, err := parseProfile(b)
+	p, err := request.ParseProfile(b)
 	require.NoError(t, err)
 	// Tolerances: the 2 MiB segment rounding moves R by under 2 MiB on
 	// peaks of 2.9 GB and more, so f within 0.001; the nvidia-smi MiB
@@ -185,7 +186,7 @@ func TestCalibrateDeviceOnly(t *testing.T) {
 	require.NoError(t, os.WriteFile(rows, []byte(strings.Join(lines, "\n")), 0o644))
 	code, stdout, stderr := runCLI(t, "", "calibrate", "--out", "-", rows)
 	require.Equal(t, 0, code, stderr)
-	p, err := parseProfile([]byte(stdout))
+	p, err := request.ParseProfile([]byte(stdout))
 	require.NoError(t, err)
 	// Both rounding steps now land on D: f within 0.002, C within 16 MiB.
 	assert.InDelta(t, synthFrag, p.Fragmentation, 0.002)
@@ -346,6 +347,6 @@ func FuzzCalibrateInput(f *testing.F) {
 		if r, ok, err := calRowOf(b); err == nil && ok {
 			_, _ = fitProfile([]calRow{r, r})
 		}
-		_, _ = parseProfile(b)
+		_, _ = request.ParseProfile(b)
 	})
 }

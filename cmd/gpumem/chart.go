@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // Chart geometry: 1280 × 800 pixels at 128 dots per inch (10 × 6.25
@@ -54,18 +55,18 @@ func (c *chartFlags) register(fs *flag.FlagSet) {
 // check validates the chart flags before any work is done.
 func (c *chartFlags) check(fs *flag.FlagSet) error {
 	if c.x != "batch" && c.x != "seq" {
-		return fmt.Errorf("%w: --chart-x %q: want batch or seq", errUsage, c.x)
+		return fmt.Errorf("%w: --chart-x %q: want batch or seq", request.ErrUsage, c.x)
 	}
 	if c.file == "" {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "chart-x" })
 		if given {
-			return fmt.Errorf("%w: --chart-x %s: give --chart FILE.png too", errUsage, c.x)
+			return fmt.Errorf("%w: --chart-x %s: give --chart FILE.png too", request.ErrUsage, c.x)
 		}
 		return nil
 	}
 	if !strings.EqualFold(filepath.Ext(c.file), ".png") {
-		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", errUsage, c.file)
+		return fmt.Errorf("%w: --chart %q: want a file name ending in .png", request.ErrUsage, c.file)
 	}
 	return nil
 }
@@ -74,7 +75,7 @@ func (c *chartFlags) check(fs *flag.FlagSet) error {
 // --chart file, if one was given. mark labels the job's own x ("as
 // given", "planned"); a value fits when its device peak leaves hr of the
 // free memory unused, as estimate's and plan's answers.
-func (c *chartFlags) write(j budget.Job, dev gpumem.Device, mark string, hr headroom) error {
+func (c *chartFlags) write(j budget.Job, dev gpumem.Device, mark string, hr request.Headroom) error {
 	if c.file == "" {
 		return nil
 	}
@@ -134,7 +135,7 @@ func render(p *plot.Plot, l plot.Legend) *vgimg.Canvas {
 func writePNG(file string, canvas *vgimg.Canvas) error {
 	f, err := os.Create(file)
 	if err != nil {
-		return fmt.Errorf("%w: --chart %q: %v", errUsage, file, err)
+		return fmt.Errorf("%w: --chart %q: %v", request.ErrUsage, file, err)
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
 		f.Close()
@@ -175,7 +176,7 @@ func at(j budget.Job, axis string, x int) budget.Job {
 // and budget.LongestSeqLen (and plan's) for the same headroom. An estimate
 // that fails beyond the job's own value (an overflow at an absurd size)
 // ends the axis there, and does not fit.
-func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, error) {
+func sweep(j budget.Job, axis string, dev gpumem.Device, hr request.Headroom) (series, error) {
 	s := series{axis: axis, x0: j.Batch, fitMax: 0}
 	limit := chartMaxBatch
 	if axis == "seq" {
@@ -184,7 +185,7 @@ func sweep(j budget.Job, axis string, dev gpumem.Device, hr headroom) (series, e
 	limit = max(limit, s.x0)
 	s.limit = limit
 	if dev.Capacity > 0 {
-		usable := dev.Free() - hr.bytes
+		usable := dev.Free() - hr.Bytes
 		ok := func(x int) bool {
 			n, err := budget.Estimate(at(j, axis, x))
 			return err == nil && n.Required() <= usable
@@ -333,7 +334,7 @@ func axisLabel(axis string, short bool) string {
 // may use) as a dotted one, and the job's own x as a dotted line. The legend,
 // right of the plot, lists the components top to bottom as they are
 // stacked, with their bytes at the job's own x.
-func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) (*vgimg.Canvas, error) {
+func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr request.Headroom) (*vgimg.Canvas, error) {
 	p := newChart(chartTitle(j, s, dev, hr))
 	p.X.Label.Text = "micro-batch size (sequences per forward pass)"
 	if s.axis == "seq" {
@@ -436,9 +437,9 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 		if freeLine, err = hline(p, free, 2, color.RGBA{0xc0, 0x00, 0x00, 0xff}, 8, 4); err != nil {
 			return nil, err
 		}
-		if hr.bytes > 0 {
+		if hr.Bytes > 0 {
 			// What a job may use: a value fits below this line.
-			usable := (dev.Free() - hr.bytes).GiB()
+			usable := (dev.Free() - hr.Bytes).GiB()
 			if usableLine, err = hline(p, usable, 1.5, color.RGBA{0xe0, 0x70, 0x70, 0xff}, 2, 3); err != nil {
 				return nil, err
 			}
@@ -462,7 +463,7 @@ func (s series) draw(j budget.Job, dev gpumem.Device, mark string, hr headroom) 
 		l.Add(fmt.Sprintf("%-14s %10s", "free on GPU", dev.Free().String()), freeLine)
 	}
 	if usableLine != nil {
-		l.Add(fmt.Sprintf("%-14s %10s", "less headroom", (dev.Free()-hr.bytes).String()), usableLine)
+		l.Add(fmt.Sprintf("%-14s %10s", "less headroom", (dev.Free()-hr.Bytes).String()), usableLine)
 	}
 	l.Add(fmt.Sprintf("%-14s %10s", "device peak", s.needs[i0].Device().String()), peak)
 	for i := len(legend) - 1; i >= 0; i-- {
@@ -501,8 +502,8 @@ const chartTitleWidth = 90
 // chartTitle describes the job, then the device and the largest value
 // that fits with the headroom hr, saying the headroom; the job's
 // description wraps at commas to stay within chartTitleWidth.
-func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
-	parts := []string{fmt.Sprintf("%s: %s", describe(j), j.Mode), j.Precision.String()}
+func chartTitle(j budget.Job, s series, dev gpumem.Device, hr request.Headroom) string {
+	parts := []string{fmt.Sprintf("%s: %s", request.Describe(j), j.Mode), j.Precision.String()}
 	if total, trainable := j.Model.Params(); j.Mode == budget.Training && trainable < total {
 		parts = append(parts, gpumem.Thousands(trainable)+" trainable parameters") // adapters (LoRA, QLoRA) or frozen parts
 	}
@@ -540,13 +541,13 @@ func chartTitle(j budget.Job, s series, dev gpumem.Device, hr headroom) string {
 	case dev.Capacity == 0:
 		b.WriteString("device peak by component (no GPU named: give --gpu or --memory for the fit line)")
 	case s.fitMax == 0:
-		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: does not fit even at %s 1 with %s", request.Clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false), hr.Name)
 	case s.fitMax == s.limit:
-		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", clean(dev.Name), dev.Free().String(),
-			axisLabel(s.axis, false), gpumem.Thousands(int64(s.fitMax)), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s (the largest searched) with %s", request.Clean(dev.Name), dev.Free().String(),
+			axisLabel(s.axis, false), gpumem.Thousands(int64(s.fitMax)), hr.Name)
 	default:
-		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false),
-			gpumem.Thousands(int64(s.fitMax)), hr.name)
+		fmt.Fprintf(&b, "%s, %s free: fits up to %s %s with %s", request.Clean(dev.Name), dev.Free().String(), axisLabel(s.axis, false),
+			gpumem.Thousands(int64(s.fitMax)), hr.Name)
 	}
 	return b.String()
 }

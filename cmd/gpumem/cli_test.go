@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // TestExitCodes checks the exit status of every subcommand: 0 fits or
@@ -331,12 +332,12 @@ func TestChartBadFlags(t *testing.T) {
 // components at each point sum to the device peak.
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	jf := jobFlags{modelFlags: modelFlags{name: "llama-2-7b"}, infer: true, generate: 512, batch: 8, seq: 1024,
-		accum: 1, attn: "sdpa", ckpt: "none", opt: "adamw", gpus: 1, gpu: "a100-80gb"}
-	j, dev, err := jf.job()
+	jf := request.Flags{ModelFlags: request.ModelFlags{Name: "llama-2-7b"}, Infer: true, Generate: 512, Batch: 8, Seq: 1024,
+		Accum: 1, Attn: "sdpa", Ckpt: "none", Opt: "adamw", GPUs: 1, GPU: "a100-80gb"}
+	j, dev, err := jf.Job()
 	require.NoError(t, err)
 	for _, axis := range []string{"batch", "seq"} {
-		s, err := sweep(j, axis, dev, defaultHeadroom(dev.Free()))
+		s, err := sweep(j, axis, dev, request.DefaultHeadroom(dev.Free()))
 		require.NoError(t, err, axis)
 		require.Positive(t, s.fitMax, axis)
 		need := func(x int) budget.Breakdown {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // FuzzCLI runs the commands that compute (estimate, plan, inspect, oom,
@@ -80,7 +81,7 @@ func FuzzPlanFlags(f *testing.F) {
 	f.Add("lora", "-Inf")
 	f.Add("lora", "1GiB")
 	f.Fuzz(func(t *testing.T, allow, headroom string) {
-		var jf jobFlags
+		var jf request.Flags
 		var lim budget.Limits
 		if err := parseAllow(allow, &jf, &lim); err != nil {
 			if err.Error() == "" {

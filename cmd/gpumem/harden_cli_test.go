@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // Issue 17, hardening: the command line refuses what a job script with
@@ -97,12 +98,12 @@ func TestOneLargestValue(t *testing.T) {
 	flags := []string{"--model", "llama-3-8b", "--train", "--batch", "4", "--seq", "4096", "--attention", "flash",
 		"--checkpointing", "full", "--optimizer", "adamw8bit", "--precision", "bf16", "--gpu", "h100"}
 	fs := newFlags("estimate", nil)
-	var jf jobFlags
-	jf.register(fs)
+	var jf request.Flags
+	jf.Register(fs)
 	require.NoError(t, parse(fs, flags))
-	j, dev, err := jf.job()
+	j, dev, err := jf.Job()
 	require.NoError(t, err)
-	hr := defaultHeadroom(dev.Free())
+	hr := request.DefaultHeadroom(dev.Free())
 
 	for _, c := range []struct {
 		axis    string
@@ -130,7 +131,7 @@ func TestOneLargestValue(t *testing.T) {
 		var p map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out), &p))
 		assert.Equal(t, float64(want), p[c.key], "%s: plan's answer and the library's", c.axis)
-		assert.Equal(t, float64(hr.bytes), p["min_headroom"], c.axis)
+		assert.Equal(t, float64(hr.Bytes), p["min_headroom"], c.axis)
 
 		code, out, stderr = runCLI(t, "", append(append([]string{"plan"}, flags...), c.plan...)...)
 		require.Equal(t, exitOK, code, stderr)
@@ -151,7 +152,7 @@ func TestOneLargestValue(t *testing.T) {
 		assert.Equal(t, exitOK, code, "%s %d: %s", c.axis, want, stderr)
 		var e map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out), &e))
-		assert.Equal(t, float64(hr.bytes), e["min_headroom"])
+		assert.Equal(t, float64(hr.Bytes), e["min_headroom"])
 		code, _, stderr = runCLI(t, "", set(want+1)...)
 		assert.Equal(t, exitDoesNotFit, code, "%s %d", c.axis, want+1)
 		assert.Contains(t, stderr, "with 5% headroom")

@@ -12,12 +12,13 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
+	"github.com/gpumem/gpumem/request"
 )
 
 func runInspect(args []string, _ io.Reader, out, _ io.Writer) error {
 	fs := newFlags("inspect", out)
-	var mf modelFlags
-	mf.register(fs)
+	var mf request.ModelFlags
+	mf.Register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (bytes as integers)")
 	loraRank := fs.Int64("lora-rank", 0, "add LoRA adapters of this rank (PEFT's default targets for the family) and freeze the base")
 	optName := fs.String("optimizer", "", "add the state this optimizer keeps for every parameter (adamw, adamw8bit, adafactor, sgd, ...)")
@@ -33,20 +34,20 @@ func runInspect(args []string, _ io.Reader, out, _ io.Writer) error {
 	given := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	if v, ok := given["param-dtype"]; ok && *optName == "" {
-		return fmt.Errorf("%w: --param-dtype %s: it is the dtype --optimizer steps (give --optimizer too, or leave --param-dtype out)", errUsage, v)
+		return fmt.Errorf("%w: --param-dtype %s: it is the dtype --optimizer steps (give --optimizer too, or leave --param-dtype out)", request.ErrUsage, v)
 	}
 	for _, name := range []string{"attention", "checkpointing"} {
 		if v, ok := given[name]; ok && *batch == 0 && *seq == 0 {
-			return fmt.Errorf("%w: --%s %s: it shapes the activations --batch and --seq ask for (give them too, or leave --%s out)", errUsage, name, v, name)
+			return fmt.Errorf("%w: --%s %s: it shapes the activations --batch and --seq ask for (give them too, or leave --%s out)", request.ErrUsage, name, v, name)
 		}
 	}
-	s, err := mf.load()
+	s, err := mf.Load()
 	if err != nil {
 		return err
 	}
 	ft := model.Finetune{Model: s}
 	if *loraRank < 0 {
-		return fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, *loraRank)
+		return fmt.Errorf("%w: --lora-rank %d: must not be negative", request.ErrUsage, *loraRank)
 	}
 	if *loraRank > 0 {
 		ft.LoRA = model.LoRA{Rank: *loraRank}
@@ -118,11 +119,11 @@ type activationLayer struct {
 func (r *inspection) addOptimizer(s model.Spec, name, dtype string) error {
 	o, ok := optimizer.Lookup(name)
 	if !ok {
-		return fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", errUsage, name)
+		return fmt.Errorf("%w: --optimizer %q is not modelled (try adamw, adamw8bit, adafactor, sgd, lion)", request.ErrUsage, name)
 	}
 	dt, err := gpumem.ParseDType(dtype)
 	if err != nil {
-		return fmt.Errorf("%w: --param-dtype: %v", errUsage, err)
+		return fmt.Errorf("%w: --param-dtype: %v", request.ErrUsage, err)
 	}
 	ts := s.Tensors()
 	for i := range ts {
@@ -141,10 +142,10 @@ func (r *inspection) addOptimizer(s model.Spec, name, dtype string) error {
 func (r *inspection) addActivations(s model.Spec, batch, seq int64, attn, ckpt string) error {
 	w := model.Workload{Batch: batch, SeqLen: seq, Train: true}
 	var err error
-	if w.Attention, err = parseAttention(attn); err != nil {
+	if w.Attention, err = request.ParseAttention(attn); err != nil {
 		return err
 	}
-	if w.Checkpointing, err = parseCheckpointing(ckpt); err != nil {
+	if w.Checkpointing, err = request.ParseCheckpointing(ckpt); err != nil {
 		return err
 	}
 	a, err := s.Activations(w)
@@ -229,11 +230,11 @@ func inspectModel(ft model.Finetune) (inspection, error) {
 
 func (r inspection) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	name := clean(r.Name)
+	name := request.Clean(r.Name)
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(tw, "model\t%s (%s)\n", name, clean(r.Family))
+	fmt.Fprintf(tw, "model\t%s (%s)\n", name, request.Clean(r.Family))
 	if u := r.UNet; u != nil {
 		fmt.Fprintf(tw, "geometry\t%d levels, channels %v, layers per block %v, heads %v, transformer layers %v, cross-attention width %v\n",
 			u.Levels(), u.Channels, u.LayersPerBlock, u.Heads, u.TransformerLayers, u.CrossDim)

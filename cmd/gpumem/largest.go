@@ -3,26 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
-
-// largestName is the --model (and request "model") that asks plan for
-// the largest GPT-by-size model that fits instead of planning a given
-// one.
-const largestName = "gpt:largest"
-
-// largestPlaceholder is the model the job is built with before
-// budget.LargestModel replaces it (its smallest size).
-const largestPlaceholder = "gpt:125m"
-
-// isLargest says whether name asks for the largest model.
-func isLargest(name string) bool {
-	return strings.EqualFold(strings.TrimSpace(name), largestName)
-}
 
 // largestResult is the answer of plan --model gpt:largest.
 type largestResult struct {
@@ -38,7 +24,7 @@ type largestResult struct {
 // states alone; flag names the option as the caller spells it.
 func planLargest(j budget.Job, dev gpumem.Device, nodes, gpus int, fixed, statesOnly bool, lim *budget.Limits, flag string) (largestResult, error) {
 	if statesOnly && !fixed {
-		return largestResult{}, fmt.Errorf("%w: %s: the model states depend on the layout; give one (ZeRO stage, tensor or pipeline parallel)", errUsage, flag)
+		return largestResult{}, fmt.Errorf("%w: %s: the model states depend on the layout; give one (ZeRO stage, tensor or pipeline parallel)", request.ErrUsage, flag)
 	}
 	f := budget.Fleet{Nodes: max(nodes, 1), GPUsPerNode: max(gpus, 1), Free: dev.Free()}
 	if statesOnly {
@@ -75,7 +61,7 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 				"model_states": int64(r.plan.Need.Weights)})
 		}
 		fmt.Fprintf(out, "largest GPT by model states alone (ZeRO paper, 16 bytes per parameter with mixed-precision Adam, sharded by the layout) on %s (%s): %s\n",
-			clean(dev.Name), dev.Capacity.String(), r.describe())
+			request.Clean(dev.Name), dev.Capacity.String(), r.describe())
 		fmt.Fprintf(out, "model states per GPU: %s\n", r.plan.Need.Weights.String())
 		return nil
 	}
@@ -84,7 +70,7 @@ func (r largestResult) write(out io.Writer, dev gpumem.Device, asJSON bool) erro
 		m["largest_model"] = r.json()
 		return writeJSON(out, m)
 	}
-	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", clean(dev.Name), dev.Free().String(), r.describe())
+	fmt.Fprintf(out, "largest GPT that fits on %s (%s free): %s\n", request.Clean(dev.Name), dev.Free().String(), r.describe())
 	fmt.Fprint(out, r.plan)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/leak"
+	"github.com/gpumem/gpumem/request"
 )
 
 // readInput reads FILE, or standard input for "-" or no argument.
@@ -19,18 +20,18 @@ func readInput(args []string, in io.Reader) ([]byte, error) {
 	switch {
 	case len(args) == 0 || args[0] == "-":
 		if len(args) > 1 {
-			return nil, fmt.Errorf("%w: at most one FILE", errUsage)
+			return nil, fmt.Errorf("%w: at most one FILE", request.ErrUsage)
 		}
 		return io.ReadAll(io.LimitReader(in, maxLog))
 	case len(args) == 1:
 		f, err := os.Open(args[0])
 		if err != nil {
-			return nil, fileError(args[0], err)
+			return nil, request.FileError(args[0], err)
 		}
 		defer f.Close()
 		return io.ReadAll(io.LimitReader(f, maxLog))
 	}
-	return nil, fmt.Errorf("%w: at most one FILE", errUsage)
+	return nil, fmt.Errorf("%w: at most one FILE", request.ErrUsage)
 }
 
 // noSamplesError is input without a memory figure: exit status 1, as for
@@ -96,15 +97,15 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if *run < 1 {
-		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", errUsage, *run)
+		return fmt.Errorf("%w: --run %d: want 1 or more (runs are numbered from 1)", request.ErrUsage, *run)
 	}
 	var opts leak.Options
 	opts.Run = *run - 1
 	switch {
 	case *capacity != "" && *gpu != "":
-		return fmt.Errorf("%w: give one of --capacity and --gpu", errUsage)
+		return fmt.Errorf("%w: give one of --capacity and --gpu", request.ErrUsage)
 	case *capacity != "":
-		b, err := parseSize("capacity", *capacity, sizeFlags["capacity"])
+		b, err := request.ParseSize("capacity", *capacity, sizeFlags["capacity"])
 		if err != nil {
 			return err
 		}
@@ -112,7 +113,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	case *gpu != "":
 		d, ok := gpumem.LookupDevice(*gpu)
 		if !ok {
-			return fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --capacity)", errUsage, *gpu, suggestGPU(*gpu))
+			return fmt.Errorf("%w: --gpu %q: not in the catalog%s (see gpumem devices, or give --capacity)", request.ErrUsage, *gpu, request.SuggestGPU(*gpu))
 		}
 		opts.Capacity = d.Capacity
 	}
@@ -120,7 +121,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 	if *unitFlag != "" {
 		u, err := parseUnit(*unitFlag)
 		if err != nil {
-			return fmt.Errorf("%w: --unit: %v", errUsage, err)
+			return fmt.Errorf("%w: --unit: %v", request.ErrUsage, err)
 		}
 		unit = u
 	}
@@ -140,7 +141,7 @@ func runLeak(args []string, in io.Reader, out, _ io.Writer) error {
 		return err
 	}
 	if r.Run >= r.Runs {
-		return fmt.Errorf("%w: --run %d: the log has %d run(s)", errUsage, *run, r.Runs)
+		return fmt.Errorf("%w: --run %d: the log has %d run(s)", request.ErrUsage, *run, r.Runs)
 	}
 	if *asJSON {
 		j, err := leakJSON(r, rr)

@@ -34,6 +34,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/request"
 )
 
 func main() {
@@ -88,9 +89,6 @@ func commands() []command {
 	}
 }
 
-// errUsage marks an error whose message is a usage problem (exit 2).
-var errUsage = errors.New("usage")
-
 // errNoOOM reports input without an out-of-memory message (exit 1).
 var errNoOOM = errors.New("no out-of-memory message found in the input")
 
@@ -121,14 +119,14 @@ func runCommand(args []string, in io.Reader, out, errOut io.Writer) int {
 	for i, c := range cmds {
 		names[i] = c.name
 	}
-	fmt.Fprintf(errOut, "gpumem: unknown command %q%s\n\n", args[0], didYouMean(args[0], names, strconv.Quote))
+	fmt.Fprintf(errOut, "gpumem: unknown command %q%s\n\n", args[0], request.DidYouMean(args[0], names, strconv.Quote))
 	usage(errOut, cmds)
 	return exitBadInput
 }
 
 // exit reports err on errOut and returns the command's exit status.
 func exit(out, errOut io.Writer, name string, err error) int {
-	var list catalogList
+	var list request.CatalogList
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -148,166 +146,16 @@ func exit(out, errOut io.Writer, name string, err error) int {
 // typed ("--batch 0: invalid value: must be at least 1", not
 // "Job.Batch = 0: ...").
 func message(err error) string {
-	msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+	msg := strings.TrimPrefix(err.Error(), request.ErrUsage.Error()+": ")
 	var fe *gpumem.FieldError
 	if errors.As(err, &fe) {
-		if name, ok := flagFor(fe.Field); ok {
+		if name, ok := request.FlagFor(fe.Field); ok {
 			msg = strings.Replace(msg, fe.Error(), fmt.Sprintf("%s %v: %v", name, fe.Value, fe.Err), 1)
 		}
 	}
 	// One line, whatever the input held: a newline or carriage return
 	// in a flag, a value or a file name is written as its escape.
 	return strings.NewReplacer("\n", "\\n", "\r", "\\r").Replace(msg)
-}
-
-// flagFor returns the flag that sets a field the library names in its
-// errors (budget.Job, model.Workload, budget.Limits, leak.Options).
-func flagFor(field string) (string, bool) {
-	switch field {
-	case "Job.Batch", "Workload.Batch":
-		return "--batch", true
-	case "Job.SeqLen", "Workload.SeqLen":
-		return "--seq", true
-	case "Job.Generate":
-		return "--generate", true
-	case "Job.GradAccum":
-		return "--grad-accum", true
-	case "Job.Images", "Workload.Images":
-		return "--images", true
-	case "Job.Loss", "Job.Loss.Chunks", "Workload.Loss", "Workload.Loss.Chunks", "loss":
-		return "--loss", true
-	case "Job.LogitsToKeep", "Workload.LogitsToKeep":
-		return "--logits-to-keep", true
-	case "Job.KeepLogits":
-		return "--keep-logits", true
-	case "Job.EvalLoss", "Workload.Labels":
-		return "--eval", true
-	case "Job.Precision", "Plan.Job.Precision":
-		return "--precision", true
-	case "Job.Optimizer", "Job.Gradients":
-		return "--optimizer", true
-	case "Job.OptimizerInBackward":
-		return "--optimizer-in-backward", true
-	case "Job.OffloadActivations":
-		return "--offload-activations", true
-	case "Job.Attention", "Workload.Attention":
-		return "--attention", true
-	case "Job.SSMKernel", "Workload.SSMKernel":
-		return "--ssm-kernel", true
-	case "Job.Checkpointing", "Workload.Checkpointing":
-		return "--checkpointing", true
-	case "Job.Device":
-		return "--gpu", true
-	case "Job.Runtime":
-		return "--runtime", true
-	case "Job.LlamaCpp.GPULayers":
-		return "--n-gpu-layers", true
-	case "Job.LlamaCpp.Context":
-		return "--ctx-size", true
-	case "Job.LlamaCpp.Parallel":
-		return "--parallel", true
-	case "Job.LlamaCpp.UBatch":
-		return "--ubatch-size", true
-	case "Job.LlamaCpp.Version":
-		return "--llamacpp-version", true
-	case "Job.LlamaCpp.SWAFull":
-		return "--swa-full", true
-	case "Job.LlamaCpp.CacheK", "Ollama.KVCacheType":
-		return "--cache-type-k", true
-	case "Ollama.NumCtx":
-		return "--ctx-size", true
-	case "Ollama.NumBatch":
-		return "--ubatch-size", true
-	case "Ollama.NumParallel":
-		return "--parallel", true
-	case "Ollama.NumGPU":
-		return "--n-gpu-layers", true
-	case "free", "free[0]":
-		return "--memory", true
-	case "Job.LlamaCpp.CacheV":
-		return "--cache-type-v", true
-	case "Job.VLLM.GPUMemoryUtilization":
-		return "--gpu-memory-utilization", true
-	case "Job.VLLM.MaxModelLen":
-		return "--max-model-len", true
-	case "Job.VLLM.MaxNumBatchedTokens":
-		return "--max-num-batched-tokens", true
-	case "Job.VLLM.MaxNumSeqs":
-		return "--max-num-seqs", true
-	case "Job.VLLM.BlockSize":
-		return "--block-size", true
-	case "Job.VLLM.CUDAGraphMemory":
-		return "--cuda-graph-memory", true
-	case "Job.VLLM.KVCacheDType":
-		return "--kv-cache-dtype", true
-	case "Job.SGLang.MemFractionStatic":
-		return "--mem-fraction-static", true
-	case "Job.SGLang.MaxTotalTokens":
-		return "--max-total-tokens", true
-	case "Job.SGLang.PageSize":
-		return "--page-size", true
-	case "Job.SGLang.ContextLength":
-		return "--context-length", true
-	case "Job.SGLang.KVCacheDType":
-		return "--kv-cache-dtype", true
-	case "Job.SGLang.TensorParallel", "Job.VLLM.TensorParallel":
-		return "--tensor-parallel-size", true
-	case "Job.VLLM", "Job.SGLang", "Job.Device.Capacity":
-		return "--runtime", true
-	case "Job.Overhead.CUDA":
-		return "--cuda", true
-	case "Job.Overhead.Loading":
-		return "--lazy-loading", true
-	case "Job.Parallel.DataParallel":
-		return "--gpus", true
-	case "Job.Parallel.Stage":
-		return "--zero", true
-	case "Job.Parallel.TensorParallel", "Workload.TensorParallel":
-		return "--tp", true
-	case "Job.Parallel.SequenceParallel", "Workload.SequenceParallel":
-		return "--sp", true
-	case "Job.Parallel.PipelineParallel":
-		return "--pp", true
-	case "Job.Parallel.VirtualStages":
-		return "--vpp", true
-	case "Job.Parallel.ContextParallel", "Workload.ContextParallel":
-		return "--cp", true
-	case "Job.Parallel.ExpertParallel":
-		return "--ep", true
-	case "Job.Parallel.FSDP", "Job.Parallel.ShardGroup":
-		return "--fsdp", true
-	case "Job.Offload":
-		return "--offload", true
-	case "LoRA.Rank":
-		return "--lora-rank", true
-	case "LoRA.Targets":
-		return "--lora-targets", true
-	case "Finetune.Quant", "Finetune.Method":
-		return "--quant", true
-	case "Finetune.GroupSize":
-		return "--group-size", true
-	case "Job.KVDType":
-		return "--kv-dtype", true
-	case "Job.KVBlock":
-		return "--kv-block", true
-	case "Limits.TargetGlobalBatch":
-		return "--target-batch", true
-	case "Limits.MinBatch":
-		return "--min-batch", true
-	case "Limits.MaxBatch":
-		return "--max-batch", true
-	case "Limits.MinSeqLen":
-		return "--min-seq", true
-	case "Limits.MaxSeqLen":
-		return "--max-seq", true
-	case "Limits.HeadroomFraction":
-		return "--headroom", true
-	case "Limits.Objective":
-		return "--maximize", true
-	case "Options.Capacity":
-		return "--capacity", true
-	}
-	return "", false
 }
 
 func usage(w io.Writer, cmds []command) {
@@ -405,7 +253,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 				help()
 				return err
 			}
-			return fmt.Errorf("%w: %s (see gpumem %s -h)", errUsage, flagMessage(fs, err), name)
+			return fmt.Errorf("%w: %s (see gpumem %s -h)", request.ErrUsage, flagMessage(fs, err), name)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -424,7 +272,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	if len(pos) > 0 && !takesArgs {
-		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", errUsage, pos[0], name, name)
+		return fmt.Errorf("%w: unexpected argument %q (gpumem %s takes flags only; see gpumem %s -h)", request.ErrUsage, pos[0], name, name)
 	}
 	if err := checkValues(fs); err != nil {
 		return err
@@ -456,55 +304,14 @@ func checkValues(fs *flag.FlagSet) error {
 			return
 		}
 		if strings.TrimSpace(v) == "" {
-			err = fmt.Errorf("%w: --%s %q: an empty value (an unset variable?); give one or leave --%s out", errUsage, f.Name, v, f.Name)
+			err = fmt.Errorf("%w: --%s %q: an empty value (an unset variable?); give one or leave --%s out", request.ErrUsage, f.Name, v, f.Name)
 			return
 		}
 		if example, ok := sizeFlags[f.Name]; ok {
-			_, err = parseSize(f.Name, v, example)
+			_, err = request.ParseSize(f.Name, v, example)
 		}
 	})
 	return err
-}
-
-// minBareBytes is the smallest number without a unit a size flag takes,
-// as bytes (1 MiB): below it a bare number is refused, since it is almost
-// surely GiB or GB (--memory 80) and no GPU has less memory; from it up
-// it is unambiguous bytes (--memory 85899345920, as the service's
-// integer sizes).
-const minBareBytes = 1 << 20
-
-// unitHint suggests the units a bare number t (f) may have meant: GiB or
-// GB, and first MiB for a number of thousands (nvidia-smi's unit:
-// --memory 81920 is an 80 GiB card).
-func unitHint(t string, f float64) string {
-	if f >= 1024 {
-		return fmt.Sprintf("give %sMiB (nvidia-smi's unit), %sGiB (2^30 bytes) or %sGB (10^9 bytes)", t, t, t)
-	}
-	return fmt.Sprintf("give %sGiB (2^30 bytes) or %sGB (10^9 bytes)", t, t)
-}
-
-// parseSize reads the size flag --name: a positive amount with a unit
-// ("80GiB", "24GB", "512B"), or an integer of bytes from minBareBytes up.
-// A smaller bare number is refused with the units it may have meant, and
-// zero with an example.
-func parseSize(name, v, example string) (gpumem.Bytes, error) {
-	t := strings.TrimSpace(v)
-	if f, err := strconv.ParseFloat(t, 64); err == nil && strings.Trim(t, "0123456789.") == "" {
-		switch {
-		case f == 0:
-			return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
-		case f < minBareBytes || strings.Contains(t, "."):
-			return 0, fmt.Errorf("%w: --%s %q: a number without a unit; %s", errUsage, name, v, unitHint(t, f))
-		}
-	}
-	b, err := gpumem.ParseBytes(v)
-	if err != nil {
-		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
-	}
-	if b < 1 {
-		return 0, fmt.Errorf("%w: --%s %q: want a size of at least 1B, such as %s", errUsage, name, v, example)
-	}
-	return b, nil
 }
 
 // escapeWriter writes what it is given with control characters escaped:
@@ -590,7 +397,7 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		return fmt.Sprintf("unknown flag --%s%s", name, didYouMean(name, names, func(s string) string { return "--" + s }))
+		return fmt.Sprintf("unknown flag --%s%s", name, request.DidYouMean(name, names, func(s string) string { return "--" + s }))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Sprintf("--%s needs a value", name)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // isOllama says that --runtime (or the request's runtime) names Ollama,
@@ -37,12 +38,12 @@ type ollamaPlan struct {
 // the caller calls it (a request field for gpumem serve).
 func ollamaOptions(o budget.LlamaCppOptions, name func(string) string) (budget.OllamaOptions, string, error) {
 	if o.CacheV != gpumem.Invalid && o.CacheV != o.CacheK {
-		return budget.OllamaOptions{}, "cache-type-v", fmt.Errorf("%w: %s %s: Ollama has one cache type for K and V (OLLAMA_KV_CACHE_TYPE): give %s alone", errUsage, name("cache-type-v"), o.CacheV, name("cache-type-k"))
+		return budget.OllamaOptions{}, "cache-type-v", fmt.Errorf("%w: %s %s: Ollama has one cache type for K and V (OLLAMA_KV_CACHE_TYPE): give %s alone", request.ErrUsage, name("cache-type-v"), o.CacheV, name("cache-type-k"))
 	}
 	switch o.CacheK {
 	case gpumem.Invalid, gpumem.FP16, gpumem.Q8_0, gpumem.Q4_0:
 	default:
-		return budget.OllamaOptions{}, "cache-type-k", fmt.Errorf("%w: %s %s: Ollama's cache types are f16, q8_0 and q4_0", errUsage, name("cache-type-k"), o.CacheK)
+		return budget.OllamaOptions{}, "cache-type-k", fmt.Errorf("%w: %s %s: Ollama's cache types are f16, q8_0 and q4_0", request.ErrUsage, name("cache-type-k"), o.CacheK)
 	}
 	return budget.OllamaOptions{NumCtx: o.Context, NumBatch: o.UBatch, NumParallel: o.Parallel, NumGPU: o.GPULayers,
 		FlashAttention: o.FlashAttention, KVCacheType: o.CacheK}, "", nil
@@ -54,7 +55,7 @@ func ollamaOptions(o budget.LlamaCppOptions, name func(string) string) (budget.O
 func planOllama(j budget.Job, dev gpumem.Device, gpus int, name func(string) string) (ollamaPlan, string, error) {
 	p := ollamaPlan{dev: dev, gpus: max(gpus, 1), name: j.Model.Spec().Name}
 	if dev.Capacity == 0 {
-		return p, "gpu", fmt.Errorf("%w: give %s NAME or %s SIZE: Ollama places the layers by the GPU's free memory", errUsage, name("gpu"), name("memory"))
+		return p, "gpu", fmt.Errorf("%w: give %s NAME or %s SIZE: Ollama places the layers by the GPU's free memory", request.ErrUsage, name("gpu"), name("memory"))
 	}
 	o, flag, err := ollamaOptions(j.LlamaCpp, name)
 	if err != nil {
@@ -81,12 +82,12 @@ func (p *ollamaPlan) write(out io.Writer) {
 	if model == "" {
 		model = "the model"
 	}
-	on := fmt.Sprintf("%s (%s free)", clean(p.dev.Name), p.dev.Free().String())
+	on := fmt.Sprintf("%s (%s free)", request.Clean(p.dev.Name), p.dev.Free().String())
 	if strings.HasSuffix(p.dev.Name, "of free memory") {
-		on = clean(p.dev.Name) // --memory
+		on = request.Clean(p.dev.Name) // --memory
 	}
 	if p.gpus > 1 {
-		on = fmt.Sprintf("%d × %s (%s free each)", p.gpus, clean(p.dev.Name), p.dev.Free().String())
+		on = fmt.Sprintf("%d × %s (%s free each)", p.gpus, request.Clean(p.dev.Name), p.dev.Free().String())
 	}
 	fmt.Fprintf(out, "%s (%s, %d layers with the output layer) under Ollama %s's placement on %s:\n",
 		model, r.Arch, r.Slots, budget.OllamaVersion, on)
@@ -122,7 +123,7 @@ func (p *ollamaPlan) json() map[string]any {
 	}
 	m := map[string]any{
 		"runtime": "ollama", "ollama_version": budget.OllamaVersion, "arch": r.Arch,
-		"gpu": clean(p.dev.Name), "gpus": p.gpus, "free": int64(p.dev.Free()),
+		"gpu": request.Clean(p.dev.Name), "gpus": p.gpus, "free": int64(p.dev.Free()),
 		"num_ctx": r.Context, "num_batch": r.Batch, "parallel": r.Parallel, "flash_attn": r.FlashAttn,
 		"layers": r.Layers, "slots": r.Slots, "full_offload": r.Full, "gpus_used": r.GPUs,
 		"tensor_split": r.TensorSplit, "gpu_sizes": sizes, "vram": int64(r.VRAM), "total": int64(r.Total),

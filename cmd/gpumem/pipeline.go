@@ -13,6 +13,7 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
 
 // pipelineFlags are gpumem estimate's flags for a diffusers pipeline
@@ -68,21 +69,21 @@ func (p *pipelineFlags) usedWithout(fs *flag.FlagSet) string {
 func (p *pipelineFlags) components() (model.DiffusionPipeline, error) {
 	switch {
 	case p.pipeline != "" && p.diffusers != "":
-		return model.DiffusionPipeline{}, fmt.Errorf("%w: give one of --pipeline and --diffusers", errUsage)
+		return model.DiffusionPipeline{}, fmt.Errorf("%w: give one of --pipeline and --diffusers", request.ErrUsage)
 	case p.pipeline != "":
 		d, ok := model.LookupPipeline(p.pipeline)
 		if !ok {
-			return d, fmt.Errorf("%w: --pipeline %q: not in the catalog (want %s, or --diffusers DIR)", errUsage, p.pipeline, strings.Join(model.PipelineNames(), ", "))
+			return d, fmt.Errorf("%w: --pipeline %q: not in the catalog (want %s, or --diffusers DIR)", request.ErrUsage, p.pipeline, strings.Join(model.PipelineNames(), ", "))
 		}
 		return d, nil
 	}
 	st, err := os.Stat(p.diffusers)
 	if err != nil || !st.IsDir() {
-		return model.DiffusionPipeline{}, fmt.Errorf("%w: --diffusers %q: not a directory", errUsage, p.diffusers)
+		return model.DiffusionPipeline{}, fmt.Errorf("%w: --diffusers %q: not a directory", request.ErrUsage, p.diffusers)
 	}
 	d, err := model.FromDiffusersDir(os.DirFS(p.diffusers))
 	if err != nil {
-		return d, fmt.Errorf("%w: --diffusers %s: %v", errUsage, p.diffusers, err)
+		return d, fmt.Errorf("%w: --diffusers %s: %v", request.ErrUsage, p.diffusers, err)
 	}
 	d.Name = p.diffusers
 	return d, nil
@@ -90,29 +91,29 @@ func (p *pipelineFlags) components() (model.DiffusionPipeline, error) {
 
 // build turns the flags into a budget.Pipeline and the device to check
 // it on. Errors name the flag.
-func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pipeline, gpumem.Device, error) {
+func (p *pipelineFlags) build(f *request.Flags, d model.DiffusionPipeline) (budget.Pipeline, gpumem.Device, error) {
 	var pl budget.Pipeline
 	var dev gpumem.Device
 	switch {
-	case f.loadOnly:
-		return pl, dev, fmt.Errorf("%w: --load: a pipeline is estimated for --train or --infer", errUsage)
-	case f.train == f.infer:
-		return pl, dev, fmt.Errorf("%w: give one of --train and --infer", errUsage)
-	case f.train:
+	case f.LoadOnly:
+		return pl, dev, fmt.Errorf("%w: --load: a pipeline is estimated for --train or --infer", request.ErrUsage)
+	case f.Train == f.Infer:
+		return pl, dev, fmt.Errorf("%w: give one of --train and --infer", request.ErrUsage)
+	case f.Train:
 		pl.Mode = budget.Training
 	default:
 		pl.Mode = budget.Prefill
 	}
-	prec := f.precision
+	prec := f.Precision
 	if prec == "" {
 		prec = "fp16"
-		if f.train {
+		if f.Train {
 			prec = "fp16-mixed"
 		}
 	}
 	var err error
 	if pl.Precision, err = budget.ParsePrecision(prec); err != nil {
-		return pl, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed or bf16-mixed to train, fp32, fp16 or bf16 to infer", errUsage, prec)
+		return pl, dev, fmt.Errorf("%w: --precision %q: want fp32, fp16-mixed or bf16-mixed to train, fp32, fp16 or bf16 to infer", request.ErrUsage, prec)
 	}
 	for _, x := range []struct {
 		flag, v string
@@ -123,14 +124,14 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		}
 		dt, err := gpumem.ParseDType(x.v)
 		if err != nil || !dt.IsFloat() || dt.Bits() < 16 {
-			return pl, dev, fmt.Errorf("%w: --%s %q: want fp32, fp16 or bf16", errUsage, x.flag, x.v)
+			return pl, dev, fmt.Errorf("%w: --%s %q: want fp32, fp16 or bf16", request.ErrUsage, x.flag, x.v)
 		}
 		*x.dst = dt
 	}
-	if pl.Attention, err = parseAttention(f.attn); err != nil {
+	if pl.Attention, err = request.ParseAttention(f.Attn); err != nil {
 		return pl, dev, err
 	}
-	ck, err := parseCheckpointing(f.ckpt)
+	ck, err := request.ParseCheckpointing(f.Ckpt)
 	if err != nil {
 		return pl, dev, err
 	}
@@ -139,23 +140,23 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 	case model.FullCheckpointing:
 		pl.Checkpointing = true
 	default:
-		return pl, dev, fmt.Errorf("%w: --checkpointing %s: a UNet checkpoints whole resnets and transformer blocks (enable_gradient_checkpointing): want none or full", errUsage, f.ckpt)
+		return pl, dev, fmt.Errorf("%w: --checkpointing %s: a UNet checkpoints whole resnets and transformer blocks (enable_gradient_checkpointing): want none or full", request.ErrUsage, f.Ckpt)
 	}
-	if f.train {
-		if pl.Optimizer, _, _, err = f.optimizerFor(); err != nil {
+	if f.Train {
+		if pl.Optimizer, _, _, err = f.OptimizerFor(); err != nil {
 			return pl, dev, err
 		}
 		if pl.Optimizer == nil {
-			return pl, dev, fmt.Errorf("%w: --optimizer %s: a pipeline's training steps an optimizer", errUsage, f.opt)
+			return pl, dev, fmt.Errorf("%w: --optimizer %s: a pipeline's training steps an optimizer", request.ErrUsage, f.Opt)
 		}
 	}
-	if f.accum > 1 {
-		pl.GradAccum = f.accum
+	if f.Accum > 1 {
+		pl.GradAccum = f.Accum
 	}
-	if f.batch < 1 {
-		return pl, dev, fmt.Errorf("%w: --batch %d: must be at least 1", errUsage, f.batch)
+	if f.Batch < 1 {
+		return pl, dev, fmt.Errorf("%w: --batch %d: must be at least 1", request.ErrUsage, f.Batch)
 	}
-	pl.Batch = f.batch
+	pl.Batch = f.Batch
 	side := p.resolution
 	if side == 0 {
 		side = int(d.UNet.UNet.SampleSize) * 8
@@ -172,22 +173,22 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		v    int
 	}{{"resolution", p.resolution}, {"height", p.height}, {"width", p.width}} {
 		if x.v < 0 || x.v%8 != 0 || x.v > 1<<20 {
-			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", errUsage, x.flag, x.v)
+			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", request.ErrUsage, x.flag, x.v)
 		}
 	}
 	if pl.Height < 8 || pl.Width < 8 {
-		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", errUsage)
+		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", request.ErrUsage)
 	}
-	if p.guidance > 1 && !f.train {
+	if p.guidance > 1 && !f.Train {
 		pl.Guidance = true
 	}
-	if f.train {
+	if f.Train {
 		for _, x := range []struct {
 			flag string
 			on   bool
 		}{{"cpu-offload", p.cpuOffload}, {"vae-slicing", p.vaeSlicing}, {"vae-tiling", p.vaeTiling}} {
 			if x.on {
-				return pl, dev, fmt.Errorf("%w: --%s: a pipeline call's option (give --infer)", errUsage, x.flag)
+				return pl, dev, fmt.Errorf("%w: --%s: a pipeline call's option (give --infer)", request.ErrUsage, x.flag)
 			}
 		}
 	} else {
@@ -196,25 +197,25 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 			on   bool
 		}{{"cache-latents", p.cacheLatents}} {
 			if x.on {
-				return pl, dev, fmt.Errorf("%w: --%s: a training script's option (give --train)", errUsage, x.flag)
+				return pl, dev, fmt.Errorf("%w: --%s: a training script's option (give --train)", request.ErrUsage, x.flag)
 			}
 		}
 	}
 	pl.CPUOffload, pl.VAESlicing, pl.VAETiling = p.cpuOffload, p.vaeSlicing, p.vaeTiling
 	ft := model.Finetune{Model: d.UNet}
-	if f.loraRank < 0 {
-		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
+	if f.LoRARank < 0 {
+		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", request.ErrUsage, f.LoRARank)
 	}
-	if f.loraRank > 0 {
-		ft.LoRA = model.LoRA{Rank: f.loraRank}
-		if f.loraTargets != "" {
-			if ft.LoRA.Targets, err = splitTargets(f.loraTargets); err != nil {
+	if f.LoRARank > 0 {
+		ft.LoRA = model.LoRA{Rank: f.LoRARank}
+		if f.LoRATargets != "" {
+			if ft.LoRA.Targets, err = request.SplitTargets(f.LoRATargets); err != nil {
 				return pl, dev, err
 			}
 		}
 	}
 	if pl.UNet, err = budget.NewModel(ft); err != nil {
-		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", errUsage, f.loraRank, err)
+		return pl, dev, fmt.Errorf("%w: --lora-rank %d: %v", request.ErrUsage, f.LoRARank, err)
 	}
 	if !p.cacheLatents {
 		if pl.VAE, err = budget.ModelOf(d.VAE); err != nil {
@@ -230,7 +231,7 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 			pl.TextEncoders = append(pl.TextEncoders, m)
 		}
 	}
-	g, catalog, err := deviceFlags(f.gpu, f.memory)
+	g, catalog, err := request.DeviceFlags(f.GPU, f.Memory)
 	if err != nil {
 		return pl, dev, err
 	}
@@ -244,19 +245,19 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 type pipelineEstimation struct {
 	need      budget.PipelineEstimate
 	dev       gpumem.Device
-	headroom  headroom
+	headroom  request.Headroom
 	fits      bool
 	shortfall gpumem.Bytes
 }
 
-func estimatePipeline(pl budget.Pipeline, dev gpumem.Device, hr headroom) (pipelineEstimation, error) {
+func estimatePipeline(pl budget.Pipeline, dev gpumem.Device, hr request.Headroom) (pipelineEstimation, error) {
 	need, err := budget.EstimatePipeline(pl)
 	if err != nil {
 		return pipelineEstimation{}, err
 	}
 	e := pipelineEstimation{need: need, dev: dev, headroom: hr, fits: true}
 	if dev.Capacity > 0 {
-		usable := checked.SatSub(int64(dev.Free()), int64(hr.bytes))
+		usable := checked.SatSub(int64(dev.Free()), int64(hr.Bytes))
 		if short := gpumem.Bytes(checked.SatSub(int64(need.Required()), usable)); short > 0 {
 			e.shortfall, e.fits = short, false
 		}
@@ -268,7 +269,7 @@ func (e pipelineEstimation) verdict() error {
 	if e.fits {
 		return nil
 	}
-	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(e.dev.Name), e.headroom.name, e.shortfall.String())
+	return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(e.dev.Name), e.headroom.Name, e.shortfall.String())
 }
 
 func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, pl budget.Pipeline) error {
@@ -292,7 +293,7 @@ func (e pipelineEstimation) writeJSON(out io.Writer, d model.DiffusionPipeline, 
 }
 
 // runPipeline is gpumem estimate for --pipeline or --diffusers.
-func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGiven bool, asJSON bool, out io.Writer) error {
+func runPipeline(p *pipelineFlags, f *request.Flags, lim *budget.Limits, headroomGiven bool, asJSON bool, out io.Writer) error {
 	d, err := p.components()
 	if err != nil {
 		return err
@@ -302,13 +303,13 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 		return err
 	}
 	if headroomGiven && dev.Capacity == 0 {
-		return fmt.Errorf("%w: --headroom: it applies to the fit on --gpu or --memory (give one, or leave --headroom out)", errUsage)
+		return fmt.Errorf("%w: --headroom: it applies to the fit on --gpu or --memory (give one, or leave --headroom out)", request.ErrUsage)
 	}
-	e, err := estimatePipeline(pl, dev, headroomOf(lim, dev.Free()))
+	e, err := estimatePipeline(pl, dev, request.HeadroomOf(lim, dev.Free()))
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
-			return fmt.Errorf("%w: %v", errUsage, pipelineFlagError(fe))
+			return fmt.Errorf("%w: %v", request.ErrUsage, pipelineFlagError(fe))
 		}
 		return err
 	}
@@ -322,11 +323,11 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 	what := "a pipeline call"
 	if pl.Mode == budget.Training {
 		what = "UNet training"
-		if f.loraRank > 0 {
-			what = "UNet LoRA r=" + strconv.FormatInt(f.loraRank, 10) + " training"
+		if f.LoRARank > 0 {
+			what = "UNet LoRA r=" + strconv.FormatInt(f.LoRARank, 10) + " training"
 		}
 	}
-	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", clean(d.Name), what, pl.Batch,
+	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", request.Clean(d.Name), what, pl.Batch,
 		pl.Width, pl.Height, pl.Width/8, pl.Height/8, pl.Precision)
 	if pl.Optimizer != nil {
 		fmt.Fprintf(out, ", %s", pl.Optimizer)
@@ -372,11 +373,11 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 	fmt.Fprintf(out, "peak stage: %s (%s)\n", e.need.Stage, b.Phase)
 	if dev.Capacity > 0 {
 		if e.fits {
-			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", clean(dev.Name), e.headroom, dev.Free().String(),
+			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", request.Clean(dev.Name), e.headroom, dev.Free().String(),
 				(dev.Free() - b.Required()).String(), 100*budget.Utilization(b, dev))
 		} else {
 			dom := b.Dominant()
-			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", clean(dev.Name),
+			fmt.Fprintf(out, "does NOT fit on %s with %s: %s free, %s short; the largest component is %s (%s)\n", request.Clean(dev.Name),
 				e.headroom, dev.Free().String(), e.shortfall.String(), dom.Name, dom.Bytes.String())
 		}
 	}
@@ -399,9 +400,9 @@ func pipelineFlagError(fe *gpumem.FieldError) error {
 
 // estimatePipelineFlags is runEstimate's branch for a pipeline: the
 // flags a pipeline does not read are refused by name.
-func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *jobFlags, cf *chartFlags, headroomText string, asJSON bool, out io.Writer) error {
+func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *request.Flags, cf *chartFlags, headroomText string, asJSON bool, out io.Writer) error {
 	if !p.given() {
-		return fmt.Errorf("%w: --%s: give --pipeline or --diffusers", errUsage, p.usedWithout(fs))
+		return fmt.Errorf("%w: --%s: give --pipeline or --diffusers", request.ErrUsage, p.usedWithout(fs))
 	}
 	var bad string
 	fs.Visit(func(fl *flag.Flag) {
@@ -417,7 +418,7 @@ func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *jobFlags, cf *
 		}
 	})
 	if bad != "" {
-		return fmt.Errorf("%w: --%s: not read for a diffusers pipeline (--pipeline, --diffusers)", errUsage, bad)
+		return fmt.Errorf("%w: --%s: not read for a diffusers pipeline (--pipeline, --diffusers)", request.ErrUsage, bad)
 	}
 	var lim budget.Limits
 	if err := parseHeadroom(headroomText, &lim); err != nil {

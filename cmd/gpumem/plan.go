@@ -14,6 +14,7 @@ import (
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/optimizer"
+	"github.com/gpumem/gpumem/request"
 )
 
 const allowHelp = `changes the planner may make, comma-separated, tried in this order within each kind:
@@ -34,8 +35,8 @@ const allowHelp = `changes the planner may make, comma-separated, tried in this 
 
 func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	fs := newFlags("plan", out)
-	var jf jobFlags
-	jf.register(fs)
+	var jf request.Flags
+	jf.Register(fs)
 	target := fs.Int("target-batch", 0, "sequences per optimizer step: sets the gradient accumulation")
 	minBatch := fs.Int("min-batch", 0, "smallest micro-batch (default 1)")
 	maxBatch := fs.Int("max-batch", 0, "largest micro-batch (default the target batch, else 4096)")
@@ -59,22 +60,22 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := cf.check(fs); err != nil {
 		return err
 	}
-	jf.layout.setExplicit(fs)
-	if err := jf.checkGiven(fs); err != nil {
+	jf.Layout.SetExplicit(fs)
+	if err := jf.CheckGiven(fs); err != nil {
 		return err
 	}
 	if err := checkPlanGiven(fs, &jf, *allow); err != nil {
 		return err
 	}
-	if isOllama(jf.llama.runtime) {
+	if isOllama(jf.Llama.Runtime) {
 		// Ollama's placement: the layers that fit at --ctx-size and the
 		// longest context with all of them (budget.OllamaLayers).
-		if !jf.train && !jf.loadOnly {
-			jf.infer = true
+		if !jf.Train && !jf.LoadOnly {
+			jf.Infer = true
 		}
-		gpus := jf.gpus
-		jf.gpus = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
-		j, dev, err := jf.job()
+		gpus := jf.GPUs
+		jf.GPUs = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+		j, dev, err := jf.Job()
 		if err != nil {
 			return err
 		}
@@ -88,26 +89,26 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		p.write(out)
 		return nil
 	}
-	if jf.loadOnly {
-		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", errUsage)
+	if jf.LoadOnly {
+		return fmt.Errorf("%w: --load: plan searches the batch and sequence of a run; a load-only job has none (gpumem estimate --load answers whether it loads)", request.ErrUsage)
 	}
-	largest := isLargest(jf.name)
+	largest := request.IsLargest(jf.Name)
 	if largest {
-		jf.name = largestPlaceholder
+		jf.Name = request.LargestPlaceholder
 	} else if *statesOnly {
-		return fmt.Errorf("%w: --states-only: only with --model %s", errUsage, largestName)
+		return fmt.Errorf("%w: --states-only: only with --model %s", request.ErrUsage, request.LargestName)
 	}
-	if jf.llama.runtime == "" && jf.gguf != "" {
+	if jf.Llama.Runtime == "" && jf.GGUF != "" {
 		// plan searches PyTorch's knobs; a GGUF file is planned as
 		// transformers would run it unless --runtime llama.cpp is given.
-		jf.llama.runtime = "pytorch"
+		jf.Llama.Runtime = "pytorch"
 	}
-	j, dev, err := jf.job()
+	j, dev, err := jf.Job()
 	if err != nil {
 		return err
 	}
 	if j.Runtime == budget.LlamaCpp {
-		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", errUsage, jf.llama.runtime)
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for llama.cpp give gpumem estimate its --n-gpu-layers and --ctx-size", request.ErrUsage, jf.Llama.Runtime)
 	}
 	if j.Runtime == budget.VLLM && *concurrency != 0 {
 		p, err := planVLLM(j, dev, *concurrency)
@@ -121,16 +122,16 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 		return nil
 	}
 	if *concurrency != 0 {
-		return fmt.Errorf("%w: --concurrency %g: only with --runtime vllm", errUsage, *concurrency)
+		return fmt.Errorf("%w: --concurrency %g: only with --runtime vllm", request.ErrUsage, *concurrency)
 	}
 	if j.Runtime == budget.VLLM || j.Runtime == budget.SGLang {
-		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give --concurrency N (or gpumem estimate its --gpu-memory-utilization and --max-model-len), for SGLang gpumem estimate its --mem-fraction-static", errUsage, jf.llama.runtime)
+		return fmt.Errorf("%w: --runtime %s: plan searches the batch, sequence and memory savers of a PyTorch job; for vLLM give --concurrency N (or gpumem estimate its --gpu-memory-utilization and --max-model-len), for SGLang gpumem estimate its --mem-fraction-static", request.ErrUsage, jf.Llama.Runtime)
 	}
 	if err := checkJob(j); err != nil {
 		return err
 	}
 	if dev.Capacity == 0 {
-		return fmt.Errorf("%w: give --gpu NAME or --memory SIZE to plan for", errUsage)
+		return fmt.Errorf("%w: give --gpu NAME or --memory SIZE to plan for", request.ErrUsage)
 	}
 	lim := budget.Limits{TargetGlobalBatch: *target, MinBatch: *minBatch, MaxBatch: *maxBatch, MinSeqLen: *minSeq, MaxSeqLen: *maxSeq}
 	if err := parseAllow(*allow, &jf, &lim); err != nil {
@@ -142,19 +143,19 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if err := parseHeadroom(*headroom, &lim); err != nil {
 		return err
 	}
-	hr := headroomOf(&lim, dev.Free())
+	hr := request.HeadroomOf(&lim, dev.Free())
 	if largest {
-		fixed := j.Parallel.GPUs() <= 1 || jf.layout.explicitLayout
-		r, err := planLargest(j, dev, jf.layout.nodes, jf.gpus, fixed, *statesOnly, &lim, "--states-only")
+		fixed := j.Parallel.GPUs() <= 1 || jf.Layout.Explicit
+		r, err := planLargest(j, dev, jf.Layout.Nodes, jf.GPUs, fixed, *statesOnly, &lim, "--states-only")
 		if err != nil {
 			return err
 		}
 		return r.write(out, dev, *asJSON)
 	}
 	var p budget.Plan
-	if j.Parallel.GPUs() > 1 && !jf.layout.explicitLayout {
+	if j.Parallel.GPUs() > 1 && !jf.Layout.Explicit {
 		// GPUs but no layout: choose one, least communication first.
-		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.layout.nodes, GPUsPerNode: jf.gpus, Free: dev.Free()}, j, &lim)
+		p, err = budget.AllocateFleet(budget.Fleet{Nodes: jf.Layout.Nodes, GPUsPerNode: jf.GPUs, Free: dev.Free()}, j, &lim)
 	} else {
 		p, err = budget.Allocate(dev.Free(), j, &lim)
 	}
@@ -170,13 +171,13 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 			if werr := writeJSON(out, planErrorJSON(short, dev)); werr != nil {
 				return werr
 			}
-			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.String())
+			return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(dev.Name), hr.Name, short.Shortfall.String())
 		}
-		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", describe(j), clean(dev.Name), dev.Free().String(), hr)
+		fmt.Fprintf(out, "%s does NOT fit on %s (%s free) with %s\n", request.Describe(j), request.Clean(dev.Name), dev.Free().String(), hr)
 		fmt.Fprintln(out, short)
 		fmt.Fprintln(out)
 		fmt.Fprint(out, budget.Plan{Ladder: short.Ladder}.LadderString())
-		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, clean(dev.Name), hr.name, short.Shortfall.String())
+		return fmt.Errorf("%w on %s with %s: %s short", gpumem.ErrDoesNotFit, request.Clean(dev.Name), hr.Name, short.Shortfall.String())
 	}
 	if err != nil {
 		return err
@@ -190,7 +191,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *dsFile != "" {
 		c, err := p.DeepSpeed()
 		if err != nil {
-			return fmt.Errorf("%w: --deepspeed: %v", errUsage, err)
+			return fmt.Errorf("%w: --deepspeed: %v", request.ErrUsage, err)
 		}
 		raw, err := c.MarshalIndent()
 		if err != nil {
@@ -203,7 +204,7 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *accFile != "" {
 		c, err := p.Accelerate()
 		if err != nil {
-			return fmt.Errorf("%w: --accelerate: %v", errUsage, err)
+			return fmt.Errorf("%w: --accelerate: %v", request.ErrUsage, err)
 		}
 		y, err := c.YAML()
 		if err != nil {
@@ -216,19 +217,19 @@ func runPlan(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if *asJSON {
 		return writeJSON(out, planJSON(p, dev))
 	}
-	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", describe(j), clean(dev.Name), dev.Free().String(), hr)
+	fmt.Fprintf(out, "%s on %s (%s free), with %s\n", request.Describe(j), request.Clean(dev.Name), dev.Free().String(), hr)
 	fmt.Fprint(out, p)
 	if *hfArgs {
 		line, err := hfArgsLine(p)
 		if err != nil {
-			return fmt.Errorf("%w: --hf-args: %v", errUsage, err)
+			return fmt.Errorf("%w: --hf-args: %v", request.ErrUsage, err)
 		}
 		fmt.Fprintf(out, "TrainingArguments: %s\n", line)
 	}
 	if *megatron {
 		args, err := p.Megatron()
 		if err != nil {
-			return fmt.Errorf("%w: --megatron: %v", errUsage, err)
+			return fmt.Errorf("%w: --megatron: %v", request.ErrUsage, err)
 		}
 		fmt.Fprintf(out, "Megatron-LM: %s\n", strings.Join(args, " "))
 	}
@@ -273,29 +274,29 @@ func planContextWarning(p budget.Plan, varied bool) string {
 }
 
 // checkPlanGiven refuses plan flags that cannot change the plan for the
-// mode asked for (see jobFlags.checkGiven): for an inference job a
+// mode asked for (see Flags.checkGiven): for an inference job a
 // target batch (it sets gradient accumulation), --allow items that only
 // training uses (optimizers, checkpointing, optimizer offload), and the
 // training configs (--deepspeed, --hf-args, --accelerate, --megatron);
 // for training, --grad-accum with --target-batch, which sets it.
-func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
+func checkPlanGiven(fs *flag.FlagSet, jf *request.Flags, allow string) error {
 	given := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
-	if jf.train == jf.infer {
+	if jf.Train == jf.Infer {
 		return nil
 	}
-	if jf.train {
-		if v, ok := given["grad-accum"]; ok && jf.accum != 1 && given["target-batch"] != "" && given["target-batch"] != "0" {
-			return fmt.Errorf("%w: --grad-accum %s: --target-batch %s sets the accumulation steps (give one of them)", errUsage, v, given["target-batch"])
+	if jf.Train {
+		if v, ok := given["grad-accum"]; ok && jf.Accum != 1 && given["target-batch"] != "" && given["target-batch"] != "0" {
+			return fmt.Errorf("%w: --grad-accum %s: --target-batch %s sets the accumulation steps (give one of them)", request.ErrUsage, v, given["target-batch"])
 		}
 		return nil
 	}
 	if v, ok := given["target-batch"]; ok && v != "0" {
-		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", errUsage, v)
+		return fmt.Errorf("%w: --target-batch %s: it sets gradient accumulation, which an inference job does not have (give --train, or leave --target-batch out)", request.ErrUsage, v)
 	}
 	for _, name := range []string{"deepspeed", "hf-args", "accelerate", "megatron"} {
 		if v, ok := given[name]; ok && v != "false" {
-			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", errUsage, name, name)
+			return fmt.Errorf("%w: --%s: it describes a training job (give --train, or leave --%s out)", request.ErrUsage, name, name)
 		}
 	}
 	for _, item := range strings.Split(allow, ",") {
@@ -308,10 +309,10 @@ func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
 			training = true
 		case item == "" || item == "none" || item == "offload-copies" || item == "lora" || item == "qlora" || strings.HasPrefix(item, "heads="):
 		default:
-			if _, err := parseAttention(item); err == nil {
+			if _, err := request.ParseAttention(item); err == nil {
 				continue
 			}
-			if _, err := parseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil {
+			if _, err := request.ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil {
 				training = true
 			} else if _, err := budget.ParsePrecision(item); err == nil {
 				continue
@@ -320,14 +321,14 @@ func checkPlanGiven(fs *flag.FlagSet, jf *jobFlags, allow string) error {
 			}
 		}
 		if training {
-			return fmt.Errorf("%w: --allow %q: only a training job has optimizer state or saved activations to change (give --train, or leave it out)", errUsage, item)
+			return fmt.Errorf("%w: --allow %q: only a training job has optimizer state or saved activations to change (give --train, or leave it out)", request.ErrUsage, item)
 		}
 	}
 	return nil
 }
 
 // parseAllow reads --allow into lim.
-func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
+func parseAllow(s string, jf *request.Flags, lim *budget.Limits) error {
 	if strings.TrimSpace(s) == "" {
 		return nil
 	}
@@ -347,7 +348,7 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 		case strings.HasPrefix(item, "heads="):
 			n, err := strconv.Atoi(strings.TrimPrefix(item, "heads="))
 			if err != nil || n < 1 {
-				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", errUsage, item)
+				return fmt.Errorf("%w: --allow %q: want heads=N with N ≥ 1", request.ErrUsage, item)
 			}
 			lim.HeadChunks = append(lim.HeadChunks, n)
 		case allowLoss(item) != nil:
@@ -359,11 +360,11 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 			}
 			lim.Models = append(lim.Models, alt)
 		default:
-			if k, err := parseAttention(item); err == nil {
+			if k, err := request.ParseAttention(item); err == nil {
 				lim.Attention = append(nonNil(lim.Attention), k)
 				continue
 			}
-			if c, err := parseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
+			if c, err := request.ParseCheckpointing(strings.TrimSuffix(item, "-activations")); err == nil && item != "none" {
 				lim.Checkpointing = append(nonNil(lim.Checkpointing), c)
 				continue
 			}
@@ -375,7 +376,7 @@ func parseAllow(s string, jf *jobFlags, lim *budget.Limits) error {
 				lim.Optimizers = append(lim.Optimizers, o)
 				continue
 			}
-			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", errUsage, item)
+			return fmt.Errorf("%w: --allow %q is not a change gpumem knows (see gpumem plan -h)", request.ErrUsage, item)
 		}
 	}
 	return nil
@@ -404,7 +405,7 @@ func parseObjective(s string, lim *budget.Limits) (budget.Objective, error) {
 		return budget.ObjectiveDefault, nil
 	case "seq", "seq-len", "max-seq":
 		if lim.MaxSeqLen == 0 && lim.MinSeqLen == 0 {
-			return 0, fmt.Errorf("%w: --maximize %s: give --max-seq, the longest sequence to try", errUsage, s)
+			return 0, fmt.Errorf("%w: --maximize %s: give --max-seq, the longest sequence to try", request.ErrUsage, s)
 		}
 		return budget.MaximizeSeqLen, nil
 	case "batch", "max-batch":
@@ -412,7 +413,7 @@ func parseObjective(s string, lim *budget.Limits) (budget.Objective, error) {
 	case "none", "fit":
 		return budget.FitAsGiven, nil
 	}
-	return 0, fmt.Errorf("%w: --maximize %q: want seq, batch or none", errUsage, s)
+	return 0, fmt.Errorf("%w: --maximize %q: want seq, batch or none", request.ErrUsage, s)
 }
 
 // nonNil returns s, or an empty non-nil slice for nil: a listed change
@@ -426,18 +427,18 @@ func nonNil[T any](s []T) []T {
 
 // loraAlternative prepares the job's model with LoRA adapters (QLoRA:
 // on NF4 base weights).
-func loraAlternative(jf *jobFlags, quant bool) (budget.Alternative, error) {
-	s, err := jf.load()
+func loraAlternative(jf *request.Flags, quant bool) (budget.Alternative, error) {
+	s, err := jf.Load()
 	if err != nil {
 		return budget.Alternative{}, err
 	}
-	rank := jf.loraRank
+	rank := jf.LoRARank
 	if rank == 0 {
 		rank = 16
 	}
 	ft := model.Finetune{Model: s, LoRA: model.LoRA{Rank: rank}}
-	if jf.loraTargets != "" {
-		if ft.LoRA.Targets, err = splitTargets(jf.loraTargets); err != nil {
+	if jf.LoRATargets != "" {
+		if ft.LoRA.Targets, err = request.SplitTargets(jf.LoRATargets); err != nil {
 			return budget.Alternative{}, err
 		}
 	}
@@ -445,13 +446,13 @@ func loraAlternative(jf *jobFlags, quant bool) (budget.Alternative, error) {
 	if quant {
 		ft.Quant, ft.Blockwise = gpumem.NF4, gpumem.Blockwise{Nested: true}
 		ft.Unquantized = gpumem.BF16 // the QLoRA recipe's torch_dtype (Finetune.Unquantized)
-		if p, err := budget.ParsePrecision(jf.precision); err == nil {
+		if p, err := budget.ParsePrecision(jf.Precision); err == nil {
 			_, _, _, ft.Unquantized = p.DTypes()
 		}
 		name = "QLoRA r=" + strconv.FormatInt(rank, 10)
 	}
 	m, err := budget.NewModel(ft)
-	if err != nil && jf.loraTargets == "" && strings.Contains(err.Error(), "target modules") {
+	if err != nil && jf.LoRATargets == "" && strings.Contains(err.Error(), "target modules") {
 		ft.LoRA.Targets = []string{"all-linear"}
 		m, err = budget.NewModel(ft)
 	}
@@ -468,7 +469,7 @@ func parseHeadroom(s string, lim *budget.Limits) error {
 	}
 	if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
 		if !(f >= 0 && f < 1) {
-			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1) (for a size, give a unit: %sGiB)", errUsage, s, strings.TrimSpace(s))
+			return fmt.Errorf("%w: --headroom %q: a fraction must be in [0, 1) (for a size, give a unit: %sGiB)", request.ErrUsage, s, strings.TrimSpace(s))
 		}
 		lim.HeadroomFraction = f
 		if f == 0 {
@@ -478,7 +479,7 @@ func parseHeadroom(s string, lim *budget.Limits) error {
 	}
 	b, err := gpumem.ParseBytes(s)
 	if err != nil || b < 0 {
-		return fmt.Errorf("%w: --headroom %q: want a fraction (0.05) or a size (2GiB)", errUsage, s)
+		return fmt.Errorf("%w: --headroom %q: want a fraction (0.05) or a size (2GiB)", request.ErrUsage, s)
 	}
 	lim.Headroom, lim.HeadroomFraction = b, -1
 	return nil

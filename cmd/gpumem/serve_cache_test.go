@@ -2,15 +2,12 @@ package main
 
 import (
 	"net/http"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/gpumem/gpumem/request"
 	"github.com/stretchr/testify/require"
-
-	"github.com/gpumem/gpumem/model"
 )
 
 // TestServeModelCache checks the cache of prepared models: a second
@@ -23,7 +20,7 @@ import (
 // empty.
 func TestServeModelCache(t *testing.T) {
 	s := newServer(serverOptions{}).(*server)
-	built := func() int64 { return s.prepared.built.Load() }
+	built := func() int64 { return s.cache.Built() }
 	inline := `{"config":` + llama7BConfig + `,"infer":true,"batch":8,"seq":512}`
 	steps := []struct {
 		path, body string
@@ -73,7 +70,7 @@ func TestServeModelCache(t *testing.T) {
 			t.Errorf("step %d, %s %s: reply differs from a fresh server's:\n got %s\nwant %s", k, st.path, st.body, w.Body, fresh.Body)
 		}
 	}
-	if n := s.prepared.len(); int64(n) != built() {
+	if n := s.cache.Models(); int64(n) != built() {
 		t.Errorf("cache holds %d models after %d were built, all distinct", n, built())
 	}
 }
@@ -82,14 +79,14 @@ func TestServeModelCache(t *testing.T) {
 // its bound and drops the least recently used model first.
 func TestServeModelCacheBound(t *testing.T) {
 	s := newServer(serverOptions{}).(*server)
-	require.Equal(t, modelCacheSize, s.prepared.max)
-	s.prepared.max = 3
+	require.Equal(t, request.DefaultCacheSize, s.cache.Limit())
+	s.cache.SetLimit(3)
 	post := func(name string) {
 		t.Helper()
 		w := do(t, s, http.MethodPost, "/v1/estimate", "application/json",
 			strings.NewReader(`{"model":"`+name+`","mode":"infer","seq":16}`))
 		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-		if n := s.prepared.len(); n > 3 {
+		if n := s.cache.Models(); n > 3 {
 			t.Fatalf("after %s the cache holds %d models, above its bound of 3", name, n)
 		}
 	}
@@ -98,14 +95,14 @@ func TestServeModelCacheBound(t *testing.T) {
 	}
 	// Kept, most recent first: gpt2-medium, pythia-1b, opt-350m; gpt2 was
 	// the least recently used when pythia-1b came.
-	require.EqualValues(t, 4, s.prepared.built.Load())
-	require.Equal(t, 3, s.prepared.len())
+	require.EqualValues(t, 4, s.cache.Built())
+	require.Equal(t, 3, s.cache.Models())
 	post("opt-350m")
-	require.EqualValues(t, 4, s.prepared.built.Load(), "opt-350m was dropped; want kept")
+	require.EqualValues(t, 4, s.cache.Built(), "opt-350m was dropped; want kept")
 	post("gpt2")
-	require.EqualValues(t, 5, s.prepared.built.Load(), "gpt2 was kept; want dropped")
+	require.EqualValues(t, 5, s.cache.Built(), "gpt2 was kept; want dropped")
 	post("pythia-1b") // dropped by gpt2: the least recently used then
-	require.EqualValues(t, 6, s.prepared.built.Load(), "pythia-1b was kept; want dropped")
+	require.EqualValues(t, 6, s.cache.Built(), "pythia-1b was kept; want dropped")
 }
 
 // TestServeModelCacheConcurrent sends the same few requests from several
@@ -114,7 +111,7 @@ func TestServeModelCacheBound(t *testing.T) {
 // at once.
 func TestServeModelCacheConcurrent(t *testing.T) {
 	s := newServer(serverOptions{MaxInFlight: 4}).(*server)
-	s.prepared.max = 2 // fewer than the bodies: entries come and go
+	s.cache.SetLimit(2) // fewer than the bodies: entries come and go
 	bodies := estimateSeeds[:4]
 	want := make([]string, len(bodies))
 	for i, b := range bodies {
@@ -141,33 +138,8 @@ func TestServeModelCacheConcurrent(t *testing.T) {
 	for e := range errs {
 		t.Errorf("reply differs from a fresh server's: %s", e)
 	}
-	if n := s.prepared.len(); n > 2 {
+	if n := s.cache.Models(); n > 2 {
 		t.Errorf("cache holds %d models, above its bound of 2", n)
-	}
-}
-
-// TestModelKeyCoversFinetune fails when model.Finetune or model.LoRA
-// gains a field: jobFor may then fill it, and modelKey must say it.
-func TestModelKeyCoversFinetune(t *testing.T) {
-	fields := func(v any) []string {
-		var names []string
-		t := reflect.TypeOf(v)
-		for i := range t.NumField() {
-			names = append(names, t.Field(i).Name)
-		}
-		return names
-	}
-	for _, c := range []struct {
-		v    any
-		want []string
-	}{
-		{model.Finetune{}, []string{"Model", "LoRA", "Quant", "QuantizeHead", "Method", "GroupSize", "Unquantized", "ComputeDType", "Unfused",
-			"KeepsInputs", "QuantFrom", "Blockwise", "FP8Block", "Train"}},
-		{model.LoRA{}, []string{"Rank", "Targets", "DType"}},
-	} {
-		if got := fields(c.v); !slices.Equal(got, c.want) {
-			t.Errorf("%T has fields %v; modelKey covers %v: add the new ones to modelKey and modelCache.prepare", c.v, got, c.want)
-		}
 	}
 }
 
@@ -177,7 +149,7 @@ func TestModelKeyCoversFinetune(t *testing.T) {
 // the cache never holds more than its bound.
 func TestServeSpecCache(t *testing.T) {
 	s := newServer(serverOptions{}).(*server)
-	require.Equal(t, modelCacheSize, s.specs.max)
+	require.Equal(t, request.DefaultCacheSize, s.cache.Limit())
 	post := func(body string, code int) {
 		t.Helper()
 		w := do(t, s, http.MethodPost, "/v1/estimate", "application/json", strings.NewReader(body))
@@ -186,18 +158,18 @@ func TestServeSpecCache(t *testing.T) {
 	post(`{"model":"gpt2","mode":"infer"}`, http.StatusOK)
 	post(`{"model":"gpt2","mode":"train","lora_rank":4}`, http.StatusOK)
 	post(`{"model":"gpt2","mode":"infer","head":"seq-cls","labels":3}`, http.StatusOK)
-	require.EqualValues(t, 1, s.specs.looked.Load(), "gpt2 looked up again")
+	require.EqualValues(t, 1, s.cache.Looked(), "gpt2 looked up again")
 	post(`{"model":"no-such-model","mode":"infer"}`, http.StatusBadRequest)
 	post(`{"model":"no-such-model","mode":"infer"}`, http.StatusBadRequest)
-	require.EqualValues(t, 3, s.specs.looked.Load(), "an unknown name is looked up each time")
-	require.Equal(t, 1, s.specs.len(), "an unknown name is kept")
+	require.EqualValues(t, 3, s.cache.Looked(), "an unknown name is looked up each time")
+	require.Equal(t, 1, s.cache.Specs(), "an unknown name is kept")
 
-	s.specs.max = 2
+	s.cache.SetLimit(2)
 	for _, name := range []string{"gpt2-medium", "opt-350m", "gpt2"} {
 		post(`{"model":"`+name+`","mode":"infer"}`, http.StatusOK)
-		if n := s.specs.len(); n > 2 {
+		if n := s.cache.Specs(); n > 2 {
 			t.Fatalf("after %s the cache holds %d models, above its bound of 2", name, n)
 		}
 	}
-	require.EqualValues(t, 6, s.specs.looked.Load(), "gpt2 was kept past two newer names")
+	require.EqualValues(t, 6, s.cache.Looked(), "gpt2 was kept past two newer names")
 }

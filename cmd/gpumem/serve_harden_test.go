@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumem/gpumem/request"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -153,7 +154,7 @@ func TestServeErrorFieldsAreRequestFields(t *testing.T) {
 func checkRequestTerms(t testing.TB, r errorReply) {
 	t.Helper()
 	unknown := strings.HasPrefix(r.Error, "unknown field ") || strings.HasPrefix(r.Error, "unknown query parameter ")
-	if r.Field != "" && !requestFields[r.Field] && !strings.HasPrefix(r.Field, "config") && !unknown {
+	if r.Field != "" && !request.IsField(r.Field) && !strings.HasPrefix(r.Field, "config") && !unknown {
 		t.Errorf("field %q is not a request field (%s)", r.Field, r.Error)
 	}
 	for _, w := range []string{"Job.", "Limits.", "Workload", "Spec.", "Finetune", "usage:", "SeqLen", "MaxBatch", "MinBatch", " --"} {

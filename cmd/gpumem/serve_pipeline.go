@@ -1,89 +1,48 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
-
-// pipelineRequest is the JSON body of POST /v1/pipeline: gpumem
-// estimate --pipeline's flags, each named after its flag (--lora-rank is
-// lora_rank, --guidance-scale guidance_scale).
-type pipelineRequest struct {
-	Pipeline       string          `json:"pipeline"`
-	Mode           string          `json:"mode"` // train or infer
-	Batch          int             `json:"batch"`
-	Resolution     int             `json:"resolution"`
-	Height         int             `json:"height"`
-	Width          int             `json:"width"`
-	GradAccum      int             `json:"grad_accum"`
-	Precision      string          `json:"precision"`
-	Optimizer      string          `json:"optimizer"`
-	Attention      string          `json:"attention"`
-	Checkpointing  string          `json:"checkpointing"`
-	LoRARank       int64           `json:"lora_rank"`
-	LoRATargets    []string        `json:"lora_targets"`
-	GuidanceScale  *float64        `json:"guidance_scale"`
-	CPUOffload     bool            `json:"cpu_offload"`
-	VAESlicing     bool            `json:"vae_slicing"`
-	VAETiling      bool            `json:"vae_tiling"`
-	CacheLatents   bool            `json:"cache_latents"`
-	PrecomputeText bool            `json:"precompute_text"`
-	FrozenDType    string          `json:"frozen_dtype"`
-	VAEDType       string          `json:"vae_dtype"`
-	GPU            string          `json:"gpu"`
-	Memory         json.RawMessage `json:"memory"`
-}
-
-// The pipeline request's fields are request fields too: forRequest
-// names them for the flags in the shared code's messages.
-func init() {
-	t := reflect.TypeOf(pipelineRequest{})
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" {
-			requestFields[name] = true
-		}
-	}
-}
 
 // pipeline answers POST /v1/pipeline with the estimate gpumem estimate
 // --pipeline --json prints.
 func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
-	req := pipelineRequest{Batch: s.defaults.batch, Optimizer: s.defaults.opt, Attention: s.defaults.attn,
-		Checkpointing: s.defaults.ckpt, GradAccum: s.defaults.accum}
-	if err := decodeStrict(body, &req); err != nil {
+	req := request.Pipeline{Batch: s.defaults.Batch, Optimizer: s.defaults.Opt, Attention: s.defaults.Attn,
+		Checkpointing: s.defaults.Ckpt, GradAccum: s.defaults.Accum}
+	if err := request.DecodeStrict(body, &req); err != nil {
 		return err
 	}
 	if _, ok := model.LookupPipeline(req.Pipeline); !ok {
-		return badField("pipeline", "pipeline %q: want a catalog pipeline (%s)", req.Pipeline, strings.Join(model.PipelineNames(), ", "))
+		return request.BadField("pipeline", "pipeline %q: want a catalog pipeline (%s)", req.Pipeline, strings.Join(model.PipelineNames(), ", "))
 	}
 	jf := s.defaults
 	switch strings.ToLower(req.Mode) {
 	case "train", "training":
-		jf.train = true
+		jf.Train = true
 	case "infer", "inference", "":
-		jf.infer = true
+		jf.Infer = true
 	default:
-		return badField("mode", "mode %q: want train or infer", req.Mode)
+		return request.BadField("mode", "mode %q: want train or infer", req.Mode)
 	}
-	jf.batch, jf.accum, jf.precision, jf.opt, jf.attn, jf.ckpt = req.Batch, req.GradAccum, req.Precision, req.Optimizer, req.Attention, req.Checkpointing
-	jf.loraRank, jf.gpu = req.LoRARank, req.GPU
-	jf.loraTargets = strings.Join(req.LoRATargets, ",")
-	mem, err := sizeText("memory", req.Memory)
+	jf.Batch, jf.Accum, jf.Precision, jf.Opt, jf.Attn, jf.Ckpt = req.Batch, req.GradAccum, req.Precision, req.Optimizer, req.Attention, req.Checkpointing
+	jf.LoRARank, jf.GPU = req.LoRARank, req.GPU
+	jf.LoRATargets = strings.Join(req.LoRATargets, ",")
+	mem, err := request.SizeText("memory", req.Memory)
 	if err != nil {
 		return err
 	}
 	if mem != "" {
-		if err := checkTarget("memory", mem); err != nil {
+		if err := request.CheckTarget("memory", mem); err != nil {
 			return err
 		}
-		jf.memory = mem
+		jf.Memory = mem
 	}
 	pf := pipelineFlags{pipeline: req.Pipeline, resolution: req.Resolution, height: req.Height, width: req.Width,
 		guidance: 7.5, cpuOffload: req.CPUOffload, vaeSlicing: req.VAESlicing, vaeTiling: req.VAETiling,
@@ -103,7 +62,7 @@ func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
 		return err
 	}
 	s.computed.Add(1)
-	e, err := estimatePipeline(pl, dev, defaultHeadroom(dev.Free()))
+	e, err := estimatePipeline(pl, dev, request.DefaultHeadroom(dev.Free()))
 	if err != nil {
 		var fe *gpumem.FieldError
 		if errors.As(err, &fe) {
@@ -123,8 +82,8 @@ func pipelineRequestError(err error) error {
 	}
 	msg := err.Error()
 	field := ""
-	if m := cliFlag.FindStringSubmatch(msg); m != nil {
-		if f := strings.ReplaceAll(m[1], "-", "_"); requestFields[f] {
+	if m := request.CLIFlag.FindStringSubmatch(msg); m != nil {
+		if f := strings.ReplaceAll(m[1], "-", "_"); request.IsField(f) {
 			field = f
 		}
 	}
@@ -132,5 +91,5 @@ func pipelineRequestError(err error) error {
 	case "train", "infer":
 		field = "mode"
 	}
-	return &apiError{status: status, field: field, msg: forRequest(msg)}
+	return &request.Error{Status: status, Field: field, Msg: request.ForRequest(msg)}
 }

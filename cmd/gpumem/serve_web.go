@@ -6,7 +6,6 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -16,7 +15,7 @@ import (
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/leak"
-	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 )
 
 // The page of gpumem serve: plain HTML, CSS and JavaScript in web/,
@@ -67,8 +66,8 @@ func servePage(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed,
-			msg: fmt.Sprintf("method %s not allowed on %s; use GET, HEAD", r.Method, r.URL.Path)})
+		writeError(w, &request.Error{Status: http.StatusMethodNotAllowed,
+			Msg: fmt.Sprintf("method %s not allowed on %s; use GET, HEAD", r.Method, r.URL.Path)})
 		return true
 	}
 	h := w.Header()
@@ -176,64 +175,4 @@ func clampBytes(y float64) gpumem.Bytes {
 		return math.MinInt64
 	}
 	return gpumem.Bytes(math.Round(y))
-}
-
-// checkpointSpec reads the model of a request that gives a checkpoint's
-// header (safetensors or gguf) with the file's size, as --safetensors
-// and --gguf read the file: model.FromSafetensors and model.FromGGUF
-// read the header only, and check the tensors' offsets against the size.
-// The header must be complete; the bytes after it are never read (a
-// read there is an error, not zeros). It marks jf as the flag would.
-func checkpointSpec(req estimateRequest, hasConfig bool, jf *jobFlags) (model.Spec, error) {
-	field, header, size, read := "safetensors", req.Safetensors, req.SafetensorsSize, model.FromSafetensors
-	if len(req.GGUF) > 0 {
-		field, header, size, read = "gguf", req.GGUF, req.GGUFSize, model.FromGGUF
-	}
-	if req.Model != "" || hasConfig || (len(req.Safetensors) > 0 && len(req.GGUF) > 0) {
-		return model.Spec{}, badField(field, "give one of model, config, safetensors and gguf")
-	}
-	if size < int64(len(header)) {
-		return model.Spec{}, badField(field+"_size", "%s_size %d: the file's size in bytes, at least the %d bytes of the header sent", field, size, len(header))
-	}
-	spec, err := read(headerReader(header), size)
-	if err != nil {
-		var fe *gpumem.FieldError
-		if errors.As(err, &fe) {
-			return spec, badField(field, "%s", forRequest(err.Error()))
-		}
-		return spec, libraryError(err, nil)
-	}
-	if spec.LM().Heads == 0 {
-		// What --safetensors then fails on (Spec.Heads = 0), said of
-		// the file.
-		return spec, badField(field, "the tensor names of this %s checkpoint do not give its attention heads (only a per-head norm does, as in qwen3 and gemma3): give its config.json instead", clean(spec.Family))
-	}
-	if err := checkModelSize(spec, nil); err != nil {
-		err.field = field
-		return spec, err
-	}
-	if field == "gguf" {
-		jf.gguf = "(inline)"
-	} else {
-		jf.safetensors = "(inline)"
-	}
-	return spec, nil
-}
-
-// headerReader is an io.ReaderAt over the first bytes of a file: reads
-// past them fail, saying that only the header was sent.
-type headerReader []byte
-
-func (h headerReader) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("negative offset %d", off)
-	}
-	if off >= int64(len(h)) {
-		return 0, fmt.Errorf("offset %d: only the %d-byte header was sent", off, len(h))
-	}
-	n := copy(p, h[off:])
-	if n < len(p) {
-		return n, fmt.Errorf("offset %d: only the %d-byte header was sent", off+int64(n), len(h))
-	}
-	return n, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/request"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -109,7 +110,7 @@ func TestPageFields(t *testing.T) {
 	fields = slices.Compact(fields)
 	require.Greater(t, len(fields), 20, "found %v", fields)
 	for _, f := range fields {
-		if !requestFields[f] {
+		if !request.IsField(f) {
 			t.Errorf("the page sets %q, which no request has", f)
 		}
 	}

@@ -1,76 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 )
-
-// sglangFlags are SGLang's server arguments (budget.SGLangOptions);
-// --tensor-parallel-size and --kv-cache-dtype are shared with vLLM
-// (vllmFlags), as both engines name them so.
-type sglangFlags struct {
-	memFraction    float64 // --mem-fraction-static; 0: SGLang's default by TP
-	maxTotalTokens int     // --max-total-tokens; 0: no cap
-	pageSize       int     // --page-size; 0: 1
-	contextLength  int     // --context-length; 0: the model's
-}
-
-// sglangFlagNames are the flags that only an SGLang job takes.
-var sglangFlagNames = []string{"mem-fraction-static", "max-total-tokens", "page-size", "context-length"}
-
-func (s *sglangFlags) register(fs *flag.FlagSet) {
-	fs.Float64Var(&s.memFraction, "mem-fraction-static", 0, "with --runtime sglang: the fraction of the free memory the weights and the KV pool may take, in (0, 1) (default SGLang's: 0.88 on one GPU, less with --tensor-parallel-size)")
-	fs.IntVar(&s.maxTotalTokens, "max-total-tokens", 0, "with --runtime sglang: a cap on the KV pool's tokens (default none)")
-	fs.IntVar(&s.pageSize, "page-size", 0, "with --runtime sglang: tokens per page; the pool is whole pages (default 1)")
-	fs.IntVar(&s.contextLength, "context-length", 0, "with --runtime sglang: the longest request, for the concurrency printed (default the model's max_position_embeddings)")
-}
-
-// apply sets j's SGLang options (j.Runtime is set, and the vLLM flags
-// applied: they set the shared --tensor-parallel-size and
-// --kv-cache-dtype). On error it returns the flag at fault, without its
-// dashes.
-func (s *sglangFlags) apply(j *budget.Job) (string, error) {
-	given := map[string]string{}
-	if s.memFraction != 0 {
-		given["mem-fraction-static"] = strconv.FormatFloat(s.memFraction, 'g', -1, 64)
-	}
-	for _, c := range []struct {
-		name string
-		v    int
-	}{{"max-total-tokens", s.maxTotalTokens}, {"page-size", s.pageSize}, {"context-length", s.contextLength}} {
-		if c.v != 0 {
-			given[c.name] = strconv.Itoa(c.v)
-		}
-	}
-	if j.Runtime != budget.SGLang {
-		for _, name := range sglangFlagNames {
-			if v, ok := given[name]; ok {
-				return name, fmt.Errorf("%w: --%s %s: it is an SGLang option (give --runtime sglang, or leave --%s out)", errUsage, name, v, name)
-			}
-		}
-		return "", nil
-	}
-	if f := s.memFraction; math.IsNaN(f) || f < 0 || f >= 1 {
-		return "mem-fraction-static", fmt.Errorf("%w: --mem-fraction-static %s: want a fraction in (0, 1), such as 0.88", errUsage, given["mem-fraction-static"])
-	}
-	for _, c := range []struct {
-		name string
-		v    int
-	}{{"max-total-tokens", s.maxTotalTokens}, {"page-size", s.pageSize}, {"context-length", s.contextLength}} {
-		if c.v < 0 {
-			return c.name, fmt.Errorf("%w: --%s %d: must not be negative", errUsage, c.name, c.v)
-		}
-	}
-	o := &j.SGLang
-	o.MemFractionStatic, o.MaxTotalTokens, o.PageSize, o.ContextLength = s.memFraction, s.maxTotalTokens, s.pageSize, s.contextLength
-	return "", nil
-}
 
 // writeSGLang prints SGLang's pool as its start-up log does.
 func writeSGLang(out io.Writer, j budget.Job, r *budget.SGLangReport) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/request"
 )
 
 // vllmPlan is the answer of gpumem plan --runtime vllm --concurrency C:
@@ -47,7 +48,7 @@ func planVLLM(j budget.Job, dev gpumem.Device, concurrency float64) (vllmPlan, e
 }
 
 func (p *vllmPlan) write(out io.Writer, j budget.Job) {
-	fmt.Fprintf(out, "%s under vLLM on %s (%s total), %g requests at once:\n", describe(j), clean(p.dev.Name),
+	fmt.Fprintf(out, "%s under vLLM on %s (%s total), %g requests at once:\n", request.Describe(j), request.Clean(p.dev.Name),
 		gpumem.Bytes(j.Device.Capacity).String(), p.concurrency)
 	if p.utilErr != nil {
 		fmt.Fprintf(out, "  max_model_len %s: no --gpu-memory-utilization serves it (%v)\n", gpumem.Thousands(int64(p.atUtil.MaxModelLen)), p.utilErr)
@@ -64,7 +65,7 @@ func (p *vllmPlan) write(out io.Writer, j budget.Job) {
 }
 
 func (p *vllmPlan) json() map[string]any {
-	m := map[string]any{"runtime": "vllm", "concurrency": p.concurrency, "gpu": clean(p.dev.Name),
+	m := map[string]any{"runtime": "vllm", "concurrency": p.concurrency, "gpu": request.Clean(p.dev.Name),
 		"max_model_len": p.atUtil.MaxModelLen, "gpu_memory_utilization": p.given}
 	if p.utilErr == nil {
 		m["min_gpu_memory_utilization"] = p.util

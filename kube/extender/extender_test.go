@@ -18,12 +18,11 @@ import (
 
 func setup(t *testing.T) (*httptest.Server, replay.Scenario, map[string]*v1.Pod) {
 	s := replay.Load(t, "../testdata/scenario.json")
-	srv := replay.Serve(t, "../testdata/service.json")
 	pods := map[string]*v1.Pod{}
 	for i := range s.Pods {
 		pods[s.Pods[i].Name] = &s.Pods[i]
 	}
-	e := &extender.Extender{Est: &gpujob.Client{URL: srv.URL}, Pods: func(node string) []*v1.Pod {
+	e := &extender.Extender{Est: gpujob.NewLocal(), Pods: func(node string) []*v1.Pod {
 		var out []*v1.Pod
 		for _, p := range pods {
 			if p.Spec.NodeName == node {
@@ -67,9 +66,10 @@ func TestFilter(t *testing.T) {
 	for _, c := range []struct {
 		pod, pass, failed string
 	}{
-		{"lora-8b", "a100-1 h100-1", "needs 65.49 GiB per GPU, NVIDIA L4 has 21.95 GiB free"},
+		{"lora-8b", "a100-1 h100-1", "needs 63.44 GiB per GPU, NVIDIA L4 has 21.95 GiB free"},
 		{"full-8b", "", "gpumem plan: allow an 8-bit optimizer"},
-		{"shared-1b", "a100-1 h100-1 l4-1 mig-1", ""},
+		// 4.55 GiB and its headroom: 40 MiB short on the MIG slice.
+		{"shared-1b", "a100-1 h100-1 l4-1", ""},
 		{"held-1", "a100-1 h100-1 l4-1 mig-1 cpu-1", ""}, // no job: every node
 	} {
 		var res extenderv1.ExtenderFilterResult

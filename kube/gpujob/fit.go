@@ -2,6 +2,7 @@ package gpujob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -66,25 +67,28 @@ type Cycle struct {
 
 // Evaluate estimates job once per GPU kind among nodes and checks every
 // node. An error is the job's (a RequestError names the request field)
-// or the service's.
+// or the estimator's.
 func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle, error) {
-	c := &Cycle{Job: job, Answers: map[string]Answer{}, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
+	c := &Cycle{Job: job, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
+	var kinds []GPU
 	for _, n := range nodes {
 		if !n.HasGPU {
 			continue
 		}
 		k := n.GPU.Key()
-		if _, done := c.Answers[k]; done {
+		if _, done := c.GPUs[k]; done {
 			continue
 		}
-		a, err := est.Estimate(ctx, job.ForGPU(n.GPU))
-		if err != nil {
-			if IsRequestError(err) {
-				return nil, fmt.Errorf("%s: %w", job.Source, err)
-			}
-			return nil, err
+		c.GPUs[k] = n.GPU
+		kinds = append(kinds, n.GPU)
+	}
+	var err error
+	if c.Answers, err = est.Estimate(ctx, job.Request, kinds); err != nil {
+		var re *RequestError
+		if errors.As(err, &re) && re.Source == "" {
+			re.Source = job.Source
 		}
-		c.Answers[k], c.GPUs[k] = a, n.GPU
+		return nil, err
 	}
 	var best Fit
 	bestName := ""
@@ -114,7 +118,7 @@ func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle
 		a := c.Answers[bestGPU.Key()]
 		c.Message = fmt.Sprintf("gpumem: the job needs %s per GPU (peak %s in %s, headroom %s); the best node %s (%s) has %s free: %s short",
 			human(best.Need), human(max(a.DevicePeak, a.RequiredPeak)), a.Phase, human(a.MinHeadroom), bestName, a.Device, human(best.Avail), human(best.Short))
-		if advice, err := est.Advice(ctx, job.ForGPU(bestGPU)); err == nil {
+		if advice, err := est.Advice(ctx, job.Request, bestGPU); err == nil {
 			c.Message += "; gpumem plan: " + advice
 		}
 	}

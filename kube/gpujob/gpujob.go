@@ -3,12 +3,13 @@
 // other.
 //
 // A pod describes its job in the annotation gpumem.io/job, whose value is
-// the body of gpumem serve's POST /v1/estimate, unchanged (one schema,
-// documented in docs/reference.md): {"model": "llama-3-8b", "mode":
-// "train", "batch": 4, "seq": 2048}. For the common fields, labels will
-// do instead (see JobLabels). The estimate itself comes from a gpumem
-// serve deployment (Client): the components only compare its figures
-// with what the nodes have.
+// the body of gpumem serve's POST /v1/estimate, unchanged: one schema,
+// owned by the core module's package request (request.Estimate), which
+// decodes it, checks it and turns it into a budget.Job here as it does in
+// gpumem serve: {"model": "llama-3-8b", "mode": "train", "batch": 4,
+// "seq": 2048}. For the common fields, labels will do instead (see
+// JobLabels). The components estimate in process (Local): no service to
+// deploy, no network hop.
 //
 // A node's GPUs are read from the labels NVIDIA GPU Feature Discovery
 // writes: nvidia.com/gpu.product (the product name, "NVIDIA-A100-SXM4-80GB"),
@@ -29,6 +30,7 @@ package gpujob
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,11 +39,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/request"
 )
 
 // Annotations, labels and resources the components read and write.
 const (
-	// AnnotationJob holds the job: gpumem serve's estimate request.
+	// AnnotationJob holds the job: an estimate request (request.Estimate).
 	AnnotationJob = "gpumem.io/job"
 	// AnnotationEstimate is written by the admission webhook: the
 	// per-GPU breakdown of the estimate on the cluster's GPU kinds.
@@ -84,9 +87,9 @@ var JobLabels = []struct {
 // Job is a pod's job: the estimate request and what the pod asks of the
 // node.
 type Job struct {
-	// Request is the estimate request, field by field; gpu and memory
-	// are set per GPU kind by ForGPU.
-	Request map[string]json.RawMessage
+	// Request is the estimate request, decoded strictly (request.Decode);
+	// gpu and memory are set per GPU kind by ForGPU.
+	Request request.Estimate
 	// Source is where the request came from: the annotation or the
 	// labels, for messages.
 	Source string
@@ -133,12 +136,17 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 		if len(body) == 0 || body[0] != '{' {
 			return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: "want gpumem serve's estimate request, a JSON object such as {\"model\": \"llama-3-8b\", \"mode\": \"train\"}"}
 		}
-		if err := json.Unmarshal(body, &j.Request); err != nil {
-			return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: "not JSON: " + err.Error()}
+		if j.Request, err = request.Decode(body); err != nil {
+			var e *request.Error
+			if errors.As(err, &e) && e.Field == "" {
+				// The annotation as a whole: not JSON, or not one object.
+				return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: strings.Replace(e.Msg, "invalid JSON", "not JSON", 1)}
+			}
+			return j, true, requestError(j.Source, err)
 		}
 	case hasLabel:
 		j.Source = "labels gpumem.io/*"
-		j.Request = map[string]json.RawMessage{}
+		fields := map[string]json.RawMessage{}
 		for _, l := range JobLabels {
 			v, given := pod.Labels[l.Label]
 			if !given {
@@ -149,11 +157,15 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 				if err != nil || n < 0 {
 					return j, true, &Error{Where: "label " + l.Label, Value: v, Msg: "want a whole number"}
 				}
-				j.Request[l.Field] = json.RawMessage(strconv.FormatInt(n, 10))
+				fields[l.Field] = json.RawMessage(strconv.FormatInt(n, 10))
 				continue
 			}
 			b, _ := json.Marshal(v) // a string: cannot fail
-			j.Request[l.Field] = b
+			fields[l.Field] = b
+		}
+		body, _ := json.Marshal(fields) // raw messages of our own: cannot fail
+		if j.Request, err = request.Decode(body); err != nil {
+			return j, true, requestError(j.Source, err)
 		}
 	default:
 		return j, false, nil
@@ -161,9 +173,7 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 	if err := j.readResources(pod); err != nil {
 		return j, true, err
 	}
-	if err := j.readRanks(); err != nil {
-		return j, true, err
-	}
+	j.readRanks()
 	if !j.Shared && j.Ranks > j.GPUs {
 		return j, true, &Error{Where: "resource " + string(ResourceGPU), Value: strconv.FormatInt(j.GPUs, 10),
 			Msg: fmt.Sprintf("the job's layout spreads the model over %d GPUs: ask nvidia.com/gpu: %d", j.Ranks, j.Ranks)}
@@ -216,41 +226,25 @@ func (j *Job) readResources(pod *v1.Pod) error {
 }
 
 // readRanks reads the GPUs the request's layout spreads the model over.
-// The request's own fields are checked by the service, which names them.
-func (j *Job) readRanks() error {
-	j.Ranks = 1
-	if raw, ok := j.Request["tensor_parallel_size"]; ok {
-		var n int64
-		if json.Unmarshal(raw, &n) == nil && n > 1 {
-			j.Ranks = n
-		}
-	}
-	if raw, ok := j.Request["tensor_split"]; ok {
-		var parts []float64
-		if json.Unmarshal(raw, &parts) == nil && int64(len(parts)) > j.Ranks {
-			j.Ranks = int64(len(parts))
-		}
-	}
-	return nil
+// The request's values are checked when it is estimated, which names the
+// field at fault.
+func (j *Job) readRanks() {
+	j.Ranks = max(1, int64(j.Request.TensorParallelSize), int64(len(j.Request.TensorSplit)))
 }
 
-// ForGPU is the request body for g: the job's request with gpu set to
-// g's catalog name, or memory to its labelled size, in place of any gpu
-// or memory the pod gave (the scheduler decides the GPU).
-func (j Job) ForGPU(g GPU) []byte {
-	req := make(map[string]json.RawMessage, len(j.Request)+1)
-	for k, v := range j.Request {
-		if k != "gpu" && k != "memory" {
-			req[k] = v
-		}
+// ForGPU is the job's request for g: gpu set to g's catalog name, or
+// memory to its labelled size, in place of any gpu or memory the pod
+// gave (the scheduler decides the GPU).
+func (j Job) ForGPU(g GPU) request.Estimate { return onGPU(j.Request, g) }
+
+// onGPU is req with gpu or memory naming g.
+func onGPU(req request.Estimate, g GPU) request.Estimate {
+	gpu, memory := target(g)
+	req.GPU, req.Memory = gpu, nil
+	if memory != "" {
+		req.Memory = json.RawMessage(strconv.Quote(memory))
 	}
-	if g.Catalog {
-		req["gpu"], _ = json.Marshal(g.Device.Name)
-	} else {
-		req["memory"], _ = json.Marshal(strconv.FormatInt(int64(g.Device.Capacity), 10) + "B")
-	}
-	b, _ := json.Marshal(req) // raw messages that unmarshalled: cannot fail
-	return b
+	return req
 }
 
 // GPU is a node's GPU kind and how many it has.

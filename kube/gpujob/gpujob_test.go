@@ -2,7 +2,7 @@ package gpujob_test
 
 import (
 	"context"
-	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -95,8 +95,8 @@ func TestFromPod(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	a, _, _ := gpujob.FromPod(pods["gen-1b"])
-	if string(j.ForGPU(gpujob.GPU{Catalog: true})) != string(a.ForGPU(gpujob.GPU{Catalog: true})) {
-		t.Errorf("labels give %s, the annotation %s", j.ForGPU(gpujob.GPU{Catalog: true}), a.ForGPU(gpujob.GPU{Catalog: true}))
+	if !reflect.DeepEqual(j.ForGPU(gpujob.GPU{Catalog: true}), a.ForGPU(gpujob.GPU{Catalog: true})) {
+		t.Errorf("labels give %+v, the annotation %+v", j.ForGPU(gpujob.GPU{Catalog: true}), a.ForGPU(gpujob.GPU{Catalog: true}))
 	}
 	if j, _, _ := gpujob.FromPod(pods["shared-1b"]); !j.Shared || j.GPUs != 1 {
 		t.Errorf("shared-1b: %+v, want shared mode", j)
@@ -106,10 +106,8 @@ func TestFromPod(t *testing.T) {
 	}
 	// The scheduler decides the GPU: the pod's gpu is replaced.
 	vj, _, _ := gpujob.FromPod(pods["vllm-8b-tp2"])
-	var req map[string]any
-	json.Unmarshal(vj.ForGPU(mustDevice(t, nodes(t, "mig-1"))), &req)
-	if _, has := req["gpu"]; has || req["memory"] != "5100273664B" {
-		t.Errorf("ForGPU on a MIG slice: %v", req)
+	if req := vj.ForGPU(mustDevice(t, nodes(t, "mig-1"))); req.GPU != "" || string(req.Memory) != `"5100273664B"` {
+		t.Errorf("ForGPU on a MIG slice: gpu %q, memory %s", req.GPU, req.Memory)
 	}
 	if _, ok, _ := gpujob.FromPod(pods["held-1"]); ok {
 		t.Error("held-1 describes no job")
@@ -156,9 +154,9 @@ func TestFromPodErrors(t *testing.T) {
 
 // cycle evaluates the scenario's pod on every node, the pods with
 // nodeName holding their nvidia.com/gpumem.
-func cycle(t *testing.T, podName string, extra ...int64) (*gpujob.Cycle, error, *replay.Server) {
+func cycle(t *testing.T, podName string, extra ...int64) (*gpujob.Cycle, error, *gpujob.Local) {
 	s := replay.Load(t, "../testdata/scenario.json")
-	srv := replay.Serve(t, "../testdata/service.json")
+	est := gpujob.NewLocal()
 	held := map[string][]int64{}
 	var pod *v1.Pod
 	for i := range s.Pods {
@@ -177,10 +175,10 @@ func cycle(t *testing.T, podName string, extra ...int64) (*gpujob.Cycle, error, 
 	}
 	j, _, err := gpujob.FromPod(pod)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err, est // a job refused as it is read
 	}
-	c, err := gpujob.Evaluate(context.Background(), &gpujob.Client{URL: srv.URL}, j, ns)
-	return c, err, srv
+	c, err := gpujob.Evaluate(context.Background(), est, j, ns)
+	return c, err, est
 }
 
 func TestEvaluateWhole(t *testing.T) {
@@ -194,14 +192,16 @@ func TestEvaluateWhole(t *testing.T) {
 			t.Errorf("lora-8b on %s: fits %v, want %v (%s)", n, c.Fits[n].Fits, fits, c.Fits[n].Reason)
 		}
 	}
-	if n := srv.Count("/v1/estimate"); n != 4 {
+	if n := srv.Estimates(); n != 4 {
 		t.Errorf("%d estimates for 4 GPU kinds", n)
 	}
 	if c.Message != "" {
 		t.Errorf("message %q for a job that fits", c.Message)
 	}
-	// The service's shortfall on the L4: 69.14 GB peak + 1.18 GB headroom - 23.57 GB free.
-	if f := c.Fits["l4-1"]; f.Short != 46750212227 || !strings.Contains(f.Reason, "NVIDIA L4 has 21.95 GiB free") {
+	// The shortfall on the L4: 66.94 GB peak + 1.18 GB headroom - 23.57 GB
+	// free, as gpumem estimate --model llama-3-8b --train --batch 4 --seq
+	// 2048 --lora-rank 16 --checkpointing full --gpu l4 --json prints.
+	if f := c.Fits["l4-1"]; f.Short != 44543798608 || !strings.Contains(f.Reason, "NVIDIA L4 has 21.95 GiB free") {
 		t.Errorf("l4-1: short %d, reason %q", f.Short, f.Reason)
 	}
 	// Tightest fit: the A100 (CUDA's 79.15 GiB) scores above the H100 (79.21 GiB).
@@ -225,14 +225,14 @@ func TestEvaluateNowhere(t *testing.T) {
 			t.Errorf("message %q lacks %q", c.Message, want)
 		}
 	}
-	if srv.Count("/v1/plan") != 1 {
-		t.Errorf("%d plan requests, want 1", srv.Count("/v1/plan"))
+	if srv.Plans() != 1 {
+		t.Errorf("%d plans, want 1", srv.Plans())
 	}
 }
 
 func TestEvaluateShared(t *testing.T) {
 	// The L4s hold 20000, 20000, 20000 and 15000 MiB: the emptiest has
-	// 21.95 GiB - 15000 MiB = 7.30 GiB, enough for 4.35 + 1.10 GiB.
+	// 21.95 GiB - 15000 MiB = 7.30 GiB, enough for 4.55 + 1.10 GiB.
 	c, err, _ := cycle(t, "shared-1b")
 	if err != nil {
 		t.Fatal(err)

@@ -1,14 +1,36 @@
 // Package plugin is gpumem as a kube-scheduler framework plugin (the
 // interfaces of k8s.io/kube-scheduler/framework, release 1.37).
 //
-// PreFilter reads the pod's job (gpujob.FromPod), asks gpumem serve for
-// one estimate per GPU kind among the nodes, checks every node and keeps
-// the verdicts in the CycleState; when no node fits, it fails the cycle
-// with what the best node lacks and what gpumem plan would change.
+// PreFilter reads the pod's job (gpujob.FromPod: the request decoded
+// once), estimates it in process once per GPU kind among the nodes
+// (gpujob.Local, over the core module's package request and
+// budget.Estimate), checks every node and keeps the verdicts in the
+// CycleState; when no node fits, it fails the cycle with what the best
+// node lacks and what gpumem plan would change.
 // Filter looks the node up: no estimate, no allocation when the node
 // fits. Score prefers the tightest fit. Reserve and Unreserve keep the
 // shared-GPU memory of the pods scheduled here that ask no
 // nvidia.com/gpumem of their own, so that the next cycle counts them.
+//
+// Cost, against budget.Estimate of the same job (BenchmarkEstimate,
+// lora-8b on an A100: 5.7 µs, 0 allocations), measured together on the
+// shared 2-core machine at a load of 15 to 18 (the fastest of 8 runs of
+// go test -bench . -benchtime 0.5s -count 8; medians in parentheses):
+//
+//	PreFilter, 5 nodes, 4 GPU kinds          time                 ×Estimate   allocs
+//	  catalog model, model cached            51 µs (79 µs)         8.9         72
+//	  catalog model, empty cache             123 µs (201 µs)       22          486
+//	  inline config.json, model cached       116 µs (296 µs)       20          203
+//	  inline config.json, empty cache        209 µs (585 µs)       37          483
+//	Filter, per node                         114 ns (121 ns)       0.02        0
+//
+// About half of a cached PreFilter is its four estimates (one per GPU
+// kind: the CUDA context and workspace depend on the GPU); the rest is
+// the annotation decoded, the request checked and the job built once,
+// and each node's labels read and its fit worded. An inline config adds
+// its JSON's decoding and hash; an empty cache adds the model's
+// preparation (budget.NewModel), once per model and fine-tuning setup.
+// Over gpumem serve on loopback, PreFilter took 1.05 ms.
 //
 // Pods without a job are left alone (PreFilter returns Skip). The
 // verdicts are taken before preemption's what-ifs: the plugin has no
@@ -17,10 +39,12 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +61,9 @@ const Name = "GPUMem"
 
 const stateKey fwk.StateKey = Name
 
-// Args are the plugin's arguments (pluginConfig[].args).
+// Args are the plugin's arguments (pluginConfig[].args). The plugin
+// estimates in process: it needs no service address.
 type Args struct {
-	// ServiceURL is gpumem serve's address.
-	ServiceURL string `json:"serviceURL"`
 	// Timeout bounds the estimates of one PreFilter ("5s"; default 10s).
 	Timeout string `json:"timeout"`
 }
@@ -70,14 +93,16 @@ var (
 func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
 	var args Args
 	if u, ok := obj.(*runtime.Unknown); ok && len(u.Raw) > 0 {
-		if err := json.Unmarshal(u.Raw, &args); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(u.Raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&args); err != nil {
+			if strings.Contains(err.Error(), `unknown field "serviceURL"`) {
+				return nil, fmt.Errorf("%s args: serviceURL: the plugin estimates in process; leave serviceURL out", Name)
+			}
 			return nil, fmt.Errorf("%s args: %v", Name, err)
 		}
 	}
-	if args.ServiceURL == "" {
-		return nil, fmt.Errorf("%s args: serviceURL: give gpumem serve's address, e.g. http://gpumem.gpumem-system:8080", Name)
-	}
-	p := NewWith(&gpujob.Client{URL: args.ServiceURL})
+	p := NewWith(gpujob.NewLocal())
 	if args.Timeout != "" {
 		d, err := time.ParseDuration(args.Timeout)
 		if err != nil || d <= 0 {

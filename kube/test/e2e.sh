@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End to end on a real control plane, from nothing: etcd (embedded
 # go.etcd.io/etcd/server/v3, test/etcd), kube-apiserver built from
-# k8s.io/kubernetes at the module's release, gpumem serve, the webhook and
-# kube-scheduler with the GPUMem plugin. Nodes are created with the labels
-# GPU Feature Discovery writes (no kubelet: nothing runs, pods only bind).
+# k8s.io/kubernetes at the module's release, the webhook and kube-scheduler
+# with the GPUMem plugin (both estimate in process: no gpumem serve).
+# Nodes are created with the labels GPU Feature Discovery writes (no
+# kubelet: nothing runs, pods only bind).
 # Asserts where each pod binds, which stay Pending with which message, and
 # what the webhook wrote.
 #
@@ -34,14 +35,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 echo "== build (one at a time)"
 mkdir -p "$BIN"
-(cd .. && go build -p 1 -o "$BIN/gpumem" ./cmd/gpumem)
 go build -p 1 -o "$BIN/etcd" ./test/etcd
 go build -p 1 -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 go build -p 1 -o "$BIN/kube-scheduler" ./cmd/kube-scheduler
 go build -p 1 -o "$BIN/gpumem-webhook" ./cmd/gpumem-webhook
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ETCD=$(port); PEER=$(port); API=$(port); SVC=$(port); HOOK=$(port)
+ETCD=$(port); PEER=$(port); API=$(port); HOOK=$(port)
 
 echo "== certificates"
 cd "$W"
@@ -63,7 +63,7 @@ current-context: e2e
 KC
 cd - >/dev/null
 
-echo "== etcd, kube-apiserver, gpumem serve"
+echo "== etcd, kube-apiserver"
 "$BIN/etcd" --data-dir "$W/etcd" --listen "http://127.0.0.1:$ETCD" --peer "http://127.0.0.1:$PEER" > "$W/etcd.log" 2>&1 &
 PIDS+=($!)
 "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD" --bind-address 127.0.0.1 --secure-port "$API" \
@@ -71,8 +71,6 @@ PIDS+=($!)
 	--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$W/sa.pub" \
 	--service-account-signing-key-file "$W/sa.key" --service-cluster-ip-range 10.0.0.0/24 \
 	--disable-admission-plugins ServiceAccount,TaintNodesByCondition > "$W/apiserver.log" 2>&1 &
-PIDS+=($!)
-"$BIN/gpumem" serve --addr "127.0.0.1:$SVC" > "$W/serve.log" 2>&1 &
 PIDS+=($!)
 
 k() { # k METHOD PATH [BODY [CONTENT-TYPE]]
@@ -98,11 +96,11 @@ node cpu-1
 
 echo "== webhook, scheduler"
 "$BIN/gpumem-webhook" --addr "127.0.0.1:$HOOK" --tls-cert "$W/hook.crt" --tls-key "$W/hook.key" \
-	--service "http://127.0.0.1:$SVC" --kubeconfig "$W/kubeconfig" > "$W/webhook.log" 2>&1 &
+	--kubeconfig "$W/kubeconfig" > "$W/webhook.log" 2>&1 &
 PIDS+=($!)
 CA=$(base64 -w0 < "$W/ca.crt")
 k POST /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"MutatingWebhookConfiguration\",\"metadata\":{\"name\":\"gpumem\"},\"webhooks\":[{\"name\":\"pods.gpumem.io\",\"admissionReviewVersions\":[\"v1\"],\"sideEffects\":\"None\",\"timeoutSeconds\":10,\"failurePolicy\":\"Fail\",\"clientConfig\":{\"url\":\"https://127.0.0.1:$HOOK/mutate\",\"caBundle\":\"$CA\"},\"rules\":[{\"apiGroups\":[\"\"],\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":[\"pods\"]}],\"matchConditions\":[{\"name\":\"has-job\",\"expression\":\"has(object.metadata.annotations) && 'gpumem.io/job' in object.metadata.annotations\"}]}]}" > /dev/null
-sed -e "s#/etc/kubernetes/scheduler.conf#$W/kubeconfig#" -e "s#http://gpumem.gpumem-system.svc:8080#http://127.0.0.1:$SVC#" deploy/scheduler-config.yaml > "$W/scheduler.yaml"
+sed -e "s#/etc/kubernetes/scheduler.conf#$W/kubeconfig#" deploy/scheduler-config.yaml > "$W/scheduler.yaml"
 "$BIN/kube-scheduler" --config "$W/scheduler.yaml" --secure-port 0 -v 2 > "$W/scheduler.log" 2>&1 &
 PIDS+=($!)
 for i in $(seq 1 60); do curl -sk "https://127.0.0.1:$HOOK/healthz" > /dev/null 2>&1 && break; sleep 1; done
@@ -140,7 +138,7 @@ wait_bound() { # pod node
 	[ "$n" = "$2" ] || fail "$1 bound to '$n', want $2: $(get "$1" | jq -c .status.conditions)"
 	echo "ok: $1 bound to $n"
 }
-wait_bound lora-8b a100-1   # the L4 is 43.5 GiB short, the MIG slice more
+wait_bound lora-8b a100-1   # the L4 is 41.5 GiB short, the MIG slice more
 wait_bound gen-1b mig-1     # the tightest fit
 wait_pending() { # pod text
 	for i in $(seq 1 60); do

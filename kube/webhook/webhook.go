@@ -116,7 +116,8 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	case err != nil && (gpujob.IsRequestError(err)):
 		return deny(http.StatusUnprocessableEntity, "gpumem: "+err.Error())
 	case err != nil:
-		// The service is down: admit, as failurePolicy: Ignore would.
+		// No estimate (the review's deadline passed, or an internal
+		// error of gpumem): admit, as failurePolicy: Ignore would.
 		resp.Warnings = []string{"gpumem: no estimate: " + err.Error()}
 		return resp
 	case len(c.Answers) == 0:
@@ -130,7 +131,7 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	for key, a := range c.Answers {
 		name := c.GPUs[key].Device.Name
 		kinds[name] = Kind{Device: name, Fits: a.Fits, Need: a.Need(), DevicePeak: max(a.DevicePeak, a.RequiredPeak),
-			Phase: a.Phase, Shortfall: a.Shortfall, Components: a.Components}
+			Phase: a.Phase, Shortfall: a.Shortfall, Components: a.Components()}
 		if a.Fits {
 			shared = max(shared, a.Need())
 		}

@@ -1,7 +1,9 @@
 // Command gpumem-extender serves gpumem's kube-scheduler extender
 // (deploy/extender.yaml):
 //
-//	gpumem-extender --addr :8888 --service http://gpumem.gpumem-system.svc:8080
+//	gpumem-extender --addr :8888
+//
+// It estimates in process (gpujob.Local): no gpumem serve to call.
 package main
 
 import (
@@ -21,7 +23,6 @@ import (
 
 func main() {
 	addr := flag.String("addr", ":8888", "address to serve the extender's verbs on")
-	service := flag.String("service", "http://127.0.0.1:8080", "gpumem serve's address")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig for listing the pods on each node (shared-GPU mode); empty: in-cluster")
 	timeout := flag.Duration("timeout", 10*time.Second, "bound on one request's estimates")
 	flag.Parse()
@@ -35,7 +36,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("gpumem-extender: %v", err)
 	}
-	e := &extender.Extender{Est: &gpujob.Client{URL: *service}, Pods: l.Pods, Timeout: *timeout}
+	e := &extender.Extender{Est: gpujob.NewLocal(), Pods: l.Pods, Timeout: *timeout}
 	if err := cluster.Serve(ctx, "gpumem-extender", *addr, "", "", e.Handler()); err != nil {
 		log.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Command gpumem-webhook serves gpumem's mutating admission webhook over
 // TLS (deploy/webhook.yaml):
 //
-//	gpumem-webhook --addr :8443 --tls-cert /tls/tls.crt --tls-key /tls/tls.key \
-//	    --service http://gpumem.gpumem-system.svc:8080
+//	gpumem-webhook --addr :8443 --tls-cert /tls/tls.crt --tls-key /tls/tls.key
+//
+// It estimates in process (gpujob.Local): no gpumem serve to call.
 package main
 
 import (
@@ -24,7 +25,6 @@ func main() {
 	addr := flag.String("addr", ":8443", "address to serve /mutate on")
 	cert := flag.String("tls-cert", "", "TLS certificate (the API server calls webhooks over HTTPS)")
 	key := flag.String("tls-key", "", "TLS key")
-	service := flag.String("service", "http://127.0.0.1:8080", "gpumem serve's address")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig for listing the nodes; empty: in-cluster")
 	timeout := flag.Duration("timeout", 8*time.Second, "bound on one review's estimates (below the webhook's timeoutSeconds)")
 	flag.Parse()
@@ -42,7 +42,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("gpumem-webhook: %v", err)
 	}
-	wh := &webhook.Webhook{Est: &gpujob.Client{URL: *service}, Nodes: l.Nodes, Timeout: *timeout}
+	wh := &webhook.Webhook{Est: gpujob.NewLocal(), Nodes: l.Nodes, Timeout: *timeout}
 	if err := cluster.Serve(ctx, "gpumem-webhook", *addr, *cert, *key, wh.Handler()); err != nil {
 		log.Fatal(err)
 	}
