@@ -123,15 +123,11 @@ func fileError(path string, err error) error {
 
 // parseAttention reads --attention.
 func parseAttention(s string) (model.AttentionKernel, error) {
-	switch s {
-	case "eager":
-		return model.Eager, nil
-	case "sdpa", "":
-		return model.SDPA, nil
-	case "flash", "flash_attention_2":
-		return model.Flash, nil
+	k, err := model.ParseAttention(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, s)
 	}
-	return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", errUsage, s)
+	return k, nil
 }
 
 // parseCheckpointing reads --checkpointing.
