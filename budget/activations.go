@@ -253,8 +253,17 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
-		SSMKernel: j.SSMKernel,
+		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(),
 	}
+}
+
+// noAttentionMask says that transformers calls the job's attention
+// without a mask (model.Workload.NoAttentionMask): when the model holds
+// a cache, in generate() and in a training forward without
+// checkpointing (use_cache defaults to true; gradient checkpointing turns
+// it off). A Prefill job runs without a cache.
+func (j *Job) noAttentionMask() bool {
+	return j.Mode == Generation || (j.Mode == Training && j.Checkpointing == model.NoCheckpointing)
 }
 
 // offloadPolicy is the activation model's policy for j: torchtune's

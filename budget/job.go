@@ -247,6 +247,17 @@ type Job struct {
 	// kernels, what a GPU with them installed runs; SequentialSSM:
 	// transformers' slow_forward or torch_forward without them).
 	SSMKernel model.SSMKernel
+	// Backend is the PyTorch backend whose kernels run the model (zero:
+	// model.CUDA). model.CPU estimates what the job's tensors take on a
+	// CPU under torch 2.6, whose dropout saves its noise in the input's
+	// dtype and whose scaled_dot_product_attention falls back to the
+	// math kernel under dropout and grouped-query attention (model.CPU
+	// cites each fact). It changes the activations only: the overheads
+	// (Job.Overhead: CUDA context, cuBLAS workspaces, fragmentation) stay
+	// as given, and a CPU job's allocated level is Breakdown.Allocated()
+	// less Breakdown.Workspace. PyTorch runtime only; flash_attention_2
+	// has no CPU kernel.
+	Backend model.Backend
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when

@@ -99,6 +99,9 @@ func (j *Job) validate() error {
 	if j.Attention > model.Flash {
 		return gpumem.Errorf("Job.Attention", j.Attention, gpumem.ErrInvalid, "want eager, sdpa or flash")
 	}
+	if err := j.checkBackend(); err != nil {
+		return err
+	}
 	if j.CheckpointEvery < 0 {
 		return gpumem.Errorf("Job.CheckpointEvery", j.CheckpointEvery, gpumem.ErrInvalid, "must not be negative")
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func seed98(t testing.TB) []Sample {
+func llavaLeak(t testing.TB) []Sample {
 	t.Helper()
-	f, err := os.Open("testdata/logs/seed001_ex98.log")
+	f, err := os.Open("testdata/logs/llava-24gb-leak.log")
 	require.NoError(t, err)
 	defer f.Close()
 	s, err := ParseSamples(f)
@@ -21,15 +21,15 @@ func seed98(t testing.TB) []Sample {
 	return s
 }
 
-// TestAnalyzeSeed98 checks the leaking log of LLaVA on a 24 GB card
+// TestAnalyzeLLaVALeak checks the leaking log of LLaVA on a 24 GB card
 // (docs/scenarios.md): the guide's answer finds
 // the per-100-step growth rising from 0.3 to 1.3 GB ("growth is
 // accelerating") and the job dies at step 1000. On a 24 GB card (the
 // guide's OOM message: 23.69 GiB total capacity; and 24 GiB) the forecast
 // must fall between steps 950 and 1100.
-func TestAnalyzeSeed98(t *testing.T) {
+func TestAnalyzeLLaVALeak(t *testing.T) {
 	t.Parallel()
-	s := seed98(t)
+	s := llavaLeak(t)
 	for _, capacity := range []gpumem.Bytes{gpumem.MustParseBytes("23.69 GiB"), 24 * gpumem.GiB} {
 		r, err := Analyze(s, &Options{Capacity: capacity})
 		require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestAnalyzeSeed98(t *testing.T) {
 		assert.EqualValues(t, 1000, r.ObservedOOMStep)
 		require.True(t, r.OOM.OK, r.OOM.Reason)
 		if r.OOM.Step < 950 || r.OOM.Step > 1100 {
-			t.Errorf("Analyze(seed 9.8, %v).OOM.Step = %.0f, want 950..1100", capacity, r.OOM.Step)
+			t.Errorf("Analyze(the LLaVA leak, %v).OOM.Step = %.0f, want 950..1100", capacity, r.OOM.Step)
 		}
 		if r.OOM.Low > r.OOM.Step || r.OOM.High < r.OOM.Step || r.OOM.Low < 900 {
 			t.Errorf("range %.0f..%.0f does not hold %.0f", r.OOM.Low, r.OOM.High, r.OOM.Step)
@@ -138,7 +138,7 @@ func TestAnalyzeTimeAxis(t *testing.T) {
 func TestAnalyzeOptionsErrors(t *testing.T) {
 	t.Parallel()
 	for _, o := range []Options{{Column: ColStep}, {Capacity: -1}, {WarmUp: -2}} {
-		_, err := Analyze(seed98(t), &o)
+		_, err := Analyze(llavaLeak(t), &o)
 		var fe *gpumem.FieldError
 		require.ErrorAs(t, err, &fe, "Analyze(%+v)", o)
 	}

@@ -9,15 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDetectorSeed98 replays the leaking log of LLaVA on a 24 GB card
+// TestDetectorLLaVALeak replays the leaking log of LLaVA on a 24 GB card
 // (docs/scenarios.md) into a Detector on a 24 GiB card: it must warn
 // before the OOM at step 1000 (the guide's memory monitor: warn before
 // the crash).
-func TestDetectorSeed98(t *testing.T) {
+func TestDetectorLLaVALeak(t *testing.T) {
 	t.Parallel()
 	d := NewDetector(&DetectorOptions{Capacity: 24 * gpumem.GiB, Window: 8})
 	var alerts []Alert
-	for _, s := range seed98(t) {
+	for _, s := range llavaLeak(t) {
 		if a, ok := d.Add(s); ok {
 			alerts = append(alerts, a)
 		}
@@ -75,7 +75,7 @@ func TestDetectorZeroValue(t *testing.T) {
 	t.Parallel()
 	var zero Detector
 	d := NewDetector(nil)
-	for _, s := range seed98(t) {
+	for _, s := range llavaLeak(t) {
 		s.Capacity, s.Has = 24*gpumem.GiB, s.Has|ColCapacity
 		var got, want Alert
 		var gotOK, wantOK bool

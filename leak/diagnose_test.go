@@ -28,7 +28,7 @@ func TestDiagnoseCorpus(t *testing.T) {
 	}{
 		// LLaVA on a 24 GB card, the RTX 3090 message: the guide's answer says memory is used
 		// up (1.89 GiB free < 2.50 GiB requested), fragmentation 0.23%.
-		{"seed001_ex92", CauseExhausted, ActionLowerBatch},
+		{"llava_3090_exhausted", CauseExhausted, ActionLowerBatch},
 		// 40.69 GiB reserved but unallocated ≥ 35.60 GiB requested.
 		{"capacity_mask2dit4_fragmented", CauseFragmentation, ActionExpandableSegments},
 		{"hip_pytorch138002", CauseFragmentation, ActionExpandableSegments},
@@ -83,9 +83,9 @@ func TestDiagnoseCorpus(t *testing.T) {
 	}
 }
 
-func TestDiagnoseSeed92(t *testing.T) {
+func TestDiagnoseLLaVA3090(t *testing.T) {
 	t.Parallel()
-	o, ok := ParseOOM(corpusText(t, "seed001_ex92"))
+	o, ok := ParseOOM(corpusText(t, "llava_3090_exhausted"))
 	require.True(t, ok)
 	d := o.Diagnose()
 	// The guide's answer for the RTX 3090 message: (21.50 − 21.45) / 21.50 = 0.23%.

@@ -10,7 +10,7 @@ import (
 
 func TestJSON(t *testing.T) {
 	t.Parallel()
-	o, ok := ParseOOM(corpusText(t, "seed001_ex92"))
+	o, ok := ParseOOM(corpusText(t, "llava_3090_exhausted"))
 	require.True(t, ok)
 	b, err := json.Marshal(o)
 	require.NoError(t, err)
@@ -32,7 +32,7 @@ func TestJSON(t *testing.T) {
 	assert.Equal(t, "exhausted by this process", m["cause"])
 	assert.NotEmpty(t, m["advice"])
 
-	r, err := Analyze(seed98(t), nil)
+	r, err := Analyze(llavaLeak(t), nil)
 	require.NoError(t, err)
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestJSONWarning(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &m))
 	assert.Equal(t, true, m["warning"])
 	assert.Equal(t, false, m["found"])
-	o, ok = ParseOOM(corpusText(t, "seed001_ex92"))
+	o, ok = ParseOOM(corpusText(t, "llava_3090_exhausted"))
 	require.True(t, ok)
 	b, err = json.Marshal(o)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ func TestDetectorNaNOptions(t *testing.T) {
 	kinds := func(o DetectorOptions) map[AlertKind]bool {
 		d := NewDetector(&o)
 		got := map[AlertKind]bool{}
-		for _, s := range seed98(t) {
+		for _, s := range llavaLeak(t) {
 			if a, ok := d.Add(s); ok {
 				got[a.Kind] = true
 			}

@@ -214,7 +214,7 @@ func TestParseOOMAllocs(t *testing.T) {
 	msgs := map[string]string{}
 	for _, c := range loadCorpus(t) {
 		switch c.name {
-		case "capacity_rlinf255_threeprocs", "capacity_kaito976_private", "reserved_pytorch35901", "cached_pytorch18853_traceback", "seed001_ex92",
+		case "capacity_rlinf255_threeprocs", "capacity_kaito976_private", "reserved_pytorch35901", "cached_pytorch18853_traceback", "llava_3090_exhausted",
 			// Issue 21's formats. (CuPy's grouped counts go through a
 			// string copy, and cudaMallocAsync's 2^64-byte no-limit figure
 			// through ParseBytes' overflow error: those allocate.)

@@ -137,9 +137,9 @@ func TestParseSamples(t *testing.T) {
 	}
 }
 
-func TestParseSamplesSeed98(t *testing.T) {
+func TestParseSamplesLLaVALeak(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open("testdata/logs/seed001_ex98.log")
+	f, err := os.Open("testdata/logs/llava-24gb-leak.log")
 	require.NoError(t, err)
 	defer f.Close()
 	got, err := ParseSamples(f)

@@ -296,6 +296,23 @@ type Workload struct {
 	// Mamba-2 and Jamba (zero: FusedSSM, mamba_ssm's CUDA kernels);
 	// other families ignore it.
 	SSMKernel SSMKernel
+	// Backend is the device whose kernels run the pass (zero: CUDA);
+	// [CPU] lists what the CPU's kernels save differently.
+	Backend Backend
+	// NoAttentionMask says that transformers calls SDPA without an
+	// attention mask (is_causal instead), and so with enable_gqa=True
+	// for grouped-query heads, where the CUDA kernels and the CPU's
+	// differ (see [CPU]). transformers v4.57.1 (commit 8cb5963c,
+	// masking_utils.py) skips the causal mask when nothing is padded,
+	// but without a cache it first looks for packed sequences in the
+	// position ids, and the packed-sequence mask it then always makes
+	// forbids the skip: a model that holds a cache (generate(); a
+	// training forward without gradient checkpointing, whose use_cache
+	// defaults to the config's True) gets no mask, one without a cache
+	// (use_cache=False, gradient checkpointing) a boolean one, and
+	// sdpa_attention.py's use_gqa_in_sdpa then repeats the K/V heads
+	// with repeat_kv instead.
+	NoAttentionMask bool
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -760,6 +777,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if w.Attention >= numKernels {
 		return 0, gpumem.Errorf("Workload.Attention", w.Attention, gpumem.ErrInvalid, "unknown attention kernel")
 	}
+	if w.Backend >= numBackends {
+		return 0, gpumem.Errorf("Workload.Backend", w.Backend, gpumem.ErrInvalid, "unknown backend")
+	}
 	if w.Softmax >= numSoftmax {
 		return 0, gpumem.Errorf("Workload.Softmax", w.Softmax, gpumem.ErrInvalid, "unknown softmax dtype")
 	}
@@ -1026,6 +1046,12 @@ type actBlock struct {
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors
 	mlpDrop            bool  // dropout inside the MLP (T5)
 	cross              bool  // a cross-attention sub-block (T5, Whisper decoders)
+	// floatMask: the eager core adds the model's float mask to the
+	// scores and takes a plain softmax of the sum (BertSelfAttention,
+	// GPT-2's eager_attention_forward at transformers v4.57.1); castBack:
+	// it then casts the probabilities to the value's dtype
+	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
+	floatMask, castBack bool
 	// heldWeights: the layer keeps the attention weights its attention
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
@@ -1049,8 +1075,17 @@ type actShape struct {
 	k        AttentionKernel
 	hc       int64 // eager head chunk; 0: all heads
 	drop     bool
-	softmax  Softmax
-	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// mask is the bytes a dropout site saves per element (Workload.dropMask).
+	mask    int64
+	softmax Softmax
+	// cpu says the CPU's kernels run the block (Workload.Backend): an
+	// SDPA core runs the math kernel under attention dropout, or for
+	// grouped-query heads called without a mask (gqa). causal says the
+	// core is a causal self-attention, which transformers calls with
+	// is_causal. autocast says the 16-bit compute dtype comes from
+	// torch.autocast (Workload.Autocast).
+	cpu, gqa, causal, autocast bool
+	sp                         int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1087,6 +1122,9 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
+	if sh.k == SDPA && sh.cpu && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+		return c.mathAttention(bl, sh, sq, sk)
+	}
 	b, e := sh.b, sh.e
 	kvH := bl.H
 	switch {
@@ -1109,10 +1147,33 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		if (bl.upcast && sh.softmax != SoftmaxNative) || sh.softmax == SoftmaxFP32 {
 			sm = 4
 		}
+		// The dropout's input: the probabilities in the compute dtype
+		// (after an upcast, its cast back: eager_attention_forward's
+		// .to(query.dtype)).
+		dropIn := e
+		if sm == e && sh.cpu && sh.autocast && bl.floatMask && sh.softmax == SoftmaxDefault {
+			// CPU autocast: the float mask, fp32 as the embeddings
+			// (see decoderOnly), promotes the 16-bit scores to fp32,
+			// and the CPU's softmax, on no autocast list
+			// (autocast_mode.cpp, v2.6.0; validation row
+			// autocast-cpu-dtypes), keeps its input's dtype: an fp32
+			// result. (CUDA autocast lists softmax as fp32 too.)
+			sm, dropIn = 4, 4
+			if bl.castBack {
+				dropIn = e
+			}
+		}
 		part = c.m(sm, P)
 		switch {
 		case sh.drop && bl.attnDrop:
-			part = c.a(part, c.m(1+e, P)) // mask + dropped copy, saved by probs@v
+			// The mask (the CPU's noise, in the dropout input's dtype)
+			// and the dropped copy saved by probs@v (a 16-bit cast of it
+			// under autocast).
+			noise := sh.mask
+			if sh.cpu {
+				noise = dropIn
+			}
+			part = c.a(part, c.m(noise+e, P))
 		case sm != e:
 			part = c.a(part, c.m(e, P)) // the cast copy, saved by probs@v
 		}
@@ -1306,7 +1367,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	x.fwd, x.bwd = af, ab
 	x.attnFlops = aflops
 	if sh.drop {
-		saved = c.a(saved, c.m(bl.residDrop, Th, bl.h))
+		saved = c.a(saved, c.m(bl.residDrop, sh.mask, Th, bl.h))
 	}
 	if bl.cross {
 		cs, cp, cf, cb, cflops, clive := c.attention(bl, sh, s, sh.sk)
@@ -1326,7 +1387,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		eTI := c.m(e, T, bl.I)
 		mlp = c.m(bl.act.tensors(), eTI)
 		if sh.drop && bl.mlpDrop {
-			mlp = c.a(mlp, c.m(T, bl.I))
+			mlp = c.a(mlp, c.m(sh.mask, T, bl.I))
 			if bl.act == actReLU {
 				mlp = c.a(mlp, eTI)
 			}
@@ -1546,6 +1607,7 @@ func actFamily(s *Spec) actBlock {
 		bl.parallel, bl.pnorms = true, 2
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
+		bl.floatMask, bl.castBack = true, true
 		if s.Family == "gpt2" {
 			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
 			// graph: GPT2Model.forward holds inputs_embeds and
@@ -1593,6 +1655,7 @@ func actFamily(s *Spec) actBlock {
 		bl.post = s.NoFinalNorm && s.Family == "opt" && s.EmbedDim != 0 // opt-350m: do_layer_norm_before=false
 	case layoutBERT:
 		bl.post = true
+		bl.floatMask = true
 	case layoutVision, layoutSiglipVision:
 		bl.upcast = true // eager_attention_forward of modeling_vit.py / modeling_siglip.py
 		if s.Family == "vit" {
@@ -1674,7 +1737,8 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 // decoderOnly fills a for a decoder-only (or BERT-style encoder-only)
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
-	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
+	sh.causal = layoutOf(s) != layoutBERT
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
@@ -1750,13 +1814,17 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	}
 	// Embedding: the lookup saves the ids (counted in TokenIDs); BERT's
 	// embedding LayerNorm saves its input and statistics; embedding
-	// dropout saves a mask.
+	// dropout saves a mask. OPTDecoder.forward applies none (its
+	// config.dropout is used by the layers' two residual dropouts only,
+	// modeling_opt.py at transformers v4.57.1, commit 8cb5963c; the CPU
+	// rows' drop − nodrop differences hold four noise tensors for two
+	// layers, not five).
 	emb := int64(0)
 	if l == layoutBERT {
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
-	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutOPT || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(Th, s.Hidden))
+	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
+		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
@@ -1885,12 +1953,12 @@ func (c *actCalc) taskHead(a *Activations, s Spec, w Workload, kind Head, e, T, 
 	case kind == HeadSeqCls && bert:
 		h = c.a(h, c.m(e, B, H))
 		if w.Dropout {
-			h = c.a(h, c.m(B, H), c.m(e, B, H))
+			h = c.a(h, c.m(w.dropMask(e), B, H), c.m(e, B, H))
 		}
 	case kind == HeadSeqCls:
 		h = c.a(h, c.m(16, B))
 	case kind == HeadTokenCls && w.Dropout:
-		h = c.a(h, c.m(Th, H))
+		h = c.a(h, c.m(w.dropMask(e), Th, H))
 	}
 	a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(e, elems), c.m(4, losses)))
 	ids := c.m(8, T)
@@ -2040,7 +2108,7 @@ func (c *actCalc) finish(a *Activations, w Workload) {
 // pre-LayerNorm, and the final LayerNorm. It returns the tokens per image.
 func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part string, n int64, frozen bool) int64 {
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
-	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
@@ -2062,7 +2130,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
 	if w.Dropout && layoutOf(&s) == layoutVision {
-		emb = c.a(emb, c.m(T, s.Hidden))
+		emb = c.a(emb, c.m(w.dropMask(e), T, s.Hidden))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	if part == "" {
@@ -2177,8 +2245,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			}
 		}
 	}
-	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
-	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
@@ -2200,7 +2268,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
-			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(eT, s.Hidden), c.m(dT, s.Hidden)))
+			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden)))
 		}
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
 		if l == layoutT5 {
@@ -2212,7 +2280,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
 		}
 		if w.Dropout {
-			emb = c.a(emb, c.m(eT, s.Hidden), c.m(dT, s.Hidden))
+			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))
 		}
 		a.Embedding = gpumem.Bytes(emb)
 		if l == layoutT5 {

@@ -158,7 +158,7 @@ func TestInspectOptimizerAndActivations(t *testing.T) {
 
 func TestLeak(t *testing.T) {
 	t.Parallel()
-	code, out, stderr := runCLI(t, "", "leak", "--capacity", "24GiB", "--json", "../../leak/testdata/logs/seed001_ex98.log")
+	code, out, stderr := runCLI(t, "", "leak", "--capacity", "24GiB", "--json", "../../leak/testdata/logs/llava-24gb-leak.log")
 	require.Equal(t, 0, code, stderr)
 	var r struct {
 		Samples      int      `json:"samples"`

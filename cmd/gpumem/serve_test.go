@@ -33,7 +33,7 @@ const llama7BConfig = `{"model_type":"llama","hidden_size":4096,"intermediate_si
 // oomMessage is a PyTorch 2.x out-of-memory message.
 const oomMessage = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 22.56 GiB memory in use. Of the allocated memory 21.90 GiB is allocated by PyTorch, and 312.00 MiB is reserved by PyTorch but unallocated."
 
-const leakLog = "../../leak/testdata/logs/seed001_ex98.log"
+const leakLog = "../../leak/testdata/logs/llava-24gb-leak.log"
 
 // do sends one request to h and returns the recorded reply.
 func do(t testing.TB, h http.Handler, method, target, contentType string, body io.Reader) *httptest.ResponseRecorder {

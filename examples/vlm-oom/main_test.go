@@ -90,7 +90,7 @@ func TestRun(t *testing.T) {
 	})
 
 	t.Run("oom", func(t *testing.T) {
-		d := w.Ex92.Diag
+		d := w.RTX3090Message.Diag
 		if d.Cause != leak.CauseExhausted || math.Abs(100*d.Fragmentation-0.23) > 0.005 {
 			t.Errorf("RTX 3090 message: %v, fragmentation %.4f; want exhaustion and the chapter's 0.23%%", d.Cause, d.Fragmentation)
 		}

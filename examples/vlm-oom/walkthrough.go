@@ -16,15 +16,15 @@ import (
 
 // The chapter's set-up.
 const (
-	seqLen       = 2048 // text tokens per sequence (the chapter's activation section, its 13B and budget-allocator exercises)
-	targetBatch  = 32   // the budget-allocator exercise's target batch
-	startBatch   = 4    // the budget-allocator exercise's micro-batch as first tried
-	gpuName      = "rtx 3090"
-	hiResImage   = 1024 // the chapter's high-resolution input, pixels
-	loraRank     = 16
-	loraName     = "LoRA r=16"
-	ex92         = "RuntimeError: CUDA out of memory. Tried to allocate 2.50 GiB \n(GPU 0; 23.69 GiB total capacity; 21.45 GiB already allocated; \n1.89 GiB free; 21.50 GiB reserved in total by PyTorch)"
-	ex98StepsLog = `Step 100: Loss=2.34, Memory=18.2GB
+	seqLen         = 2048 // text tokens per sequence (the chapter's activation section, its 13B and budget-allocator exercises)
+	targetBatch    = 32   // the budget-allocator exercise's target batch
+	startBatch     = 4    // the budget-allocator exercise's micro-batch as first tried
+	gpuName        = "rtx 3090"
+	hiResImage     = 1024 // the chapter's high-resolution input, pixels
+	loraRank       = 16
+	loraName       = "LoRA r=16"
+	rtx3090Message = "RuntimeError: CUDA out of memory. Tried to allocate 2.50 GiB \n(GPU 0; 23.69 GiB total capacity; 21.45 GiB already allocated; \n1.89 GiB free; 21.50 GiB reserved in total by PyTorch)"
+	leakingLog     = `Step 100: Loss=2.34, Memory=18.2GB
 Step 200: Loss=2.11, Memory=18.5GB  
 Step 300: Loss=1.98, Memory=18.9GB
 Step 400: Loss=1.87, Memory=19.4GB
@@ -98,11 +98,11 @@ type Leak struct {
 
 // Walkthrough is everything the program computes.
 type Walkthrough struct {
-	Footprint Footprint
-	Fit       Fit
-	Ex92      Message
-	Overrun   Overrun
-	Leak      Leak
+	Footprint      Footprint
+	Fit            Fit
+	RTX3090Message Message
+	Overrun        Overrun
+	Leak           Leak
 }
 
 func lookup(name string, adapt func(*model.Finetune)) (model.Spec, budget.Model, error) {
@@ -204,10 +204,10 @@ func footprint() (Footprint, error) {
 	return f, nil
 }
 
-// job797 is the budget-allocator exercise's job as first written: full fine-tuning with
+// jobAsFirstWritten is the budget-allocator exercise's job as first written: full fine-tuning with
 // AdamW under bf16 autocast, FlashAttention, 4 sequences of 2048 tokens
 // and one 336-px image each.
-func job797(m budget.Model) budget.Job {
+func jobAsFirstWritten(m budget.Model) budget.Job {
 	return budget.Job{
 		Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{},
 		Attention: model.Flash, Batch: startBatch, SeqLen: seqLen, Images: 1,
@@ -231,7 +231,7 @@ func fit() (Fit, error) {
 	if f.GPU, ok = gpumem.LookupDevice(gpuName); !ok {
 		return f, fmt.Errorf("%s: not in the device catalog", gpuName)
 	}
-	j := job797(full)
+	j := jobAsFirstWritten(full)
 	_, err = budget.Allocate(f.GPU.Free(), j, &budget.Limits{TargetGlobalBatch: targetBatch})
 	if !errors.As(err, &f.Default) {
 		return f, fmt.Errorf("the budget-allocator exercise with the default limits: want a does-not-fit error, got %v", err)
@@ -327,7 +327,7 @@ func overrun(plan budget.Plan, gpu gpumem.Device, imageTokens int64) (Overrun, e
 // leakLog computes the leaking-log exercise.
 func leakLog(capacity gpumem.Bytes) (Leak, error) {
 	l := Leak{Capacity: capacity}
-	samples, err := leak.ParseSamples(strings.NewReader(ex98StepsLog))
+	samples, err := leak.ParseSamples(strings.NewReader(leakingLog))
 	if err != nil {
 		return l, err
 	}
@@ -351,7 +351,7 @@ func walkthrough() (*Walkthrough, error) {
 	if w.Fit, err = fit(); err != nil {
 		return nil, err
 	}
-	if w.Ex92, err = read("the RTX 3090 message", ex92); err != nil {
+	if w.RTX3090Message, err = read("the RTX 3090 message", rtx3090Message); err != nil {
 		return nil, err
 	}
 	if w.Overrun, err = overrun(w.Fit.Plan, w.Fit.GPU, w.Footprint.ImageTokens); err != nil {
@@ -407,7 +407,7 @@ func run(out io.Writer) error {
 	fmt.Fprintln(out)
 
 	fmt.Fprintln(out, "3. Reading the OOM message")
-	printMessage(out, w.Ex92)
+	printMessage(out, w.RTX3090Message)
 	fmt.Fprintln(out, "     chapter: fragmentation 0.23%, memory used up; lower the batch, checkpointing, flash")
 	v := w.Overrun
 	printMessage(out, v.Message)
