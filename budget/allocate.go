@@ -1168,7 +1168,7 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 	if len(j.Copies) > 1 && j.Offload&OffloadCopies == 0 && l.Offload&OffloadCopies == 0 {
 		e.Hints = append(e.Hints, "allow offloading the frozen models")
 	}
-	if !a.varySeq && need.Activations+need.Logits+need.Attention >= short && j.SeqLen > 1 {
+	if !a.varySeq && need.Activations+need.Logits+need.Attention+need.Transient >= short && j.SeqLen > 1 {
 		e.Hints = append(e.Hints, "allow shorter sequences (Limits.MaxSeqLen)")
 	}
 	return e

@@ -52,7 +52,7 @@ func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 // The components fall into three levels, matching what the tools
 // measure:
 //   - allocated (torch.cuda.max_memory_allocated): Weights, Gradients,
-//     Optimizer, Master, Activations, Attention, Logits, KVCache,
+//     Optimizer, Master, Activations, Attention, Transient, Logits, KVCache,
 //     Buffers, ExtraModels and Workspace;
 //   - reserved (torch.cuda.max_memory_reserved): allocated plus
 //     Fragmentation;
@@ -85,6 +85,15 @@ type Breakdown struct {
 	// Attention is the transient of the attention kernel at the peak
 	// (eager scores and probabilities, flash workspace).
 	Attention gpumem.Bytes
+	// Transient is the largest transient of a block without attention at
+	// the peak: for a convolutional backbone (ResNet, ConvNeXt,
+	// EfficientNet), the gradients of the block's largest map and of its
+	// input in backward, or the maps alive at one op in forward
+	// (model.LayerActivations.Forward and Backward, after the modules'
+	// forward in transformers' modeling_resnet.py, modeling_convnext.py
+	// and modeling_efficientnet.py). Blocks with attention, Swin's
+	// windows included, report theirs as Attention.
+	Transient gpumem.Bytes
 	// Logits is the output logits, their fp32 upcast for the loss, and
 	// the loss gradient, as alive at the peak.
 	Logits gpumem.Bytes
@@ -153,7 +162,7 @@ type Breakdown struct {
 // components, saturating at math.MaxInt64.
 func (b Breakdown) Allocated() gpumem.Bytes {
 	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
-		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.Activations), int64(b.Attention), int64(b.Transient), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
 		int64(b.ExtraModels), int64(b.Workspace)))
 }
 
@@ -162,7 +171,7 @@ func (b Breakdown) Allocated() gpumem.Bytes {
 // summed exactly and saturating at math.MaxInt64.
 func (b Breakdown) Reserved() gpumem.Bytes {
 	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
-		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.Activations), int64(b.Attention), int64(b.Transient), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
 		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation)))
 }
 
@@ -176,7 +185,7 @@ func (b Breakdown) Device() gpumem.Bytes { return b.device() }
 // device is Device without copying b.
 func (b *Breakdown) device() gpumem.Bytes {
 	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
-		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.Activations), int64(b.Attention), int64(b.Transient), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
 		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context), int64(b.Paged)))
 }
 
@@ -195,7 +204,7 @@ func (b Breakdown) Required() gpumem.Bytes { return b.required() }
 // node in a scheduler's loop.
 func (b *Breakdown) required() gpumem.Bytes {
 	return gpumem.Bytes(checked.SatSum(int64(b.Weights), int64(b.Gradients), int64(b.Optimizer), int64(b.Master),
-		int64(b.Activations), int64(b.Attention), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
+		int64(b.Activations), int64(b.Attention), int64(b.Transient), int64(b.Logits), int64(b.KVCache), int64(b.Buffers),
 		int64(b.ExtraModels), int64(b.Workspace), int64(b.Fragmentation), int64(b.Context),
 		int64(min(b.PagedResident, b.Paged))))
 }
@@ -207,11 +216,11 @@ type Component struct {
 }
 
 // Components returns the parts in a fixed order, with their JSON names.
-func (b Breakdown) Components() [14]Component {
-	return [14]Component{
+func (b Breakdown) Components() [15]Component {
+	return [15]Component{
 		{"weights", b.Weights}, {"gradients", b.Gradients}, {"optimizer", b.Optimizer},
 		{"master_weights", b.Master}, {"activations", b.Activations}, {"attention", b.Attention},
-		{"logits", b.Logits}, {"kv_cache", b.KVCache}, {"buffers", b.Buffers},
+		{"transient", b.Transient}, {"logits", b.Logits}, {"kv_cache", b.KVCache}, {"buffers", b.Buffers},
 		{"extra_models", b.ExtraModels}, {"workspace", b.Workspace},
 		{"fragmentation", b.Fragmentation}, {"context", b.Context},
 		{"paged_optimizer", b.Paged},
@@ -235,7 +244,7 @@ func (b Breakdown) Dominant() Component {
 // LogValue implements slog.LogValuer, so a scheduler can log a Breakdown
 // without the library logging.
 func (b Breakdown) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 17)
+	attrs := make([]slog.Attr, 0, 18)
 	attrs = append(attrs,
 		slog.String("phase", b.Phase.String()),
 		slog.Int64("allocated", int64(b.Allocated())),
@@ -275,7 +284,7 @@ type breakdownJSON struct {
 func (b Breakdown) MarshalJSON() ([]byte, error) {
 	w := breakdownJSON{
 		AllocatedPeak: int64(b.Allocated()), ReservedPeak: int64(b.Reserved()), DevicePeak: int64(b.Device()),
-		Phase: b.Phase.String(), Components: make(map[string]int64, 14), Host: int64(b.Host),
+		Phase: b.Phase.String(), Components: make(map[string]int64, 15), Host: int64(b.Host),
 		HostNode: int64(b.HostNode), Stage: b.Stage,
 	}
 	for _, c := range b.Components() {

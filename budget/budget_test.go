@@ -59,7 +59,7 @@ func TestBreakdownJSON(t *testing.T) {
 	assert.Equal(t, int64(b.Device()), got.DevicePeak)
 	assert.Equal(t, "backward", got.Phase)
 	assert.Equal(t, int64(32*gpumem.GiB), got.Components["optimizer"])
-	assert.Len(t, got.Components, 14)
+	assert.Len(t, got.Components, 15)
 	var sum int64
 	for _, v := range got.Components {
 		sum += v

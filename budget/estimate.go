@@ -597,7 +597,11 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 	b.Phase = c.phase
 	b.Gradients = c.grads
 	b.Activations = c.acts
-	b.Attention = c.attn
+	if convolutional(&m.spec) {
+		b.Transient = c.attn
+	} else {
+		b.Attention = c.attn
+	}
 	b.Logits = c.logits
 	b.Optimizer += c.optimizerExtra
 	b.Weights += c.casts

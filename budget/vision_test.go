@@ -29,7 +29,7 @@ func TestEstimateBackbones(t *testing.T) {
 		require.NoError(t, err, name)
 		a, err := s.Activations(model.Workload{Batch: 32, Train: true, DType: gpumem.FP32})
 		require.NoError(t, err, name)
-		require.GreaterOrEqual(t, b.Activations+b.Attention, a.LayersTotal(), name)
+		require.GreaterOrEqual(t, b.Activations+b.Attention+b.Transient, a.LayersTotal(), name)
 		if n := testing.AllocsPerRun(20, func() { _, _ = budget.Estimate(j) }); n != 0 {
 			t.Errorf("%s: Estimate allocates %v times, want 0", name, n)
 		}

@@ -105,6 +105,26 @@ func (k AttentionKernel) String() string {
 	return "AttentionKernel(" + strconv.Itoa(int(k)) + ")"
 }
 
+// ParseAttention parses an attention implementation as users name it:
+// "eager", "sdpa" or "flash" (the command line's --attention and the
+// service's "attention" field), and Hugging Face's attn_implementation
+// spelling "flash_attention_2" (transformers' modeling_utils.py). The
+// empty string is SDPA, the implementation transformers picks by
+// default when PyTorch provides scaled_dot_product_attention. It is the
+// one parser of the vocabulary, so that every entry point accepts the
+// same names.
+func ParseAttention(s string) (AttentionKernel, error) {
+	switch s {
+	case "eager":
+		return Eager, nil
+	case "sdpa", "":
+		return SDPA, nil
+	case "flash", "flash_attention_2":
+		return Flash, nil
+	}
+	return 0, gpumem.Errorf("attention", s, gpumem.ErrInvalid, `want "eager", "sdpa" or "flash"`)
+}
+
 // Softmax is the dtype of an eager attention softmax.
 type Softmax uint8
 

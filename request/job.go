@@ -341,15 +341,11 @@ func DeviceFlags(gpu, memory string) (dev gpumem.Device, catalog bool, err error
 
 // ParseAttention reads --attention.
 func ParseAttention(s string) (model.AttentionKernel, error) {
-	switch s {
-	case "eager":
-		return model.Eager, nil
-	case "sdpa", "":
-		return model.SDPA, nil
-	case "flash", "flash_attention_2":
-		return model.Flash, nil
+	k, err := model.ParseAttention(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", ErrUsage, s)
 	}
-	return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", ErrUsage, s)
+	return k, nil
 }
 
 // ParseCheckpointing reads --checkpointing.

@@ -10,7 +10,7 @@ const SVGNS = "http://www.w3.org/2000/svg";
 // Allocated, then Reserved adds fragmentation, Device adds the CUDA
 // context and paged optimizer state.
 const LEVELS = [
-  ["allocated", ["weights", "gradients", "optimizer", "master_weights", "activations", "attention", "logits",
+  ["allocated", ["weights", "gradients", "optimizer", "master_weights", "activations", "attention", "transient", "logits",
     "kv_cache", "buffers", "extra_models", "workspace"]],
   ["reserved", ["fragmentation"]],
   ["device", ["context", "paged_optimizer"]],

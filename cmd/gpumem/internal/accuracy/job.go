@@ -291,14 +291,8 @@ func (j *Job) Budget() (budget.Job, error) {
 	case j.OptimizerImpl != "":
 		return b, gpumem.Errorf(field("optimizer_impl"), j.OptimizerImpl, gpumem.ErrInvalid, "an inference job has no optimizer")
 	}
-	switch j.Attention {
-	case "eager":
-		b.Attention = model.Eager
-	case "sdpa":
-		b.Attention = model.SDPA
-	case "flash", "flash_attention_2":
-		b.Attention = model.Flash
-	default:
+	// A recorded case names its kernel: no default.
+	if b.Attention, err = model.ParseAttention(j.Attention); err != nil || j.Attention == "" {
 		return b, gpumem.Errorf(field("attention"), j.Attention, gpumem.ErrInvalid, "want eager, sdpa or flash_attention_2")
 	}
 	switch j.Checkpointing {

@@ -62,12 +62,8 @@ func (j *Job) pipeline() (budget.Pipeline, error) {
 			return p, err
 		}
 	}
-	switch j.Attention {
-	case "eager":
-		p.Attention = model.Eager
-	case "sdpa", "":
-		p.Attention = model.SDPA
-	default:
+	// A UNet runs eager or SDPA attention processors (budget.Pipeline).
+	if p.Attention, err = model.ParseAttention(j.Attention); err != nil || p.Attention == model.Flash {
 		return p, gpumem.Errorf(field("attention"), j.Attention, gpumem.ErrInvalid, "want eager or sdpa")
 	}
 	switch j.Checkpointing {
