@@ -10,7 +10,9 @@
 # (OMP_NUM_THREADS=1: the rows do not depend on it, the machine's other users
 # do). /proc, /sys and /dev are mounted in the chroot if they are not, and
 # unmounted again at the end. MEASURE_ONLY=<regexp> limits the grid to the
-# case ids it matches (grep -E).
+# case ids it matches (grep -E). GRID=torch1 runs the torch-1 grid instead
+# of the main one (measure.py --grid; a bookworm chroot and an older
+# transformers: tools/measure/README.md).
 set -eu
 CHROOT=${1:-/var/tmp/gpumem-trixie}
 SRC=${2:-/var/tmp/transformers-src}
@@ -57,7 +59,7 @@ DATE=$(date -u +%Y-%m-%d)
 OUT=$ROOT/testdata/measured/cpu
 mkdir -p "$OUT"
 inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
-inchroot --list | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
+inchroot --list --grid "${GRID:-main}" | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
 for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
 	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
 	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
