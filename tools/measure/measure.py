@@ -640,7 +640,8 @@ def run_case(case):
                 "transformers_commit": transformers_commit(), "python": sys.version.split()[0],
                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
         "harness": {"tool": "tools/measure", "commit": os.environ.get("GPUMEM_COMMIT", ""),
-                    "command": "tools/measure/run.sh (python3 measure.py --cases <the model's cases>)"},
+                    "command": os.environ.get("GPUMEM_RUN") or "tools/measure/run.sh"
+                    " (python3 measure.py --cases <the model's cases>)"},
     }
     t0 = time.time()
     try:

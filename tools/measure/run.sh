@@ -50,6 +50,7 @@ inchroot() {
 	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
 		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
 		GPUMEM_TRANSFORMERS_COMMIT="$(cat "$SRC/COMMIT")" \
+		GPUMEM_RUN="${GRID:+GRID=$GRID }${MEASURE_ONLY:+MEASURE_ONLY='$MEASURE_ONLY' }tools/measure/run.sh (python3 measure.py --cases <the model's cases>)" \
 		PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \
 		python3 /opt/gpumem/measure/measure.py "$@"
 }
