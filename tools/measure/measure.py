@@ -251,9 +251,9 @@ def build_torch1_grid(torch_version):
     older transformers: eager attention, fp32, training with the for-loop
     AdamW (torch 1.13's only implementation on the CPU) and SGD, the new
     jobs (frozen, no step, Adafactor), prefill and generate(). The ids end
-    with the torch version ("/torch1.13.1"), as the rows of one directory
-    need distinct ids."""
-    suffix = "torch" + torch_version
+    with torch's major and minor version ("/torch1.13"), as the rows of one
+    directory need distinct ids."""
+    suffix = "torch" + ".".join(torch_version.split(".")[:2])
     cases = []
     for m in MODELS:
         if m["name"] not in TORCH1_MODELS:
@@ -432,11 +432,14 @@ def curve(prof, kernels=None):
     mem, marks = [], []
     for i, e in enumerate(prof.profiler.kineto_results.events()):
         name = e.name()
+        # torch 1.13's events have start_us only: a memory event in the same
+        # microsecond as a mark counts in the mark's phase.
+        t = e.start_ns() if hasattr(e, "start_ns") else 1000 * e.start_us()
         if name == "[memory]":
             if str(e.device_type()).endswith("CPU"):
-                mem.append((e.start_ns(), i, e.nbytes()))
+                mem.append((t, i, e.nbytes()))
         elif name.startswith(PHASE):
-            marks.append((e.start_ns(), name[len(PHASE):]))
+            marks.append((t, name[len(PHASE):]))
         elif kernels is not None and name.startswith(SDPA_OPS):
             kernels.add(name)
     mem.sort()
@@ -610,7 +613,10 @@ def generate(torch, model, job, x, labels, marks, info):
         elif calls[1] and calls[0] == 2:
             marks.mark("decode")
 
-    h = model.register_forward_pre_hook(pre, with_kwargs=True)
+    try:
+        h = model.register_forward_pre_hook(pre, with_kwargs=True)
+    except TypeError:  # torch < 2.0: no with_kwargs; the hook only counts calls
+        h = model.register_forward_pre_hook(lambda mod, args: pre(mod, args, {}))
     with torch.inference_mode():
         # A warm-up call, then the measured one.
         marks.mark("warmup-generate")
@@ -638,6 +644,7 @@ def run_case(case):
         "schema": 1, "id": case["id"], "status": "ok", "error": None, "job": job,
         "env": {"device": "cpu", "torch": torch.__version__, "transformers": transformers.__version__,
                 "transformers_commit": transformers_commit(), "python": sys.version.split()[0],
+                "torch_package": os.environ.get("GPUMEM_TORCH_PACKAGE", ""),
                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
         "harness": {"tool": "tools/measure", "commit": os.environ.get("GPUMEM_COMMIT", ""),
                     "command": os.environ.get("GPUMEM_RUN") or "tools/measure/run.sh"
@@ -762,12 +769,15 @@ def validate():
                      "how": "Linear(256,128) after one AdamW step and zero_grad(set_to_none): params, exp_avg, exp_avg_sq, 2 step scalars"})
     # 5. Kernel choices that differ from CUDA's, read from the profiler's op names and output
     #    dtypes (facts for the README's CPU-to-CUDA notes, not figures to match).
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)  # torch >= 2.0
     q = torch.randn(2, 4, 64, 32, requires_grad=True)
     mask = torch.zeros(2, 1, 64, 64)
     kv = torch.randn(2, 1, 64, 32, requires_grad=True)
     for name, kw in (("plain", {}), ("causal", {"is_causal": True}), ("mask", {"attn_mask": mask}),
                      ("dropout", {"dropout_p": 0.1}), ("mask-dropout", {"attn_mask": mask, "dropout_p": 0.1}),
                      ("gqa-causal", {"is_causal": True, "enable_gqa": True})):
+        if sdpa is None:
+            break
         k = kv if kw.get("enable_gqa") else q
         with profile(activities=[ProfilerActivity.CPU]) as p:
             torch.nn.functional.scaled_dot_product_attention(q, k, k, **kw)

@@ -32,10 +32,15 @@ done
 cleanup() { for m in $mounted; do umount "$m" || true; done; }
 trap cleanup EXIT
 
-rm -rf "$OPT/measure" "$OPT/stubs" "$OPT/configs" "$OPT/work"
+rm -rf "$OPT/measure" "$OPT/stubs" "$OPT/stubs-torch1" "$OPT/configs" "$OPT/work"
 mkdir -p "$OPT/measure" "$OPT/work"
 cp "$HERE/measure.py" "$OPT/measure/"
 cp -a "$HERE/stubs" "$OPT/stubs"
+cp -a "$HERE/stubs-torch1" "$OPT/stubs-torch1"
+# The torch-1 grid's transformers (v4.47.1) checks other stub versions and
+# imports safetensors, which bookworm does not package: stubs-torch1 first.
+STUBS=/opt/gpumem/stubs
+[ "${GRID:-main}" != torch1 ] || STUBS=/opt/gpumem/stubs-torch1:$STUBS
 cp -a "$ROOT/model/configs" "$OPT/configs"
 if [ ! -d "$OPT/transformers-src/src/transformers" ] || ! cmp -s "$SRC/COMMIT" "$OPT/transformers-src/COMMIT"; then
 	rm -rf "$OPT/transformers-src"
@@ -50,12 +55,16 @@ inchroot() {
 	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
 		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
 		GPUMEM_TRANSFORMERS_COMMIT="$(cat "$SRC/COMMIT")" \
+		GPUMEM_TORCH_PACKAGE="$TORCHPKG" \
 		GPUMEM_RUN="${GRID:+GRID=$GRID }${MEASURE_ONLY:+MEASURE_ONLY='$MEASURE_ONLY' }tools/measure/run.sh (python3 measure.py --cases <the model's cases>)" \
-		PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \
+		PYTHONPATH=$STUBS:/opt/gpumem/transformers-src/src \
 		python3 /opt/gpumem/measure/measure.py "$@"
 }
 
-TORCH=$(chroot "$CHROOT" python3 -c 'import torch; print(torch.__version__.split("+")[0])')
+# Debian's package version: bookworm's python3-torch 1.13.1+dfsg reports
+# torch.__version__ 1.13.0a0.
+TORCHPKG=$(chroot "$CHROOT" dpkg-query -W -f '${Version}' python3-torch)
+TORCH=${TORCHPKG%%[+-]*}
 DATE=$(date -u +%Y-%m-%d)
 OUT=$ROOT/testdata/measured/cpu
 mkdir -p "$OUT"
