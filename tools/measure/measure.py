@@ -246,14 +246,19 @@ def build_grid():
 TORCH1_MODELS = ("llama-small", "gpt2-small", "bert-small", "t5-small-2l", "whisper-small-2l")
 
 
-def build_torch1_grid(torch_version):
+def build_torch1_grid(torch_version, transformers_version):
     """A subset of the grid for torch 1.x (Debian bookworm's 1.13.1) and an
     older transformers: eager attention, fp32, training with the for-loop
     AdamW (torch 1.13's only implementation on the CPU) and SGD, the new
     jobs (frozen, no step, Adafactor), prefill and generate(). The ids end
     with torch's major and minor version ("/torch1.13"), as the rows of one
-    directory need distinct ids."""
-    suffix = "torch" + ".".join(torch_version.split(".")[:2])
+    directory need distinct ids; run on torch 2 (the control that separates
+    torch's changes from transformers'), with transformers' too
+    ("/tf4.47-torch2.6")."""
+    minor = lambda v: ".".join(v.split(".")[:2])
+    suffix = "torch" + minor(torch_version)
+    if not torch_version.startswith("1."):
+        suffix = "tf" + minor(transformers_version) + "-" + suffix
     cases = []
     for m in MODELS:
         if m["name"] not in TORCH1_MODELS:
@@ -813,7 +818,7 @@ def main(argv):
     if a.list:
         if a.grid == "torch1":
             import torch
-            grid = build_torch1_grid(torch.__version__.split("+")[0])
+            grid = build_torch1_grid(torch.__version__.split("+")[0], import_transformers().__version__)
         else:
             grid = build_grid()
         for c in grid:
