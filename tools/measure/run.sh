@@ -1,6 +1,7 @@
 #!/bin/sh
 # Measures the whole grid in the chroot setup.sh made and writes
 #   testdata/measured/cpu/<torch>-<date>.jsonl             one row per case
+#     (the torch-1 grid: <torch>-transformers-<tag>-<date>.jsonl)
 #   testdata/measured/cpu/validation-<torch>-<date>.jsonl  the method's validation
 #
 #   tools/measure/run.sh [CHROOT] [TRANSFORMERS_SRC]      (as root, from anywhere)
@@ -68,12 +69,15 @@ TORCH=${TORCHPKG%%[+-]*}
 DATE=$(date -u +%Y-%m-%d)
 OUT=$ROOT/testdata/measured/cpu
 mkdir -p "$OUT"
+ROWS=$OUT/$TORCH-$DATE.jsonl
+# The torch-1 grid runs another transformers: its tag names the file.
+[ "${GRID:-main}" != torch1 ] || ROWS=$OUT/$TORCH-transformers-$(cat "$SRC/TAG")-$DATE.jsonl
 inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
 inchroot --list --grid "${GRID:-main}" | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
 for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
 	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
 	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
-	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$OUT/$TORCH-$DATE.jsonl" 2>"$OPT/work/$m.log" ||
+	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$ROWS" 2>"$OPT/work/$m.log" ||
 		echo "run.sh: $m: the process failed; see $OPT/work/$m.log" >&2
 done
-echo "run.sh: $(wc -l <"$OUT/$TORCH-$DATE.jsonl") rows in $OUT/$TORCH-$DATE.jsonl" >&2
+echo "run.sh: $(wc -l <"$ROWS") rows in $ROWS" >&2
