@@ -173,7 +173,11 @@ func CompareCPU(rows []CPURow) CPUSet {
 		}
 		set.Cases = append(set.Cases, Case{Source: CPU, ID: r.ID, Family: j.Model.Spec().Family, GPU: "cpu",
 			Label: Allocated, Measured: gpumem.Bytes(r.Peak.Allocated), Predicted: b.Allocated() - b.Workspace,
-			Phase: b.Phase.String(), MeasuredPhase: phase})
+			Phase: b.Phase.String(), MeasuredPhase: phase,
+			// The job's features, and the torch and transformers the row
+			// ran (rows of an older stack are compared with an estimate
+			// of the reference's code).
+			Features: append(Features(&r.Job, Allocated), "torch:"+r.Env.Torch, "transformers:"+r.Env.Transformers)})
 	}
 	slices.Sort(set.Torch)
 	slices.Sort(set.Transformers)
