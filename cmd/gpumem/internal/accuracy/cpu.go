@@ -15,7 +15,8 @@ import (
 
 // CPU is the source of the rows tools/measure records on the CPU
 // (testdata/measured/cpu): whole jobs of transformers' own modeling code
-// under torch 2.6, their live tensor bytes integrated from the profiler's
+// under torch 2.6 (a subset also under torch 1.13 with transformers
+// v4.47.1), their live tensor bytes integrated from the profiler's
 // allocator events.
 const CPU = "cpu"
 
