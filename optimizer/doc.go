@@ -68,14 +68,19 @@
 // # Accuracy
 //
 // State is exact for the implementations named. Transient is read from
-// the code, not measured: it counts the tensor-sized temporaries the
+// the code: it counts the tensor-sized temporaries the
 // update allocates (and the ones a Python local keeps alive into the next
-// tensor's update), neglects vectors of a row or column, and treats all
+// tensor's update), neglects vectors of a row or column (except
+// transformers' Adafactor's two factors), and treats all
 // tensors of a foreach call as one (device, dtype) group, which is exact
 // for a model in one dtype on one device and an upper bound otherwise.
 // Sizes are raw tensor bytes; the CUDA caching allocator rounds each
 // allocation up to 512 bytes, which matters for the many 4-byte step
 // scalars of a capturable or fused optimizer (512 B each on the device).
+// Whole CPU steps of torch 2.6 (testdata/measured/cpu, tools/measure) check
+// it where the step holds the job's peak: the for-loop AdamW, SGD with
+// momentum and Nesterov, and transformers' Adafactor, whose rows miss
+// exactly as their AdamW siblings do when they miss.
 //
 // fp32 master weights kept by mixed-precision wrappers (DeepSpeed, apex
 // O2) are parameters, not optimizer state: give the optimizer the tensors

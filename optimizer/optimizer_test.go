@@ -225,9 +225,10 @@ func TestTransient(t *testing.T) {
 		{"Lion triton", Lion{Triton: true}, []gpumem.Tensor{a, b}, 0},
 		{"LAMB", LAMB{}, []gpumem.Tensor{a, b}, max(3*A, 3*B+2*A)},
 		{"LAMB fused", LAMB{Fused: true}, []gpumem.Tensor{a, b}, 0},
-		// transformers Adafactor: 2 state-sized tensors + update of the previous; 16-bit adds 2 fp32 copies.
-		{"Adafactor fp32", Adafactor{}, []gpumem.Tensor{a, b}, 2*B + A},
-		{"Adafactor bf16", Adafactor{}, []gpumem.Tensor{h}, 2*4*1024 + 2*4*1024},
+		// transformers Adafactor: 2 state-sized tensors + update of the previous, and
+		// a matrix's r_factor and c_factor (32+32 fp32); 16-bit adds 2 fp32 copies.
+		{"Adafactor fp32", Adafactor{}, []gpumem.Tensor{a, b}, 2*B + A + (32+32)*4},
+		{"Adafactor bf16", Adafactor{}, []gpumem.Tensor{h}, 2*4*1024 + 2*4*1024 + (64+16)*4},
 		{"Adafactor beta1", Adafactor{FirstMoment: true}, []gpumem.Tensor{a, b}, 2 * A},
 		{"torch Adafactor", Adafactor{Torch: true}, []gpumem.Tensor{a, b}, 2*A + B},
 		{"torch Adafactor foreach", Adafactor{Torch: true, Foreach: true}, []gpumem.Tensor{a, b}, A + B},

@@ -128,29 +128,41 @@ def without_dropout(config):
     return c
 
 
-def case_id(job):
+def case_id(job, suffix=""):
     parts = [job["model"], job["mode"], job["precision"]]
     if job["mode"] == "train":
         opt = job["optimizer"] + ("-" + job["optimizer_impl"] if job.get("optimizer_impl") else "")
         if job.get("momentum"):
             opt += "-m%g" % job["momentum"]
+        if job.get("nesterov"):
+            opt += "-nesterov"
         parts.append(opt)
     parts.append(job["attention"])
     if job["mode"] == "train":
         parts.append("ckpt-" + job["checkpointing"])
         if job.get("lora_rank"):
             parts.append("lora%d" % job["lora_rank"])
+        if job.get("frozen"):
+            parts.append("frozen")
         parts.append("drop" if job["dropout"] else "nodrop")
     parts.append("b%d" % job["batch"])
     if job.get("seq") is not None:
         parts.append("s%d" % job["seq"])
     if job["mode"] == "generate":
         parts.append("g%d" % job["generate"])
+    if suffix:
+        parts.append(suffix)
     return "/".join(parts)
 
 
 def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=None, impl="",
-             momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True):
+             momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True, frozen=False,
+             nesterov=False, suffix=""):
+    """A case of the grid. optimizer is adamw, sgd, adafactor (transformers'
+    Adafactor) or none (no step: the gradients are computed and dropped).
+    frozen freezes every parameter and differentiates to the input (an
+    adversarial attack or an attribution: the model in eval mode, so without
+    dropout; optimizer none). suffix ends the id (the torch-1 grid's)."""
     config = read_catalog(m["catalog"])
     config.update(m["overrides"])
     overrides = dict(m["overrides"])
@@ -172,11 +184,16 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
         "lora_targets": ["q_proj", "v_proj"] if lora_rank and mode == "train" else None,
         "encoder_seq": {"seq2seq": seq, "speech": 1500}.get(kind),
         "decoder_seq": {"seq2seq": 1 if mode == "generate" else seq, "speech": seq}.get(kind),
-        "dropout": dropout_on(config) if mode == "train" else False,
+        "dropout": dropout_on(config) if mode == "train" and not frozen else False,
         "config_overrides": overrides,
         "config": config,
     }
-    return {"id": case_id(job), "job": job}
+    # Set only when true, so that the other rows' jobs stay as they were.
+    if frozen and mode == "train":
+        job["frozen"] = True
+    if nesterov and mode == "train":
+        job["nesterov"] = True
+    return {"id": case_id(job, suffix), "job": job}
 
 
 def build_grid():
@@ -205,6 +222,65 @@ def build_grid():
                         cases.append(make_job(m, "generate", b, seq, attention=attn, generate=16))
             if m["catalog"].startswith(("llama", "mistral", "qwen", "gemma")):
                 cases.append(make_job(m, "train", 4, seq, optimizer="adamw", impl="forloop", lora_rank=8))
+    # Jobs without an AdamW or SGD step: a frozen model differentiated to its
+    # input, gradients without a step, transformers' Adafactor, and SGD with
+    # Nesterov momentum.
+    for m in MODELS:
+        kind = m["kind"]
+        seqs = [64, 256] if kind not in ("speech", "vision") else [32]
+        attns = ["eager"] if m["catalog"].startswith("t5") else ["sdpa", "eager"]
+        for seq in seqs:
+            for b in (1, 4):
+                for attn in attns:
+                    cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="none", frozen=True))
+                    cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="none"))
+                    cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="adafactor"))
+                    cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="sgd", impl="forloop",
+                                          momentum=0.9, nesterov=True))
+    return unique(cases)
+
+
+# The models of the torch-1 grid (TORCH1_MODELS): transformers releases
+# that still run on torch 1.13 have no SDPA path there (it needs torch 2.1),
+# so the grid is eager only.
+TORCH1_MODELS = ("llama-small", "gpt2-small", "bert-small", "t5-small-2l", "whisper-small-2l")
+
+
+def build_torch1_grid(torch_version, transformers_version):
+    """A subset of the grid for torch 1.x (Debian bookworm's 1.13.1) and an
+    older transformers: eager attention, fp32, training with the for-loop
+    AdamW (torch 1.13's only implementation on the CPU) and SGD, the new
+    jobs (frozen, no step, Adafactor), prefill and generate(). The ids end
+    with torch's major and minor version ("/torch1.13"), as the rows of one
+    directory need distinct ids; run on torch 2 (the control that separates
+    torch's changes from transformers'), with transformers' too
+    ("/tf4.47-torch2.6")."""
+    minor = lambda v: ".".join(v.split(".")[:2])
+    suffix = "torch" + minor(torch_version)
+    if not torch_version.startswith("1."):
+        suffix = "tf" + minor(transformers_version) + "-" + suffix
+    cases = []
+    for m in MODELS:
+        if m["name"] not in TORCH1_MODELS:
+            continue
+        kind = m["kind"]
+        seqs = [64, 256] if kind not in ("speech", "vision") else [32]
+        for seq in seqs:
+            for b in (1, 4):
+                kw = dict(attention="eager", suffix=suffix)
+                cases.append(make_job(m, "train", b, seq, optimizer="adamw", impl="forloop", **kw))
+                cases.append(make_job(m, "train", b, seq, optimizer="sgd", impl="forloop", momentum=0.9, **kw))
+                cases.append(make_job(m, "train", b, seq, optimizer="adamw", impl="forloop", checkpointing="full", **kw))
+                cases.append(make_job(m, "train", b, seq, optimizer="none", frozen=True, **kw))
+                cases.append(make_job(m, "train", b, seq, optimizer="none", **kw))
+                cases.append(make_job(m, "train", b, seq, optimizer="adafactor", **kw))
+                cases.append(make_job(m, "prefill", b, seq, **kw))
+                if kind in ("causal", "seq2seq"):
+                    cases.append(make_job(m, "generate", b, seq, generate=16, **kw))
+    return unique(cases)
+
+
+def unique(cases):
     seen, out = set(), []
     for c in cases:
         if c["id"] not in seen:
@@ -266,6 +342,9 @@ def build_model(torch, transformers, job):
     model = cls._from_config(config, torch_dtype=dtype, attn_implementation=job["attention"])
     if job.get("lora_rank"):
         model = Lora.wrap(torch, model, job["lora_rank"], job["lora_targets"])
+    if job.get("frozen"):
+        for p in model.parameters():
+            p.requires_grad_(False)
     return model
 
 
@@ -291,13 +370,26 @@ def inputs(torch, job, config):
     raise ValueError("kind %r" % kind)
 
 
-def make_optimizer(torch, job, params):
+def make_optimizer(torch, transformers, job, params):
+    """The job's optimizer; None for optimizer "none" (no step)."""
     impl = job.get("optimizer_impl") or "forloop"
     foreach = impl == "foreach"
+    if job["optimizer"] == "none":
+        return None
     if job["optimizer"] == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
     if job["optimizer"] == "sgd":
-        return torch.optim.SGD(params, lr=1e-4, momentum=job.get("momentum") or 0.0, foreach=foreach)
+        return torch.optim.SGD(params, lr=1e-4, momentum=job.get("momentum") or 0.0,
+                               nesterov=bool(job.get("nesterov")), foreach=foreach)
+    if job["optimizer"] == "adafactor":
+        # transformers' own Adafactor (src/transformers/optimization.py) with
+        # its defaults: beta1 None (no first moment), relative_step=True and
+        # scale_parameter=True (the learning rate from the step count and the
+        # parameter's RMS: Python floats, no tensor). Trainer's "adafactor"
+        # turns both off and passes lr, which changes no tensor the step
+        # allocates.
+        from transformers.optimization import Adafactor
+        return Adafactor(params)
     raise ValueError("optimizer %r" % job["optimizer"])
 
 
@@ -306,7 +398,9 @@ def storage_bytes(tensors):
     for t in tensors:
         if t is None:
             continue
-        s = t.untyped_storage()
+        # torch 1.13 has no Tensor.untyped_storage(); its TypedStorage
+        # gives the same data pointer and byte count.
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
         key = s.data_ptr()
         if key in seen or s.nbytes() == 0:
             continue
@@ -343,11 +437,14 @@ def curve(prof, kernels=None):
     mem, marks = [], []
     for i, e in enumerate(prof.profiler.kineto_results.events()):
         name = e.name()
+        # torch 1.13's events have start_us only: a memory event in the same
+        # microsecond as a mark counts in the mark's phase.
+        t = e.start_ns() if hasattr(e, "start_ns") else 1000 * e.start_us()
         if name == "[memory]":
             if str(e.device_type()).endswith("CPU"):
-                mem.append((e.start_ns(), i, e.nbytes()))
+                mem.append((t, i, e.nbytes()))
         elif name.startswith(PHASE):
-            marks.append((e.start_ns(), name[len(PHASE):]))
+            marks.append((t, name[len(PHASE):]))
         elif kernels is not None and name.startswith(SDPA_OPS):
             kernels.add(name)
     mem.sort()
@@ -397,10 +494,13 @@ def run_job(torch, transformers, job):
         info["class"] = type(model).__name__
         marks.mark("inputs")
         x, labels = inputs(torch, job, model.config)
+        leaf = None
+        if job.get("frozen"):
+            x, leaf, info["grad_input"] = input_leaf(torch, model, job, x)
         info["input_bytes"] = storage_bytes(list(x.values()) + [labels])
         marks.mark("ready")
         if job["mode"] == "train":
-            train(torch, model, job, x, labels, marks, info)
+            train(torch, transformers, model, job, x, labels, leaf, marks, info)
         elif job["mode"] == "prefill":
             prefill(torch, model, job, x, labels, marks)
         else:
@@ -409,7 +509,7 @@ def run_job(torch, transformers, job):
         # block it tracked outlives it (see run_cases); what the level does
         # not return to zero from is kept by a library cache.
         marks.mark("done")
-        del model, x, labels, params
+        del model, x, labels, params, leaf
         gc.collect()
         marks.mark("freed")
         marks.mark(None)
@@ -420,12 +520,41 @@ def run_job(torch, transformers, job):
     return phases, info
 
 
-def train(torch, model, job, x, labels, marks, info):
-    model.train()
+def input_leaf(torch, model, job, x):
+    """The inputs of a frozen job, with the tensor the job differentiates
+    to made a leaf that requires grad: the token embeddings (inputs_embeds,
+    looked up under no_grad, the ids freed) for a language model and T5's
+    encoder, the log-mel features for Whisper, the pixels for ViT. Returns
+    (inputs, leaf, the input's name)."""
+    if job["kind"] in ("causal", "masked", "seq2seq"):
+        with torch.no_grad():
+            e = model.get_input_embeddings()(x["input_ids"])
+        name, x = "inputs_embeds", {"inputs_embeds": e}
+    elif job["kind"] == "speech":
+        name = "input_features"
+    elif job["kind"] == "vision":
+        name = "pixel_values"
+    else:
+        raise ValueError("frozen job of kind %r" % job["kind"])
+    leaf = x[name]
+    leaf.requires_grad_(True)
+    return x, leaf, name
+
+
+def train(torch, transformers, model, job, x, labels, leaf, marks, info):
+    """Two training steps. A frozen job (job.frozen) runs the model in eval
+    mode with every parameter frozen and steps its input as projected
+    gradient descent does (x -= lr * x.grad.sign(), then x.grad = None); a
+    job without an optimizer (optimizer none) drops the gradients in its
+    step phase (zero_grad(set_to_none=True))."""
+    if job.get("frozen"):
+        model.eval()  # build_model froze the parameters
+    else:
+        model.train()
     if job["checkpointing"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(torch, job, trainable)
+    opt = make_optimizer(torch, transformers, job, trainable)
     ac = (torch.autocast("cpu", dtype=torch.bfloat16) if job["precision"] == "bf16-mixed"
           else contextlib.nullcontext())
     for step in (1, 2):
@@ -440,12 +569,21 @@ def train(torch, model, job, x, labels, marks, info):
         del loss
         if step == 2:
             info["grad_bytes"] = storage_bytes([p.grad for p in trainable])
+            if leaf is not None:
+                info["input_grad_bytes"] = storage_bytes([leaf.grad])
         marks.mark(tag + "step")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if leaf is not None:
+            with torch.no_grad():
+                leaf.sub_(leaf.grad.sign(), alpha=1e-3)
+            leaf.grad = None
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            model.zero_grad(set_to_none=True)
         if step == 2:
             info["optimizer_state_bytes"] = storage_bytes(
-                [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)])
+                [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]) if opt is not None else 0
             marks.mark("after")
 
 
@@ -480,7 +618,10 @@ def generate(torch, model, job, x, labels, marks, info):
         elif calls[1] and calls[0] == 2:
             marks.mark("decode")
 
-    h = model.register_forward_pre_hook(pre, with_kwargs=True)
+    try:
+        h = model.register_forward_pre_hook(pre, with_kwargs=True)
+    except TypeError:  # torch < 2.0: no with_kwargs; the hook only counts calls
+        h = model.register_forward_pre_hook(lambda mod, args: pre(mod, args, {}))
     with torch.inference_mode():
         # A warm-up call, then the measured one.
         marks.mark("warmup-generate")
@@ -508,9 +649,11 @@ def run_case(case):
         "schema": 1, "id": case["id"], "status": "ok", "error": None, "job": job,
         "env": {"device": "cpu", "torch": torch.__version__, "transformers": transformers.__version__,
                 "transformers_commit": transformers_commit(), "python": sys.version.split()[0],
+                "torch_package": os.environ.get("GPUMEM_TORCH_PACKAGE", ""),
                 "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
         "harness": {"tool": "tools/measure", "commit": os.environ.get("GPUMEM_COMMIT", ""),
-                    "command": "tools/measure/run.sh (python3 measure.py --cases <the model's cases>)"},
+                    "command": os.environ.get("GPUMEM_RUN") or "tools/measure/run.sh"
+                    " (python3 measure.py --cases <the model's cases>)"},
     }
     t0 = time.time()
     try:
@@ -631,12 +774,15 @@ def validate():
                      "how": "Linear(256,128) after one AdamW step and zero_grad(set_to_none): params, exp_avg, exp_avg_sq, 2 step scalars"})
     # 5. Kernel choices that differ from CUDA's, read from the profiler's op names and output
     #    dtypes (facts for the README's CPU-to-CUDA notes, not figures to match).
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)  # torch >= 2.0
     q = torch.randn(2, 4, 64, 32, requires_grad=True)
     mask = torch.zeros(2, 1, 64, 64)
     kv = torch.randn(2, 1, 64, 32, requires_grad=True)
     for name, kw in (("plain", {}), ("causal", {"is_causal": True}), ("mask", {"attn_mask": mask}),
                      ("dropout", {"dropout_p": 0.1}), ("mask-dropout", {"attn_mask": mask, "dropout_p": 0.1}),
                      ("gqa-causal", {"is_causal": True, "enable_gqa": True})):
+        if sdpa is None:
+            break
         k = kv if kw.get("enable_gqa") else q
         with profile(activities=[ProfilerActivity.CPU]) as p:
             torch.nn.functional.scaled_dot_product_attention(q, k, k, **kw)
@@ -664,10 +810,18 @@ def main(argv):
     ap.add_argument("--case", help="one case as JSON ({id, job}); prints its row")
     ap.add_argument("--cases", help="a file of cases, one JSON object a line; prints one row a line as each ends")
     ap.add_argument("--list", action="store_true", help="print the grid's cases, one JSON object a line")
+    ap.add_argument("--grid", choices=("main", "torch1"), default="main",
+                    help="with --list: the main grid (torch 2, transformers v4.57.1) or the torch-1 grid "
+                         "(torch 1.13 and the older transformers that runs there: eager attention, a subset)")
     ap.add_argument("--validate", action="store_true", help="print the validation rows")
     a = ap.parse_args(argv)
     if a.list:
-        for c in build_grid():
+        if a.grid == "torch1":
+            import torch
+            grid = build_torch1_grid(torch.__version__.split("+")[0], import_transformers().__version__)
+        else:
+            grid = build_grid()
+        for c in grid:
             print(json.dumps(c, sort_keys=True))
         return 0
     if a.validate:

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Measures the whole grid in the chroot setup.sh made and writes
 #   testdata/measured/cpu/<torch>-<date>.jsonl             one row per case
+#     (the torch-1 grid: <torch>-transformers-<tag>-<date>.jsonl)
 #   testdata/measured/cpu/validation-<torch>-<date>.jsonl  the method's validation
 #
 #   tools/measure/run.sh [CHROOT] [TRANSFORMERS_SRC]      (as root, from anywhere)
@@ -10,7 +11,9 @@
 # (OMP_NUM_THREADS=1: the rows do not depend on it, the machine's other users
 # do). /proc, /sys and /dev are mounted in the chroot if they are not, and
 # unmounted again at the end. MEASURE_ONLY=<regexp> limits the grid to the
-# case ids it matches (grep -E).
+# case ids it matches (grep -E). GRID=torch1 runs the torch-1 grid instead
+# of the main one (measure.py --grid; a bookworm chroot and an older
+# transformers: tools/measure/README.md).
 set -eu
 CHROOT=${1:-/var/tmp/gpumem-trixie}
 SRC=${2:-/var/tmp/transformers-src}
@@ -30,10 +33,15 @@ done
 cleanup() { for m in $mounted; do umount "$m" || true; done; }
 trap cleanup EXIT
 
-rm -rf "$OPT/measure" "$OPT/stubs" "$OPT/configs" "$OPT/work"
+rm -rf "$OPT/measure" "$OPT/stubs" "$OPT/stubs-torch1" "$OPT/configs" "$OPT/work"
 mkdir -p "$OPT/measure" "$OPT/work"
 cp "$HERE/measure.py" "$OPT/measure/"
 cp -a "$HERE/stubs" "$OPT/stubs"
+cp -a "$HERE/stubs-torch1" "$OPT/stubs-torch1"
+# The torch-1 grid's transformers (v4.47.1) checks other stub versions and
+# imports safetensors, which bookworm does not package: stubs-torch1 first.
+STUBS=/opt/gpumem/stubs
+[ "${GRID:-main}" != torch1 ] || STUBS=/opt/gpumem/stubs-torch1:$STUBS
 cp -a "$ROOT/model/configs" "$OPT/configs"
 if [ ! -d "$OPT/transformers-src/src/transformers" ] || ! cmp -s "$SRC/COMMIT" "$OPT/transformers-src/COMMIT"; then
 	rm -rf "$OPT/transformers-src"
@@ -48,20 +56,28 @@ inchroot() {
 	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
 		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
 		GPUMEM_TRANSFORMERS_COMMIT="$(cat "$SRC/COMMIT")" \
-		PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \
+		GPUMEM_TORCH_PACKAGE="$TORCHPKG" \
+		GPUMEM_RUN="${GRID:+GRID=$GRID }${MEASURE_ONLY:+MEASURE_ONLY='$MEASURE_ONLY' }tools/measure/run.sh (python3 measure.py --cases <the model's cases>)" \
+		PYTHONPATH=$STUBS:/opt/gpumem/transformers-src/src \
 		python3 /opt/gpumem/measure/measure.py "$@"
 }
 
-TORCH=$(chroot "$CHROOT" python3 -c 'import torch; print(torch.__version__.split("+")[0])')
+# Debian's package version: bookworm's python3-torch 1.13.1+dfsg reports
+# torch.__version__ 1.13.0a0.
+TORCHPKG=$(chroot "$CHROOT" dpkg-query -W -f '${Version}' python3-torch)
+TORCH=${TORCHPKG%%[+-]*}
 DATE=$(date -u +%Y-%m-%d)
 OUT=$ROOT/testdata/measured/cpu
 mkdir -p "$OUT"
+ROWS=$OUT/$TORCH-$DATE.jsonl
+# The torch-1 grid runs another transformers: its tag names the file.
+[ "${GRID:-main}" != torch1 ] || ROWS=$OUT/$TORCH-transformers-$(cat "$SRC/TAG")-$DATE.jsonl
 inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
-inchroot --list | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
+inchroot --list --grid "${GRID:-main}" | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
 for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
 	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
 	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
-	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$OUT/$TORCH-$DATE.jsonl" 2>"$OPT/work/$m.log" ||
+	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$ROWS" 2>"$OPT/work/$m.log" ||
 		echo "run.sh: $m: the process failed; see $OPT/work/$m.log" >&2
 done
-echo "run.sh: $(wc -l <"$OUT/$TORCH-$DATE.jsonl") rows in $OUT/$TORCH-$DATE.jsonl" >&2
+echo "run.sh: $(wc -l <"$ROWS") rows in $ROWS" >&2

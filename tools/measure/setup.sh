@@ -6,7 +6,9 @@
 #   tools/measure/setup.sh [CHROOT] [TRANSFORMERS_SRC]
 #
 # CHROOT defaults to /var/tmp/gpumem-trixie, TRANSFORMERS_SRC to
-# /var/tmp/transformers-src. Needs root, debootstrap and network access to
+# /var/tmp/transformers-src. SUITE (default trixie) is the Debian release of
+# the chroot: SUITE=bookworm gives Debian 12's torch 1.13.1, which needs an
+# older transformers (TRANSFORMERS_TAG; tools/measure/README.md says which). Needs root, debootstrap and network access to
 # deb.debian.org (a few minutes). transformers comes from GitHub at the tag
 # in TRANSFORMERS_TAG (v4.57.1); with TRANSFORMERS_GIT set to a local git
 # directory that has the tag (a fork's mirror), it is taken from there. Only
@@ -17,9 +19,10 @@ set -eu
 CHROOT=${1:-/var/tmp/gpumem-trixie}
 SRC=${2:-/var/tmp/transformers-src}
 TAG=${TRANSFORMERS_TAG:-v4.57.1}
+SUITE=${SUITE:-trixie}
 
 if [ ! -e "$CHROOT/.ready" ]; then
-	debootstrap --variant=minbase trixie "$CHROOT" http://deb.debian.org/debian
+	debootstrap --variant=minbase "$SUITE" "$CHROOT" http://deb.debian.org/debian
 	chroot "$CHROOT" apt-get update
 	chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 		python3-torch libopenblas0-openmp python3-regex python3-tqdm python3-safetensors python3-numpy \

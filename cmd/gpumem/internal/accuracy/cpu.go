@@ -16,7 +16,8 @@ import (
 
 // CPU is the source of the rows tools/measure records on the CPU
 // (testdata/measured/cpu): whole jobs of transformers' own modeling code
-// under torch 2.6, their live tensor bytes integrated from the profiler's
+// under torch 2.6 (a subset also under torch 1.13 with transformers
+// v4.47.1), their live tensor bytes integrated from the profiler's
 // allocator events.
 const CPU = "cpu"
 
@@ -200,7 +201,11 @@ func CompareCPU(rows []CPURow) CPUSet {
 		}
 		set.Cases = append(set.Cases, Case{Source: CPU, ID: r.ID, Family: j.Model.Spec().Family, GPU: "cpu",
 			Label: Allocated, Measured: gpumem.Bytes(r.Peak.Allocated), Predicted: b.Allocated() - b.Workspace,
-			Phase: b.Phase.String(), MeasuredPhase: phase})
+			Phase: b.Phase.String(), MeasuredPhase: phase,
+			// The job's features, and the torch and transformers the row
+			// ran (rows of an older stack are compared with an estimate
+			// of the reference's code).
+			Features: append(Features(&r.Job, Allocated), "torch:"+r.Env.Torch, "transformers:"+r.Env.Transformers)})
 	}
 	slices.Sort(set.Torch)
 	slices.Sort(set.Transformers)

@@ -12,7 +12,8 @@
 //     in the harness's job vocabulary ([Job]) with a line on how each
 //     field was read;
 //   - testdata/measured/cpu/*.jsonl: whole jobs of transformers' modeling
-//     code that tools/measure ran on the CPU under torch 2.6, each with its
+//     code that tools/measure ran on the CPU under torch 2.6 (and a
+//     subset under torch 1.13 with transformers v4.47.1), each with its
 //     job in the same vocabulary and the peak of its live tensor bytes
 //     ([CPURow]).
 //
