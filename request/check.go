@@ -180,6 +180,12 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 	jf.OptImpl, jf.Momentum, jf.Nesterov = req.OptimizerImpl, req.Momentum, req.Nesterov
 	jf.InBwd, jf.Frozen, jf.OffloadActs = req.OptimizerInBackward, req.Frozen, req.OffloadActivations
 	jf.KeepLogits, jf.EvalLoss = req.KeepLogits, req.EvalLoss
+	if req.Backend != "" {
+		if _, err := model.ParseBackend(req.Backend); err != nil {
+			return jf, spec, BadField("backend", "backend %q: want cuda or cpu", req.Backend)
+		}
+		jf.Backend = req.Backend
+	}
 	if jf.Train {
 		if jf.Frozen && req.Optimizer != defaults.Opt {
 			return jf, spec, BadField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)

@@ -47,6 +47,8 @@ type Estimate struct {
 	KeepLogits         bool `json:"keep_logits"`
 	// EvalLoss is --eval.
 	EvalLoss bool `json:"eval"`
+	// Backend is --backend: "cuda" (the default) or "cpu".
+	Backend string `json:"backend"`
 
 	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
 	// --kv-dtype and --kv-block.

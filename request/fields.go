@@ -28,6 +28,8 @@ func FlagFor(field string) (string, bool) {
 		return "--keep-logits", true
 	case "Job.EvalLoss", "Workload.Labels":
 		return "--eval", true
+	case "Job.Backend", "Workload.Backend":
+		return "--backend", true
 	case "Job.Precision", "Plan.Job.Precision":
 		return "--precision", true
 	case "Job.Optimizer", "Job.Gradients":

@@ -167,6 +167,9 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 	j.LogitsToKeep = f.LogitsToKeep
 	j.KeepLogits = f.KeepLogits
 	j.EvalLoss = f.EvalLoss
+	if j.Backend, err = model.ParseBackend(f.Backend); err != nil {
+		return j, dev, fmt.Errorf("%w: --backend %q: want cuda or cpu", ErrUsage, f.Backend)
+	}
 	if _, err := f.Llama.Apply(&j, f.GGUF != ""); err != nil {
 		return j, dev, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpumem/gpumem/budget"
+	"github.com/gpumem/gpumem/model"
 	"github.com/gpumem/gpumem/request"
 )
 
@@ -67,6 +68,7 @@ func TestPrepareErrors(t *testing.T) {
 		`{"config": [1], "mode": "infer"}`:                       "config",
 		`{"model": "gpt2", "config": {}, "mode": "infer"}`:       "config",
 		`{"model": "gpt2", "mode": "infer", "runtime": "vllm"}`:  "gpu",
+		`{"model": "gpt2", "mode": "train", "backend": "tpu"}`:   "backend",
 	} {
 		req, err := request.Decode([]byte(body))
 		if err != nil {
@@ -148,5 +150,37 @@ func TestPrepareCache(t *testing.T) {
 		if n := c.Models(); n > 2 {
 			t.Errorf("%d models kept, above the bound of 2", n)
 		}
+	}
+}
+
+// TestPrepareBackend: "backend" reaches the job, and a CPU job's
+// activations are the CPU kernels' (eager attention with dropout: the
+// noise is saved in the activations' dtype, more than CUDA's 1-byte mask).
+func TestPrepareBackend(t *testing.T) {
+	c := request.NewCache(0)
+	estimate := func(body string) (budget.Job, budget.Breakdown) {
+		t.Helper()
+		req, err := request.Decode([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Prepare(req)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		b, err := budget.Estimate(p.Job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Job, b
+	}
+	const job = `{"model": "gpt2", "mode": "train", "batch": 4, "seq": 256, "attention": "eager", "precision": "fp32", "dropout": true`
+	cuda, onCUDA := estimate(job + `}`)
+	cpu, onCPU := estimate(job + `, "backend": "cpu"}`)
+	if cuda.Backend != model.CUDA || cpu.Backend != model.CPU {
+		t.Fatalf("backends %v and %v, want cuda and cpu", cuda.Backend, cpu.Backend)
+	}
+	if onCPU.Activations <= onCUDA.Activations {
+		t.Errorf("CPU activations %v not above CUDA's %v with dropout", onCPU.Activations, onCUDA.Activations)
 	}
 }

@@ -149,6 +149,9 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 	if j.EvalLoss {
 		fmt.Fprint(out, ", evaluation loss")
 	}
+	if j.Backend == model.CPU {
+		fmt.Fprint(out, ", PyTorch's CPU kernels (only the allocated peak applies: the workspace, fragmentation, context and device levels are CUDA's)")
+	}
 	if j.Mode == budget.Load {
 		fmt.Fprintf(out, "\nparameters %s\n", gpumem.Thousands(total))
 	} else {
@@ -240,16 +243,24 @@ func runEstimate(args []string, _ io.Reader, out, errOut io.Writer) error {
 		}
 	}
 	fmt.Fprintln(out)
-	row("allocated peak (max_memory_allocated)", need.Allocated())
-	row("reserved peak (max_memory_reserved)", need.Reserved())
-	row("device peak (nvidia-smi)", need.Device())
+	if j.Backend == model.CPU {
+		// budget.Job.Backend: the CPU's live tensors are the allocated
+		// level less the cuBLAS workspace; the other levels are CUDA's.
+		row("allocated peak (CPU tensors)", need.Allocated()-need.Workspace)
+	} else {
+		row("allocated peak (max_memory_allocated)", need.Allocated())
+		row("reserved peak (max_memory_reserved)", need.Reserved())
+		row("device peak (nvidia-smi)", need.Device())
+	}
 	if need.Paged != 0 {
 		// bitsandbytes' paged optimizer state: on the device once stepped,
 		// but the driver pages it to the host under pressure.
 		row("required (paged state can page out)", need.Required())
 	}
 	fmt.Fprintf(out, "peak phase: %s\n", need.Phase)
-	fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
+	if j.Backend != model.CPU {
+		fmt.Fprintf(out, "CUDA context for %s\n", contextNote(j))
+	}
 	if dev.Capacity > 0 {
 		if fits {
 			fmt.Fprintf(out, "fits on %s with %s: %s free, %s left (%.0f%% used)\n", request.Clean(dev.Name), e.Headroom, dev.Free().String(),
