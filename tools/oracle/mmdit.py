@@ -73,7 +73,57 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 COMMIT = "58eb52c0803ea9af3abec60841c2a093bdf1f951"
 
 
+class LoraLinear(torch.nn.Module):
+    """A LoRA adapter in the op order of PEFT's lora.Linear.forward
+    (peft src/peft/tuners/lora/layer.py, commit 5d602fdbf, written from it,
+    not copied): the frozen base layer, the input cast to the adapter's
+    dtype when they differ (_cast_input_dtype), lora_B(lora_A(x)) times the
+    scaling added, the sum cast back to the base's result dtype; dropout 0
+    (nn.Identity, the scripts' default lora_dropout)."""
+
+    def __init__(self, base_layer, r, dtype):
+        super().__init__()
+        self.base_layer = base_layer
+        self.lora_A = torch.nn.Linear(base_layer.in_features, r, bias=False, dtype=dtype)
+        self.lora_B = torch.nn.Linear(r, base_layer.out_features, bias=False, dtype=dtype)
+        torch.nn.init.normal_(self.lora_B.weight)  # nonzero, as after a step
+        self.scaling = 1.0
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        dt = result.dtype
+        if x.dtype != self.lora_A.weight.dtype:
+            x = x.to(self.lora_A.weight.dtype)
+        result = result + self.lora_B(self.lora_A(x)) * self.scaling
+        return result.to(dt)
+
+
+# The target modules of train_dreambooth_lora_flux.py and _sd3.py (diffusers
+# 58eb52c0): the attention projections; Flux's script adds the feed-forwards.
+LORA_TARGETS = {"flux": ("attn.to_k", "attn.to_q", "attn.to_v", "attn.to_out.0", "attn.add_k_proj",
+                         "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "ff.net.0.proj", "ff.net.2",
+                         "ff_context.net.0.proj", "ff_context.net.2"),
+                "sd3": ("attn.add_k_proj", "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out", "attn.to_k",
+                        "attn.to_out.0", "attn.to_q", "attn.to_v")}
+
+
+def add_lora(m, arch, r):
+    m.requires_grad_(False)
+    targets = LORA_TARGETS[arch]
+    for name, mod in list(m.named_modules()):
+        if isinstance(mod, torch.nn.Linear) and any(name == t or name.endswith("." + t) for t in targets):
+            parent = m.get_submodule(name.rsplit(".", 1)[0])
+            setattr(parent, name.rsplit(".", 1)[1], LoraLinear(mod, r, torch.float32))
+
+
 def build(c):
+    m = build_base(c)
+    if c.get("lora"):
+        add_lora(m, c["arch"], c["lora"])
+    return m
+
+
+def build_base(c):
     torch.manual_seed(0)
     if c["arch"] == "flux":
         m = FluxTransformer2DModel(patch_size=1, in_channels=c["in_channels"], num_layers=c["layers"],
@@ -138,6 +188,8 @@ def measure(c):
     base.METER = meter
     with torch.autograd.graph.saved_tensors_hooks(meter.pack, lambda t: t):
         out = m(**kw)[0]
+        if not out.requires_grad:
+            raise RuntimeError("output needs grad")
         target = torch.randn_like(out)
         loss = F.mse_loss(out.float(), target.float())
     base.METER = None
@@ -182,6 +234,13 @@ def grid():
         for dt in ("fp32", "bf16"):
             yield dict(arch="sd3", batch=b, latent=lat, text=T, heads=H, head_dim=hd, qk_norm=qk, dual=dual,
                        in_channels=4, joint_dim=24, pooled_dim=20, pos_max=16, layers=3, dtype=dt)
+    # LoRA rank 4 on the scripts' targets, fp32 adapters (cast_training_params)
+    # on an fp32 or bf16 base.
+    for dt in ("fp32", "bf16"):
+        yield dict(arch="flux", batch=2, latent=12, text=6, heads=3, head_dim=16, rope_axes=[4, 6, 6], guidance=True,
+                   in_channels=16, joint_dim=24, pooled_dim=20, layers=2, single_layers=2, dtype=dt, lora=4)
+        yield dict(arch="sd3", batch=2, latent=12, text=5, heads=2, head_dim=16, qk_norm="rms_norm", dual=[0],
+                   in_channels=4, joint_dim=24, pooled_dim=20, pos_max=16, layers=3, dtype=dt, lora=4)
 
 
 def main():
