@@ -159,7 +159,7 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 85 published counts of
+// Parameter counts are exact against 88 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,

@@ -134,6 +134,17 @@ var publishedParams = []struct {
 	// it includes the 58×256 fp32 e_score_correction_bias values, which
 	// transformers' DeepseekV3TopkRouter registers as a buffer.
 	{"deepseek-v3", 671_026_419_200, "checkpoint-header audit \"DSv3 exact main-model parameter count ... 671026419200\""},
+	// The 16-channel AutoencoderKL of FLUX.1 (no quant_conv, no
+	// post_quant_conv): a tensor comparison of a derived VAE with
+	// FLUX.1-dev's, "244 tensors, 83819683 values", and a pipeline
+	// component table, "vae","params":83819683.
+	{"flux.1-dev-vae", 83_819_683, "\"boogu vs flux1: 244 tensors, 83819683 values\"; component table \"vae\",\"params\":83819683"},
+	// The T5-XXL encoder (T5EncoderModel of google/t5-v1_1-xxl), FLUX.1's
+	// text_encoder_2 and SD3's text_encoder_3, and SD3's CLIP-L with
+	// projection: a module summary of stable-diffusion-3-medium-diffusers
+	// ("text_encoder 123650304", "text_encoder_3 4762310656").
+	{"flux.1-dev-text-encoder-2", 4_762_310_656, "SD3-medium module summary \"text_encoder_3 ... 4762310656\"; PixArt conditioning parameter_count == 4762310656"},
+	{"sd3-medium-text-encoder", 123_650_304, "SD3-medium module summary \"text_encoder ... 123650304\""},
 }
 
 // computedParams could not be confirmed against a published figure; they
@@ -147,6 +158,9 @@ var computedParams = []struct {
 	// parameters(), TestSD3) plus the persistent pos_embed buffer the
 	// checkpoint stores, 192²·1536 = 56,623,104 values.
 	{"sd3-medium-transformer", 2_084_951_104, "published parameters 2,028,328,000 + pos_embed buffer 56,623,104"},
+	// SD3-medium's VAE: FLUX.1's architecture (latent_channels 16, no
+	// quant convolutions), the same count.
+	{"sd3-medium-vae", 83_819_683, "the FLUX.1 VAE's count: same block_out_channels, latent_channels 16, no quant convs"},
 	// Jamba-v0.1 (JambaForCausalLM): the model card gives "52B total
 	// parameters, 12B active" and the Hub 51.6B; the exact count is
 	// transformers' own class at JambaConfig's defaults, which are

@@ -158,7 +158,13 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 	pl.Batch = f.batch
 	side := p.resolution
 	if side == 0 {
-		side = int(d.UNet.UNet.SampleSize) * 8
+		if d.UNet.UNet != nil {
+			side = int(d.UNet.UNet.SampleSize) * 8
+		} else {
+			// FluxPipeline's and StableDiffusion3Pipeline's
+			// default_sample_size 128 latents.
+			side = 128 * 8
+		}
 	}
 	pl.Height, pl.Width = side, side
 	if p.height > 0 {
@@ -320,10 +326,14 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 	}
 	b := e.need.Breakdown
 	what := "a pipeline call"
+	denoiser := "UNet"
+	if d.UNet.UNet == nil {
+		denoiser = "transformer"
+	}
 	if pl.Mode == budget.Training {
-		what = "UNet training"
+		what = denoiser + " training"
 		if f.loraRank > 0 {
-			what = "UNet LoRA r=" + strconv.FormatInt(f.loraRank, 10) + " training"
+			what = denoiser + " LoRA r=" + strconv.FormatInt(f.loraRank, 10) + " training"
 		}
 	}
 	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", clean(d.Name), what, pl.Batch,
@@ -338,7 +348,7 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 		fmt.Fprint(out, ", model CPU offload")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "parameters: unet %s", gpumem.Thousands(d.UNet.Params()))
+	fmt.Fprintf(out, "parameters: %s %s", strings.ToLower(denoiser), gpumem.Thousands(d.UNet.Params()))
 	if pl.Mode == budget.Training {
 		_, trainable := pl.UNet.Params()
 		fmt.Fprintf(out, " (trainable %s)", gpumem.Thousands(trainable))
