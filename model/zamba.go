@@ -28,7 +28,7 @@ type Zamba struct {
 	// adapters on the shared block's gate_up_proj (always) and, with
 	// SharedAttentionAdapter (use_shared_attention_adapter), on its q,
 	// k and v projections.
-	AdapterRank           int64
+	AdapterRank            int64
 	SharedAttentionAdapter bool
 	// Bias is Zamba2's add_bias_linear (the MLP's and the Mamba
 	// projections' biases).
