@@ -184,7 +184,9 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 	if pl.Height < 8 || pl.Width < 8 {
 		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", errUsage)
 	}
-	if p.guidance > 1 && !f.train {
+	if p.guidance > 1 && !f.train && d.UNet.Family != model.FamilyFlux {
+		// FLUX.1's guidance scale is an input embedding, not a second
+		// batch.
 		pl.Guidance = true
 	}
 	if f.train {
