@@ -57,3 +57,16 @@ func TestPipelineMMDiT(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineMMDiTErrors: an MMDiT pipeline's image must be a multiple
+// of 16 pixels (2×2 latent patches), and the error names the field.
+func TestPipelineMMDiTErrors(t *testing.T) {
+	t.Parallel()
+	p := pipelineModels(t, "flux.1-dev", 0)
+	p.Mode, p.Precision, p.Batch, p.Height, p.Width = Prefill, BF16, 1, 1000, 1024
+	_, err := EstimatePipeline(p)
+	var fe *gpumem.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Pipeline.Height", fe.Field)
+	assert.Equal(t, 1000, fe.Value)
+}

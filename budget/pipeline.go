@@ -467,6 +467,11 @@ func (p *Pipeline) validate() error {
 		if f.v%8 != 0 {
 			return gpumem.Errorf("Pipeline."+f.name, f.v, gpumem.ErrInvalid, "must be a multiple of 8 (the VAE's latent scale)")
 		}
+		if fam := p.UNet.spec.Family; (fam == model.FamilyFlux || fam == model.FamilySD3) && f.v%16 != 0 {
+			// 2×2 latent patches: FluxPipeline checks height and width
+			// are multiples of vae_scale_factor × 2.
+			return gpumem.Errorf("Pipeline."+f.name, f.v, gpumem.ErrInvalid, "must be a multiple of 16 for a %s transformer (2×2 patches of the latent)", fam)
+		}
 	}
 	if p.TextTokens < 0 || p.TextTokens > 1<<20 {
 		return gpumem.Errorf("Pipeline.TextTokens", p.TextTokens, gpumem.ErrInvalid, "must be in [0, 2^20]")

@@ -625,7 +625,7 @@ func (s Spec) checkAct(path string) error {
 			return err
 		}
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
-			"the activations of a Zamba model are not modelled (its parameters, KV cache and Mamba state are: inference and load jobs)")
+			"the activations of a Zamba model are not modelled: its parameters, KV cache and Mamba state are (a load job)")
 	}
 	if l := layoutOf(&s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,

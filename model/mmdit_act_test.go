@@ -113,3 +113,84 @@ func TestMMDiTOracle(t *testing.T) {
 		})
 	}
 }
+
+// TestMMDiTErrors checks that bad workloads name their field.
+func TestMMDiTErrors(t *testing.T) {
+	t.Parallel()
+	flux, ok := Lookup("flux.1-dev-transformer")
+	require.True(t, ok)
+	ok1 := DiffusionWorkload{Batch: 1, Height: 128, Width: 128, DType: gpumem.BF16, Train: true}
+	for _, tc := range []struct {
+		field string
+		w     func(w *DiffusionWorkload)
+	}{
+		{"DiffusionWorkload.Batch", func(w *DiffusionWorkload) { w.Batch = 0 }},
+		{"DiffusionWorkload.Height", func(w *DiffusionWorkload) { w.Height = 127 }},
+		{"DiffusionWorkload.Width", func(w *DiffusionWorkload) { w.Width = -2 }},
+		{"DiffusionWorkload.TextTokens", func(w *DiffusionWorkload) { w.TextTokens = -1 }},
+		{"DiffusionWorkload.LoRARank", func(w *DiffusionWorkload) { w.LoRARank = -4 }},
+		{"DiffusionWorkload.DType", func(w *DiffusionWorkload) { w.DType = gpumem.INT8 }},
+		{"DiffusionWorkload", func(w *DiffusionWorkload) { w.Batch, w.Height, w.Width = 1<<20, 1<<20, 1<<20 }},
+	} {
+		w := ok1
+		tc.w(&w)
+		_, err := flux.MMDiTActivations(w)
+		var fe *gpumem.FieldError
+		require.ErrorAs(t, err, &fe, tc.field)
+		assert.Equal(t, tc.field, fe.Field)
+	}
+	unet, ok := Lookup("sd-1.5-unet")
+	require.True(t, ok)
+	_, err := unet.MMDiTActivations(ok1)
+	require.Error(t, err)
+}
+
+// TestMMDiTScale checks what follows from the walk at FLUX.1-dev's and
+// SD3-medium's sizes: checkpointing keeps each block's S·D input instead
+// of its saved tensors (far less), LoRA keeps less than full training,
+// the saved bytes grow with the batch (the embeddings' temb and the rope
+// tables do not), and a pass without gradients saves nothing.
+func TestMMDiTScale(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"flux.1-dev-transformer", "sd3-medium-transformer"} {
+		s, ok := Lookup(name)
+		require.True(t, ok)
+		act := func(w DiffusionWorkload) DiffusionActivations {
+			a, err := s.MMDiTActivations(w)
+			require.NoError(t, err)
+			return a
+		}
+		w := DiffusionWorkload{Batch: 1, Height: 128, Width: 128, DType: gpumem.BF16, Attention: SDPA, Train: true}
+		full := act(w)
+		w.Checkpointing = true
+		ckpt := act(w)
+		assert.Less(t, 10*ckpt.Saved, full.Saved, name)
+		assert.Greater(t, ckpt.Backward, full.Backward, name)
+		w.Checkpointing = false
+		w.LoRARank = 16
+		lora := act(w)
+		assert.Less(t, lora.Saved, full.Saved, name)
+		w.LoRARank = 0
+		w.Batch = 2
+		two := act(w)
+		// Twice the bytes, but for the rope tables (one copy for any
+		// batch) and Flux's .contiguous() copies of each stream's slice of
+		// the attention output when it is not contiguous (two images):
+		// N + T rows per block. SD3's slices are views of its
+		// transpose-reshape copy: one image saves that S-row copy, two
+		// save copies of the N and T rows instead, the same bytes, but in
+		// the last block (no to_add_out) only the N rows.
+		const N int64 = 64 * 64 // (1024/16)²
+		S, D := N+int64(fluxTextTokens), s.Hidden
+		want := 2*full.Saved + gpumem.Bytes(s.Layers*2*S*D*2) - gpumem.Bytes(2*S*s.HeadDim*4)
+		if s.Family == FamilySD3 {
+			want = 2*full.Saved - gpumem.Bytes(2*sd3TextTokens*D*2)
+		}
+		assert.Equal(t, want, two.Saved, name)
+		w.Train = false
+		inf := act(w)
+		assert.Zero(t, inf.Saved, name)
+		assert.Greater(t, inf.Forward, gpumem.Bytes(0), name)
+		assert.Less(t, inf.Forward, full.Saved, name)
+	}
+}

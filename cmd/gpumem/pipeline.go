@@ -180,6 +180,9 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		if x.v < 0 || x.v%8 != 0 || x.v > 1<<20 {
 			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", errUsage, x.flag, x.v)
 		}
+		if d.UNet.UNet == nil && x.v%16 != 0 {
+			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 16 pixels for a %s transformer (2×2 patches of the latent)", errUsage, x.flag, x.v, d.UNet.Family)
+		}
 	}
 	if pl.Height < 8 || pl.Width < 8 {
 		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", errUsage)
