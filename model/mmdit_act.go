@@ -36,8 +36,10 @@ package model
 // modulations of AdaLN (which do not require grad) keep the other
 // factor only, the frozen projections nothing. testdata/oracle/mmdit.json
 // (tools/oracle/mmdit.py: diffusers' own modules on the CPU, full and
-// LoRA, fp32 and bf16) holds every block, the embeddings, norm_out and
-// the head to these figures exactly (TestMMDiTOracle).
+// LoRA, fp32 and bf16, 16 cases) holds every block, the embeddings,
+// norm_out and the head to these figures exactly (TestMMDiTOracle), and
+// the forward peaks below to the CPU profiler's peak of live bytes
+// within 5% (training) and 10% (no gradients).
 //
 // Under torch.autocast (the training scripts' accelerate
 // mixed_precision) the walk follows the CUDA casts of

@@ -28,6 +28,9 @@ parameters excluded); forward pre-hooks set the part a new storage counts in:
 
 `double0_saved` and `single0_saved` list every storage the first blocks saved,
 with shape, dtype, bytes and the autograd nodes that hold it, for review.
+`profiler_forward_peak_bytes` and `profiler_infer_peak_bytes` are the CPU
+profiler's peak of live bytes during one forward pass with and without
+autograd, relative to the bytes live before it (the weights and inputs).
 The CPU's scaled_dot_product_attention without a mask runs
 _scaled_dot_product_flash_attention_for_cpu, which saves q, k, v, the output
 and the fp32 logsumexp (B, heads, S), as CUDA's flash kernel does (which adds
@@ -223,6 +226,25 @@ def measure(c):
     return rec
 
 
+def profile_peak(c, train):
+    """The CPU profiler's peak of live bytes (docs/reference.md#peak-of-live-bytes)
+    during one forward pass, with (train) or without autograd, relative to the
+    bytes live before it (the weights and the inputs)."""
+    from torch.profiler import profile, ProfilerActivity
+    m = build(c)
+    kw, _ = inputs(c)
+    with (torch.enable_grad() if train else torch.no_grad()):
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+            out = m(**kw)[0]
+            del out
+    ev = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events() if e.name() == "[memory]")
+    cur = peak = 0
+    for _, n in ev:
+        cur += n
+        peak = max(peak, cur)
+    return peak
+
+
 def grid():
     # Flux: (batch, latent side, text tokens, heads, head_dim, rope axes, guidance)
     for (b, lat, T, H, hd, axes, g) in ((1, 8, 8, 2, 16, (4, 6, 6), False), (2, 12, 6, 3, 16, (4, 6, 6), True)):
@@ -241,10 +263,18 @@ def grid():
                    in_channels=16, joint_dim=24, pooled_dim=20, layers=2, single_layers=2, dtype=dt, lora=4)
         yield dict(arch="sd3", batch=2, latent=12, text=5, heads=2, head_dim=16, qk_norm="rms_norm", dual=[0],
                    in_channels=4, joint_dim=24, pooled_dim=20, pos_max=16, layers=3, dtype=dt, lora=4)
+    # Wider: 256 image tokens and 32 text tokens of 128 channels, where the
+    # blocks' tensors outweigh the embeddings (for the profiler peaks).
+    for (b, dt) in ((1, "fp32"), (2, "bf16")):
+        yield dict(arch="flux", batch=b, latent=32, text=32, heads=4, head_dim=32, rope_axes=[8, 12, 12],
+                   guidance=True, in_channels=16, joint_dim=64, pooled_dim=32, layers=2, single_layers=2, dtype=dt)
+        yield dict(arch="sd3", batch=b, latent=32, text=32, heads=4, head_dim=32, qk_norm="rms_norm" if b == 2 else None,
+                   dual=[], in_channels=16, joint_dim=64, pooled_dim=32, pos_max=32, layers=3, dtype=dt)
 
 
 def main():
-    cases = [{"config": c, "saved": measure(c)} for c in grid()]
+    cases = [{"config": c, "saved": measure(c), "profiler_forward_peak_bytes": profile_peak(c, True),
+              "profiler_infer_peak_bytes": profile_peak(c, False)} for c in grid()]
     json.dump({"torch": torch.__version__.split("+")[0], "diffusers_commit": COMMIT,
                "attention": "scaled_dot_product_attention (CPU flash kernel)", "cases": cases},
               sys.stdout, indent=1)
