@@ -64,7 +64,9 @@ type Pipeline struct {
 	Batch int
 	// Height and Width are the image's pixels; the latent is 1/8.
 	Height, Width int
-	// TextTokens is the text encoders' sequence (zero: 77).
+	// TextTokens is the text encoders' sequence (zero: 77 for a UNet;
+	// for FLUX.1 512 T5 tokens, for SD3 77 CLIP + 256 T5 tokens, the
+	// joint attention's text part).
 	TextTokens int
 	// Attention is the UNet's attention processor: model.SDPA
 	// (AttnProcessor2_0, the default with torch 2; xformers'

@@ -182,7 +182,8 @@
 // metadata),
 // against three published PEFT LoRA
 // trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
-// DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);
+// DreamBooth script (5,806,080), FLUX.1-dev's rank-4 attention LoRA of the
+// flux-qlora post (4,669,440) and one published MoE active count (Qwen3-30B-A3B);
 // two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand
 // in the tests from the module definitions. DeepSeek-V3's published
 // 671,026,419,200 includes the 14,848 values of e_score_correction_bias,

@@ -27,6 +27,7 @@ type pipelineFlags struct {
 	vaeSlicing, vaeTiling        bool
 	cacheLatents, precomputeText bool
 	frozenDType, vaeDType        string
+	maxSeqLen                    int
 }
 
 func (p *pipelineFlags) register(fs *flag.FlagSet) {
@@ -43,6 +44,7 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.precomputeText, "precompute-text", false, "with --pipeline: prompt embeddings computed beforehand and the text encoders not on the GPU (the DreamBooth LoRA scripts without --train_text_encoder; a pipeline loaded with text_encoder=None)")
 	fs.StringVar(&p.frozenDType, "frozen-dtype", "", "with --pipeline: the storage of the frozen VAE, text encoders and LoRA base (weight_dtype; default the compute dtype)")
 	fs.StringVar(&p.vaeDType, "vae-dtype", "", "with --pipeline: the VAE's storage when it differs (the SDXL scripts keep it in fp32)")
+	fs.IntVar(&p.maxSeqLen, "max-sequence-length", 0, "with a FLUX.1 or SD3 pipeline: the T5 prompt tokens in the joint attention (the pipelines' and scripts' max_sequence_length; default 512 for FLUX.1, 256 for SD3, whose 77 CLIP tokens come first)")
 }
 
 // given reports whether a pipeline was named.
@@ -55,7 +57,7 @@ func (p *pipelineFlags) usedWithout(fs *flag.FlagSet) string {
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "resolution", "height", "width", "guidance-scale", "cpu-offload", "vae-slicing", "vae-tiling",
-			"cache-latents", "precompute-text", "frozen-dtype", "vae-dtype":
+			"cache-latents", "precompute-text", "frozen-dtype", "vae-dtype", "max-sequence-length":
 			if used == "" {
 				used = f.Name
 			}
@@ -212,6 +214,18 @@ func (p *pipelineFlags) build(f *jobFlags, d model.DiffusionPipeline) (budget.Pi
 		}
 	}
 	pl.CPUOffload, pl.VAESlicing, pl.VAETiling = p.cpuOffload, p.vaeSlicing, p.vaeTiling
+	if p.maxSeqLen != 0 {
+		if d.UNet.UNet != nil {
+			return pl, dev, fmt.Errorf("%w: --max-sequence-length: a FLUX.1 or SD3 pipeline's option (the UNet's text is CLIP's 77 tokens)", errUsage)
+		}
+		if p.maxSeqLen < 1 || p.maxSeqLen > 1<<20 {
+			return pl, dev, fmt.Errorf("%w: --max-sequence-length %d: want a token count in [1, 2^20]", errUsage, p.maxSeqLen)
+		}
+		pl.TextTokens = p.maxSeqLen
+		if d.UNet.Family == model.FamilySD3 {
+			pl.TextTokens += 77 // the CLIP tokens, concatenated before T5's
+		}
+	}
 	ft := model.Finetune{Model: d.UNet}
 	if f.loraRank < 0 {
 		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", errUsage, f.loraRank)
@@ -404,7 +418,7 @@ func pipelineFlagError(fe *gpumem.FieldError) error {
 		"Pipeline.Batch": "--batch", "Pipeline.Height": "--height", "Pipeline.Width": "--width",
 		"Pipeline.Precision": "--precision", "Pipeline.Optimizer": "--optimizer", "Pipeline.Attention": "--attention",
 		"Pipeline.GradAccum": "--grad-accum", "Pipeline.CPUOffload": "--cpu-offload", "Pipeline.UNet": "--lora-rank",
-		"Pipeline.FrozenDType": "--frozen-dtype", "Pipeline.VAEDType": "--vae-dtype", "Pipeline.TextTokens": "--pipeline",
+		"Pipeline.FrozenDType": "--frozen-dtype", "Pipeline.VAEDType": "--vae-dtype", "Pipeline.TextTokens": "--max-sequence-length",
 	}
 	if fl, ok := flags[fe.Field]; ok {
 		return fmt.Errorf("%s %v: %v", fl, fe.Value, fe.Err)
@@ -422,7 +436,7 @@ func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *jobFlags, cf *
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "pipeline", "diffusers", "resolution", "height", "width", "guidance-scale", "cpu-offload", "vae-slicing",
-			"vae-tiling", "cache-latents", "precompute-text", "frozen-dtype", "vae-dtype",
+			"vae-tiling", "cache-latents", "precompute-text", "frozen-dtype", "vae-dtype", "max-sequence-length",
 			"train", "infer", "batch", "grad-accum", "precision", "optimizer", "optimizer-impl", "momentum", "nesterov",
 			"attention", "checkpointing", "lora-rank", "lora-targets", "gpu", "memory", "json", "headroom":
 		default:
