@@ -37,6 +37,7 @@ type pipelineRequest struct {
 	PrecomputeText bool            `json:"precompute_text"`
 	FrozenDType    string          `json:"frozen_dtype"`
 	VAEDType       string          `json:"vae_dtype"`
+	MaxSeqLen      int             `json:"max_sequence_length"`
 	GPU            string          `json:"gpu"`
 	Memory         json.RawMessage `json:"memory"`
 }
@@ -87,7 +88,8 @@ func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
 	}
 	pf := pipelineFlags{pipeline: req.Pipeline, resolution: req.Resolution, height: req.Height, width: req.Width,
 		guidance: 7.5, cpuOffload: req.CPUOffload, vaeSlicing: req.VAESlicing, vaeTiling: req.VAETiling,
-		cacheLatents: req.CacheLatents, precomputeText: req.PrecomputeText, frozenDType: req.FrozenDType, vaeDType: req.VAEDType}
+		cacheLatents: req.CacheLatents, precomputeText: req.PrecomputeText, frozenDType: req.FrozenDType, vaeDType: req.VAEDType,
+		maxSeqLen: req.MaxSeqLen}
 	if req.GuidanceScale != nil {
 		pf.guidance = *req.GuidanceScale
 	}
