@@ -387,7 +387,7 @@ func runPipeline(p *pipelineFlags, f *jobFlags, lim *budget.Limits, headroomGive
 			name := c.Name
 			switch name {
 			case "weights":
-				name = "weights (unet)"
+				name = "weights (" + strings.ToLower(denoiser) + ")"
 			case "extra_models", "extra models":
 				name = "frozen models (vae, text encoders)"
 			}
