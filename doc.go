@@ -62,7 +62,7 @@
 // recordings in testdata/. Figures measured so far (each package's
 // documentation gives the details):
 //
-//   - parameter counts: exact against 85 published counts (model);
+//   - parameter counts: exact against 92 published counts (model);
 //   - optimizer state: byte for byte against torch 1.13 in 80 oracle runs,
 //     BERT-large and T5-base inventories included (optimizer);
 //   - activations saved for backward: exact (median and worst error 0)

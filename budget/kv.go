@@ -15,9 +15,11 @@ import (
 func kvGeometry(s model.Spec) attention.KVCache {
 	lm := s.LM()
 	c := attention.KVCache{Layers: int(lm.Layers), KVHeads: int(lm.KVHeads), HeadDim: int(lm.HeadDim)}
-	if lm.Family == model.FamilyJamba {
+	if lm.Family == model.FamilyJamba || lm.Family == model.FamilyZamba || lm.Family == model.FamilyZamba2 {
 		// Only a hybrid's attention layers cache keys and values
-		// (HybridMambaAttentionDynamicCache's transformer_layers).
+		// (HybridMambaAttentionDynamicCache's transformer_layers; a
+		// Zamba model's hybrid layers, each invocation of the shared
+		// block its own entry).
 		c.Layers = int(lm.AttentionLayers())
 	}
 	if lm.MLA.Enabled() {
@@ -70,9 +72,10 @@ func kvCache(j *Job, dt gpumem.DType, v *rankView) (gpumem.Bytes, error) {
 		}
 	}
 	s := j.Model.spec
-	if s.Family == model.FamilyJamba {
+	if s.Family == model.FamilyJamba || s.Family == model.FamilyZamba || s.Family == model.FamilyZamba2 {
 		// Jamba's cache: its attention layers' keys and values beside
-		// its Mamba layers' conv and ssm states, in the cache's dtype.
+		// its Mamba layers' conv and ssm states, in the cache's dtype
+		// (a Zamba model's states are every layer's).
 		kv, err := c.Bytes(j.Batch, j.SeqLen+j.Generate)
 		if err != nil {
 			return 0, err
@@ -127,7 +130,7 @@ func (j *Job) validateSSMRuntime() error {
 		return nil
 	}
 	switch j.Model.spec.Family {
-	case "mamba", model.FamilyMamba2, model.FamilyJamba:
+	case "mamba", model.FamilyMamba2, model.FamilyJamba, model.FamilyZamba, model.FamilyZamba2:
 		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrUnsupported,
 			"the %s runtime's cache of a %s model (recurrent state) is not modelled", j.Runtime, j.Model.spec.Family)
 	}

@@ -44,6 +44,9 @@ type Model struct {
 
 	quant    quantKernels // the quantized linears' kernels (none: Method "")
 	adapters bool         // LoRA adapters train
+	// loraModules are an MMDiT's adapted modules within a block
+	// ("attn.to_q"), for its activations (loraModules in pipeline.go).
+	loraModules []string
 	// untrainable is the error of the first tensor the Finetune trains
 	// that cannot train (quantized or fp8 storage): a Training job is
 	// refused with it; inference and load jobs keep the tensor frozen.
@@ -197,6 +200,9 @@ func NewModel(f model.Finetune) (Model, error) {
 		m.groups[g].count, m.params, m.tensors = count, params, tensors
 		if train && (strings.HasSuffix(t.Name, ".lora_A.weight") || strings.HasSuffix(t.Name, ".lora_B.weight")) {
 			m.adapters = true
+			if s.Family == model.FamilyFlux || s.Family == model.FamilySD3 {
+				m.loraModules = addLoRAModule(m.loraModules, t.Name)
+			}
 		}
 		if train {
 			m.trainableParams += total

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,7 +64,9 @@ type Pipeline struct {
 	Batch int
 	// Height and Width are the image's pixels; the latent is 1/8.
 	Height, Width int
-	// TextTokens is the text encoders' sequence (zero: 77).
+	// TextTokens is the text encoders' sequence (zero: 77 for a UNet;
+	// for FLUX.1 512 T5 tokens, for SD3 77 CLIP + 256 T5 tokens, the
+	// joint attention's text part).
 	TextTokens int
 	// Attention is the UNet's attention processor: model.SDPA
 	// (AttnProcessor2_0, the default with torch 2; xformers'
@@ -202,15 +205,28 @@ func EstimatePipeline(p Pipeline) (PipelineEstimate, error) {
 	uspec := m.spec
 	vspec := p.VAE.spec
 	uw := model.DiffusionWorkload{Batch: B, Height: lh, Width: lw, TextTokens: int64(p.TextTokens), DType: cDT,
-		Attention: p.Attention, Upcast: uspec.UNet.UpcastAttention, Train: train,
+		Attention: p.Attention, Upcast: uspec.UNet != nil && uspec.UNet.UpcastAttention, Train: train,
 		Checkpointing: p.Checkpointing, Autocast: train && p.Precision.autocast()}
 	if train && m.adapters {
 		uw.LoRARank = loraRank(m)
 	}
-	if !train && p.Guidance {
+	mmdit := uspec.Family == model.FamilyFlux || uspec.Family == model.FamilySD3
+	if !train && p.Guidance && uspec.Family != model.FamilyFlux {
+		// FLUX.1's guidance is an embedding (guidance_embeds); FluxPipeline
+		// runs one batch unless true_cfg_scale and a negative prompt ask
+		// for a second pass.
 		uw.Batch = 2 * B
 	}
-	ua, err := uspec.UNetActivations(uw)
+	var ua model.DiffusionActivations
+	var err error
+	if mmdit {
+		if train && m.adapters {
+			uw.LoRATargets = m.loraModules
+		}
+		ua, err = uspec.MMDiTActivations(uw)
+	} else {
+		ua, err = uspec.UNetActivations(uw)
+	}
 	if err != nil {
 		return PipelineEstimate{}, pipelineField(err)
 	}
@@ -303,7 +319,7 @@ func (p *Pipeline) decode(vaeDT, cDT gpumem.DType, lh, lw int64) (acts, weights 
 	v := &p.VAE
 	u := v.spec.UNet
 	dt := vaeDT
-	if dt == gpumem.FP16 && u.ForceUpcast && p.UNet.spec.UNet.AddEmbedIn > 0 {
+	if dt == gpumem.FP16 && u.ForceUpcast && p.UNet.spec.UNet != nil && p.UNet.spec.UNet.AddEmbedIn > 0 {
 		dt = gpumem.FP32
 	}
 	if weights, err = v.weightsOf(dt, false, false, nil, 0); err != nil {
@@ -347,6 +363,28 @@ func (p *Pipeline) decode(vaeDT, cDT gpumem.DType, lh, lw int64) (acts, weights 
 	return a.Forward, weights, nil
 }
 
+// addLoRAModule adds the module of an adapter tensor to list, named
+// within its block ("attn.to_q": the transformer_blocks.<i>. or
+// single_transformer_blocks.<i>. prefix removed), once.
+func addLoRAModule(list []string, tensor string) []string {
+	name, ok := strings.CutSuffix(tensor, ".lora_A.weight")
+	if !ok {
+		return list
+	}
+	for _, p := range []string{"single_transformer_blocks.", "transformer_blocks."} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			if j := strings.IndexByte(rest, '.'); j >= 0 {
+				name = rest[j+1:]
+			}
+			break
+		}
+	}
+	if slices.Contains(list, name) {
+		return list
+	}
+	return append(list, name)
+}
+
 // loraRank returns the adapters' rank from the first lora_A group.
 func loraRank(m *Model) int64 {
 	for i := range m.groups {
@@ -374,8 +412,8 @@ func (p *Pipeline) validate() error {
 	if !p.UNet.valid() {
 		return gpumem.Errorf("Pipeline.UNet", "zero Model", gpumem.ErrInvalid, "build it with budget.NewModel")
 	}
-	if p.UNet.spec.Family != model.FamilyUNet || p.UNet.spec.UNet == nil {
-		return gpumem.Errorf("Pipeline.UNet", p.UNet.spec.Name, gpumem.ErrInvalid, "not a UNet2DConditionModel (family %q)", p.UNet.spec.Family)
+	if f := p.UNet.spec.Family; (f != model.FamilyUNet || p.UNet.spec.UNet == nil) && f != model.FamilyFlux && f != model.FamilySD3 {
+		return gpumem.Errorf("Pipeline.UNet", p.UNet.spec.Name, gpumem.ErrInvalid, "not a UNet2DConditionModel, FluxTransformer2DModel or SD3Transformer2DModel (family %q)", p.UNet.spec.Family)
 	}
 	if p.VAE.valid() && (p.VAE.spec.Family != model.FamilyVAE || p.VAE.spec.UNet == nil) {
 		return gpumem.Errorf("Pipeline.VAE", p.VAE.spec.Name, gpumem.ErrInvalid, "not an AutoencoderKL (family %q)", p.VAE.spec.Family)
@@ -430,6 +468,11 @@ func (p *Pipeline) validate() error {
 	}{{"Height", p.Height}, {"Width", p.Width}} {
 		if f.v%8 != 0 {
 			return gpumem.Errorf("Pipeline."+f.name, f.v, gpumem.ErrInvalid, "must be a multiple of 8 (the VAE's latent scale)")
+		}
+		if fam := p.UNet.spec.Family; (fam == model.FamilyFlux || fam == model.FamilySD3) && f.v%16 != 0 {
+			// 2×2 latent patches: FluxPipeline checks height and width
+			// are multiples of vae_scale_factor × 2.
+			return gpumem.Errorf("Pipeline."+f.name, f.v, gpumem.ErrInvalid, "must be a multiple of 16 for a %s transformer (2×2 patches of the latent)", fam)
 		}
 	}
 	if p.TextTokens < 0 || p.TextTokens > 1<<20 {

@@ -654,7 +654,15 @@ func (s Spec) checkAct(path string) error {
 		return s.validateJamba(path)
 	}
 	if l := layoutOf(&s); l == layoutFlux || l == layoutSD3 {
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported, "the activations of a Flux or SD3 transformer are not modelled (its parameters are)")
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
+			"a Flux or SD3 transformer runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline flux.1-dev or sd3-medium, or --diffusers DIR)")
+	}
+	if layoutOf(&s) == layoutZamba {
+		if err := s.validateZamba(path); err != nil {
+			return err
+		}
+		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
+			"the activations of a Zamba model are not modelled: its parameters, KV cache and Mamba state are (a load job)")
 	}
 	if l := layoutOf(&s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,

@@ -98,6 +98,16 @@ func (l LoRA) targets(s Spec) ([]string, error) {
 		// "to_q", "to_v", "to_out.0"]).
 		return diffusersUNetTargets, nil
 	}
+	switch s.Family {
+	case FamilyFlux:
+		// examples/dreambooth/train_dreambooth_lora_flux.py: the joint
+		// attention's projections of both streams and the feed-forwards.
+		return fluxLoRATargets, nil
+	case FamilySD3:
+		// examples/dreambooth/train_dreambooth_lora_sd3.py: the joint
+		// attention's projections of both streams.
+		return sd3LoRATargets, nil
+	}
 	t, ok := peftDefaultTargets[s.Family]
 	if !ok {
 		return nil, gpumem.Errorf("LoRA.Targets", nil, gpumem.ErrInvalid,

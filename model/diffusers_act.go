@@ -82,6 +82,12 @@ type DiffusionWorkload struct {
 	// LoRARank is the rank of LoRA adapters on to_q, to_k, to_v and
 	// to_out.0 (diffusers' LoRA scripts); zero: none.
 	LoRARank int64
+	// LoRATargets are the adapters' target_modules in an MMDiT
+	// transformer, matched as PEFT matches a list; nil: the DreamBooth
+	// LoRA scripts' defaults (MMDiTActivations).
+	LoRATargets []string
+
+	cpuLSE bool // the CPU oracle: SDPA's logsumexp rows unpadded
 }
 
 // DiffusionActivations are the activation figures of one pass.

@@ -35,6 +35,13 @@ var pipelines = map[string][]string{
 	"sd-1.5": {"sd-1.5-unet", "sd-1.5-vae", "sd-1.5-text-encoder"},
 	"sd-2.1": {"sd-2.1-unet", "sd-2.1-vae", "sd-2.1-text-encoder"},
 	"sdxl":   {"sdxl-unet", "sdxl-vae", "sdxl-text-encoder", "sdxl-text-encoder-2"},
+	// FLUX.1-dev's text_encoder is openai/clip-vit-large-patch14's
+	// CLIPTextModel, the same model as SD 1.5's.
+	"flux.1-dev": {"flux.1-dev-transformer", "flux.1-dev-vae", "sd-1.5-text-encoder", "flux.1-dev-text-encoder-2"},
+	// SD3's text_encoder_2 is CLIP ViT-bigG's text model with its
+	// projection, SDXL's text_encoder_2; text_encoder_3 the T5-XXL
+	// encoder FLUX.1 also uses.
+	"sd3-medium": {"sd3-medium-transformer", "sd3-medium-vae", "sd3-medium-text-encoder", "sdxl-text-encoder-2", "flux.1-dev-text-encoder-2"},
 }
 
 // pipelineAlias maps the Hub repositories and common names to the
@@ -47,6 +54,10 @@ func pipelineAlias(name string) string {
 		return "sd-2.1"
 	case "sdxl", "sdxl-base", "sd-xl", "stable-diffusion-xl-base-1.0", "stabilityai/stable-diffusion-xl-base-1.0":
 		return "sdxl"
+	case "flux.1-dev", "flux-dev", "flux", "black-forest-labs/flux.1-dev":
+		return "flux.1-dev"
+	case "sd3-medium", "sd3", "stable-diffusion-3-medium-diffusers", "stabilityai/stable-diffusion-3-medium-diffusers":
+		return "sd3-medium"
 	}
 	return ""
 }
@@ -90,9 +101,10 @@ func LookupPipeline(name string) (DiffusionPipeline, bool) {
 }
 
 // FromDiffusersDir reads a diffusers pipeline directory (a snapshot of
-// a Hub repository): unet/config.json and vae/config.json, and the text
-// encoders' text_encoder/config.json and text_encoder_2/config.json
-// where present. Errors name the file.
+// a Hub repository): unet/config.json (or, for FLUX.1 and SD3,
+// transformer/config.json) and vae/config.json, and the text encoders'
+// text_encoder, text_encoder_2 and text_encoder_3 config.json where
+// present. Errors name the file.
 func FromDiffusersDir(fsys fs.FS) (DiffusionPipeline, error) {
 	var p DiffusionPipeline
 	read := func(dir string, required bool) (Spec, bool, error) {
@@ -116,11 +128,20 @@ func FromDiffusersDir(fsys fs.FS) (DiffusionPipeline, error) {
 		return s, true, nil
 	}
 	var err error
-	if p.UNet, _, err = read("unet", true); err != nil {
+	var ok bool
+	if p.UNet, ok, err = read("unet", false); err != nil {
 		return DiffusionPipeline{}, err
 	}
-	if p.UNet.Family != FamilyUNet {
+	if ok && p.UNet.Family != FamilyUNet {
 		return DiffusionPipeline{}, gpumem.Errorf("unet/config.json", p.UNet.Family, gpumem.ErrUnsupported, "_class_name is not UNet2DConditionModel")
+	}
+	if !ok {
+		if p.UNet, _, err = read("transformer", true); err != nil {
+			return DiffusionPipeline{}, gpumem.Errorf("unet/config.json", "", gpumem.ErrInvalid, "neither unet/config.json nor transformer/config.json: %v", err)
+		}
+		if p.UNet.Family != FamilyFlux && p.UNet.Family != FamilySD3 {
+			return DiffusionPipeline{}, gpumem.Errorf("transformer/config.json", p.UNet.Family, gpumem.ErrUnsupported, "_class_name is not FluxTransformer2DModel or SD3Transformer2DModel")
+		}
 	}
 	if p.VAE, _, err = read("vae", true); err != nil {
 		return DiffusionPipeline{}, err
@@ -128,7 +149,7 @@ func FromDiffusersDir(fsys fs.FS) (DiffusionPipeline, error) {
 	if p.VAE.Family != FamilyVAE {
 		return DiffusionPipeline{}, gpumem.Errorf("vae/config.json", p.VAE.Family, gpumem.ErrUnsupported, "_class_name is not AutoencoderKL")
 	}
-	for _, dir := range []string{"text_encoder", "text_encoder_2"} {
+	for _, dir := range []string{"text_encoder", "text_encoder_2", "text_encoder_3"} {
 		s, ok, err := read(dir, false)
 		if err != nil {
 			return DiffusionPipeline{}, err

@@ -108,6 +108,24 @@ func TestDiffusersLoRA(t *testing.T) {
 	n, err = Finetune{Model: s, LoRA: LoRA{Rank: 4}}.TrainableParams(), Finetune{Model: s, LoRA: LoRA{Rank: 4}}.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, int64(797_184), n)
+	// FLUX.1-dev at rank 4 on ["to_k", "to_q", "to_v", "to_out.0"], as
+	// the flux-qlora post (huggingface/blog flux-qlora.md) prints it:
+	// "trainable params: 4,669,440 || all params: 11,906,077,760". By
+	// hand: 19 double-stream blocks with to_q, to_k, to_v, to_out.0 of
+	// 3072 (4·4·6144 = 98,304 each) and 38 single-stream blocks with
+	// to_q, to_k, to_v (73,728): 1,867,776 + 2,801,664.
+	s, _ = Lookup("flux.1-dev-transformer")
+	f = Finetune{Model: s, LoRA: LoRA{Rank: 4, Targets: []string{"to_k", "to_q", "to_v", "to_out.0"}}}
+	n, err = f.TrainableParams(), f.Validate()
+	require.NoError(t, err)
+	assert.Equal(t, int64(4_669_440), n)
+	assert.Equal(t, int64(11_906_077_760), s.Params()+n)
+	// The Flux DreamBooth LoRA script's default targets add the text
+	// stream's projections and both feed-forwards: rank 16, 44,826,624.
+	f = Finetune{Model: s, LoRA: LoRA{Rank: 16}}
+	n, err = f.TrainableParams(), f.Validate()
+	require.NoError(t, err)
+	assert.Equal(t, int64(19*(8*16*6144+4*16*(3072+12288))+38*3*16*6144), n)
 }
 
 func TestDiffusersConfigErrors(t *testing.T) {

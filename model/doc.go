@@ -32,9 +32,15 @@
 // (T5EncoderModel), CLIPTextModelWithProjection, and diffusers'
 // CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL,
 // FluxTransformer2DModel and SD3Transformer2DModel configs (by their
-// "_class_name"; Flux's and SD3's parameters only, model/flux.go and
+// "_class_name"; Flux's and SD3's parameters, model/flux.go and
 // model/sd3.go, SD3's persistent pos_embed buffer listed but not
-// trained), and mamba (MambaForCausalLM,
+// trained, and their activations in a pipeline, [Spec.MMDiTActivations],
+// model/mmdit_act.go, held to a CPU oracle of diffusers' own modules),
+// zamba and zamba2 (ZambaForCausalLM, Zamba2ForCausalLM, model/zamba.go:
+// parameters with the shared blocks counted once, exact against
+// transformers' own classes, the KV cache of each hybrid layer's
+// invocation of a shared block and every layer's Mamba state; their
+// activations are not modelled), and mamba (MambaForCausalLM,
 // model/mamba.go: parameters, the generation state [Spec.MambaState]
 // that budget counts instead of a KV cache, and the activations of the
 // mamba_ssm fused kernels' MambaInnerFn, derived by hand, or of
@@ -53,7 +59,9 @@
 // Transformer2DModels with their heads, transformer_layers_per_block and
 // text width, SDXL's text_time addition embedding, the VAE's encoder,
 // decoder and quant convolutions. The Stable Diffusion 1.5, 2.1 and XL
-// UNets, VAEs and text encoders are in the catalog. LoRA on a UNet
+// UNets, VAEs and text encoders are in the catalog, and FLUX.1-dev's and
+// SD3-medium's transformers, VAEs and text encoders (pipelines
+// "flux.1-dev" and "sd3-medium"). LoRA on a UNet
 // targets to_k, to_q, to_v and to_out.0 by default, as diffusers' LoRA
 // training scripts do. Their activations are budget's diffusion
 // pipeline's (budget.EstimatePipeline), not [Spec.Activations].
@@ -139,7 +147,7 @@
 // trainable predicate ([TrainParts], [FreezeParts]); [Finetune.Trainable] is the
 // tensor list an optimizer sizes its state from.
 //
-// [Lookup] and [Catalog] give 93 well-known models, each stored as its
+// [Lookup] and [Catalog] give 98 well-known models, each stored as its
 // published config.json (embedded, with its source address).
 //
 // # What is not modelled
@@ -159,7 +167,7 @@
 //
 // # Accuracy
 //
-// Parameter counts are exact against 85 published counts of
+// Parameter counts are exact against 92 published counts of
 // sum(p.numel() for p in model.parameters()) or the Hub's
 // safetensors.total, for every family above with a published figure
 // (Llama-2/3/3.1/3.2, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma 1/2/3,
@@ -167,12 +175,15 @@
 // Whisper, ViT, CLIP, SigLIP, LLaVA, DeepSeek-V2-Lite and V3, CogVideoX-5b's
 // transformer and T5 encoder, the Stable Diffusion 1.5, 2.1 and XL UNets,
 // VAEs and CLIP text encoders, FLUX.1-dev's and -schnell's transformers,
-// Mamba-130m and -2.8b, SD3-medium's MMDiT without its buffer, ResNet-50
+// FLUX.1's VAE, the T5-XXL encoder of FLUX.1 and SD3, SD3's CLIP-L with
+// projection, gpt-oss-20b and -120b, Mamba-130m and -2.8b, SD3-medium's
+// MMDiT without its buffer, ResNet-50
 // and -18, ConvNeXt-T, Swin-T, EfficientNet-B0 from torchvision's weights
 // metadata),
 // against three published PEFT LoRA
 // trainable counts, the SDXL UNet's rank-4 LoRA count of the diffusers
-// DreamBooth script (5,806,080) and one published MoE active count (Qwen3-30B-A3B);
+// DreamBooth script (5,806,080), FLUX.1-dev's rank-4 attention LoRA of the
+// flux-qlora post (4,669,440) and one published MoE active count (Qwen3-30B-A3B);
 // two more catalog counts (Falcon-7B, LLaVA-1.5-13B) are derived by hand
 // in the tests from the module definitions. DeepSeek-V3's published
 // 671,026,419,200 includes the 14,848 values of e_score_correction_bias,

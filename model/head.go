@@ -98,7 +98,7 @@ func (s Spec) headSupported(h Head) bool {
 		return true
 	case HeadCausalLM:
 		switch layoutOf(&s) {
-		case layoutBERT, layoutVision, layoutBackbone, layoutCLIPVision, layoutSiglipVision, layoutCLIPText, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutMamba, layoutMamba2, layoutJamba, layoutSD3, layoutMultimodal, layoutT5, layoutWhisper:
+		case layoutBERT, layoutVision, layoutBackbone, layoutCLIPVision, layoutSiglipVision, layoutCLIPText, layoutCogVideoX, layoutUNet, layoutVAE, layoutFlux, layoutMamba, layoutMamba2, layoutJamba, layoutZamba, layoutSD3, layoutMultimodal, layoutT5, layoutWhisper:
 			return false
 		}
 		return !s.EncoderOnly

@@ -32,7 +32,7 @@ var supportedFamilies = [...]string{
 	"whisper", "vit", "clip", "clip_vision_model", "clip_text_model",
 	"siglip", "siglip_vision_model", "llava", "deepseek_v2", "deepseek_v3",
 	"cogvideox", "gpt_oss", "llama4_text", "bloom", "qwen2_vl", "qwen2_5_vl",
-	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilyMamba2, FamilyJamba, FamilySD3,
+	FamilyUNet, FamilyVAE, FamilyFlux, "mamba", FamilyMamba2, FamilyJamba, FamilySD3, FamilyZamba, FamilyZamba2,
 	"resnet", "convnext", "swin", "efficientnet",
 }
 
@@ -467,6 +467,10 @@ func (c *config) spec(parent gpumem.DType) (Spec, error) {
 		e.err = c.jamba(&s)
 	case FamilySD3:
 		e.err = c.sd3(&s)
+	case FamilyZamba:
+		e.err = c.zamba(&s)
+	case FamilyZamba2:
+		e.err = c.zamba2(&s)
 	case "resnet", "convnext", "swin", "efficientnet":
 		e.err = c.backbone(&s)
 	case "clip", "siglip":

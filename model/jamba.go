@@ -133,6 +133,10 @@ func (s Spec) AttentionLayers() int64 {
 			return 0
 		}
 		return (s.Layers-1-s.SSM.AttnOffset)/s.SSM.AttnPeriod + 1
+	case layoutZamba:
+		// Each hybrid layer's invocation of the shared block keeps its
+		// own keys and values (Zamba*HybridDynamicCache.transformer_layers).
+		return s.zambaHybrids()
 	}
 	return s.Layers
 }

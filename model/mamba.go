@@ -117,8 +117,8 @@ func (s Spec) buildMamba(b *builder) {
 // layers only (its attention layers' keys and values are a KV cache).
 func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 	l := layoutOf(&s)
-	if l != layoutMamba && l != layoutMamba2 && l != layoutJamba {
-		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba, mamba2 or jamba model")
+	if l != layoutMamba && l != layoutMamba2 && l != layoutJamba && l != layoutZamba {
+		return 0, gpumem.Errorf("Spec.Family", s.Family, gpumem.ErrInvalid, "not a mamba, mamba2, jamba, zamba or zamba2 model")
 	}
 	// The layout's own field checks (not Validate, which builds the
 	// inventory): a generation estimate calls this and must not allocate.
@@ -128,6 +128,8 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 		err = s.validateMamba("Spec")
 	case layoutMamba2:
 		err = s.validateMamba2("Spec")
+	case layoutZamba:
+		err = s.validateZamba("Spec")
 	default:
 		err = s.validateJamba("Spec")
 	}
@@ -144,6 +146,9 @@ func (s Spec) MambaState(batch int64, dt gpumem.DType) (gpumem.Bytes, error) {
 		per, ok = s.mamba2State()
 	case layoutJamba:
 		per, ok = s.jambaState()
+		layers = 1
+	case layoutZamba:
+		per, ok = s.zambaState()
 		layers = 1
 	}
 	n, ok2 := checked.MulAll(layers, batch, per)

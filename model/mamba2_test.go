@@ -57,7 +57,7 @@ func TestSSMParams(t *testing.T) {
 			assert.Equal(t, shape, got[name], name)
 		}
 	}
-	assert.Equal(t, 4, n)
+	assert.Equal(t, 8, n)
 }
 
 func TestMamba2Config(t *testing.T) {

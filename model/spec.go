@@ -287,6 +287,10 @@ type Spec struct {
 	// UNet is the architecture of a diffusers UNet2DConditionModel
 	// (Family FamilyUNet) or AutoencoderKL (FamilyVAE); nil otherwise.
 	UNet *UNet
+	// Zamba holds a Zamba or Zamba2 model's shared blocks (Family
+	// FamilyZamba, FamilyZamba2); nil otherwise. Its Mamba layers are
+	// in SSM, the hybrid ones named in LayerTypes.
+	Zamba *Zamba
 
 	// Backbone holds the stages of a hierarchical vision backbone
 	// (resnet, convnext, swin); see vision_cnn.go.
@@ -431,6 +435,9 @@ func (s Spec) validateFields(path string) error {
 	}
 	if l == layoutJamba {
 		return s.validateJamba(path)
+	}
+	if l == layoutZamba {
+		return s.validateZamba(path)
 	}
 	pos := func(name string, v int64) error {
 		if v <= 0 {

@@ -134,30 +134,28 @@ var publishedParams = []struct {
 	// it includes the 58×256 fp32 e_score_correction_bias values, which
 	// transformers' DeepseekV3TopkRouter registers as a buffer.
 	{"deepseek-v3", 671_026_419_200, "checkpoint-header audit \"DSv3 exact main-model parameter count ... 671026419200\""},
-}
-
-// computedParams could not be confirmed against a published figure; they
-// are computed from the Hugging Face module definitions, derived by hand:
-var computedParams = []struct {
-	name string
-	want int64
-	how  string
-}{
-	// SD3-medium's MMDiT: the published 2,028,328,000 (sum of
-	// parameters(), TestSD3) plus the persistent pos_embed buffer the
+	// The 16-channel AutoencoderKL of FLUX.1 (no quant_conv, no
+	// post_quant_conv): a tensor comparison of a derived VAE with
+	// FLUX.1-dev's, "244 tensors, 83819683 values", and a pipeline
+	// component table, "vae","params":83819683.
+	{"flux.1-dev-vae", 83_819_683, "\"boogu vs flux1: 244 tensors, 83819683 values\"; component table \"vae\",\"params\":83819683"},
+	// The T5-XXL encoder (T5EncoderModel of google/t5-v1_1-xxl), FLUX.1's
+	// text_encoder_2 and SD3's text_encoder_3, and SD3's CLIP-L with
+	// projection: a module summary of stable-diffusion-3-medium-diffusers
+	// ("text_encoder 123650304", "text_encoder_3 4762310656").
+	{"flux.1-dev-text-encoder-2", 4_762_310_656, "SD3-medium module summary \"text_encoder_3 ... 4762310656\"; PixArt conditioning parameter_count == 4762310656"},
+	{"sd3-medium-text-encoder", 123_650_304, "SD3-medium module summary \"text_encoder ... 123650304\""},
+	// SD3-medium's MMDiT: 2,028,328,000 in a module summary of
+	// stable-diffusion-3-medium-diffusers (sum of parameters(), TestSD3) plus the persistent pos_embed buffer the
 	// checkpoint stores, 192²·1536 = 56,623,104 values.
-	{"sd3-medium-transformer", 2_084_951_104, "published parameters 2,028,328,000 + pos_embed buffer 56,623,104"},
-	// Jamba-v0.1 (JambaForCausalLM): the model card gives "52B total
-	// parameters, 12B active" and the Hub 51.6B; the exact count is
-	// transformers' own class at JambaConfig's defaults, which are
-	// Jamba-v0.1's, on the meta device (testdata/oracle/ssm_params.json).
-	{"jamba-v0.1", 51_570_323_328, "model card 52B (Hub 51.6B); JambaForCausalLM(JambaConfig()) sums 51570323328"},
+	{"sd3-medium-transformer", 2_084_951_104, "SD3-medium module summary \"transformer ... 2028328000\" + pos_embed buffer 56,623,104"},
 	// SD 2.1's text encoder (CLIPTextModel of OpenCLIP ViT-H, 23 of its
 	// 24 layers), H=1024, I=4096: embeddings 49408·1024 + 77·1024 =
 	// 50,672,640; per layer q/k/v/out 4·(1024²+1024) = 4,198,400, fc1
 	// 1024·4096+4096, fc2 4096·1024+1024, two LayerNorms 4·1024: 12,596,224;
-	// × 23 = 289,713,152; final LayerNorm 2,048. Total 340,387,840.
-	{"sd-2.1-text-encoder", 340_387_840, "recount of CLIPTextModel with the config's sizes"},
+	// × 23 = 289,713,152; final LayerNorm 2,048. Total 340,387,840, the size of
+	// the flat parameter buffer a compiled SD 2.1 pipeline loads.
+	{"sd-2.1-text-encoder", 340_387_840, "a compiled SD 2.1 pipeline's flat text-encoder parameter buffer MemRef<float, 1> arg0_text_encoder({340387840})"},
 	// gpt-oss (transformers v4.55.0 modeling_gpt_oss.py), H=2880, 64
 	// query heads and 8 KV heads of 64, V=201088, experts of I=2880, all
 	// projections biased. Per layer: q 2880·4096+4096 = 11,800,576;
@@ -167,11 +165,29 @@ var computedParams = []struct {
 	// 2880·2880+2880 = 8,297,280 = 24,891,840. Embed and lm_head
 	// 201088·2880 = 579,133,440 each, final norm 2,880.
 	// 20b: 24·(26,550,144 + 5,760 + 92,192 + 32·24,891,840) + 2·579,133,440
-	// + 2,880 = 20,914,757,184; OpenAI's model card: 20.91B total.
-	{"gpt-oss-20b", 20_914_757_184, "recount; gpt-oss model card table 20.91B"},
+	// + 2,880 = 20,914,757,184; OpenAI's model card: 20.91B total; the
+	// GGUF's general.parameter_count (Ollama's show) is 20914757184.
+	{"gpt-oss-20b", 20_914_757_184, "GGUF general.parameter_count 20914757184 (Ollama show); model card 20.91B"},
 	// 120b: 36·(26,550,144 + 5,760 + 368,768 + 128·24,891,840) +
 	// 1,158,266,880 + 2,880 = 116,829,156,672; model card: 116.83B.
-	{"gpt-oss-120b", 116_829_156_672, "recount; gpt-oss model card table 116.83B"},
+	{"gpt-oss-120b", 116_829_156_672, "GGUF general.parameter_count 116829156672 (Ollama show, llama.cpp n-params); model card 116.83B"},
+}
+
+// computedParams could not be confirmed against a published figure; they
+// are computed from the Hugging Face module definitions, derived by hand:
+var computedParams = []struct {
+	name string
+	want int64
+	how  string
+}{
+	// SD3-medium's VAE: FLUX.1's architecture (latent_channels 16, no
+	// quant convolutions), the same count.
+	{"sd3-medium-vae", 83_819_683, "the FLUX.1 VAE's count: same block_out_channels, latent_channels 16, no quant convs"},
+	// Jamba-v0.1 (JambaForCausalLM): the model card gives "52B total
+	// parameters, 12B active" and the Hub 51.6B; the exact count is
+	// transformers' own class at JambaConfig's defaults, which are
+	// Jamba-v0.1's, on the meta device (testdata/oracle/ssm_params.json).
+	{"jamba-v0.1", 51_570_323_328, "model card 52B (Hub 51.6B); JambaForCausalLM(JambaConfig()) sums 51570323328"},
 	// Llama 4 Scout's text model (transformers v4.51.0
 	// modeling_llama4.py), H=5120, 40 query and 8 KV heads of 128,
 	// V=202048, 48 layers all MoE (interleave_moe_layer_step 1), 16
@@ -183,7 +199,7 @@ var computedParams = []struct {
 	// 105,700,884,480 + embed and lm_head 2·202048·5120 = 2,068,971,520 +
 	// norm 5,120 = 107,769,861,120. Meta's "109B total" adds the vision
 	// encoder and projector (about 0.9B), which are not modelled.
-	{"llama-4-scout-17b-16e-text", 107_769_861_120, "recount; Meta's 109B total includes the vision encoder"},
+	{"llama-4-scout-17b-16e-text", 107_769_861_120, "recount; a design note states the checkpoint's 108,641,793,536 as 107,769,861,120 text + 871,932,416 vision"},
 	// Maverick's text model: 128 experts in every second layer
 	// (interleave_moe_layer_step 2: layers 1, 3, ..., 47), dense layers
 	// of intermediate_size_mlp 16384. 48·(62,914,560 + 10,240) +

@@ -40,6 +40,7 @@ const (
 	layoutJamba        // transformers JambaForCausalLM
 	layoutSD3          // diffusers SD3Transformer2DModel
 	layoutBackbone     // resnet, convnext, swin (vision_cnn.go)
+	layoutZamba        // transformers ZambaForCausalLM, Zamba2ForCausalLM
 )
 
 func layoutOf(s *Spec) layout {
@@ -90,6 +91,8 @@ func layoutOf(s *Spec) layout {
 		return layoutJamba
 	case FamilySD3:
 		return layoutSD3
+	case FamilyZamba, FamilyZamba2:
+		return layoutZamba
 	case "resnet", "convnext", "swin", "efficientnet":
 		return layoutBackbone
 	}
@@ -333,6 +336,8 @@ func (s Spec) build(b *builder) {
 		s.buildJamba(b)
 	case layoutSD3:
 		s.buildSD3(b)
+	case layoutZamba:
+		s.buildZamba(b)
 	case layoutBackbone:
 		s.buildBackbone(b)
 	}

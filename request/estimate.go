@@ -249,6 +249,7 @@ type Pipeline struct {
 	PrecomputeText bool            `json:"precompute_text"`
 	FrozenDType    string          `json:"frozen_dtype"`
 	VAEDType       string          `json:"vae_dtype"`
+	MaxSeqLen      int             `json:"max_sequence_length"`
 	GPU            string          `json:"gpu"`
 	Memory         json.RawMessage `json:"memory"`
 }

@@ -28,6 +28,7 @@ type pipelineFlags struct {
 	vaeSlicing, vaeTiling        bool
 	cacheLatents, precomputeText bool
 	frozenDType, vaeDType        string
+	maxSeqLen                    int
 }
 
 func (p *pipelineFlags) register(fs *flag.FlagSet) {
@@ -44,6 +45,7 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.precomputeText, "precompute-text", false, "with --pipeline: prompt embeddings computed beforehand and the text encoders not on the GPU (the DreamBooth LoRA scripts without --train_text_encoder; a pipeline loaded with text_encoder=None)")
 	fs.StringVar(&p.frozenDType, "frozen-dtype", "", "with --pipeline: the storage of the frozen VAE, text encoders and LoRA base (weight_dtype; default the compute dtype)")
 	fs.StringVar(&p.vaeDType, "vae-dtype", "", "with --pipeline: the VAE's storage when it differs (the SDXL scripts keep it in fp32)")
+	fs.IntVar(&p.maxSeqLen, "max-sequence-length", 0, "with a FLUX.1 or SD3 pipeline: the T5 prompt tokens in the joint attention (the pipelines' and scripts' max_sequence_length; default 512 for FLUX.1, 256 for SD3, whose 77 CLIP tokens come first)")
 }
 
 // given reports whether a pipeline was named.
@@ -56,7 +58,7 @@ func (p *pipelineFlags) usedWithout(fs *flag.FlagSet) string {
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "resolution", "height", "width", "guidance-scale", "cpu-offload", "vae-slicing", "vae-tiling",
-			"cache-latents", "precompute-text", "frozen-dtype", "vae-dtype":
+			"cache-latents", "precompute-text", "frozen-dtype", "vae-dtype", "max-sequence-length":
 			if used == "" {
 				used = f.Name
 			}
@@ -159,7 +161,13 @@ func (p *pipelineFlags) build(f *request.Flags, d model.DiffusionPipeline) (budg
 	pl.Batch = f.Batch
 	side := p.resolution
 	if side == 0 {
-		side = int(d.UNet.UNet.SampleSize) * 8
+		if d.UNet.UNet != nil {
+			side = int(d.UNet.UNet.SampleSize) * 8
+		} else {
+			// FluxPipeline's and StableDiffusion3Pipeline's
+			// default_sample_size 128 latents.
+			side = 128 * 8
+		}
 	}
 	pl.Height, pl.Width = side, side
 	if p.height > 0 {
@@ -175,11 +183,16 @@ func (p *pipelineFlags) build(f *request.Flags, d model.DiffusionPipeline) (budg
 		if x.v < 0 || x.v%8 != 0 || x.v > 1<<20 {
 			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 8 pixels (the VAE's latent scale), at most 2^20", request.ErrUsage, x.flag, x.v)
 		}
+		if d.UNet.UNet == nil && x.v%16 != 0 {
+			return pl, dev, fmt.Errorf("%w: --%s %d: want a multiple of 16 pixels for a %s transformer (2×2 patches of the latent)", request.ErrUsage, x.flag, x.v, d.UNet.Family)
+		}
 	}
 	if pl.Height < 8 || pl.Width < 8 {
 		return pl, dev, fmt.Errorf("%w: --resolution: the UNet's config gives no sample_size; give --resolution", request.ErrUsage)
 	}
-	if p.guidance > 1 && !f.Train {
+	if p.guidance > 1 && !f.Train && d.UNet.Family != model.FamilyFlux {
+		// FLUX.1's guidance scale is an input embedding, not a second
+		// batch.
 		pl.Guidance = true
 	}
 	if f.Train {
@@ -202,6 +215,18 @@ func (p *pipelineFlags) build(f *request.Flags, d model.DiffusionPipeline) (budg
 		}
 	}
 	pl.CPUOffload, pl.VAESlicing, pl.VAETiling = p.cpuOffload, p.vaeSlicing, p.vaeTiling
+	if p.maxSeqLen != 0 {
+		if d.UNet.UNet != nil {
+			return pl, dev, fmt.Errorf("%w: --max-sequence-length: a FLUX.1 or SD3 pipeline's option (the UNet's text is CLIP's 77 tokens)", request.ErrUsage)
+		}
+		if p.maxSeqLen < 1 || p.maxSeqLen > 1<<20 {
+			return pl, dev, fmt.Errorf("%w: --max-sequence-length %d: want a token count in [1, 2^20]", request.ErrUsage, p.maxSeqLen)
+		}
+		pl.TextTokens = p.maxSeqLen
+		if d.UNet.Family == model.FamilySD3 {
+			pl.TextTokens += 77 // the CLIP tokens, concatenated before T5's
+		}
+	}
 	ft := model.Finetune{Model: d.UNet}
 	if f.LoRARank < 0 {
 		return pl, dev, fmt.Errorf("%w: --lora-rank %d: must not be negative", request.ErrUsage, f.LoRARank)
@@ -321,10 +346,14 @@ func runPipeline(p *pipelineFlags, f *request.Flags, lim *budget.Limits, headroo
 	}
 	b := e.need.Breakdown
 	what := "a pipeline call"
+	denoiser := "UNet"
+	if d.UNet.UNet == nil {
+		denoiser = "transformer"
+	}
 	if pl.Mode == budget.Training {
-		what = "UNet training"
+		what = denoiser + " training"
 		if f.LoRARank > 0 {
-			what = "UNet LoRA r=" + strconv.FormatInt(f.LoRARank, 10) + " training"
+			what = denoiser + " LoRA r=" + strconv.FormatInt(f.LoRARank, 10) + " training"
 		}
 	}
 	fmt.Fprintf(out, "%s pipeline: %s, batch %d at %d×%d (latent %d×%d), %s precision", request.Clean(d.Name), what, pl.Batch,
@@ -339,7 +368,7 @@ func runPipeline(p *pipelineFlags, f *request.Flags, lim *budget.Limits, headroo
 		fmt.Fprint(out, ", model CPU offload")
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "parameters: unet %s", gpumem.Thousands(d.UNet.Params()))
+	fmt.Fprintf(out, "parameters: %s %s", strings.ToLower(denoiser), gpumem.Thousands(d.UNet.Params()))
 	if pl.Mode == budget.Training {
 		_, trainable := pl.UNet.Params()
 		fmt.Fprintf(out, " (trainable %s)", gpumem.Thousands(trainable))
@@ -359,7 +388,7 @@ func runPipeline(p *pipelineFlags, f *request.Flags, lim *budget.Limits, headroo
 			name := c.Name
 			switch name {
 			case "weights":
-				name = "weights (unet)"
+				name = "weights (" + strings.ToLower(denoiser) + ")"
 			case "extra_models", "extra models":
 				name = "frozen models (vae, text encoders)"
 			}
@@ -390,7 +419,7 @@ func pipelineFlagError(fe *gpumem.FieldError) error {
 		"Pipeline.Batch": "--batch", "Pipeline.Height": "--height", "Pipeline.Width": "--width",
 		"Pipeline.Precision": "--precision", "Pipeline.Optimizer": "--optimizer", "Pipeline.Attention": "--attention",
 		"Pipeline.GradAccum": "--grad-accum", "Pipeline.CPUOffload": "--cpu-offload", "Pipeline.UNet": "--lora-rank",
-		"Pipeline.FrozenDType": "--frozen-dtype", "Pipeline.VAEDType": "--vae-dtype", "Pipeline.TextTokens": "--pipeline",
+		"Pipeline.FrozenDType": "--frozen-dtype", "Pipeline.VAEDType": "--vae-dtype", "Pipeline.TextTokens": "--max-sequence-length",
 	}
 	if fl, ok := flags[fe.Field]; ok {
 		return fmt.Errorf("%s %v: %v", fl, fe.Value, fe.Err)
@@ -408,7 +437,7 @@ func estimatePipelineFlags(fs *flag.FlagSet, p *pipelineFlags, f *request.Flags,
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "pipeline", "diffusers", "resolution", "height", "width", "guidance-scale", "cpu-offload", "vae-slicing",
-			"vae-tiling", "cache-latents", "precompute-text", "frozen-dtype", "vae-dtype",
+			"vae-tiling", "cache-latents", "precompute-text", "frozen-dtype", "vae-dtype", "max-sequence-length",
 			"train", "infer", "batch", "grad-accum", "precision", "optimizer", "optimizer-impl", "momentum", "nesterov",
 			"attention", "checkpointing", "lora-rank", "lora-targets", "gpu", "memory", "json", "headroom":
 		default:

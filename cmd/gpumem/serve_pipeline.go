@@ -46,7 +46,8 @@ func (s *server) pipeline(out io.Writer, r *http.Request, body []byte) error {
 	}
 	pf := pipelineFlags{pipeline: req.Pipeline, resolution: req.Resolution, height: req.Height, width: req.Width,
 		guidance: 7.5, cpuOffload: req.CPUOffload, vaeSlicing: req.VAESlicing, vaeTiling: req.VAETiling,
-		cacheLatents: req.CacheLatents, precomputeText: req.PrecomputeText, frozenDType: req.FrozenDType, vaeDType: req.VAEDType}
+		cacheLatents: req.CacheLatents, precomputeText: req.PrecomputeText, frozenDType: req.FrozenDType, vaeDType: req.VAEDType,
+		maxSeqLen: req.MaxSeqLen}
 	if req.GuidanceScale != nil {
 		pf.guidance = *req.GuidanceScale
 	}

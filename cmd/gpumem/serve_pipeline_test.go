@@ -23,6 +23,9 @@ func TestServePipelineMatchesCLI(t *testing.T) {
 			`{"pipeline":"sdxl","mode":"train","lora_rank":4,"checkpointing":"full","gpu":"rtx4090"}`},
 		{[]string{"--pipeline", "sd-1.5", "--infer", "--batch", "4", "--vae-slicing", "--guidance-scale", "1", "--memory", "8GB"},
 			`{"pipeline":"sd-1.5","batch":4,"vae_slicing":true,"guidance_scale":1,"memory":"8GB"}`},
+		{[]string{"--pipeline", "flux.1-dev", "--train", "--lora-rank", "4", "--precision", "bf16-mixed", "--checkpointing", "full",
+			"--max-sequence-length", "77", "--cache-latents", "--precompute-text", "--height", "768", "--width", "512"},
+			`{"pipeline":"flux.1-dev","mode":"train","lora_rank":4,"precision":"bf16-mixed","checkpointing":"full","max_sequence_length":77,"cache_latents":true,"precompute_text":true,"height":768,"width":512}`},
 	} {
 		code, want, errOut := runCLI(t, "", append([]string{"estimate", "--json"}, tc.args...)...)
 		require.Equal(t, exitOK, code, errOut)
@@ -48,6 +51,9 @@ func TestServePipelineErrors(t *testing.T) {
 		{`{"pipeline":"sdxl","batch":0}`, "batch", http.StatusBadRequest},
 		{`{"pipeline":"sdxl","memory":"0"}`, "memory", http.StatusBadRequest},
 		{`{"pipeline":"sdxl","seq":77}`, "seq", http.StatusBadRequest},
+		{`{"pipeline":"sdxl","max_sequence_length":77}`, "max_sequence_length", http.StatusBadRequest},
+		{`{"pipeline":"flux.1-dev","max_sequence_length":-1}`, "max_sequence_length", http.StatusBadRequest},
+		{`{"pipeline":"sd3-medium","resolution":1000}`, "resolution", http.StatusBadRequest},
 	} {
 		w := do(t, h, http.MethodPost, "/v1/pipeline", "application/json", strings.NewReader(tc.body))
 		assert.Equal(t, tc.status, w.Code, "%s: %s", tc.body, w.Body.String())

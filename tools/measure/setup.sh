@@ -26,7 +26,7 @@ if [ ! -e "$CHROOT/.ready" ]; then
 	chroot "$CHROOT" apt-get update
 	chroot "$CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 		python3-torch libopenblas0-openmp python3-regex python3-tqdm python3-safetensors python3-numpy \
-		python3-yaml python3-filelock python3-packaging python3-requests
+		python3-yaml python3-filelock python3-packaging python3-requests python3-pil
 	touch "$CHROOT/.ready"
 fi
 

@@ -90,4 +90,6 @@ HUB_VALUES = {
     "enable_progress_bars": lambda *a, **k: None,
     "is_offline_mode": lambda *a, **k: True,
     "REGEX_COMMIT_HASH": re.compile(r"^[0-9a-f]{40}$"),
+    # diffusers decorates its hub functions at import time.
+    "validate_hf_hub_args": lambda fn: fn,
 }

@@ -13,7 +13,7 @@ import (
 // checkpointing ("none", "full"), lora_rank and grad_accum keep their
 // meaning.
 type PipelineJob struct {
-	// Name is a model.LookupPipeline name ("sdxl").
+	// Name is a model.LookupPipeline name ("sdxl", "flux.1-dev").
 	Name          string  `json:"name"`
 	Height        int     `json:"height"`
 	Width         int     `json:"width"`
@@ -86,11 +86,15 @@ func (j *Job) pipeline() (budget.Pipeline, error) {
 	}
 	p.Batch, p.GradAccum = j.Batch, j.GradAccum
 	p.Height, p.Width = pj.Height, pj.Width
+	side := 128 * 8 // FluxPipeline's and StableDiffusion3Pipeline's default_sample_size 128
+	if d.UNet.UNet != nil {
+		side = int(d.UNet.UNet.SampleSize) * 8
+	}
 	if p.Height == 0 {
-		p.Height = int(d.UNet.UNet.SampleSize) * 8
+		p.Height = side
 	}
 	if p.Width == 0 {
-		p.Width = int(d.UNet.UNet.SampleSize) * 8
+		p.Width = side
 	}
 	p.Guidance = p.Mode == budget.Prefill && pj.GuidanceScale > 1
 	p.CPUOffload, p.VAESlicing, p.VAETiling = pj.CPUOffload, pj.VAESlicing, pj.VAETiling
@@ -135,5 +139,5 @@ func (j *Job) estimatePipeline(env *StatedEnv) (budget.Breakdown, string, error)
 	if err != nil {
 		return budget.Breakdown{}, "", err
 	}
-	return e.Breakdown, model.FamilyUNet, nil
+	return e.Breakdown, p.UNet.Spec().Family, nil
 }
