@@ -2169,6 +2169,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		// which generate() makes one at a time; not counted.)
 		eb.heldBias = c.m(e, w.Batch, eb.H, encLen, encLen)
 	}
+	if l == layoutWhisper && !w.Train {
+		whisperHeld(c, &eb, w, esh, enc.Layers)
+	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
 	a.Tokens = w.SeqLen
@@ -2198,6 +2201,14 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutT5 {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
 		}
+	} else if l == layoutWhisper {
+		// A pass without a graph saves nothing, but the caller holds the
+		// log-mel features it passed (input_features, B·M·2F in the
+		// compute dtype) until the pass returns, as a training step's
+		// conv1 saves them; measured on the CPU (testdata/measured/cpu,
+		// Whisper prefill rows: the level before the pass holds the
+		// parameters and the inputs).
+		a.Embedding = gpumem.Bytes(c.m(e, w.Batch, s.MelBins, 2, encLen))
 	}
 	c.head(a, &s, w, e, dT, dT, false)
 	var flops int64
