@@ -111,7 +111,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	f.front = a.Embedding + a.TokenIDs + a.Shared
 	f.ids = a.TokenIDs
 	f.shared = a.Shared
-	if lm := j.Model.spec.LM(); j.Mode != Training && !f.encoder && lm.Vocab > 0 && a.Logits > 0 {
+	if lm := j.Model.spec.LM(); j.Mode != Training && lm.Vocab > 0 && a.Logits > 0 {
 		// A pass without a graph makes the logits from the final
 		// hidden states, which the CausalLM's forward holds
 		// (hidden_states = outputs.last_hidden_state; a logits_to_keep
@@ -127,6 +127,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		in := a.Logits / gpumem.Bytes(lm.Vocab) * gpumem.Bytes(lm.Hidden)
 		if lm.Family == "bert" || lm.Family == "roberta" {
 			in *= 2
+		}
+		if f.encoder {
+			in = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.Vocab)/gpumem.Bytes(max(a.Tokens, 1)))
 		}
 		f.headIn = in
 	}
@@ -246,8 +249,20 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 
 // workload is the activation model's view of j in the compute dtype dt.
 func workload(j *Job, dt gpumem.DType) model.Workload {
+	seq, encLen := int64(j.SeqLen), int64(0)
+	if j.Mode == Generation {
+		// generate() runs a text encoder–decoder's encoder over the
+		// prompt and its decoder's prompt pass over the one decoder
+		// start token (Spec.EncoderInput; GenerationMixin.
+		// _prepare_decoder_input_ids_for_generation, generation/utils.py
+		// at transformers v4.57.1), as the KV cache counts them.
+		if n, text := j.Model.spec.EncoderInput(seq); text {
+			seq, encLen = 1, n
+		}
+	}
 	return model.Workload{
-		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
+		SeqLen: seq, EncoderLen: encLen,
+		Batch: int64(j.Batch), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images), Autocast: j.Precision.autocast(),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
@@ -278,4 +293,26 @@ func (j *Job) headGrad() gpumem.DType {
 	}
 	w, _, _, _ := j.Precision.dtypes()
 	return w
+}
+
+// encDecHeadIn is what an encoder–decoder's pass without a graph holds
+// beside the logits as its head makes them, given in, the decoder's final
+// hidden states (B·S·h), and per, one position's logits bytes over the
+// vocabulary (B in the logits' dtype): the encoder's output, which the
+// forward keeps in encoder_outputs (B·Senc·h), and T5's rescaled copy of
+// the decoder output before a tied head (sequence_output *
+// model_dim**-0.5, a new tensor: T5ForConditionalGeneration.forward,
+// modeling_t5.py at transformers v4.57.1, commit 8cb5963c). Whisper's
+// proj_out reads the decoder output as it is (modeling_whisper.py).
+// Measured on the CPU (testdata/measured/cpu, T5 eager prefill rows at
+// sequence 64: the logits moment holds the logits and these three, to
+// the ids).
+func encDecHeadIn(j *Job, in, per gpumem.Bytes) gpumem.Bytes {
+	s := j.Model.spec
+	enc, _ := s.EncoderInput(int64(j.SeqLen))
+	out := in + per*gpumem.Bytes(enc)*gpumem.Bytes(s.Hidden)
+	if s.Family == "t5" && s.TiedEmbeddings {
+		out += in
+	}
+	return out
 }

@@ -1017,9 +1017,17 @@ type actBlock struct {
 	// heldBias: bytes a pass without a graph holds through every block
 	// of the stack beside them (T5's position biases).
 	heldBias int64
-	moe      *MoE // routed experts replace the MLP
-	noRenorm bool // the top-k routing weights are used as they are (Jamba)
-	mla      *MLA // DeepSeek latent attention projections
+	// keepsScores: the attention binds the scores and the probabilities
+	// to two locals (T5Attention), so without a graph both are alive at
+	// probs@v, beside matmul's contiguous copy of v and its output.
+	keepsScores bool
+	// firstMoment: bytes the stack's first block holds, without a graph,
+	// at a moment of its own beyond the per-block figure (T5's
+	// relative-position buckets: t5FirstMoment), everything counted.
+	firstMoment int64
+	moe         *MoE // routed experts replace the MLP
+	noRenorm    bool // the top-k routing weights are used as they are (Jamba)
+	mla         *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1138,6 +1146,9 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		// the softmax's input, conversion and result, or its input,
 		// result and cast copy.
 		live = c.a(q, k, v, c.m(actMax(2*e, e+conv+sm, sm+2*e*actB2i(sm != e)), Pc))
+		if bl.keepsScores {
+			live = actMax(live, c.a(q, k, c.m(2, v), out, c.m(2*e, Pc)))
+		}
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
 		if sm != e {
@@ -1360,7 +1371,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	if bl.heldHidden > 1 {
 		held, heldAttn = c.m(bl.heldHidden, eTh), c.m(bl.heldAttn, eTh)
 	}
-	x.noGrad = c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias)
+	x.noGrad = actMax(c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias), bl.firstMoment)
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -2164,10 +2175,18 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		// keeps the position_bias its first layer's attention returns,
 		// the relative bias plus the mask, batch × heads × query × key
 		// in the compute dtype, for every later layer: the encoder's
-		// self-attention bias. (The decoder keeps its self-attention
-		// bias and the cross-attention's too, over its own queries,
-		// which generate() makes one at a time; not counted.)
+		// self-attention bias. The decoder keeps its own (t5HeldDecoder).
 		eb.heldBias = c.m(e, w.Batch, eb.H, encLen, encLen)
+		db.heldBias = t5HeldDecoder(c, &db, dsh)
+		t5Held(&eb, &db)
+		eb.firstMoment = t5FirstMoment(c, &eb, esh, s.Hidden, true, 0)
+		db.firstMoment = t5FirstMoment(c, &db, dsh, s.Hidden, false, c.a(c.m(e, w.Batch, encLen, s.Hidden), c.m(e, w.Batch, w.SeqLen, w.SeqLen)))
+	}
+	if !w.Train {
+		// The decoder runs beside the encoder's output, which the
+		// encoder–decoder's forward holds (encoder_outputs) and every
+		// cross-attention reads.
+		db.heldBias = c.a(db.heldBias, c.m(e, w.Batch, encLen, s.Hidden))
 	}
 	if l == layoutWhisper && !w.Train {
 		whisperHeld(c, &eb, w, esh, enc.Layers)

@@ -37,3 +37,73 @@ func whisperHeld(c *actCalc, eb *actBlock, w Workload, sh actShape, layers int64
 		eb.heldBias = c.a(eb.heldBias, c.m(sh.e, sh.b, heads, sh.s, sh.s))
 	}
 }
+
+// t5HeldDecoder returns what T5's decoder stack holds, in a pass without
+// a graph, through every decoder block beside the block's own tensors
+// (modeling_t5.py at transformers v4.57.1, commit 8cb5963c): T5Stack.
+// forward keeps the position_bias and encoder_decoder_position_bias its
+// first block returns (layer_outputs[1] and [2]) for every later block,
+// and the 4-D causal mask _update_causal_mask made. T5Attention.forward
+// makes the self-attention's as compute_bias(q, k), 1·H·S·S, plus that
+// mask, B·1·S·S: B·H·S·S in the compute dtype; the cross-attention's,
+// which has no relative bias, as torch.zeros((1, H, S, Senc)) plus the
+// inverted encoder mask, B·1·1·Senc: B·H·S·Senc. Measured on the CPU
+// (testdata/measured/cpu, T5 eager prefill rows: the level after the
+// decoder's final norm drops by the mask and the two biases).
+func t5HeldDecoder(c *actCalc, db *actBlock, sh actShape) int64 {
+	return c.a(c.m(sh.e, sh.b, db.H, sh.s, sh.s), c.m(sh.e, sh.b, db.H, sh.s, sh.sk), c.m(sh.e, sh.b, sh.s, sh.s))
+}
+
+// t5Held sets the hidden-size tensors T5's stacks hold, in a pass without
+// a graph, beside each block's own (modeling_t5.py at transformers
+// v4.57.1, commit 8cb5963c): T5Stack.forward keeps inputs_embeds for the
+// whole stack (hidden_states = self.dropout(inputs_embeds), the same
+// tensor in eval, is the first block's input only) and its loop variable
+// the block's input; T5LayerSelfAttention and T5LayerCrossAttention hold
+// their layer_norm's output through the attention, T5Block the output of
+// each sub-layer before it (the decoder's cross-attention runs beside the
+// self-attention's output), and T5LayerFF its input and layer_norm's
+// output through DenseReluDense. The encoder: three through the
+// attention, four through the MLP; the decoder: four and five. T5Attention
+// binds scores and attn_weights (softmax(scores.float()).type_as(scores))
+// to two locals, so both are alive at attn_weights@value_states, beside
+// matmul's contiguous copy of the transposed value_states and the
+// product (keepsScores). Measured on the CPU (testdata/measured/cpu, T5
+// eager prefill rows).
+func t5Held(eb, db *actBlock) {
+	eb.heldHidden, eb.heldAttn = 4, 3
+	db.heldHidden, db.heldAttn = 5, 4
+	eb.keepsScores, db.keepsScores = true, true
+}
+
+// t5FirstMoment returns the first block's largest moment of T5's stack
+// without a graph, held the bytes the stack holds beside it then: the
+// first T5Attention with a relative bias computes the bias after the
+// scores (modeling_t5.py at transformers v4.57.1, commit 8cb5963c:
+// scores = matmul(q, kᵀ), then compute_bias), and compute_bias's
+// _relative_position_bucket works on query × key int64 tensors: at
+// torch.min(relative_position_if_large, torch.full_like(...)) the
+// caller's relative_position, the bucket's relative_buckets (encoder,
+// bidirectional: (relative_position > 0).to(long) * num_buckets; the
+// decoder's is still the Python 0), its absolute (or clamped) relative
+// position, relative_position_if_large, the full_like and the min's
+// result are alive, with the is_small bool: 6·8 + 1 bytes a position pair
+// in the encoder, 5·8 + 1 in the decoder, unbatched. Beside them: the
+// layer's input (the stack's inputs_embeds itself in the first block),
+// layer_norm's output, q, k, v and the scores. Measured on the CPU
+// (testdata/measured/cpu, T5 eager rows at batch 1: the encoder's peak is
+// this moment, to 2 KiB of index vectors).
+func t5FirstMoment(c *actCalc, bl *actBlock, sh actShape, hidden int64, bidirectional bool, held int64) int64 {
+	if sh.k != Eager {
+		return 0
+	}
+	pairs := c.m(sh.s, sh.s)
+	bucket := c.a(c.m(40, pairs), pairs)
+	if bidirectional {
+		bucket = c.a(bucket, c.m(8, pairs))
+	}
+	T := c.m(sh.b, sh.s)
+	q := c.m(sh.e, T, bl.H, bl.d)
+	kv := c.m(2, sh.e, T, bl.KV, bl.d)
+	return c.a(held, c.m(2, sh.e, T, hidden), q, kv, c.m(sh.e, sh.b, bl.H, sh.s, sh.s), bucket)
+}
