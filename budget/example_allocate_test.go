@@ -142,8 +142,8 @@ func ExampleLargestBatch_whisperAttack() {
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
-	// each clip's graph: 2.26 GiB
-	// batch 8 needs      20.35 GiB
+	// each clip's graph: 2.22 GiB
+	// batch 8 needs      20.07 GiB
 	// micro-batch in 24GiB: 9 <nil>
 	// micro-batch in 12GiB: 4 <nil>
 	// micro-batch in 6GiB: 1 <nil>
