@@ -41,8 +41,11 @@ type actFigures struct {
 	// is the largest transient of the other blocks. The encoder runs
 	// first in forward and last in backward.
 	encBlocks, encForward, encBackward, decForward, decBackward gpumem.Bytes
-	// encoder says the model has an encoder (an encoder–decoder).
+	// encoder says the model has an encoder (an encoder–decoder);
+	// encNorm is what its final norm saved (model.Activations.
+	// EncoderNorm), alive until the encoder's backward begins.
 	encoder bool
+	encNorm gpumem.Bytes
 	// headSaved is what the final norm, the head and the loss saved
 	// (part of saved): released by their backward, before any block's.
 	headSaved gpumem.Bytes
@@ -134,7 +137,10 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		f.headIn = in
 	}
 	if j.Mode == Training {
-		f.headSaved = a.FinalNorm + a.Head
+		// The encoder's final norm is released by the encoder's
+		// backward, after every decoder block's.
+		f.headSaved = a.FinalNorm - a.EncoderNorm + a.Head
+		f.encNorm = a.EncoderNorm
 	}
 	f.back = f.outside - a.Embedding
 	f.host = a.Offloaded

@@ -352,6 +352,11 @@ type Activations struct {
 	Shared gpumem.Bytes
 	// FinalNorm is what the final norm saves (and BERT's MLM transform).
 	FinalNorm gpumem.Bytes
+	// EncoderNorm is the part of FinalNorm an encoder–decoder's encoder
+	// saves after its last block (its final norm, and T5's dropout
+	// after it): released by the encoder's backward, which runs last,
+	// not with the decoder's final norm and the head.
+	EncoderNorm gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
 	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
 	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5,
@@ -2217,11 +2222,14 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	if w.Train {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
-		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
+		encNorm := c.normSaved(eb.norm, eT, s.Hidden, e)
+		a.FinalNorm = gpumem.Bytes(c.a(encNorm, c.normSaved(db.norm, dT, s.Hidden, e)))
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
+			encNorm = c.a(encNorm, c.m(eT, s.Hidden))
 			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(eT, s.Hidden), c.m(dT, s.Hidden)))
 		}
+		a.EncoderNorm = gpumem.Bytes(encNorm)
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
 		if l == layoutT5 {
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
