@@ -1026,6 +1026,10 @@ type actBlock struct {
 	// to two locals (T5Attention), so without a graph both are alive at
 	// probs@v, beside matmul's contiguous copy of v and its output.
 	keepsScores bool
+	// outCopy: the fused kernel's output, which it saves, is not the
+	// output projection's input: sdpa_attention_forward's
+	// transpose(1, 2).contiguous() copies it (Whisper: whisperOutCopy).
+	outCopy bool
 	// firstMoment: bytes the stack's first block holds, without a graph,
 	// at a moment of its own beyond the per-block figure (T5's
 	// relative-position buckets: t5FirstMoment), everything counted.
@@ -1302,6 +1306,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	}
 	as, ap, af, ab, aflops, alive := c.attention(bl, sh, s, s)
 	saved = c.a(saved, as)
+	if bl.outCopy && sh.k != Eager {
+		saved = c.a(saved, c.m(e, T, bl.H, bl.dv))
+	}
 	x.attn = ap
 	x.fwd, x.bwd = af, ab
 	x.attnFlops = aflops
@@ -2213,6 +2220,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	if l == layoutWhisper && !w.Train {
 		whisperHeld(c, &eb, w, esh, enc.Layers)
+	}
+	if l == layoutWhisper {
+		whisperOutCopy(&eb, &db)
 	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)

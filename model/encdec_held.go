@@ -107,3 +107,21 @@ func t5FirstMoment(c *actCalc, bl *actBlock, sh actShape, hidden int64, bidirect
 	kv := c.m(2, sh.e, T, bl.KV, bl.d)
 	return c.a(held, c.m(2, sh.e, T, hidden), q, kv, c.m(sh.e, sh.b, bl.H, sh.s, sh.s), bucket)
 }
+
+// whisperOutCopy marks Whisper's attention blocks whose fused attention
+// output is copied before the output projection: WhisperAttention.forward
+// makes q, k and v contiguous in (batch, heads, seq, head_dim) order
+// (query_states.transpose(1, 2).contiguous(), modeling_whisper.py at
+// transformers v4.57.1, commit 8cb5963c), the kernel's output takes the
+// query's layout, and sdpa_attention_forward's attn_output.transpose(1,
+// 2).contiguous() (integrations/sdpa_attention.py) is then a copy: the
+// kernel saves its output for backward and out_proj saves the copy, one
+// B·S·h tensor more than a model whose query is a transposed view (ViT:
+// the transpose gives back a contiguous tensor). Measured on the
+// CPU (testdata/measured/cpu, Whisper SDPA training rows: an aten::clone
+// after every encoder layer's scaled_dot_product_attention, none after
+// ViT's; each encoder layer saves 13,104,008 bytes at batch 1, one
+// 768,000-byte B·S·h beyond the rest of the block).
+func whisperOutCopy(eb, db *actBlock) {
+	eb.outCopy, db.outCopy = true, true
+}
