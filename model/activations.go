@@ -2078,7 +2078,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
-	emb := pixels
+	emb := c.a(pixels, autocastInputs(c, w, e, c.m(n, s.Image.Channels, s.Image.Size, s.Image.Size)))
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2248,6 +2248,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutWhisper {
 			F := encLen
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+			emb = c.a(emb, autocastInputs(c, w, e, c.m(w.Batch, s.MelBins, 2, F)))
 		}
 		if w.Dropout {
 			emb = c.a(emb, c.m(eT, s.Hidden), c.m(dT, s.Hidden))

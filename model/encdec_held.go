@@ -125,3 +125,19 @@ func t5FirstMoment(c *actCalc, bl *actBlock, sh actShape, hidden int64, bidirect
 func whisperOutCopy(eb, db *actBlock) {
 	eb.outCopy, db.outCopy = true, true
 }
+
+// autocastInputs returns the bytes of a training step's float inputs (n
+// elements: a vision model's pixel values, a speech model's log-mel
+// features) that the loop holds beside what the first convolution saves
+// under autocast: the inputs stay in the fp32 of the weights they were
+// made for, conv2d and conv1d are on autocast's lower-precision list
+// (aten/src/ATen/autocast_mode.cpp, torch 2.6), and the convolution saves
+// the 16-bit cast it computes with, not the caller's tensor. Without
+// autocast (e is then the inputs' own dtype) the convolution saves the
+// inputs themselves and nothing is added.
+func autocastInputs(c *actCalc, w Workload, e, n int64) int64 {
+	if !w.Autocast || e >= 4 {
+		return 0
+	}
+	return c.m(4, n)
+}
