@@ -1343,8 +1343,19 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		// its node has run), and the activation's backward makes the
 		// gradients of its inputs (gated: of act(gate) and up, with
 		// the product's gradient): two T·I tensors more than saved at
-		// most (measured, tools/oracle/step.py block_backward).
+		// most (measured, tools/oracle/step.py block_backward). A
+		// plain activation's backward makes one, its input's gradient,
+		// beside the gradient of the down projection's input (which
+		// replaced that saved input) and the gradient of the block's
+		// output, which the residual branch still holds: one T·I and
+		// one T·h more than saved (measured on the CPU,
+		// testdata/measured/cpu, ViT fp32 training rows: GeluBackward0
+		// is the peak, at the last block's saved tensors less fc2's
+		// input, plus its gradient, GELU's and the block output's).
 		mlpBwd = c.m(2, eTI)
+		if !bl.act.gated() {
+			mlpBwd = c.a(eTI, c.m(e, T, bl.h))
+		}
 	}
 	saved = c.a(saved, mlp)
 	x.saved = saved
