@@ -58,9 +58,10 @@ type actFigures struct {
 	// model's forward; headIn is what a pass without a graph holds
 	// beside the logits as the head makes them (see activations).
 	shared, headIn gpumem.Bytes
-	// ids is the integer inputs the loop holds (token ids, labels:
-	// model.Activations.TokenIDs), alive from before forward to after
-	// the optimizer step.
+	// ids is the inputs the loop holds (token ids, labels:
+	// model.Activations.TokenIDs; pixel values, log-mel features:
+	// model.Activations.Inputs), alive from before forward to after the
+	// optimizer step.
 	ids gpumem.Bytes
 }
 
@@ -112,7 +113,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
-	f.ids = a.TokenIDs
+	// The loop holds its float inputs (pixel values, log-mel features)
+	// as it holds its ids, to the end of the step.
+	f.ids = a.TokenIDs + a.Inputs
 	f.shared = a.Shared
 	if lm := j.Model.spec.LM(); j.Mode != Training && lm.Vocab > 0 && a.Logits > 0 {
 		// A pass without a graph makes the logits from the final

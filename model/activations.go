@@ -352,6 +352,12 @@ type Activations struct {
 	Shared gpumem.Bytes
 	// FinalNorm is what the final norm saves (and BERT's MLM transform).
 	FinalNorm gpumem.Bytes
+	// Inputs is the float inputs a training loop holds through the step
+	// (a vision model's pixel values, a speech model's log-mel
+	// features), in the dtype it passed them: part of Embedding, where
+	// the first convolution saves them or, under autocast, beside the
+	// 16-bit cast it saves; after backward the loop still holds them.
+	Inputs gpumem.Bytes
 	// EncoderNorm is the part of FinalNorm an encoder–decoder's encoder
 	// saves after its last block (its final norm, and T5's dropout
 	// after it): released by the encoder's backward, which runs last,
@@ -2096,7 +2102,11 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
-	emb := c.a(pixels, autocastInputs(c, w, e, c.m(n, s.Image.Channels, s.Image.Size, s.Image.Size)))
+	in := autocastInputs(c, w, e, c.m(n, s.Image.Channels, s.Image.Size, s.Image.Size))
+	emb := c.a(pixels, in)
+	if part == "" {
+		a.Inputs = gpumem.Bytes(actMax(pixels, in))
+	}
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2266,7 +2276,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutWhisper {
 			F := encLen
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
-			emb = c.a(emb, autocastInputs(c, w, e, c.m(w.Batch, s.MelBins, 2, F)))
+			in := autocastInputs(c, w, e, c.m(w.Batch, s.MelBins, 2, F))
+			emb = c.a(emb, in)
+			a.Inputs = gpumem.Bytes(actMax(c.m(e, w.Batch, s.MelBins, 2, F), in))
 		}
 		if w.Dropout {
 			emb = c.a(emb, c.m(eT, s.Hidden), c.m(dT, s.Hidden))
