@@ -2,6 +2,7 @@ package budget
 
 import (
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -135,7 +136,10 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 			in *= 2
 		}
 		if f.encoder {
-			in = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.Vocab)/gpumem.Bytes(max(a.Tokens, 1)))
+			var ok bool
+			if in, ok = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.Vocab)/gpumem.Bytes(max(a.Tokens, 1))); !ok {
+				return actFigures{}, errOverflow("encoder output")
+			}
 		}
 		f.headIn = in
 	}
@@ -316,12 +320,18 @@ func (j *Job) headGrad() gpumem.DType {
 // Measured on the CPU (testdata/measured/cpu, T5 eager prefill rows at
 // sequence 64: the logits moment holds the logits and these three, to
 // the ids).
-func encDecHeadIn(j *Job, in, per gpumem.Bytes) gpumem.Bytes {
+// It reports false when the sum overflows int64.
+func encDecHeadIn(j *Job, in, per gpumem.Bytes) (gpumem.Bytes, bool) {
 	s := j.Model.spec
 	enc, _ := s.EncoderInput(int64(j.SeqLen))
-	out := in + per*gpumem.Bytes(enc)*gpumem.Bytes(s.Hidden)
+	out, ok1 := checked.Mul(int64(per), enc)
+	out, ok2 := checked.Mul(out, s.Hidden)
+	out, ok3 := checked.Add(out, int64(in))
+	ok := ok1 && ok2 && ok3
 	if s.Family == "t5" && s.TiedEmbeddings {
-		out += in
+		var ok4 bool
+		out, ok4 = checked.Add(out, int64(in))
+		ok = ok && ok4
 	}
-	return out
+	return gpumem.Bytes(out), ok
 }
