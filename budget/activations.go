@@ -2,6 +2,7 @@ package budget
 
 import (
 	"github.com/gpumem/gpumem"
+	"github.com/gpumem/gpumem/internal/checked"
 	"github.com/gpumem/gpumem/model"
 )
 
@@ -41,8 +42,11 @@ type actFigures struct {
 	// is the largest transient of the other blocks. The encoder runs
 	// first in forward and last in backward.
 	encBlocks, encForward, encBackward, decForward, decBackward gpumem.Bytes
-	// encoder says the model has an encoder (an encoder–decoder).
+	// encoder says the model has an encoder (an encoder–decoder);
+	// encNorm is what its final norm saved (model.Activations.
+	// EncoderNorm), alive until the encoder's backward begins.
 	encoder bool
+	encNorm gpumem.Bytes
 	// headSaved is what the final norm, the head and the loss saved
 	// (part of saved): released by their backward, before any block's.
 	headSaved gpumem.Bytes
@@ -55,9 +59,10 @@ type actFigures struct {
 	// model's forward; headIn is what a pass without a graph holds
 	// beside the logits as the head makes them (see activations).
 	shared, headIn gpumem.Bytes
-	// ids is the integer inputs the loop holds (token ids, labels:
-	// model.Activations.TokenIDs), alive from before forward to after
-	// the optimizer step.
+	// ids is the inputs the loop holds (token ids, labels:
+	// model.Activations.TokenIDs; pixel values, log-mel features:
+	// model.Activations.Inputs), alive from before forward to after the
+	// optimizer step.
 	ids gpumem.Bytes
 }
 
@@ -109,9 +114,11 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	f.outside = f.saved - f.blocks
 	f.front = a.Embedding + a.TokenIDs + a.Shared
-	f.ids = a.TokenIDs
+	// The loop holds its float inputs (pixel values, log-mel features)
+	// as it holds its ids, to the end of the step.
+	f.ids = a.TokenIDs + a.Inputs
 	f.shared = a.Shared
-	if lm := j.Model.spec.LM(); j.Mode != Training && !f.encoder && lm.Vocab > 0 && a.Logits > 0 {
+	if lm := j.Model.spec.LM(); j.Mode != Training && lm.Vocab > 0 && a.Logits > 0 {
 		// A pass without a graph makes the logits from the final
 		// hidden states, which the CausalLM's forward holds
 		// (hidden_states = outputs.last_hidden_state; a logits_to_keep
@@ -128,10 +135,19 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		if lm.Family == "bert" || lm.Family == "roberta" {
 			in *= 2
 		}
+		if f.encoder {
+			var ok bool
+			if in, ok = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.Vocab)/gpumem.Bytes(max(a.Tokens, 1))); !ok {
+				return actFigures{}, errOverflow("encoder output")
+			}
+		}
 		f.headIn = in
 	}
 	if j.Mode == Training {
-		f.headSaved = a.FinalNorm + a.Head
+		// The encoder's final norm is released by the encoder's
+		// backward, after every decoder block's.
+		f.headSaved = a.FinalNorm - a.EncoderNorm + a.Head
+		f.encNorm = a.EncoderNorm
 	}
 	f.back = f.outside - a.Embedding
 	f.host = a.Offloaded
@@ -246,8 +262,20 @@ func (f actFigures) stage(j *Job, v *rankView) actFigures {
 
 // workload is the activation model's view of j in the compute dtype dt.
 func workload(j *Job, dt gpumem.DType) model.Workload {
+	seq, encLen := int64(j.SeqLen), int64(0)
+	if j.Mode == Generation {
+		// generate() runs a text encoder–decoder's encoder over the
+		// prompt and its decoder's prompt pass over the one decoder
+		// start token (Spec.EncoderInput; GenerationMixin.
+		// _prepare_decoder_input_ids_for_generation, generation/utils.py
+		// at transformers v4.57.1), as the KV cache counts them.
+		if n, text := j.Model.spec.EncoderInput(seq); text {
+			seq, encLen = 1, n
+		}
+	}
 	return model.Workload{
-		Batch: int64(j.Batch), SeqLen: int64(j.SeqLen), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
+		SeqLen: seq, EncoderLen: encLen,
+		Batch: int64(j.Batch), DType: dt, Attention: j.Attention, HeadChunk: int64(j.HeadChunk),
 		Checkpointing: offloadPolicy(j), CheckpointEvery: int64(j.CheckpointEvery),
 		Dropout: j.Dropout, Train: j.Mode == Training, Images: int64(j.Images), Autocast: j.Precision.autocast(),
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
@@ -287,4 +315,32 @@ func (j *Job) headGrad() gpumem.DType {
 	}
 	w, _, _, _ := j.Precision.dtypes()
 	return w
+}
+
+// encDecHeadIn is what an encoder–decoder's pass without a graph holds
+// beside the logits as its head makes them, given in, the decoder's final
+// hidden states (B·S·h), and per, one position's logits bytes over the
+// vocabulary (B in the logits' dtype): the encoder's output, which the
+// forward keeps in encoder_outputs (B·Senc·h), and T5's rescaled copy of
+// the decoder output before a tied head (sequence_output *
+// model_dim**-0.5, a new tensor: T5ForConditionalGeneration.forward,
+// modeling_t5.py at transformers v4.57.1, commit 8cb5963c). Whisper's
+// proj_out reads the decoder output as it is (modeling_whisper.py).
+// Measured on the CPU (testdata/measured/cpu, T5 eager prefill rows at
+// sequence 64: the logits moment holds the logits and these three, to
+// the ids).
+// It reports false when the sum overflows int64.
+func encDecHeadIn(j *Job, in, per gpumem.Bytes) (gpumem.Bytes, bool) {
+	s := j.Model.spec
+	enc, _ := s.EncoderInput(int64(j.SeqLen))
+	out, ok1 := checked.Mul(int64(per), enc)
+	out, ok2 := checked.Mul(out, s.Hidden)
+	out, ok3 := checked.Add(out, int64(in))
+	ok := ok1 && ok2 && ok3
+	if s.Family == "t5" && s.TiedEmbeddings {
+		var ok4 bool
+		out, ok4 = checked.Add(out, int64(in))
+		ok = ok && ok4
+	}
+	return gpumem.Bytes(out), ok
 }

@@ -474,7 +474,9 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			// into it in place (InputBuffer's accumulate, as above): one
 			// tied gradient beyond the rest there.
 			if dec || encDec {
-				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), extra), acts: act.encBlocks + act.front, logits: act.kept, castsLeft: castsEncoder})
+				// The encoder's final norm runs its backward after this
+				// sum: what it saved is still there.
+				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), extra), acts: act.encBlocks + act.front + act.encNorm, logits: act.kept, castsLeft: castsEncoder})
 			}
 			if !dec {
 				end := extra

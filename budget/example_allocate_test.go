@@ -68,10 +68,10 @@ func ExampleAllocate_llavaOn3090() {
 	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
 	// needs 21.75 GiB of 23.59 GiB free (1.83 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       192.49 GiB            —  no    —
-	// * checkpointing → full                           138.58 GiB   −53.91 GiB  no    recomputes 98% of a forward pass
-	//   optimizer → bnb.optim.AdamW8bit                 90.67 GiB   −47.90 GiB  no    a different optimizer state
-	// * precision → bf16                                49.23 GiB   −41.44 GiB  no    lower-precision weights or state
+	// * as given                                       192.50 GiB            —  no    —
+	// * checkpointing → full                           138.58 GiB   −53.92 GiB  no    recomputes 98% of a forward pass
+	//   optimizer → bnb.optim.AdamW8bit                 90.68 GiB   −47.90 GiB  no    a different optimizer state
+	// * precision → bf16                                49.23 GiB   −41.45 GiB  no    lower-precision weights or state
 	//   offload optimizer state to the CPU              35.20 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
 	// * model → LoRA r=16                               21.57 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
 }
@@ -142,8 +142,8 @@ func ExampleLargestBatch_whisperAttack() {
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
-	// each clip's graph: 2.26 GiB
-	// batch 8 needs      20.35 GiB
+	// each clip's graph: 2.22 GiB
+	// batch 8 needs      20.07 GiB
 	// micro-batch in 24GiB: 9 <nil>
 	// micro-batch in 12GiB: 4 <nil>
 	// micro-batch in 6GiB: 1 <nil>

@@ -389,6 +389,17 @@ type Activations struct {
 	Shared gpumem.Bytes
 	// FinalNorm is what the final norm saves (and BERT's MLM transform).
 	FinalNorm gpumem.Bytes
+	// Inputs is the float inputs a training loop holds through the step
+	// (a vision model's pixel values, a speech model's log-mel
+	// features), in the dtype it passed them: part of Embedding, where
+	// the first convolution saves them or, under autocast, beside the
+	// 16-bit cast it saves; after backward the loop still holds them.
+	Inputs gpumem.Bytes
+	// EncoderNorm is the part of FinalNorm an encoder–decoder's encoder
+	// saves after its last block (its final norm, and T5's dropout
+	// after it): released by the encoder's backward, which runs last,
+	// not with the decoder's final norm and the head.
+	EncoderNorm gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
 	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
 	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5,
@@ -1071,9 +1082,21 @@ type actBlock struct {
 	// heldBias: bytes a pass without a graph holds through every block
 	// of the stack beside them (T5's position biases).
 	heldBias int64
-	moe      *MoE // routed experts replace the MLP
-	noRenorm bool // the top-k routing weights are used as they are (Jamba)
-	mla      *MLA // DeepSeek latent attention projections
+	// keepsScores: the attention binds the scores and the probabilities
+	// to two locals (T5Attention), so without a graph both are alive at
+	// probs@v, beside matmul's contiguous copy of v and its output.
+	keepsScores bool
+	// outCopy: the fused kernel's output, which it saves, is not the
+	// output projection's input: sdpa_attention_forward's
+	// transpose(1, 2).contiguous() copies it (Whisper: whisperOutCopy).
+	outCopy bool
+	// firstMoment: bytes the stack's first block holds, without a graph,
+	// at a moment of its own beyond the per-block figure (T5's
+	// relative-position buckets: t5FirstMoment), everything counted.
+	firstMoment int64
+	moe         *MoE // routed experts replace the MLP
+	noRenorm    bool // the top-k routing weights are used as they are (Jamba)
+	mla         *MLA // DeepSeek latent attention projections
 }
 
 // actShape is the workload as one block sees it.
@@ -1103,6 +1126,10 @@ type actShape struct {
 // actCost is one block's figures.
 type actCost struct {
 	saved, attn, input, fwd, bwd, flops, attnFlops int64
+	// tail is the part of saved the block makes after its last attention
+	// core's scores: the probabilities (part), the core's output and the
+	// MLP's tensors, which do not exist yet at the moment of fwd.
+	tail int64
 	// noGrad is the block's largest live set when it runs without
 	// recording (inference, or the first forward of a checkpointed
 	// block): its input plus the attention core's or the MLP's
@@ -1227,6 +1254,9 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		// the softmax's input, conversion and result, or its input,
 		// result and cast copy.
 		live = c.a(q, k, v, c.m(actMax(2*e, e+conv+sm, sm+2*e*actB2i(sm != e)), Pc))
+		if bl.keepsScores {
+			live = actMax(live, c.a(q, k, c.m(2, v), out, c.m(2*e, Pc)))
+		}
 		// Backward: the gradient of the probabilities, its fp32 copy
 		// after an upcast, and softmax's input gradient.
 		if sm != e {
@@ -1371,6 +1401,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	}
 	as, ap, af, ab, aflops, alive := c.attention(bl, sh, s, s)
 	saved = c.a(saved, as)
+	if bl.outCopy && sh.k != Eager {
+		saved = c.a(saved, c.m(e, T, bl.H, bl.dv))
+	}
 	x.attn = ap
 	x.fwd, x.bwd = af, ab
 	x.attnFlops = aflops
@@ -1405,11 +1438,27 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		// its node has run), and the activation's backward makes the
 		// gradients of its inputs (gated: of act(gate) and up, with
 		// the product's gradient): two T·I tensors more than saved at
-		// most (measured, tools/oracle/step.py block_backward).
+		// most (measured, tools/oracle/step.py block_backward). A
+		// plain activation's backward makes one, its input's gradient,
+		// beside the gradient of the down projection's input (which
+		// replaced that saved input) and the gradient of the block's
+		// output, which the residual branch still holds: one T·I and
+		// one T·h more than saved (measured on the CPU,
+		// testdata/measured/cpu, ViT fp32 training rows: GeluBackward0
+		// is the peak, at the last block's saved tensors less fc2's
+		// input, plus its gradient, GELU's and the block output's).
 		mlpBwd = c.m(2, eTI)
+		if !bl.act.gated() {
+			mlpBwd = c.a(eTI, c.m(e, T, bl.h))
+		}
 	}
 	saved = c.a(saved, mlp)
 	x.saved = saved
+	lastPart := ap
+	if bl.cross {
+		lastPart = x.attn - ap
+	}
+	x.tail = c.a(lastPart, c.m(e, T, bl.H, bl.dv), mlp)
 	// Rotary and head-splitting temporaries in forward: about three
 	// copies of q.
 	x.fwd = actMax(x.fwd, c.m(3, e, T, bl.H, bl.d))
@@ -1449,7 +1498,7 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	if bl.heldHidden > 1 {
 		held, heldAttn = c.m(bl.heldHidden, eTh), c.m(bl.heldAttn, eTh)
 	}
-	x.noGrad = c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias)
+	x.noGrad = actMax(c.a(actMax(c.a(heldAttn, alive), c.a(held, mlpLive)), bl.heldBias), bl.firstMoment)
 	// Backward runs the block in reverse: the MLP's backward first,
 	// with every tensor the block saved still alive, then the
 	// attention's, once the MLP's saved tensors are released (autograd
@@ -1711,11 +1760,27 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 	}
 	kept := x.saved
 	total := c.m(kept, count)
+	if w.Checkpointing == NoCheckpointing {
+		// The transient comes before the block has saved its tail
+		// (actCost.tail): on top of what the block saves by the end of
+		// forward, it is the excess over that tail. Measured on the CPU
+		// (testdata/measured/cpu, ViT eager fp32 training rows: the
+		// forward's peak is its end, the last block's eager scores and
+		// their scaled copy beside its q, k and v only).
+		l.Forward = gpumem.Bytes(x.fwd - min(x.fwd, x.tail))
+	}
 	switch w.Checkpointing {
 	case FullCheckpointing:
+		// The recomputed block's saved tensors include its input, which
+		// the checkpoint kept: torch.utils.checkpoint hands the recompute
+		// the saved input itself (detached, the same storage), so the
+		// recompute's backward holds the block's saved tensors once, the
+		// input among them, plus the transient. Measured on the CPU
+		// (testdata/measured/cpu, ViT and Whisper full-checkpointing
+		// rows).
 		kept, total = x.input, c.m(x.input, count)
 		l.Forward = gpumem.Bytes(x.noGrad) // the first forward runs without a graph
-		l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
+		l.Backward = gpumem.Bytes(c.a(x.saved-min(x.saved, x.input), x.bwd))
 	case SelectiveCheckpointing:
 		kept = x.saved - x.attn
 		total = c.m(kept, count)
@@ -1727,7 +1792,7 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 		kept, _ = checked.CeilDiv(total, count)
 		if n > 0 {
 			l.Forward = gpumem.Bytes(actMax(x.fwd, x.noGrad))
-			l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
+			l.Backward = gpumem.Bytes(c.a(x.saved-min(x.saved, x.input), x.bwd))
 		}
 	case OffloadActivations:
 		a.Offloaded = gpumem.Bytes(c.a(int64(a.Offloaded), c.m(x.saved, count)))
@@ -2133,7 +2198,11 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
-	emb := pixels
+	in := autocastInputs(c, w, e, c.m(n, s.Image.Channels, s.Image.Size, s.Image.Size))
+	emb := c.a(pixels, in)
+	if part == "" {
+		a.Inputs = gpumem.Bytes(actMax(pixels, in))
+	}
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2260,10 +2329,24 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		// keeps the position_bias its first layer's attention returns,
 		// the relative bias plus the mask, batch × heads × query × key
 		// in the compute dtype, for every later layer: the encoder's
-		// self-attention bias. (The decoder keeps its self-attention
-		// bias and the cross-attention's too, over its own queries,
-		// which generate() makes one at a time; not counted.)
+		// self-attention bias. The decoder keeps its own (t5HeldDecoder).
 		eb.heldBias = c.m(e, w.Batch, eb.H, encLen, encLen)
+		db.heldBias = t5HeldDecoder(c, &db, dsh)
+		t5Held(&eb, &db)
+		eb.firstMoment = t5FirstMoment(c, &eb, esh, s.Hidden, true, 0)
+		db.firstMoment = t5FirstMoment(c, &db, dsh, s.Hidden, false, c.a(c.m(e, w.Batch, encLen, s.Hidden), c.m(e, w.Batch, w.SeqLen, w.SeqLen)))
+	}
+	if !w.Train {
+		// The decoder runs beside the encoder's output, which the
+		// encoder–decoder's forward holds (encoder_outputs) and every
+		// cross-attention reads.
+		db.heldBias = c.a(db.heldBias, c.m(e, w.Batch, encLen, s.Hidden))
+	}
+	if l == layoutWhisper && !w.Train {
+		whisperHeld(c, &eb, w, esh, enc.Layers)
+	}
+	if l == layoutWhisper {
+		whisperOutCopy(&eb, &db)
 	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
@@ -2273,11 +2356,14 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	if w.Train {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
-		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
+		encNorm := c.normSaved(eb.norm, eT, s.Hidden, e)
+		a.FinalNorm = gpumem.Bytes(c.a(encNorm, c.normSaved(db.norm, dT, s.Hidden, e)))
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
+			encNorm = c.a(encNorm, c.m(w.dropMask(e), eT, s.Hidden))
 			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden)))
 		}
+		a.EncoderNorm = gpumem.Bytes(encNorm)
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
 		if l == layoutT5 {
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
@@ -2286,6 +2372,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutWhisper {
 			F := encLen
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+			in := autocastInputs(c, w, e, c.m(w.Batch, s.MelBins, 2, F))
+			emb = c.a(emb, in)
+			a.Inputs = gpumem.Bytes(actMax(c.m(e, w.Batch, s.MelBins, 2, F), in))
 		}
 		if w.Dropout {
 			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))
@@ -2294,6 +2383,14 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutT5 {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
 		}
+	} else if l == layoutWhisper {
+		// A pass without a graph saves nothing, but the caller holds the
+		// log-mel features it passed (input_features, B·M·2F in the
+		// compute dtype) until the pass returns, as a training step's
+		// conv1 saves them; measured on the CPU (testdata/measured/cpu,
+		// Whisper prefill rows: the level before the pass holds the
+		// parameters and the inputs).
+		a.Embedding = gpumem.Bytes(c.m(e, w.Batch, s.MelBins, 2, encLen))
 	}
 	c.head(a, &s, w, e, dT, dT, false)
 	var flops int64

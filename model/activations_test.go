@@ -379,7 +379,8 @@ func TestActivationsKernels(t *testing.T) {
 // TestActivationsParts: Total is the sum of its parts, and inference saves
 // nothing: beside the logits it holds only what every block reads (the
 // eager 4-D mask, b·s² in at least 2 bytes, and the rotary tables) and a
-// vision model's pixel values, which its caller holds.
+// vision model's pixel values or a speech model's log-mel features, which
+// its caller holds.
 func TestActivationsParts(t *testing.T) {
 	t.Parallel()
 	for _, name := range propertyModels {
@@ -401,6 +402,9 @@ func TestActivationsParts(t *testing.T) {
 		case img.Size > 0:
 			// Batch 2 of Channels × Size² fp32 pixel values.
 			require.Equal(t, gpumem.Bytes(2*4*img.Channels*img.Size*img.Size), inf.Embedding, name)
+		case s.MelBins > 0:
+			// Batch 2 of MelBins × 2·Positions fp32 log-mel features.
+			require.Equal(t, gpumem.Bytes(2*4*s.MelBins*2*s.Encoder.Positions), inf.Embedding, name)
 		default:
 			require.Zero(t, inf.Embedding, name)
 		}

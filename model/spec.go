@@ -934,7 +934,12 @@ func Component(name string) (part, comp string, layer int) {
 	case strings.Contains(name, "lm_head") || strings.Contains(name, "norm") || strings.Contains(name, "ln_f") ||
 		strings.Contains(name, "embed_out") || strings.Contains(name, "proj_out") || strings.Contains(name, "pooler") ||
 		strings.Contains(name, "output") || strings.Contains(name, "project_out") || strings.Contains(name, "head") ||
-		strings.Contains(name, "projection") || strings.Contains(name, "logit_scale"):
+		strings.Contains(name, "projection") || strings.Contains(name, "logit_scale") ||
+		strings.HasPrefix(name, "classifier"):
+		// A classification head (ViTForImageClassification's and the
+		// *ForSequenceClassification and *ForTokenClassification
+		// classifiers, transformers v4.57.1) runs after the final norm:
+		// its backward, and its gradients, come right after the loss's.
 		return part, "head", -1
 	}
 	return part, "other", -1
