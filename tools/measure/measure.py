@@ -141,6 +141,8 @@ def case_id(job):
         if job.get("lora_rank"):
             parts.append("lora%d" % job["lora_rank"])
         parts.append("drop" if job["dropout"] else "nodrop")
+        if job.get("compile"):
+            parts.append("compile-" + job["compile"])
     parts.append("b%d" % job["batch"])
     if job.get("seq") is not None:
         parts.append("s%d" % job["seq"])
@@ -150,7 +152,7 @@ def case_id(job):
 
 
 def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=None, impl="",
-             momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True):
+             momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True, compile=""):
     config = read_catalog(m["catalog"])
     config.update(m["overrides"])
     overrides = dict(m["overrides"])
@@ -176,6 +178,8 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
         "config_overrides": overrides,
         "config": config,
     }
+    if compile and mode == "train":
+        job["compile"] = compile
     return {"id": case_id(job), "job": job}
 
 
@@ -211,6 +215,48 @@ def build_grid():
             seen.add(c["id"])
             out.append(c)
     return out
+
+
+# What a compiled case compiles (job.compile), as the recipes do it:
+#   layers  each decoder layer compiled on its own, nn.Module.compile() on every
+#           model.model.layers[i], as torchtune's training.compile_model compiles
+#           each TransformerSelfAttentionLayer (torchtune/training/_compile.py);
+#           the embedding, final norm, head and the model's loss run eagerly.
+#   model   the whole model, model.compile(): the layers, the final norm, the head
+#           and transformers' loss (ForCausalLMLoss, called inside the model's
+#           forward when it is given labels) in one compiled graph.
+# Both with torch.compile's defaults (Inductor, the min-cut partitioner of
+# torch/_functorch/partitioners.py, activation_memory_budget 1.0).
+COMPILE_SCOPES = ("layers", "model")
+
+
+def build_compile_grid():
+    """The compiled training cases: the Llama config of the grid, AdamW, SDPA,
+    fp32 and bf16 autocast, each scope; LoRA rank 8 on q_proj/v_proj. The
+    eager cases of the same jobs are in the grid (build_grid)."""
+    m = next(m for m in MODELS if m["name"] == "llama-small")
+    cases = []
+    for b, seq in ((1, 64), (4, 256)):
+        for precision in ("fp32", "bf16-mixed"):
+            for scope in COMPILE_SCOPES:
+                cases.append(make_job(m, "train", b, seq, precision=precision, attention="sdpa",
+                                      optimizer="adamw", impl="forloop", compile=scope))
+    for scope in COMPILE_SCOPES:
+        cases.append(make_job(m, "train", 4, 256, optimizer="adamw", impl="forloop", lora_rank=8, compile=scope))
+    return cases
+
+
+def compile_model(torch, model, scope):
+    """Compiles the model as job.compile says (COMPILE_SCOPES), after
+    clearing what Dynamo compiled for an earlier case of the process."""
+    torch._dynamo.reset()
+    if scope == "layers":
+        for layer in model.model.layers:
+            layer.compile()
+    elif scope == "model":
+        model.compile()
+    else:
+        raise ValueError("compile %r: want one of %s" % (scope, ", ".join(COMPILE_SCOPES)))
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -424,6 +470,10 @@ def train(torch, model, job, x, labels, marks, info):
     model.train()
     if job["checkpointing"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if job.get("compile"):
+        # The first (warm-up) step compiles; the measured second step runs
+        # the compiled code.
+        compile_model(torch, model, job["compile"])
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(torch, job, trainable)
     ac = (torch.autocast("cpu", dtype=torch.bfloat16) if job["precision"] == "bf16-mixed"
@@ -512,6 +562,10 @@ def run_case(case):
         "harness": {"tool": "tools/measure", "commit": os.environ.get("GPUMEM_COMMIT", ""),
                     "command": "tools/measure/run.sh (python3 measure.py --cases <the model's cases>)"},
     }
+    if job.get("compile"):
+        fc = torch._functorch.config
+        row["env"]["compile"] = {"backend": "inductor", "partitioner": "min_cut_rematerialization_partition",
+                                 "activation_memory_budget": fc.activation_memory_budget}
     t0 = time.time()
     try:
         phases, info = run_job(torch, transformers, job)
@@ -665,9 +719,11 @@ def main(argv):
     ap.add_argument("--cases", help="a file of cases, one JSON object a line; prints one row a line as each ends")
     ap.add_argument("--list", action="store_true", help="print the grid's cases, one JSON object a line")
     ap.add_argument("--validate", action="store_true", help="print the validation rows")
+    ap.add_argument("--compile", action="store_true",
+                    help="with --list: the compiled training cases (build_compile_grid) instead of the grid")
     a = ap.parse_args(argv)
     if a.list:
-        for c in build_grid():
+        for c in (build_compile_grid() if a.compile else build_grid()):
             print(json.dumps(c, sort_keys=True))
         return 0
     if a.validate:

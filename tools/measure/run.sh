@@ -10,7 +10,12 @@
 # (OMP_NUM_THREADS=1: the rows do not depend on it, the machine's other users
 # do). /proc, /sys and /dev are mounted in the chroot if they are not, and
 # unmounted again at the end. MEASURE_ONLY=<regexp> limits the grid to the
-# case ids it matches (grep -E).
+# case ids it matches (grep -E). MEASURE_COMPILE=1 runs the compiled training
+# cases instead (measure.py --list --compile) into
+#   testdata/measured/cpu/compile-<torch>-<date>.jsonl
+# without the validation; the chroot then needs a C++ compiler and torch's
+# headers for Inductor (apt-get install --no-install-recommends gcc g++
+# libc6-dev python3-dev python3-setuptools libtorch-dev).
 set -eu
 CHROOT=${1:-/var/tmp/gpumem-trixie}
 SRC=${2:-/var/tmp/transformers-src}
@@ -56,12 +61,20 @@ TORCH=$(chroot "$CHROOT" python3 -c 'import torch; print(torch.__version__.split
 DATE=$(date -u +%Y-%m-%d)
 OUT=$ROOT/testdata/measured/cpu
 mkdir -p "$OUT"
-inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
-inchroot --list | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
+ROWS=$OUT/$TORCH-$DATE.jsonl
+LIST=--list
+if [ -n "${MEASURE_COMPILE:-}" ]; then
+	ROWS=$OUT/compile-$TORCH-$DATE.jsonl
+	LIST="--list --compile"
+else
+	inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
+fi
+# shellcheck disable=SC2086
+inchroot $LIST | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl" || true
 for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
 	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
 	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
-	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$OUT/$TORCH-$DATE.jsonl" 2>"$OPT/work/$m.log" ||
+	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$ROWS" 2>"$OPT/work/$m.log" ||
 		echo "run.sh: $m: the process failed; see $OPT/work/$m.log" >&2
 done
-echo "run.sh: $(wc -l <"$OUT/$TORCH-$DATE.jsonl") rows in $OUT/$TORCH-$DATE.jsonl" >&2
+echo "run.sh: $(wc -l <"$ROWS") rows in $ROWS" >&2
