@@ -21,7 +21,10 @@ CHROOT=${1:-/var/tmp/gpumem-trixie}
 SRC=${2:-/var/tmp/transformers-src}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-OPT=$CHROOT/opt/gpumem
+# MEASURE_OPT is the directory in the chroot the run copies its files to
+# (default /opt/gpumem): two runs in one chroot at once need two.
+OPTDIR=${MEASURE_OPT:-/opt/gpumem}
+OPT=$CHROOT$OPTDIR
 [ -e "$CHROOT/.ready" ] || { echo "run.sh: no chroot at $CHROOT: run tools/measure/setup.sh" >&2; exit 2; }
 [ -e "$SRC/COMMIT" ] || { echo "run.sh: no transformers source at $SRC: run tools/measure/setup.sh" >&2; exit 2; }
 
@@ -51,10 +54,10 @@ COMMIT=$(git -C "$ROOT" rev-parse HEAD)
 [ -z "$(git -C "$ROOT" status --porcelain -- tools/measure)" ] || COMMIT="$COMMIT+dirty"
 inchroot() {
 	chroot "$CHROOT" env -i PATH=/usr/bin:/bin HOME=/tmp OMP_NUM_THREADS=1 \
-		GPUMEM_CATALOG=/opt/gpumem/configs GPUMEM_COMMIT="$COMMIT" \
+		GPUMEM_CATALOG=$OPTDIR/configs GPUMEM_COMMIT="$COMMIT" \
 		GPUMEM_TRANSFORMERS_COMMIT="$(cat "$SRC/COMMIT")" \
-		PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src \
-		python3 /opt/gpumem/measure/measure.py "$@"
+		PYTHONPATH=$OPTDIR/stubs:$OPTDIR/transformers-src/src \
+		python3 $OPTDIR/measure/measure.py "$@"
 }
 
 TORCH=$(chroot "$CHROOT" python3 -c 'import torch; print(torch.__version__.split("+")[0])')
@@ -74,7 +77,7 @@ inchroot $LIST | grep -E "\"id\": \"(${MEASURE_ONLY:-.})" >"$OPT/work/grid.jsonl
 for m in $(sed 's/.*"id": "\([^/]*\)\/.*/\1/' "$OPT/work/grid.jsonl" | sort -u); do
 	grep -F "\"id\": \"$m/" "$OPT/work/grid.jsonl" >"$OPT/work/$m.jsonl"
 	echo "run.sh: $m: $(wc -l <"$OPT/work/$m.jsonl") cases" >&2
-	inchroot --cases "/opt/gpumem/work/$m.jsonl" >>"$ROWS" 2>"$OPT/work/$m.log" ||
+	inchroot --cases "$OPTDIR/work/$m.jsonl" >>"$ROWS" 2>"$OPT/work/$m.log" ||
 		echo "run.sh: $m: the process failed; see $OPT/work/$m.log" >&2
 done
 echo "run.sh: $(wc -l <"$ROWS") rows in $ROWS" >&2
