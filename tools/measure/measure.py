@@ -563,7 +563,7 @@ def run_case(case):
                     "command": "tools/measure/run.sh (python3 measure.py --cases <the model's cases>)"},
     }
     if job.get("compile"):
-        fc = torch._functorch.config
+        import torch._functorch.config as fc
         row["env"]["compile"] = {"backend": "inductor", "partitioner": "min_cut_rematerialization_partition",
                                  "activation_memory_budget": fc.activation_memory_budget}
     t0 = time.time()
