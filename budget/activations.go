@@ -86,7 +86,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	if j.Mode == Training && j.KeepLogits {
 		f.kept = a.Logits
-	} else if j.Mode == Training || a.LogitsReleased {
+	} else if (j.Mode == Training && !a.LogitsSaved) || a.LogitsReleased {
+		// A compiled loss saves the logits (LogitsSaved): its backward
+		// sees them whatever the loop holds.
 		f.lossLogits = 0
 	}
 	for _, l := range a.Layers {
@@ -253,7 +255,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
-		SSMKernel: j.SSMKernel,
+		SSMKernel: j.SSMKernel, Compile: j.Compile,
 	}
 }
 

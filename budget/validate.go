@@ -111,6 +111,9 @@ func (j *Job) validate() error {
 	if err := j.validateLoss(); err != nil {
 		return err
 	}
+	if err := j.validateCompile(); err != nil {
+		return err
+	}
 	if err := j.Parallel.validate(); err != nil {
 		return err
 	}

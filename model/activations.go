@@ -276,6 +276,11 @@ type Workload struct {
 	// Mamba-2 and Jamba (zero: FusedSSM, mamba_ssm's CUDA kernels);
 	// other families ignore it.
 	SSMKernel SSMKernel
+	// Compile is what of a training step runs under torch.compile
+	// (zero: nothing), see [Compile]: compiled blocks save the min-cut
+	// partitioner's set, a compiled loss neither upcasts nor saves fp32
+	// log-probabilities. Training of Llama-style decoders only.
+	Compile Compile
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -383,6 +388,10 @@ type Activations struct {
 	// before backward (torchtune's recipes delete the chunked output
 	// list), so the loss backward does not see them.
 	LogitsReleased bool
+	// LogitsSaved says that the loss saves the logits for its backward
+	// (a compiled loss, see [Compile]): they live until the loss's
+	// backward has run, whatever the loop holds.
+	LogitsSaved bool
 	// Forward is the largest per-block transient during forward.
 	Forward gpumem.Bytes
 	// Backward is the largest per-block transient during backward, with
@@ -758,6 +767,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if err := w.checkLoss(s); err != nil {
 		return 0, err
 	}
+	if err := w.checkCompile(s); err != nil {
+		return 0, err
+	}
 	switch w.computeDType(s) {
 	case gpumem.FP32, gpumem.TF32:
 		return 4, nil
@@ -1031,6 +1043,9 @@ type actShape struct {
 	drop     bool
 	softmax  Softmax
 	sp       int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// compiled says the block runs under torch.compile (Workload.Compile
+	// CompileLayers): it saves the partitioner's set (compile.go).
+	compiled bool
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1255,6 +1270,12 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
 	default:
+		if sh.compiled {
+			// Compiled (compile.go): each RMSNorm saves its input in its
+			// own dtype and rsqrt; the fp32 upcast and the normalized
+			// rows are recomputed in backward: 4·T·h less.
+			norm -= c.m(4, Th, bl.h)
+		}
 		saved = c.a(norm, eTh, norm, eTh)
 		if bl.sandwich {
 			saved = c.a(saved, norm, norm)
@@ -1304,7 +1325,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		mlp, mlpBwd = c.moe(bl, T, e)
 	} else {
 		eTI := c.m(e, T, bl.I)
-		mlp = c.m(bl.act.tensors(), eTI)
+		n := bl.act.tensors()
+		if sh.compiled && bl.act == actGated {
+			// Compiled (compile.go): SiLU(gate) is recomputed from the
+			// saved gate; gate, up and their product are saved.
+			n--
+		}
+		mlp = c.m(n, eTI)
 		if sh.drop && bl.mlpDrop {
 			mlp = c.a(mlp, c.m(T, bl.I))
 			if bl.act == actReLU {
@@ -1599,6 +1626,7 @@ func actFamily(s *Spec) actBlock {
 func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBlock, sh actShape, count int64, train bool) LayerActivations {
 	rank := bl.split(w.tp())
 	sh.sp = w.sp()
+	sh.compiled = w.Compile&CompileLayers != 0
 	x := c.block(&rank, sh)
 	return c.place(a, w, part, kind, sh.s, x, count, train)
 }
@@ -1624,6 +1652,12 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 	case FullCheckpointing:
 		kept, total = x.input, c.m(x.input, count)
 		l.Forward = gpumem.Bytes(x.noGrad) // the first forward runs without a graph
+		if sh := w.Compile & CompileLayers; sh != 0 {
+			// A compiled block under a non-reentrant checkpoint runs its
+			// compiled forward, which returns every tensor it saves
+			// before the checkpoint's hooks drop them.
+			l.Forward = gpumem.Bytes(actMax(x.noGrad, x.saved))
+		}
 		l.Backward = gpumem.Bytes(c.a(x.saved, x.bwd))
 	case SelectiveCheckpointing:
 		kept = x.saved - x.attn
@@ -1768,6 +1802,11 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		}
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
+		if w.Train && w.Compile&CompileHead != 0 {
+			// The final norm in the compiled graph: its input and
+			// rsqrt, as a compiled block's norms (compile.go).
+			fin -= c.m(4, Th, s.Hidden)
+		}
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
@@ -1920,6 +1959,35 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	}
 	if s.Family == "gemma2" {
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
+	}
+	if w.Train && w.Compile&CompileLoss != 0 {
+		// Compiled loss (compile.go): the max and log-sum-exp of each
+		// row (4·T each) are saved and the log-probabilities recomputed.
+		ids := c.m(16, T)
+		if w.Batch == 1 {
+			ids = c.a(ids, 8) // as below: a view of the padded labels
+		}
+		a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids))
+		if w.Compile&CompileHead == 0 && e != 4 {
+			// The loss alone compiled (torchtune's compile_loss): it is
+			// given the logits upcast outside it (TransformerDecoder.
+			// unembed: output(h).float(), torchtune/modules/
+			// transformer.py), so it saves that fp32 copy, and its
+			// backward gives the fp32 gradient, which the upcast's
+			// backward casts back.
+			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T)))
+			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4+e, TV)))
+			return
+		}
+		// With the head in the graph (the whole model compiled, whose
+		// ForCausalLMLoss upcasts inside it): the logits (an mm output)
+		// are saved in their dtype, no fp32 copy is made in forward,
+		// and the backward writes the logits' gradient in their dtype.
+		a.LogitsSaved = true
+		a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(8, T)))
+		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(e, TV)))
+		return
 	}
 	lsm, causal := int64(4), true
 	halfGrad := int64(0)

@@ -50,6 +50,7 @@ type jobFlags struct {
 	labels            int    // --labels: num_labels of a classification head
 	imageSize         int    // --image-size: a vision backbone's image side in pixels
 	loss              string // --loss: full, chunked[:N], liger or cce
+	compile           string // --compile: none, layers, loss, layers+loss, model
 	logitsToKeep      int    // --logits-to-keep
 	keepLogits        bool   // --keep-logits
 	evalLoss          bool   // --eval
@@ -428,6 +429,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.labels, "labels", 0, "with a seq-cls, token-cls or image-cls head: the classifier's num_labels (default: the config's, else 2)")
 	fs.IntVar(&f.imageSize, "image-size", 0, "a vision backbone's (resnet, convnext, swin, efficientnet) square image side in pixels, with --batch images per step (default: the config's image_size, 224)")
 	fs.StringVar(&f.loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
+	fs.StringVar(&f.compile, "compile", "none", "with --train: what torch.compile compiles: layers (each decoder layer, as torchtune's compile_model), loss (torchtune's compile_loss), layers+loss (torchtune's compile=True) or model (the whole model with its loss); compiled layers save the min-cut partitioner's set (Llama-style decoders, sdpa or flash)")
 	fs.BoolVar(&f.keepLogits, "keep-logits", false, "with --train: the loop holds the model's output (its batch×seq×vocab logits) through backward and the optimizer step, as `logits, loss = model(x, y)` does (litgpt); the default is Hugging Face's Trainer, whose compute_loss returns the loss alone, so the logits are freed before backward")
 	fs.BoolVar(&f.evalLoss, "eval", false, "with --infer and no --generate: an evaluation pass, labels given, the loss computed under torch.no_grad (Trainer.evaluate): the loss's fp32 upcast and log-softmax beside the logits")
 	fs.IntVar(&f.logitsToKeep, "logits-to-keep", 0, "with --infer and no --generate: project only the last N positions of each sequence to logits (transformers' logits_to_keep); 0: every position")
@@ -594,6 +596,9 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		j.Batch, j.SeqLen, j.Optimizer = 0, 0, nil
 	}
 	j.Dropout = f.dropout && f.train
+	if j.Compile, err = model.ParseCompile(f.compile); err != nil {
+		return j, dev, fmt.Errorf("%w: --compile %q: want none, layers, loss, layers+loss or model", errUsage, f.compile)
+	}
 	if j.Loss, err = parseLoss(f.loss); err != nil {
 		return j, dev, err
 	}
@@ -863,7 +868,7 @@ func (f *jobFlags) checkGiven(fs *flag.FlagSet) error {
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
-	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations", "keep-logits"} {
+	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations", "keep-logits", "compile"} {
 		if fl := fs.Lookup(name); given[name] && fl.Value.String() != fl.DefValue {
 			return fmt.Errorf("%w: --%s: an inference job runs no backward pass and no optimizer ("+leave+")", errUsage, name, "--"+name)
 		}

@@ -180,6 +180,8 @@ func flagFor(field string) (string, bool) {
 		return "--logits-to-keep", true
 	case "Job.KeepLogits":
 		return "--keep-logits", true
+	case "Job.Compile", "Workload.Compile":
+		return "--compile", true
 	case "Job.EvalLoss", "Workload.Labels":
 		return "--eval", true
 	case "Job.Precision", "Plan.Job.Precision":
