@@ -30,6 +30,9 @@ func (j *Job) validate() error {
 	if j.KeepLogits && j.Mode != Training {
 		return gpumem.Errorf("Job.KeepLogits", true, gpumem.ErrInvalid, "only a Training job's loop holds the logits through backward and the optimizer step (a %s job runs neither)", j.Mode)
 	}
+	if err := j.validateCompile(); err != nil {
+		return err
+	}
 	if err := j.validateSSMRuntime(); err != nil {
 		return err
 	}
@@ -109,9 +112,6 @@ func (j *Job) validate() error {
 		return gpumem.Errorf("Job.HeadChunk", j.HeadChunk, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
 	if err := j.validateLoss(); err != nil {
-		return err
-	}
-	if err := j.validateCompile(); err != nil {
 		return err
 	}
 	if err := j.Parallel.validate(); err != nil {

@@ -1962,7 +1962,8 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	}
 	if w.Train && w.Compile&CompileLoss != 0 {
 		// Compiled loss (compile.go): the max and log-sum-exp of each
-		// row (4·T each) are saved and the log-probabilities recomputed.
+		// row (4·T each) are saved and the log-probabilities recomputed;
+		// the 0-dim fp32 total weight too, as in eager.
 		ids := c.m(16, T)
 		if w.Batch == 1 {
 			ids = c.a(ids, 8) // as below: a view of the padded labels
@@ -1976,7 +1977,7 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 			// backward gives the fp32 gradient, which the upcast's
 			// backward casts back.
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
-			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T)))
+			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T), 4))
 			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4+e, TV)))
 			return
 		}
@@ -1985,7 +1986,7 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		// are saved in their dtype, no fp32 copy is made in forward,
 		// and the backward writes the logits' gradient in their dtype.
 		a.LogitsSaved = true
-		a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(8, T)))
+		a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(8, T), 4))
 		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(e, TV)))
 		return
 	}

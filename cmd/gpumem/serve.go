@@ -561,6 +561,7 @@ type estimateRequest struct {
 	Labels        int             `json:"labels"`     // --labels: a classification head's num_labels
 	ImageSize     int             `json:"image_size"` // --image-size: a vision backbone's image side in pixels
 	Loss          string          `json:"loss"`
+	Compile       string          `json:"compile"` // --compile: none, layers, loss, layers+loss, model
 	LogitsToKeep  int             `json:"logits_to_keep"`
 	GPU           string          `json:"gpu"`
 	Memory        json.RawMessage `json:"memory"`
@@ -810,6 +811,9 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 		return jf, spec, badField("image_size", "image_size = %d: %v", req.ImageSize, forRequest(err.Error()))
 	}
 	jf.loss, jf.logitsToKeep = req.Loss, req.LogitsToKeep
+	if req.Compile != "" {
+		jf.compile = req.Compile
+	}
 	jf.precision, jf.opt, jf.attn, jf.ckpt = req.Precision, req.Optimizer, req.Attention, req.Checkpointing
 	jf.loraRank, jf.qlora, jf.gpu = req.LoRARank, req.QLoRA, req.GPU
 	jf.quant, jf.groupSize, jf.kvDType, jf.kvBlock = req.Quant, req.GroupSize, req.KVDType, req.KVBlock
@@ -934,6 +938,11 @@ func (s *server) flagsFrom(req estimateRequest) (jobFlags, model.Spec, error) {
 			return jf, spec, badField("profile", "profile: %v", err)
 		}
 		jf.profileData = &p
+	}
+	if c, err := model.ParseCompile(jf.compile); err != nil {
+		return jf, spec, badField("compile", "compile %q: want none, layers, loss, layers+loss or model", jf.compile)
+	} else if c != 0 && !jf.train {
+		return jf, spec, badField("compile", "compile %q: compilation is modelled for training steps (give \"mode\": \"train\", or leave compile out)", jf.compile)
 	}
 	if l, err := model.ParseLoss(jf.loss); err != nil {
 		var fe *gpumem.FieldError
@@ -1120,6 +1129,7 @@ var libraryFields = map[string]string{
 	"Objective": "maximize", "CUDA": "cuda", "Loading": "lazy_loading",
 	"Capacity": "capacity", "Device": "gpu",
 	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
+	"Compile": "compile",
 }
 
 // requestField names a library field as the request does: fields maps
