@@ -51,14 +51,14 @@ func TestCompileSavedSet(t *testing.T) {
 
 	// torchtune's compile_loss on the unchunked output, which the model
 	// upcasts itself: the loss saves that fp32 copy, so the saved bytes
-	// are eager's (plus the two row statistics), and its gradient is
-	// fp32 then cast back (6 bytes per logit, against eager's 8).
+	// are eager's (plus the two row statistics), and its backward holds
+	// the fp32 gradient beside it (4 bytes per logit, against eager's 8).
 	w.Compile = model.CompileLayers | model.CompileLoss
 	tt, err := s.Activations(w)
 	require.NoError(t, err)
 	assert.Equal(t, eager.Head+8*T, tt.Head)
 	assert.Equal(t, eager.LogitsFP32, tt.LogitsFP32)
-	assert.Equal(t, gpumem.Bytes(6*T*V), tt.LossGrad)
+	assert.Equal(t, gpumem.Bytes(4*T*V), tt.LossGrad)
 	assert.False(t, tt.LogitsSaved)
 }
 

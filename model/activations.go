@@ -1974,11 +1974,13 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 			// given the logits upcast outside it (TransformerDecoder.
 			// unembed: output(h).float(), torchtune/modules/
 			// transformer.py), so it saves that fp32 copy, and its
-			// backward gives the fp32 gradient, which the upcast's
-			// backward casts back.
+			// backward makes the fp32 gradient beside it (4 per logit);
+			// the upcast's backward casts it back once the compiled
+			// backward has freed the copy (validation-compile rows:
+			// eager 8, compiled 4 bytes per logit at the backward).
 			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
 			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T), 4))
-			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4+e, TV)))
+			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4, TV)))
 			return
 		}
 		// With the head in the graph (the whole model compiled, whose

@@ -69,7 +69,16 @@ import (
 // Its backward writes the logits' gradient in their dtype from one fused
 // kernel (e per logit, of the chunk being computed) where eager makes the
 // fp32 gradients of the log-probabilities and of the upcast (8 per
-// logit).
+// logit). torchtune's unchunked output is upcast by the model itself
+// (TransformerDecoder.unembed: output(h).float()), outside the compiled
+// loss, which then saves that fp32 copy instead of the log-probabilities
+// (the same 4 bytes per logit) and makes an fp32 gradient (4, not 8).
+// Measured alone on the CPU (validation-compile rows of
+// testdata/measured/cpu, measure.py --validate --compile): bytes per logit
+// held at the loss backward, eager 8 and compiled 4 for fp32 logits, and
+// for 8 chunks of bf16 logits eager 3 (the fp32 log-probabilities less the
+// freed chunks, and one chunk's 8) and compiled 0.25 (one chunk's bf16
+// gradient, the chunks kept as saved).
 //
 // Measured on the CPU with torch 2.6 (testdata/measured/cpu/compile-*,
 // tools/measure --compile): compiling each layer of the Llama config as

@@ -713,6 +713,73 @@ def validate():
     return rows
 
 
+def validate_compile():
+    """The compiled loss alone, against the same loss run eagerly: the bytes
+    per logit the loss holds at the end of its forward and at its backward's
+    peak, over what exists before it (the logits as the loss is given them),
+    for the two ways recipes compile it: a cross-entropy given fp32 logits
+    (torchtune's unchunked output, upcast in the model, and compile_loss on
+    the whole loss) and one chunk's upcast and cross-entropy compiled
+    (CEWithChunkedOutputLoss.compute_cross_entropy), 8 chunks of bf16 logits
+    made by a linear head, as the chunked output makes them."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+    T, H, V, N = 1024, 64, 4096, 8
+    rows = []
+
+    def plain(logits, labels):
+        return F.cross_entropy(logits, labels, ignore_index=-100)
+
+    def chunk(logits, labels):
+        return F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
+
+    def run(case, fn, compiled):
+        f = torch.compile(fn) if compiled else fn
+        torch._dynamo.reset()
+        g = torch.Generator().manual_seed(0)
+        y = torch.randint(0, V, (1, T), generator=g)
+        w = torch.randn(V, H, generator=g, dtype=torch.bfloat16, requires_grad=True)
+        for step in (1, 2):
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                marks = Marks(torch)
+                marks.mark("before")
+                h = torch.randn(1, T, H, generator=g, dtype=torch.bfloat16, requires_grad=True)
+                if case == "plain":
+                    logits = [F.linear(h, w).float().reshape(-1, V)]
+                    labels = [y.reshape(-1)]
+                else:
+                    logits = [F.linear(c, w).reshape(-1, V) for c in h.tensor_split(N, dim=1)]
+                    labels = [t.reshape(-1) for t in y.chunk(N, dim=1)]
+                marks.mark("forward")
+                total = 0.0
+                for lc, yc in zip(logits, labels):
+                    total = total + f(lc, yc)
+                del logits, lc
+                marks.mark("backward")
+                total.backward()
+                marks.mark("after")
+                del total, h
+                w.grad = None
+                marks.mark(None)
+        mem, mk = curve(prof)
+        ph = {p["phase"]: p for p in phase_peaks(mem, mk)[0]}
+        base = ph["forward"]["start"]
+        return {"forward_end": (ph["forward"]["end"] - base) / (T * V),
+                "forward_peak": (ph["forward"]["peak"] - base) / (T * V),
+                "backward_peak": (ph["backward"]["peak"] - base) / (T * V)}
+
+    for case, fn, how in (("plain", plain, "F.cross_entropy given fp32 logits (a bf16 linear's output upcast before the loss), mean"),
+                          ("chunked", chunk, "8 chunks of bf16 logits from a linear head (tensor_split of the hidden states), each chunk's .float() and F.cross_entropy(reduction='sum') in the loss, the sum's backward")):
+        row = {"case": "compile-loss-" + case, "T": T, "V": V, "how": how,
+               "unit": "bytes per logit over the level before the loss (the logits as the loss is given them)"}
+        row["eager"] = run(case, fn, False)
+        row["compiled"] = run(case, fn, True)
+        row["torch"] = torch.__version__
+        rows.append(row)
+    return rows
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", help="one case as JSON ({id, job}); prints its row")
@@ -720,14 +787,15 @@ def main(argv):
     ap.add_argument("--list", action="store_true", help="print the grid's cases, one JSON object a line")
     ap.add_argument("--validate", action="store_true", help="print the validation rows")
     ap.add_argument("--compile", action="store_true",
-                    help="with --list: the compiled training cases (build_compile_grid) instead of the grid")
+                    help="with --list: the compiled training cases (build_compile_grid) instead of the grid; "
+                         "with --validate: the compiled loss against the eager one (validate_compile)")
     a = ap.parse_args(argv)
     if a.list:
         for c in (build_compile_grid() if a.compile else build_grid()):
             print(json.dumps(c, sort_keys=True))
         return 0
     if a.validate:
-        for r in validate():
+        for r in (validate_compile() if a.compile else validate()):
             print(json.dumps(r, sort_keys=True))
         return 0
     if a.case:

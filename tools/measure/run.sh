@@ -13,7 +13,8 @@
 # case ids it matches (grep -E). MEASURE_COMPILE=1 runs the compiled training
 # cases instead (measure.py --list --compile) into
 #   testdata/measured/cpu/compile-<torch>-<date>.jsonl
-# without the validation; the chroot then needs a C++ compiler and torch's
+# with the compiled loss's validation (validation-compile-<torch>-<date>.jsonl)
+# instead of the method's; the chroot then needs a C++ compiler and torch's
 # headers for Inductor (apt-get install --no-install-recommends gcc g++
 # libc6-dev python3-dev python3-setuptools libtorch-dev).
 set -eu
@@ -69,6 +70,7 @@ LIST=--list
 if [ -n "${MEASURE_COMPILE:-}" ]; then
 	ROWS=$OUT/compile-$TORCH-$DATE.jsonl
 	LIST="--list --compile"
+	inchroot --validate --compile >"$OUT/validation-compile-$TORCH-$DATE.jsonl"
 else
 	inchroot --validate >"$OUT/validation-$TORCH-$DATE.jsonl"
 fi
