@@ -1977,8 +1977,9 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 			// backward makes the fp32 gradient beside it (4 per logit);
 			// the upcast's backward casts it back once the compiled
 			// backward has freed the copy (validation-compile rows:
-			// eager 8, compiled 4 bytes per logit at the backward).
-			a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, TV)))
+			// eager 8, compiled 4 bytes per logit at the backward). The
+			// copy is made in forward beside the logits, and it is the
+			// saved copy (in Head): no other fp32 tensor of the logits.
 			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T), 4))
 			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4, TV)))
 			return

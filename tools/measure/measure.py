@@ -769,12 +769,27 @@ def validate_compile():
                 "forward_peak": (ph["forward"]["peak"] - base) / (T * V),
                 "backward_peak": (ph["backward"]["peak"] - base) / (T * V)}
 
+    # What the mechanism says, in bytes per logit (model/compile.go): eager
+    # saves the fp32 log-probabilities (4) and its backward makes two fp32
+    # gradients (8); compiled, the plain loss saves the fp32 logits it is
+    # given and makes one fp32 gradient (4), the chunked one saves its bf16
+    # chunk and makes one chunk's bf16 gradient (2/8); the eager chunked loss
+    # frees the chunks the loop deletes (-2), saves the log-probabilities (+4)
+    # and upcasts one chunk at a time (4/8 in forward, 8/8 in backward). The
+    # two fp32 row statistics and the labels add 8·T and less: a tolerance of
+    # 0.01 bytes per logit.
+    expect = {"plain": {"eager": {"forward_end": 0, "forward_peak": 4, "backward_peak": 8},
+                        "compiled": {"forward_end": 0, "forward_peak": 0, "backward_peak": 4}},
+              "chunked": {"eager": {"forward_end": 2, "forward_peak": 4.5, "backward_peak": 3},
+                          "compiled": {"forward_end": 0, "forward_peak": 0, "backward_peak": 0.25}}}
     for case, fn, how in (("plain", plain, "F.cross_entropy given fp32 logits (a bf16 linear's output upcast before the loss), mean"),
                           ("chunked", chunk, "8 chunks of bf16 logits from a linear head (tensor_split of the hidden states), each chunk's .float() and F.cross_entropy(reduction='sum') in the loss, the sum's backward")):
         row = {"case": "compile-loss-" + case, "T": T, "V": V, "how": how,
                "unit": "bytes per logit over the level before the loss (the logits as the loss is given them)"}
         row["eager"] = run(case, fn, False)
         row["compiled"] = run(case, fn, True)
+        row["expected"] = expect[case]
+        row["ok"] = all(abs(row[m][k] - v) <= 0.01 for m, e in expect[case].items() for k, v in e.items())
         row["torch"] = torch.__version__
         rows.append(row)
     return rows
