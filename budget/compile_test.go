@@ -37,7 +37,8 @@ func TestCompileSavedSet(t *testing.T) {
 	// The whole model: the final norm as the blocks' (4·T·h less), the
 	// loss keeps the bf16 logits and two fp32 row statistics instead of
 	// the fp32 log-probabilities, makes no fp32 copy in forward, and its
-	// gradient is the logits' own dtype.
+	// backward holds the logits' gradient in their own dtype and the zero
+	// gradient autograd materializes for the logits the model returns.
 	const V = 128256
 	w.Compile = model.CompileModel
 	whole, err := s.Activations(w)
@@ -46,7 +47,9 @@ func TestCompileSavedSet(t *testing.T) {
 	assert.Equal(t, eager.FinalNorm-4*T*h, whole.FinalNorm)
 	assert.Equal(t, eager.Head-4*T*V+8*T, whole.Head)
 	assert.Zero(t, whole.LogitsFP32)
-	assert.Equal(t, gpumem.Bytes(2*T*V), whole.LossGrad)
+	// and the zero gradients of the DynamicCache's k and v it returns.
+	const KV, d = 8, 128
+	assert.Equal(t, gpumem.Bytes(2*2*T*V+L*(2+2)*T*KV*d), whole.LossGrad)
 	assert.True(t, whole.LogitsSaved)
 
 	// torchtune's compile_loss on the unchunked output, which the model

@@ -1988,9 +1988,30 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		// ForCausalLMLoss upcasts inside it): the logits (an mm output)
 		// are saved in their dtype, no fp32 copy is made in forward,
 		// and the backward writes the logits' gradient in their dtype.
+		// The model also returns the logits, an output of the compiled
+		// graph that the loss does not use: autograd hands the compiled
+		// backward a zero gradient for it, materialized (a tangent of
+		// AOTAutograd's backward graph, added into the logits'
+		// gradient by the fused loss backward in Inductor's code), e
+		// per logit more (measured on the CPU, compile-model rows).
+		// Without checkpointing, transformers' decoder also returns its
+		// DynamicCache in training (LlamaModel.forward makes one when
+		// use_cache, the config's default, which only gradient
+		// checkpointing turns off): every layer's roped k and v (KV
+		// heads), outputs of the graph too, whose zero gradients are
+		// materialized as well: k in fp32 under autocast (the fp32 cos
+		// and sin promote it), v in e.
+		grad := c.m(2*e, TV)
+		if w.Checkpointing == NoCheckpointing {
+			ke := e
+			if w.Autocast {
+				ke = 4
+			}
+			grad = c.a(grad, c.m(ke+e, s.Layers, T, s.KVHeads, s.HeadDim))
+		}
 		a.LogitsSaved = true
 		a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(8, T), 4))
-		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(e, TV)))
+		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), grad))
 		return
 	}
 	lsm, causal := int64(4), true
