@@ -137,3 +137,21 @@ func TestCompileErrors(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEstimateCompile estimates Llama 3.2 3B's training step eager
+// and with torchtune's compilation (layers and loss).
+func BenchmarkEstimateCompile(b *testing.B) {
+	j := trainJob(lookupModel(b, "llama-3.2-3b", nil))
+	j.Attention, j.Batch, j.SeqLen = model.Flash, 2, 4096
+	for _, c := range []model.Compile{0, model.CompileLayers | model.CompileLoss} {
+		j.Compile = c
+		b.Run(c.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Estimate(j); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

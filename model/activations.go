@@ -767,8 +767,10 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if err := w.checkLoss(s); err != nil {
 		return 0, err
 	}
-	if err := w.checkCompile(s); err != nil {
-		return 0, err
+	if w.Compile != 0 {
+		if err := w.checkCompile(s); err != nil {
+			return 0, err
+		}
 	}
 	switch w.computeDType(s) {
 	case gpumem.FP32, gpumem.TF32:
