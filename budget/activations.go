@@ -91,7 +91,9 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	}
 	if j.Mode == Training && j.KeepLogits {
 		f.kept = a.Logits
-	} else if j.Mode == Training || a.LogitsReleased {
+	} else if (j.Mode == Training && !a.LogitsSaved) || a.LogitsReleased {
+		// A compiled loss saves the logits (LogitsSaved): its backward
+		// sees them whatever the loop holds.
 		f.lossLogits = 0
 	}
 	for _, l := range a.Layers {
@@ -281,7 +283,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		TensorParallel: int64(j.Parallel.TensorParallel), SequenceParallel: j.Parallel.SequenceParallel,
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
-		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(),
+		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(), Compile: j.Compile,
 	}
 }
 
@@ -289,8 +291,18 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 // without a mask (model.Workload.NoAttentionMask): when the model holds
 // a cache, in generate() and in a training forward without
 // checkpointing (use_cache defaults to true; gradient checkpointing turns
-// it off). A Prefill job runs without a cache.
+// it off). A Prefill job runs without a cache. A model compiled whole
+// (model.CompileModel: its head in the graph too) builds its mask under Dynamo, where
+// masking_utils.py's _ignore_causal_mask_sdpa never skips it
+// (is_torchdynamo_compiling, transformers v4.57.1), so its attention has
+// one: measured, the compiled model runs the CPU's flash kernel where the
+// same job eager, or with its layers compiled (the mask made outside
+// them), runs the math kernel (testdata/measured/cpu/compile-*.jsonl,
+// sdpa_kernels).
 func (j *Job) noAttentionMask() bool {
+	if j.Compile&model.CompileHead != 0 {
+		return false
+	}
 	return j.Mode == Generation || (j.Mode == Training && j.Checkpointing == model.NoCheckpointing)
 }
 

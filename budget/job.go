@@ -320,6 +320,14 @@ type Job struct {
 	// full loss needs a Training job of a causal language model without
 	// tensor parallelism.
 	Loss model.Loss
+	// Compile is what of a Training job's step runs under torch.compile
+	// (zero: nothing; model.CompileLayers, model.CompileLoss, both as
+	// torchtune's compile=True, or model.CompileModel for the whole
+	// model): compiled blocks save the min-cut partitioner's set, and a
+	// compiled loss saves the logits instead of fp32 log-probabilities
+	// (model/compile.go). PyTorch runtime only; Llama-style decoders with
+	// SDPA or flash attention.
+	Compile model.Compile
 	// KeepLogits says that the training loop holds the model's output,
 	// and with it the B·T·V logits, through backward and the optimizer
 	// step, as a loop written `logits, loss = model(x, y);

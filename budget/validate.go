@@ -30,6 +30,11 @@ func (j *Job) validate() error {
 	if j.KeepLogits && j.Mode != Training {
 		return gpumem.Errorf("Job.KeepLogits", true, gpumem.ErrInvalid, "only a Training job's loop holds the logits through backward and the optimizer step (a %s job runs neither)", j.Mode)
 	}
+	if j.Compile != 0 {
+		if err := j.validateCompile(); err != nil {
+			return err
+		}
+	}
 	if err := j.validateSSMRuntime(); err != nil {
 		return err
 	}

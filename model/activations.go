@@ -313,6 +313,11 @@ type Workload struct {
 	// sdpa_attention.py's use_gqa_in_sdpa then repeats the K/V heads
 	// with repeat_kv instead.
 	NoAttentionMask bool
+	// Compile is what of a training step runs under torch.compile
+	// (zero: nothing), see [Compile]: compiled blocks save the min-cut
+	// partitioner's set, a compiled loss neither upcasts nor saves fp32
+	// log-probabilities. Training of Llama-style decoders only.
+	Compile Compile
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -431,6 +436,10 @@ type Activations struct {
 	// before backward (torchtune's recipes delete the chunked output
 	// list), so the loss backward does not see them.
 	LogitsReleased bool
+	// LogitsSaved says that the loss saves the logits for its backward
+	// (a compiled loss, see [Compile]): they live until the loss's
+	// backward has run, whatever the loop holds.
+	LogitsSaved bool
 	// Forward is the largest per-block transient during forward.
 	Forward gpumem.Bytes
 	// Backward is the largest per-block transient during backward, with
@@ -817,6 +826,11 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if err := w.checkLoss(s); err != nil {
 		return 0, err
 	}
+	if w.Compile != 0 {
+		if err := w.checkCompile(s); err != nil {
+			return 0, err
+		}
+	}
 	switch w.computeDType(s) {
 	case gpumem.FP32, gpumem.TF32:
 		return 4, nil
@@ -1117,6 +1131,9 @@ type actShape struct {
 	// torch.autocast (Workload.Autocast).
 	cpu, gqa, causal, autocast bool
 	sp                         int64 // divisor of the replicated per-token tensors (sequence parallelism); 0 or 1: none
+	// compiled says the block runs under torch.compile (Workload.Compile
+	// CompileLayers): it saves the partitioner's set (compile.go).
+	compiled bool
 	// half says the compute dtype is fp16, whose softmax(dtype=float32)
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
@@ -1374,6 +1391,12 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
 	default:
+		if sh.compiled {
+			// Compiled (compile.go): each RMSNorm saves its input in its
+			// own dtype and rsqrt; the fp32 upcast and the normalized
+			// rows are recomputed in backward: 4·T·h less.
+			norm -= c.m(4, Th, bl.h)
+		}
 		saved = c.a(norm, eTh, norm, eTh)
 		if bl.sandwich {
 			saved = c.a(saved, norm, norm)
@@ -1426,7 +1449,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		mlp, mlpBwd = c.moe(bl, T, e)
 	} else {
 		eTI := c.m(e, T, bl.I)
-		mlp = c.m(bl.act.tensors(), eTI)
+		n := bl.act.tensors()
+		if sh.compiled && bl.act == actGated {
+			// Compiled (compile.go): SiLU(gate) is recomputed from the
+			// saved gate; gate, up and their product are saved.
+			n--
+		}
+		mlp = c.m(n, eTI)
 		if sh.drop && bl.mlpDrop {
 			mlp = c.a(mlp, c.m(sh.mask, T, bl.I))
 			if bl.act == actReLU {
@@ -1739,6 +1768,7 @@ func actFamily(s *Spec) actBlock {
 func (c *actCalc) stack(a *Activations, w Workload, part, kind string, bl *actBlock, sh actShape, count int64, train bool) LayerActivations {
 	rank := bl.split(w.tp())
 	sh.sp = w.sp()
+	sh.compiled = w.Compile&CompileLayers != 0
 	x := c.block(&rank, sh)
 	return c.place(a, w, part, kind, sh.s, x, count, train)
 }
@@ -1780,6 +1810,12 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 		// rows).
 		kept, total = x.input, c.m(x.input, count)
 		l.Forward = gpumem.Bytes(x.noGrad) // the first forward runs without a graph
+		if sh := w.Compile & CompileLayers; sh != 0 {
+			// A compiled block under a non-reentrant checkpoint runs its
+			// compiled forward, which returns every tensor it saves
+			// before the checkpoint's hooks drop them.
+			l.Forward = gpumem.Bytes(actMax(x.noGrad, x.saved))
+		}
 		l.Backward = gpumem.Bytes(c.a(x.saved-min(x.saved, x.input), x.bwd))
 	case SelectiveCheckpointing:
 		kept = x.saved - x.attn
@@ -1929,6 +1965,11 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		}
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
+		if w.Train && w.Compile&CompileHead != 0 {
+			// The final norm in the compiled graph: its input and
+			// rsqrt, as a compiled block's norms (compile.go).
+			fin -= c.m(4, Th, s.Hidden)
+		}
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
@@ -2081,6 +2122,60 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	}
 	if s.Family == "gemma2" {
 		h = c.a(h, c.m(e, TV)) // final_logit_softcapping: tanh saves its result
+	}
+	if w.Train && w.Compile&CompileLoss != 0 {
+		// Compiled loss (compile.go): the max and log-sum-exp of each
+		// row (4·T each) are saved and the log-probabilities recomputed;
+		// the 0-dim fp32 total weight too, as in eager.
+		ids := c.m(16, T)
+		if w.Batch == 1 {
+			ids = c.a(ids, 8) // as below: a view of the padded labels
+		}
+		a.TokenIDs = gpumem.Bytes(c.a(int64(a.TokenIDs), ids))
+		if w.Compile&CompileHead == 0 && e != 4 {
+			// The loss alone compiled (torchtune's compile_loss): it is
+			// given the logits upcast outside it (TransformerDecoder.
+			// unembed: output(h).float(), torchtune/modules/
+			// transformer.py), so it saves that fp32 copy, and its
+			// backward makes the fp32 gradient beside it (4 per logit);
+			// the upcast's backward casts it back once the compiled
+			// backward has freed the copy (validation-compile rows:
+			// eager 8, compiled 4 bytes per logit at the backward). The
+			// copy is made in forward beside the logits, and it is the
+			// saved copy (in Head): no other fp32 tensor of the logits.
+			a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(4, TV), c.m(8, T), 4))
+			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(4, TV)))
+			return
+		}
+		// With the head in the graph (the whole model compiled, whose
+		// ForCausalLMLoss upcasts inside it): the logits (an mm output)
+		// are saved in their dtype, no fp32 copy is made in forward,
+		// and the backward writes the logits' gradient in their dtype.
+		// The model also returns the logits, an output of the compiled
+		// graph that the loss does not use: autograd hands the compiled
+		// backward a zero gradient for it, materialized (a tangent of
+		// AOTAutograd's backward graph, added into the logits'
+		// gradient by the fused loss backward in Inductor's code), e
+		// per logit more (measured on the CPU, compile-model rows).
+		// Without checkpointing, transformers' decoder also returns its
+		// DynamicCache in training (LlamaModel.forward makes one when
+		// use_cache, the config's default, which only gradient
+		// checkpointing turns off): every layer's roped k and v (KV
+		// heads), outputs of the graph too, whose zero gradients are
+		// materialized as well: k in fp32 under autocast (the fp32 cos
+		// and sin promote it), v in e.
+		grad := c.m(2*e, TV)
+		if w.Checkpointing == NoCheckpointing {
+			ke := e
+			if w.Autocast {
+				ke = 4
+			}
+			grad = c.a(grad, c.m(ke+e, s.Layers, T, s.KVHeads, s.HeadDim))
+		}
+		a.LogitsSaved = true
+		a.Head = gpumem.Bytes(c.a(int64(a.Head), h, c.m(8, T), 4))
+		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), grad))
+		return
 	}
 	lsm, causal := int64(4), true
 	halfGrad := int64(0)

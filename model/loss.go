@@ -267,6 +267,17 @@ func (c *actCalc) lossHead(a *Activations, s Spec, w Workload, e, T, V int64, in
 		if s.Family == "gemma2" {
 			soft = c.m(e, T, V) // final_logit_softcapping: tanh saves its result
 		}
+		if w.Compile&CompileLoss != 0 {
+			// compile_loss compiles compute_cross_entropy (compile.go):
+			// each chunk's call saves its bf16 logits (so the list the
+			// recipe deletes stays alive through the loss) and the
+			// rows' max and log-sum-exp (8·Tc); no fp32 copy is made,
+			// and its backward writes the chunk's gradient in e.
+			a.LogitsReleased, a.LogitsSaved = false, true
+			a.Head = gpumem.Bytes(c.a(int64(a.Head), in, soft, c.m(8, T), c.m(4, n)))
+			a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(e, Tc, V)))
+			break
+		}
 		a.Head = gpumem.Bytes(c.a(int64(a.Head), in, soft, c.m(4, T, V), c.m(4, n)))
 		a.LogitsFP32 = gpumem.Bytes(c.a(int64(a.LogitsFP32), c.m(4, Tc, V)))
 		a.LossGrad = gpumem.Bytes(c.a(int64(a.LossGrad), c.m(8, Tc, V)))

@@ -186,6 +186,14 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 		}
 		jf.Backend = req.Backend
 	}
+	if req.Compile != "" {
+		jf.Compile = req.Compile
+	}
+	if c, err := model.ParseCompile(jf.Compile); err != nil {
+		return jf, spec, BadField("compile", "compile %q: want none, layers, loss, layers+loss or model", jf.Compile)
+	} else if c != 0 && !jf.Train {
+		return jf, spec, BadField("compile", "compile %q: compilation is modelled for training steps (give \"mode\": \"train\", or leave compile out)", jf.Compile)
+	}
 	if jf.Train {
 		if jf.Frozen && req.Optimizer != defaults.Opt {
 			return jf, spec, BadField("optimizer", "optimizer %q: frozen: every parameter is frozen, so there is nothing to step (leave one out)", req.Optimizer)

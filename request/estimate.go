@@ -49,6 +49,8 @@ type Estimate struct {
 	EvalLoss bool `json:"eval"`
 	// Backend is --backend: "cuda" (the default) or "cpu".
 	Backend string `json:"backend"`
+	// Compile is --compile: none, layers, loss, layers+loss or model.
+	Compile string `json:"compile"`
 
 	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
 	// --kv-dtype and --kv-block.

@@ -28,6 +28,8 @@ func FlagFor(field string) (string, bool) {
 		return "--keep-logits", true
 	case "Job.EvalLoss", "Workload.Labels":
 		return "--eval", true
+	case "Job.Compile", "Workload.Compile":
+		return "--compile", true
 	case "Job.Backend", "Workload.Backend":
 		return "--backend", true
 	case "Job.Precision", "Plan.Job.Precision":
@@ -226,7 +228,7 @@ var libraryFields = map[string]string{
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
 	"Objective": "maximize", "CUDA": "cuda", "Loading": "lazy_loading",
 	"Capacity": "capacity", "Device": "gpu",
-	"Loss": "loss", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
+	"Loss": "loss", "Compile": "compile", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
 }
 
 // RequestField names a library field as the request does: fields maps

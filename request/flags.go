@@ -49,6 +49,7 @@ type Flags struct {
 	KeepLogits        bool   // --keep-logits
 	EvalLoss          bool   // --eval
 	Backend           string // --backend: cuda (default) or cpu
+	Compile           string // --compile: none, layers, loss, layers+loss, model
 	GPUs, ZeRO        int
 	Layout            LayoutFlags
 	CUDA              string
@@ -122,6 +123,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Loss, "loss", "full", "with --train: the LM head's loss: full (Hugging Face: every logit, upcast to fp32), chunked or chunked:N (torchtune's chunked output, 8 chunks by default), liger (Liger-Kernel's fused linear cross entropy) or cce (Apple's cut cross-entropy)")
 	fs.BoolVar(&f.KeepLogits, "keep-logits", false, "with --train: the loop holds the model's output (its batch×seq×vocab logits) through backward and the optimizer step, as `logits, loss = model(x, y)` does (litgpt); the default is Hugging Face's Trainer, whose compute_loss returns the loss alone, so the logits are freed before backward")
 	fs.BoolVar(&f.EvalLoss, "eval", false, "with --infer and no --generate: an evaluation pass, labels given, the loss computed under torch.no_grad (Trainer.evaluate): the loss's fp32 upcast and log-softmax beside the logits")
+	fs.StringVar(&f.Compile, "compile", "none", "with --train: what torch.compile compiles: layers (each decoder layer, as torchtune's compile_model), loss (torchtune's compile_loss), layers+loss (torchtune's compile=True) or model (the whole model with its loss); compiled layers save the min-cut partitioner's set (Llama-style decoders, sdpa or flash)")
 	fs.StringVar(&f.Backend, "backend", "cuda", "the device whose kernels run the job: cuda, or cpu (PyTorch's CPU kernels: dropout saves its noise in the input's dtype, SDPA falls back to its math kernel under dropout and grouped-query heads; go doc ./model CPU)")
 	fs.IntVar(&f.LogitsToKeep, "logits-to-keep", 0, "with --infer and no --generate: project only the last N positions of each sequence to logits (transformers' logits_to_keep); 0: every position")
 	fs.IntVar(&f.GPUs, "gpus", 1, "GPUs per node (data-parallel ranks, with --zero the ranks state is sharded over); the estimate is per GPU")
@@ -185,7 +187,7 @@ func (f *Flags) CheckGiven(fs *flag.FlagSet) error {
 		return nil
 	}
 	const leave = "give --train, or leave %s out"
-	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations", "keep-logits"} {
+	for _, name := range []string{"optimizer-impl", "momentum", "nesterov", "optimizer-in-backward", "frozen", "offload-activations", "keep-logits", "compile"} {
 		if fl := fs.Lookup(name); given[name] && fl.Value.String() != fl.DefValue {
 			return fmt.Errorf("%w: --%s: an inference job runs no backward pass and no optimizer ("+leave+")", ErrUsage, name, "--"+name)
 		}

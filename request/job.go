@@ -167,6 +167,9 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 	j.LogitsToKeep = f.LogitsToKeep
 	j.KeepLogits = f.KeepLogits
 	j.EvalLoss = f.EvalLoss
+	if j.Compile, err = model.ParseCompile(f.Compile); err != nil {
+		return j, dev, fmt.Errorf("%w: --compile %q: want none, layers, loss, layers+loss or model", ErrUsage, f.Compile)
+	}
 	if j.Backend, err = model.ParseBackend(f.Backend); err != nil {
 		return j, dev, fmt.Errorf("%w: --backend %q: want cuda or cpu", ErrUsage, f.Backend)
 	}

@@ -145,6 +145,8 @@ def case_id(job, suffix=""):
         if job.get("frozen"):
             parts.append("frozen")
         parts.append("drop" if job["dropout"] else "nodrop")
+        if job.get("compile"):
+            parts.append("compile-" + job["compile"])
     parts.append("b%d" % job["batch"])
     if job.get("seq") is not None:
         parts.append("s%d" % job["seq"])
@@ -157,12 +159,13 @@ def case_id(job, suffix=""):
 
 def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=None, impl="",
              momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True, frozen=False,
-             nesterov=False, suffix=""):
+             nesterov=False, suffix="", compile=""):
     """A case of the grid. optimizer is adamw, sgd, adafactor (transformers'
     Adafactor) or none (no step: the gradients are computed and dropped).
     frozen freezes every parameter and differentiates to the input (an
     adversarial attack or an attribution: the model in eval mode, so without
-    dropout; optimizer none). suffix ends the id (the torch-1 grid's)."""
+    dropout; optimizer none). suffix ends the id (the torch-1 grid's).
+    compile is the torch.compile scope of a training case (layers or model)."""
     config = read_catalog(m["catalog"])
     config.update(m["overrides"])
     overrides = dict(m["overrides"])
@@ -193,6 +196,8 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
         job["frozen"] = True
     if nesterov and mode == "train":
         job["nesterov"] = True
+    if compile and mode == "train":
+        job["compile"] = compile
     return {"id": case_id(job, suffix), "job": job}
 
 
@@ -287,6 +292,48 @@ def unique(cases):
             seen.add(c["id"])
             out.append(c)
     return out
+
+
+# What a compiled case compiles (job.compile), as the recipes do it:
+#   layers  each decoder layer compiled on its own, nn.Module.compile() on every
+#           model.model.layers[i], as torchtune's training.compile_model compiles
+#           each TransformerSelfAttentionLayer (torchtune/training/_compile.py);
+#           the embedding, final norm, head and the model's loss run eagerly.
+#   model   the whole model, model.compile(): the layers, the final norm, the head
+#           and transformers' loss (ForCausalLMLoss, called inside the model's
+#           forward when it is given labels) in one compiled graph.
+# Both with torch.compile's defaults (Inductor, the min-cut partitioner of
+# torch/_functorch/partitioners.py, activation_memory_budget 1.0).
+COMPILE_SCOPES = ("layers", "model")
+
+
+def build_compile_grid():
+    """The compiled training cases: the Llama config of the grid, AdamW, SDPA,
+    fp32 and bf16 autocast, each scope; LoRA rank 8 on q_proj/v_proj. The
+    eager cases of the same jobs are in the grid (build_grid)."""
+    m = next(m for m in MODELS if m["name"] == "llama-small")
+    cases = []
+    for b, seq in ((1, 64), (4, 256)):
+        for precision in ("fp32", "bf16-mixed"):
+            for scope in COMPILE_SCOPES:
+                cases.append(make_job(m, "train", b, seq, precision=precision, attention="sdpa",
+                                      optimizer="adamw", impl="forloop", compile=scope))
+    for scope in COMPILE_SCOPES:
+        cases.append(make_job(m, "train", 4, 256, optimizer="adamw", impl="forloop", lora_rank=8, compile=scope))
+    return cases
+
+
+def compile_model(torch, model, scope):
+    """Compiles the model as job.compile says (COMPILE_SCOPES), after
+    clearing what Dynamo compiled for an earlier case of the process."""
+    torch._dynamo.reset()
+    if scope == "layers":
+        for layer in model.model.layers:
+            layer.compile()
+    elif scope == "model":
+        model.compile()
+    else:
+        raise ValueError("compile %r: want one of %s" % (scope, ", ".join(COMPILE_SCOPES)))
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -510,6 +557,10 @@ def run_job(torch, transformers, job):
         # not return to zero from is kept by a library cache.
         marks.mark("done")
         del model, x, labels, params, leaf
+        if job.get("compile"):
+            # What Dynamo compiled holds a few bytes (32 in the LoRA rows)
+            # until it is reset.
+            torch._dynamo.reset()
         gc.collect()
         marks.mark("freed")
         marks.mark(None)
@@ -553,6 +604,10 @@ def train(torch, transformers, model, job, x, labels, leaf, marks, info):
         model.train()
     if job["checkpointing"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if job.get("compile"):
+        # The first (warm-up) step compiles; the measured second step runs
+        # the compiled code.
+        compile_model(torch, model, job["compile"])
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(torch, transformers, job, trainable)
     ac = (torch.autocast("cpu", dtype=torch.bfloat16) if job["precision"] == "bf16-mixed"
@@ -655,6 +710,10 @@ def run_case(case):
                     "command": os.environ.get("GPUMEM_RUN") or "tools/measure/run.sh"
                     " (python3 measure.py --cases <the model's cases>)"},
     }
+    if job.get("compile"):
+        import torch._functorch.config as fc
+        row["env"]["compile"] = {"backend": "inductor", "partitioner": "min_cut_rematerialization_partition",
+                                 "activation_memory_budget": fc.activation_memory_budget}
     t0 = time.time()
     try:
         phases, info = run_job(torch, transformers, job)
@@ -805,6 +864,88 @@ def validate():
     return rows
 
 
+def validate_compile():
+    """The compiled loss alone, against the same loss run eagerly: the bytes
+    per logit the loss holds at the end of its forward and at its backward's
+    peak, over what exists before it (the logits as the loss is given them),
+    for the two ways recipes compile it: a cross-entropy given fp32 logits
+    (torchtune's unchunked output, upcast in the model, and compile_loss on
+    the whole loss) and one chunk's upcast and cross-entropy compiled
+    (CEWithChunkedOutputLoss.compute_cross_entropy), 8 chunks of bf16 logits
+    made by a linear head, as the chunked output makes them."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+    T, H, V, N = 1024, 64, 4096, 8
+    rows = []
+
+    def plain(logits, labels):
+        return F.cross_entropy(logits, labels, ignore_index=-100)
+
+    def chunk(logits, labels):
+        return F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
+
+    def run(case, fn, compiled):
+        f = torch.compile(fn) if compiled else fn
+        torch._dynamo.reset()
+        g = torch.Generator().manual_seed(0)
+        y = torch.randint(0, V, (1, T), generator=g)
+        w = torch.randn(V, H, generator=g, dtype=torch.bfloat16, requires_grad=True)
+        for step in (1, 2):
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                marks = Marks(torch)
+                marks.mark("before")
+                h = torch.randn(1, T, H, generator=g, dtype=torch.bfloat16, requires_grad=True)
+                if case == "plain":
+                    logits = [F.linear(h, w).float().reshape(-1, V)]
+                    labels = [y.reshape(-1)]
+                else:
+                    logits = [F.linear(c, w).reshape(-1, V) for c in h.tensor_split(N, dim=1)]
+                    labels = [t.reshape(-1) for t in y.chunk(N, dim=1)]
+                marks.mark("forward")
+                total = 0.0
+                for lc, yc in zip(logits, labels):
+                    total = total + f(lc, yc)
+                del logits, lc
+                marks.mark("backward")
+                total.backward()
+                marks.mark("after")
+                del total, h
+                w.grad = None
+                marks.mark(None)
+        mem, mk = curve(prof)
+        ph = {p["phase"]: p for p in phase_peaks(mem, mk)[0]}
+        base = ph["forward"]["start"]
+        return {"forward_end": (ph["forward"]["end"] - base) / (T * V),
+                "forward_peak": (ph["forward"]["peak"] - base) / (T * V),
+                "backward_peak": (ph["backward"]["peak"] - base) / (T * V)}
+
+    # What the mechanism says, in bytes per logit (model/compile.go): eager
+    # saves the fp32 log-probabilities (4) and its backward makes two fp32
+    # gradients (8); compiled, the plain loss saves the fp32 logits it is
+    # given and makes one fp32 gradient (4), the chunked one saves its bf16
+    # chunk and makes one chunk's bf16 gradient (2/8); the eager chunked loss
+    # frees the chunks the loop deletes (-2), saves the log-probabilities (+4)
+    # and upcasts one chunk at a time (4/8 in forward, 8/8 in backward). The
+    # two fp32 row statistics and the labels add 8·T and less: a tolerance of
+    # 0.01 bytes per logit.
+    expect = {"plain": {"eager": {"forward_end": 0, "forward_peak": 4, "backward_peak": 8},
+                        "compiled": {"forward_end": 0, "forward_peak": 0, "backward_peak": 4}},
+              "chunked": {"eager": {"forward_end": 2, "forward_peak": 4.5, "backward_peak": 3},
+                          "compiled": {"forward_end": 0, "forward_peak": 0, "backward_peak": 0.25}}}
+    for case, fn, how in (("plain", plain, "F.cross_entropy given fp32 logits (a bf16 linear's output upcast before the loss), mean"),
+                          ("chunked", chunk, "8 chunks of bf16 logits from a linear head (tensor_split of the hidden states), each chunk's .float() and F.cross_entropy(reduction='sum') in the loss, the sum's backward")):
+        row = {"case": "compile-loss-" + case, "T": T, "V": V, "how": how,
+               "unit": "bytes per logit over the level before the loss (the logits as the loss is given them)"}
+        row["eager"] = run(case, fn, False)
+        row["compiled"] = run(case, fn, True)
+        row["expected"] = expect[case]
+        row["ok"] = all(abs(row[m][k] - v) <= 0.01 for m, e in expect[case].items() for k, v in e.items())
+        row["torch"] = torch.__version__
+        rows.append(row)
+    return rows
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", help="one case as JSON ({id, job}); prints its row")
@@ -814,9 +955,14 @@ def main(argv):
                     help="with --list: the main grid (torch 2, transformers v4.57.1) or the torch-1 grid "
                          "(torch 1.13 and the older transformers that runs there: eager attention, a subset)")
     ap.add_argument("--validate", action="store_true", help="print the validation rows")
+    ap.add_argument("--compile", action="store_true",
+                    help="with --list: the compiled training cases (build_compile_grid) instead of the grid; "
+                         "with --validate: the compiled loss against the eager one (validate_compile)")
     a = ap.parse_args(argv)
     if a.list:
-        if a.grid == "torch1":
+        if a.compile:
+            grid = build_compile_grid()
+        elif a.grid == "torch1":
             import torch
             grid = build_torch1_grid(torch.__version__.split("+")[0], import_transformers().__version__)
         else:
@@ -825,7 +971,7 @@ def main(argv):
             print(json.dumps(c, sort_keys=True))
         return 0
     if a.validate:
-        for r in validate():
+        for r in (validate_compile() if a.compile else validate()):
             print(json.dumps(r, sort_keys=True))
         return 0
     if a.case:

@@ -36,7 +36,7 @@ const (
 	FeatureCheckpointing  = "checkpointing"    // checkpointing full or selective
 	FeatureGradAccum      = "grad-accum"       // grad_accum > 1
 	FeatureParallel       = "parallel"         // parallel or offload
-	FeatureCompile        = "compile"          // compile: torch.compile, not modelled (an upper bound)
+	FeatureCompile        = "compile"          // compile: torch.compile (model.Compile)
 	FeatureRuntime        = "runtime:"         // runtime, followed by the engine (llama.cpp)
 	FeaturePipeline       = "pipeline"         // pipeline: a diffusers pipeline (budget.EstimatePipeline)
 	Plain                 = "plain"            // none of the above
@@ -132,7 +132,7 @@ func Features(j *Job, label string) []string {
 	if j.Parallel != nil || j.Offload != "" {
 		add(FeatureParallel)
 	}
-	if j.Compile {
+	if j.Compile != 0 {
 		add(FeatureCompile)
 	}
 	if j.Runtime != "" && !strings.EqualFold(j.Runtime, "pytorch") {

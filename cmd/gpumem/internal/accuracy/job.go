@@ -133,12 +133,11 @@ type Job struct {
 	Loss         string `json:"loss"`
 	LogitsToKeep int    `json:"logits_to_keep"`
 	Frozen       bool   `json:"frozen"`
-	// Compile records that the run was compiled (torch.compile: torchtune's
-	// compile=True). gpumem does not model compilation, which fuses
-	// elementwise chains and the loss and saves fewer intermediates, so the
-	// estimate of such a run is an upper bound; the field only marks the
-	// case (Features: compile).
-	Compile bool `json:"compile"`
+	// Compile is what the run compiled with torch.compile (budget.Job.
+	// Compile): true is torchtune's compile=True, which compiles each
+	// decoder layer and the loss (layers+loss); a string is a
+	// model.ParseCompile name (tools/measure's rows: "layers", "model").
+	Compile CompileField `json:"compile"`
 	// QuantHead quantizes the untied output head with the other linears
 	// (model.Finetune.QuantizeHead: Lightning's BitsandbytesPrecision and
 	// lit-gpt's quantization() replace every nn.Linear).
@@ -436,6 +435,7 @@ func (j *Job) Budget() (budget.Job, error) {
 	if err := j.runtime(&b); err != nil {
 		return b, err
 	}
+	b.Compile = model.Compile(j.Compile)
 	if j.Loss != "" {
 		if b.Loss, err = model.ParseLoss(j.Loss); err != nil {
 			return b, gpumem.Errorf(field("loss"), j.Loss, gpumem.ErrInvalid, "want full, chunked, chunked:N, liger or cce")
