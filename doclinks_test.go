@@ -21,7 +21,9 @@ import (
 //     anchor is a heading of the Markdown file it names, slugged as GitHub
 //     slugs headings (lower case, punctuation dropped, spaces to hyphens);
 //   - a path written in prose or a comment that starts with docs/,
-//     testdata/, tools/ or examples/ names a file or directory, looked up
+//     testdata/, tools/ or examples/ names a file or directory, and one
+//     that starts with a package's directory (model/, budget/, cmd/, ...)
+//     and ends in a file's extension names a file, looked up
 //     from the citing file's directory and each directory above it up to the
 //     repository root (a package's testdata/ is beside its code, the
 //     module's at the root); a docs/*.md path with an anchor names a
@@ -81,9 +83,15 @@ func TestDocLinks(t *testing.T) {
 var (
 	mdLink      = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 	mdRefLink   = regexp.MustCompile(`^\s*\[[^\]]+\]:\s*(\S+)`)
-	citedPath   = regexp.MustCompile(`(?:^|[\s(\x60"'\[])((?:docs|testdata|tools|examples)/[A-Za-z0-9_.\-/]*[A-Za-z0-9_](?:#[a-z0-9\-]+)?)`)
+	citedPath   = regexp.MustCompile(`(?:^|[\s(\x60"'\[])((?:docs|testdata|tools|examples|model|budget|leak|attention|optimizer|enginelog|cmd|internal|kube)/[A-Za-z0-9_.\-/]*[A-Za-z0-9_](?:#[a-z0-9\-]+)?)`)
 	absFilePath = regexp.MustCompile(`(?:^|[\s(\x60"'])(/(?:work|home|root|Users|mnt)/[^\s)\x60"']*)`)
 )
+
+// docDirs are the directories whose every cited path is checked; under
+// the others (the packages) only paths of files (fileExt) are.
+var docDirs = map[string]bool{"docs": true, "testdata": true, "tools": true, "examples": true}
+
+var fileExt = regexp.MustCompile(`\.(go|md|sh|py|jsonl?|txt|gz|csv|ya?ml|mod)$`)
 
 // externalCitation are paths of other projects that the documentation
 // cites with their project; they are not looked up in this repository.
@@ -205,6 +213,12 @@ func checkCited(t *testing.T, root, dir, where, text string) (cited int) {
 		file, anchor, _ := strings.Cut(p, "#")
 		file = strings.TrimRight(file, ".")
 		if _, ok := externalCitation[file]; ok {
+			continue
+		}
+		// Under a package's directory only a file is taken for a path:
+		// "cmd/gpumem/internal/accuracy.Features" is an identifier and
+		// "model/mode/precision" a pattern of names.
+		if top, _, _ := strings.Cut(file, "/"); !docDirs[top] && !fileExt.MatchString(file) {
 			continue
 		}
 		cited++
