@@ -28,6 +28,9 @@ import (
 //     repository root (a package's testdata/ is beside its code, the
 //     module's at the root); a docs/*.md path with an anchor names a
 //     heading of it;
+//   - a test, benchmark, example or fuzz function named in prose or a
+//     comment (TestREADMEQuickStart, BenchmarkEstimate) is defined in a
+//     _test.go file of the repository;
 //   - no link or cited path leaves the repository: no absolute path into a
 //     machine's home, work or mount directories (absFilePath; a temporary
 //     directory is a command's scratch output, not a document), no file://
@@ -48,6 +51,8 @@ func TestDocLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var checked, cited int
+	defined := map[string]bool{}
+	testNames = map[string]string{}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -66,6 +71,15 @@ func TestDocLinks(t *testing.T) {
 			cited += c
 		case strings.HasSuffix(name, ".go"):
 			cited += checkGoComments(t, root, path)
+			if strings.HasSuffix(name, "_test.go") {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				for _, m := range testFunc.FindAllStringSubmatch(string(data), -1) {
+					defined[m[1]] = true
+				}
+			}
 		}
 		return nil
 	})
@@ -74,13 +88,20 @@ func TestDocLinks(t *testing.T) {
 	}
 	// The walk must have found the documentation it is meant to check: a
 	// walk that saw nothing would pass silently.
-	t.Logf("%d Markdown links and %d cited paths checked", checked, cited)
+	for name, where := range testNames {
+		if !defined[name] {
+			t.Errorf("%s: names %s, which no _test.go file defines", where, name)
+		}
+	}
+	t.Logf("%d Markdown links, %d cited paths and %d test, benchmark and example names checked", checked, cited, len(testNames))
 	if checked < 30 || cited < 150 {
 		t.Errorf("checked %d Markdown links and %d cited paths; want at least 30 and 150 (did the walk find README.md and docs/?)", checked, cited)
 	}
 }
 
 var (
+	testFunc    = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Example|Fuzz)\w*)\(`)
+	testName    = regexp.MustCompile(`\b((?:Test|Benchmark|Example|Fuzz)[A-Z_][A-Za-z0-9_]*)`)
 	mdLink      = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 	mdRefLink   = regexp.MustCompile(`^\s*\[[^\]]+\]:\s*(\S+)`)
 	citedPath   = regexp.MustCompile(`(?:^|[\s(\x60"'\[])((?:docs|testdata|tools|examples|model|budget|leak|attention|optimizer|enginelog|cmd|internal|kube)/[A-Za-z0-9_.\-/]*[A-Za-z0-9_](?:#[a-z0-9\-]+)?)`)
@@ -200,10 +221,19 @@ func checkGoComments(t *testing.T, root, path string) (cited int) {
 	return cited
 }
 
+// testNames holds the Test, Benchmark, Example and Fuzz functions the
+// documentation names, each with the first place that names it.
+var testNames map[string]string
+
 // checkCited checks the docs/, testdata/, tools/ and examples/ paths of one
 // line of prose, looked up from dir and each directory above it up to root.
 func checkCited(t *testing.T, root, dir, where, text string) (cited int) {
 	t.Helper()
+	for _, m := range testName.FindAllStringSubmatch(text, -1) {
+		if _, ok := testNames[m[1]]; !ok {
+			testNames[m[1]] = where
+		}
+	}
 	for _, m := range citedPath.FindAllStringSubmatchIndex(text, -1) {
 		p := text[m[2]:m[3]]
 		// A path inside a URL is the other site's.
