@@ -1177,8 +1177,13 @@ func (a *allocator) insufficient(need Breakdown, ladder []Rung, j Job) error {
 // LargestBatch returns the largest micro-batch (up to DefaultMaxBatch) at
 // which j, otherwise unchanged, fits in free bytes with DefaultHeadroom
 // left unused (the test of FitsWithHeadroom); 0 and an
-// *InsufficientMemoryError when batch 1 does not fit.
+// *InsufficientMemoryError when batch 1 does not fit. j.Batch is what
+// is searched, so it may be left zero; any positive value gives the same
+// answer, and a negative one is refused as Estimate refuses it.
 func LargestBatch(j Job, free gpumem.Bytes) (int, error) {
+	if j.Batch == 0 {
+		j.Batch = 1
+	}
 	p, err := Allocate(free, j, &Limits{Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {
 		return 0, err
@@ -1191,7 +1196,11 @@ func LargestBatch(j Job, free gpumem.Bytes) (int, error) {
 // free bytes with DefaultHeadroom left unused (the test of
 // FitsWithHeadroom); 0 and an *InsufficientMemoryError when one token
 // does not fit. A sequence whose estimate overflows does not fit.
+// j.SeqLen is what is searched, so it may be left zero (j.Batch may not).
 func LongestSeqLen(j Job, free gpumem.Bytes) (int, error) {
+	if j.SeqLen == 0 {
+		j.SeqLen = 1
+	}
 	p, err := Allocate(free, j, &Limits{MinBatch: j.Batch, MaxBatch: j.Batch, MinSeqLen: 1, MaxSeqLen: DefaultMaxSeqLen,
 		Checkpointing: []model.Checkpointing{}, Attention: []model.AttentionKernel{}})
 	if err != nil {

@@ -302,7 +302,9 @@ func (b Breakdown) MarshalJSON() ([]byte, error) {
 // (positive, saturating at math.MaxInt64); when it does, shortfall is
 // zero. A saturated need (math.MaxInt64 bytes) fits only a device with
 // that much free. Fits is cheap and allocation-free, for a scheduler's
-// Filter over thousands of nodes.
+// Filter over thousands of nodes. need is checked as estimated: its CUDA
+// context and workspaces are those of the Job.Device it was estimated
+// for (Job.Overhead), not of d.
 func Fits(need Breakdown, d gpumem.Device) (shortfall gpumem.Bytes, ok bool) {
 	s := gpumem.Bytes(checked.SatSub(int64(need.required()), int64(d.Free())))
 	if s > 0 {

@@ -213,7 +213,7 @@ func differentialJobs(t testing.TB) (names []string, jobs []Job) {
 	return names, jobs
 }
 
-// checkRecorded compares got with the lines of testdata/differential/file.gz
+// checkRecorded compares got with the lines of testdata/differential/<file>.gz
 // (or records them).
 func checkRecorded(t *testing.T, file string, names, got []string) {
 	t.Helper()

@@ -28,6 +28,17 @@
 //	short, ok := budget.Fits(need, node.GPU)   // Filter: allocation-free
 //	score := budget.Utilization(need, node.GPU) // Score: in [0,1] when it fits
 //
+// The estimate's CUDA context and workspaces are those of Job.Device:
+// estimate once per kind of GPU, as BenchmarkSchedulerCycle does (1,000
+// jobs over 100 GPUs of three kinds: 3,000 estimates and 100,000 Fits,
+// 17–21 ms and no allocation per cycle in two runs on the shared machine
+// below, under a load at which BenchmarkEstimate took 6.9 µs).
+// A Breakdown, a Plan, its DeepSpeed and accelerate configs and a Parallel
+// layout print readably with fmt.Println. `go doc` does not show the
+// runnable examples; they are in this directory's example_*_test.go files
+// (ExampleEstimate_qlora, ExampleFits_scheduler,
+// ExampleAllocateFleet_llama70bFullFinetune, ExampleVLLMBuffers, ...).
+//
 // Estimate allocates nothing, for every layout (ZeRO, FSDP, tensor,
 // pipeline, context and expert parallelism: BenchmarkEstimateLayouts,
 // TestEstimateLayoutsAllocationFree). A Model keeps what does not depend

@@ -113,8 +113,9 @@ func Layouts(f Fleet, j Job) []Parallel {
 	return out
 }
 
-// Describe names a layout as the ladder prints it: "ZeRO-2 over 16
-// GPUs", "TP 8 (SP) × DP 2, ZeRO-1".
+// Describe names a layout as the ladder prints it: "DP 16, ZeRO-2",
+// "TP 8 (SP) × DP 2, ZeRO-1", "one GPU". A layout Estimate would refuse is
+// still named, from its fields ("DP 4, FSDP stage 5").
 func (p Parallel) Describe() string {
 	if p.GPUs() <= 1 {
 		return "one GPU"
@@ -143,6 +144,8 @@ func (p Parallel) Describe() string {
 	dp := max(p.DataParallel, 1)
 	shard := "no sharding"
 	switch {
+	case p.FSDP && (p.Stage < 0 || p.Stage > 3):
+		shard = fmt.Sprintf("FSDP stage %d", p.Stage)
 	case p.FSDP:
 		shard = [...]string{"FSDP NO_SHARD", "FSDP", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD"}[p.Stage]
 		if p.Stage == 3 && p.ShardGroup > 0 && p.ShardGroup < dp {

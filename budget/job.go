@@ -9,7 +9,10 @@ import (
 	"github.com/gpumem/gpumem/optimizer"
 )
 
-// Mode is what the job does with the model.
+// Mode is what the job does with the model: Training, Prefill,
+// Generation or Load (each constant's doc says what it runs; `go doc
+// budget.Training` shows them). The zero Mode is invalid: Estimate names
+// Job.Mode.
 type Mode uint8
 
 const (
@@ -48,7 +51,13 @@ func (m Mode) String() string {
 }
 
 // Precision is the precision policy: in which dtype weights, gradients,
-// master copies and activations live.
+// master copies and activations live. FP32; FP16Mixed and BF16Mixed
+// (torch.autocast over fp32 weights, as the Hugging Face Trainer's fp16 and
+// bf16 flags run it); FP16Master and BF16Master (16-bit weights with an fp32
+// master copy, DeepSpeed's and Megatron-LM's mixed precision); BF16 and
+// FP16 (pure 16-bit, as torchtune and litgpt train and as inference runs);
+// FP8 (Transformer Engine). `go doc budget.FP32` shows each constant's
+// doc; the zero Precision is invalid: Estimate names Job.Precision.
 type Precision uint8
 
 const (
@@ -363,8 +372,14 @@ type Job struct {
 	// Buffers are the job's own GPU tensors and caches.
 	Buffers []Buffer
 	// Overhead overrides the default overheads; the zero value means
-	// DefaultOverhead of the device given to Fits, or of an unnamed
-	// device when Estimate is called alone.
+	// DefaultOverhead(Device): the CUDA context and cuBLAS workspace of
+	// the job's Device, or of a GPU of unknown generation when Device is
+	// zero. Fits and Utilization check the Breakdown as estimated and do
+	// not redo them for the device they are given, so a scheduler that
+	// checks one estimate against several kinds of GPU either estimates
+	// once per kind (the context is 256 MiB on compute capability 8.6
+	// parts and 426 MiB on the others, the workspace 32 MiB on Hopper and
+	// 8.1 MiB elsewhere) or accepts the unknown GPU's figures.
 	Overhead Overhead
 	// Runtime is the engine that runs the job; zero is PyTorch. With
 	// LlamaCpp, Estimate returns llama.cpp's buffers (LlamaCppBuffers):

@@ -101,8 +101,12 @@ type VLLMReport struct {
 }
 
 // VLLMBuffers returns how vLLM sizes j's KV cache on one rank; j must
-// have Runtime VLLM and a Device with a Capacity. A job vLLM would refuse
-// is no error: the report's Refused holds vLLM's message.
+// have Runtime VLLM and a Device with a Capacity. A serving job is a
+// Generation job: Batch is at least 1, and SeqLen + Generate (Generate at
+// least 1) is one request's length, max_model_len unless
+// VLLMOptions.MaxModelLen gives it. A job vLLM would refuse is no error:
+// the report's Refused holds vLLM's message. ExampleVLLMBuffers sizes
+// Qwen2.5-7B on an L4.
 func VLLMBuffers(j Job) (VLLMReport, error) {
 	if err := j.validate(); err != nil {
 		return VLLMReport{}, err

@@ -21,7 +21,12 @@ var catalogFS embed.FS
 // catalog key ("llama-2-7b", "mixtral-8x7b", "t5-base"), matched
 // case-insensitively, or the Hugging Face repository of its source
 // ("meta-llama/Llama-2-7b-hf"). See [Catalog] for the list. A by-size
-// name ("gpt:100b", "gpt:96x12288") is built by [ParseGPT].
+// name ("gpt:100b", "gpt:96x12288") is built by [ParseGPT]. The
+// catalog holds one entry per architecture, mostly the base model's
+// ("qwen2.5-7b" is Qwen/Qwen2.5-7B): an instruction-tuned variant is not
+// an alias, because its config.json can differ (Qwen2.5-7B-Instruct's
+// max_position_embeddings is 32,768, the base's 131,072); read that
+// config.json with [FromHFConfig].
 func Lookup(name string) (Spec, bool) {
 	if s, ok, err := ParseGPT(name); ok {
 		return s, err == nil
