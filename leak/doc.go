@@ -222,7 +222,7 @@
 // parenthesized "allowed;", the typos "memmory" or "allocat", or a
 // cudaMallocAsync message whose NUL byte survived was found; those are
 // tested on inputs built from corpus messages (TestParseOOMConstructed,
-// TestParseOOMIssue21Constructed).
+// TestParseOOMVariantsConstructed).
 //
 // The RTX 3090 message of LLaVA on a 24 GB card (docs/scenarios.md)
 // ("Tried to allocate 2.50 GiB (GPU 0; 23.69 GiB

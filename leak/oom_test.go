@@ -456,10 +456,10 @@ func TestOOMNumProcessesOutOfRange(t *testing.T) {
 	}
 }
 
-// TestParseOOMIssue21Constructed covers what issue 21 asks for and no
+// TestParseOOMVariantsConstructed covers the message variants that no
 // public thread showed: each input is built from a real corpus message
 // (named) by the change the comment states, not copied from a report.
-func TestParseOOMIssue21Constructed(t *testing.T) {
+func TestParseOOMVariantsConstructed(t *testing.T) {
 	t.Parallel()
 	g := gpumem.MustParseBytes
 	summary := "Currently allocated     : 54.14 GiB\nRequested               : 686.41 MiB\nDevice limit            : 79.35 GiB\nFree (according to CUDA): 27.19 MiB\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB\n"

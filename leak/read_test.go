@@ -406,7 +406,7 @@ func FuzzReadSamples(f *testing.F) {
 	f.Add("time,memory.used [MiB]\n0,100\n1e400,200\n-5,1\n")
 	f.Add("step,mem\n99999999999999999999,1\n1,99999999999999999999\n1.5,1\n")
 	f.Add("Step 1: Memory=1GB\nStep 2: Memory=5Gb\n")
-	// Framework lines and W&B exports (issue 21).
+	// Framework lines and W&B exports.
 	f.Add("[Rank 0] (after 20 iterations) memory (MB) | allocated: 3270.16 | max allocated: 5670.39 | reserved: 6406.00 | max reserved: 6406.00\n")
 	f.Add("MA 4.96 GB         Max_MA 5.09 GB         CA 6.39 GB         Max_CA 6 GB\nCPU Virtual Memory:  used = 50.5 GB, percent = 40.2%\n")
 	f.Add("{'loss': 0.6, 'epoch': 0.09, 'memory_allocated (GB)': 3.82, 'total_memory_available (GB)': 29.85}\n")

@@ -436,8 +436,8 @@ func TestActivationsKorthikanti(t *testing.T) {
 	require.Equal(t, want, int64(act.Layers[0].Saved))
 }
 
-// TestActivationsSeeds reproduces the scenarios' numbers (docs/scenarios.md).
-func TestActivationsSeeds(t *testing.T) {
+// TestActivationsScenarios reproduces the scenarios' numbers (docs/scenarios.md).
+func TestActivationsScenarios(t *testing.T) {
 	t.Parallel()
 	// The Whisper language attack: Whisper-small encoder, one 30 s clip: 1500 frames, 12
 	// heads, fp32 eager: 1500·1500·12·4 bytes of probabilities per layer.
