@@ -122,7 +122,7 @@ func TestParseBytesFractionsExact(t *testing.T) {
 			t.Errorf("ParseBytes(%q) = %d, want %d", tc.in, got, want)
 		}
 	}
-	// The worked value, spelled out: 79.15 × 2^30 = 84986665369.6.
+	// A worked value, spelled out: 79.15 × 2^30 = 84986665369.6.
 	got, err := ParseBytes("79.15 GiB")
 	require.NoError(t, err)
 	if got != 84986665370 {

@@ -89,7 +89,7 @@ var deviceCatalog = [...]catalogEntry{
 
 	// A10 24 GB (Lambda Cloud "a10"). OOM message "GPU 0 has a total
 	// capacty of 21.99 GiB" (zai-org/CogVLM#236, on a Lambda a10
-	// instance): 21.99 GiB = 22517.76 → 22518 MiB (OOM-derived; the issue
+	// instance): 21.99 GiB = 22517.76 → 22518 MiB (OOM-derived; the thread
 	// also mentions an H100, the message is the a10's by its size).
 	// nvidia-smi: 23028 MiB ("A10: 23028MiB", modal-labs/modal-client#2797).
 	{"NVIDIA A10", 22518 * MiB, []string{"a10", "a1024gb"}, ComputeCapability{8, 6}},

@@ -61,7 +61,7 @@ func TestDTypeSize(t *testing.T) {
 		n    int64
 		want Bytes
 	}{
-		{Q4_K, 256 * 10, 1440}, // the worked value
+		{Q4_K, 256 * 10, 1440}, // a worked value: 10 blocks of 144 bytes
 		{Q4_K, 1, 144},         // a partial block takes a whole block
 		{Q4_K, 0, 0},
 		{BF16, 7, 14},

@@ -56,7 +56,7 @@ func llamaCppJob(m Model, o LlamaCppOptions) Job {
 	return Job{Model: m, Mode: Prefill, Precision: BF16, Batch: 1, SeqLen: 512, Runtime: LlamaCpp, LlamaCpp: o}
 }
 
-// TestLlamaCppLlama3 is the issue's case: Llama-3-8B Q4_K_M at 8,192
+// TestLlamaCppLlama3 is the worked case: Llama-3-8B Q4_K_M at 8,192
 // tokens, every layer offloaded, computed by hand.
 func TestLlamaCppLlama3(t *testing.T) {
 	m := llama3Q4KMModel(t)
@@ -75,14 +75,14 @@ func TestLlamaCppLlama3(t *testing.T) {
 	// Compute, replayed through ggml-alloc (llamacpp_graph.go). A 2024
 	// build without flash attention: the f32 mask 8192·512·4 = 16 MiB and
 	// KQ 8192·512·32·4 = 512 MiB placed above four n_embd × 512 f32
-	// tensors (32 MiB) and the positions (2 KiB): 560 MiB (the issue
+	// tensors (32 MiB) and the positions (2 KiB): 560 MiB (the worked case
 	// quotes 572, −2.1%).
 	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192, Version: 20240601}))
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(560*mib+2048), r.Compute)
 	// With flash attention the output stage is the peak: the logits
 	// 128256·512·4 = 262,668,288 above the f16 mask (8 MiB) and the final
-	// norm (8 MiB): 279,445,504 (266.5 MiB; the issue quotes 266).
+	// norm (8 MiB): 279,445,504 (266.5 MiB; the worked case quotes 266).
 	r, err = LlamaCppBuffers(llamaCppJob(m, LlamaCppOptions{Context: 8192, FlashAttention: true, Version: 20240601}))
 	require.NoError(t, err)
 	assert.Equal(t, gpumem.Bytes(279_445_504), r.Compute)

@@ -266,8 +266,8 @@
 // leak. No real W&B export or Lightning GPU log was found; their columns
 // are tested on tables built from W&B's system-metrics reference and
 // Lightning's own key format. No real
-// comma-separated CSV with its own memory header was found in the issue
-// corpus; those headers are tested on constructed tables. No real PyTorch
+// comma-separated CSV with its own memory header was found in public issue
+// threads; those headers are tested on constructed tables. No real PyTorch
 // memory snapshot was found either; snapshots built in the documented
 // format test that reader: BenchmarkReadSnapshot reads and analyzes one
 // of 140,000 trace entries (30 MB of JSON) in 0.84 s on a shared 2-core
