@@ -99,7 +99,7 @@ func (e *Extender) filter(w http.ResponseWriter, r *http.Request) {
 			case c.Message != "":
 				res.FailedNodes[n.Name] = c.Message
 			default:
-				res.FailedNodes[n.Name] = f.Reason
+				res.FailedNodes[n.Name] = f.Reason()
 			}
 		}
 	}

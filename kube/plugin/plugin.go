@@ -70,7 +70,7 @@ type Args struct {
 
 // Plugin is the GPUMem plugin.
 type Plugin struct {
-	est     gpujob.Estimator
+	memo    *gpujob.Memo
 	timeout time.Duration
 
 	mu       sync.Mutex
@@ -113,9 +113,10 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	return p, nil
 }
 
-// NewWith is a plugin over est.
+// NewWith is a plugin over est, remembering the jobs it reads (a
+// gpujob.Memo of gpujob.DefaultMemoSize descriptions).
 func NewWith(est gpujob.Estimator) *Plugin {
-	return &Plugin{est: est, timeout: 10 * time.Second, reserved: map[types.UID]reservation{}}
+	return &Plugin{memo: gpujob.NewMemo(est, 0), timeout: 10 * time.Second, reserved: map[types.UID]reservation{}}
 }
 
 // Name is Name.
@@ -128,7 +129,7 @@ func (s *state) Clone() fwk.StateData { return s }
 
 // PreFilter estimates the pod's job on every GPU kind of nodes.
 func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	job, ok, err := gpujob.FromPod(pod)
+	job, ok, err := p.memo.FromPod(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -166,7 +167,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	c, err := gpujob.Evaluate(ctx, p.est, job, ns)
+	c, err := p.memo.Evaluate(ctx, job, ns)
 	if err != nil {
 		if gpujob.IsRequestError(err) {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gpumem: "+err.Error())
@@ -218,7 +219,7 @@ func (p *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.
 	case !ok:
 		return fwk.NewStatus(fwk.Unschedulable, "gpumem: the node joined after the pod's estimates")
 	case !f.Fits:
-		return fwk.NewStatus(fwk.Unschedulable, f.Reason)
+		return fwk.NewStatus(fwk.Unschedulable, f.Reason())
 	}
 	return nil
 }

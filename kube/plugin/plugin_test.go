@@ -235,14 +235,24 @@ func BenchmarkFilter(b *testing.B) {
 	}
 }
 
-// BenchmarkPreFilter is PreFilter on the five nodes of the scenario,
-// four GPU kinds: the job decoded once, checked once, estimated once per
-// kind (four budget.Estimate calls), every node checked. "catalog" is
-// the scenario's lora-8b (model llama-3-8b), "inline" the same job with
-// Llama-3-8B's config.json inline; "first" starts from an empty cache of
-// prepared models (a new plugin per run), the others from a warm one.
+// BenchmarkPreFilter is PreFilter on the scenario's nodes: all five
+// (four GPU kinds, "kinds4") or the A100 node alone ("kinds1"). The job
+// is the scenario's lora-8b, by its catalog name ("catalog") or with
+// Llama-3-8B's config.json inline ("inline"). "repeat" is a pod whose
+// annotation the plugin has read before (a replica): a look-up, no
+// estimate; "first" a description the plugin has not seen, of a model
+// it has prepared (a new plugin over a warm gpujob.Local): the
+// annotation decoded, the request checked, the job built and estimated
+// once per GPU kind; "cold" also starts from an empty cache of prepared
+// models (budget.NewModel once).
 func BenchmarkPreFilter(b *testing.B) {
-	nis, pods := cluster(b)
+	all, pods := cluster(b)
+	var a100 []fwk.NodeInfo
+	for _, ni := range all {
+		if ni.Node().Name == "a100-1" {
+			a100 = append(a100, ni)
+		}
+	}
 	ctx := context.Background()
 	config, err := os.ReadFile("../../model/configs/llama-3-8b.json")
 	if err != nil {
@@ -250,24 +260,36 @@ func BenchmarkPreFilter(b *testing.B) {
 	}
 	inline := pods["lora-8b"].DeepCopy()
 	inline.Annotations[gpujob.AnnotationJob] = `{"config": ` + string(config) + `, "mode": "train", "batch": 4, "seq": 2048, "lora_rank": 16, "checkpointing": "full"}`
-	for _, c := range []struct {
-		name  string
-		pod   *v1.Pod
-		first bool
-	}{{"catalog", pods["lora-8b"], false}, {"catalog-first", pods["lora-8b"], true},
-		{"inline", inline, false}, {"inline-first", inline, true}} {
-		b.Run(c.name, func(b *testing.B) {
-			p, _ := newPlugin(b)
-			b.ReportAllocs()
-			for b.Loop() {
-				if c.first {
-					p = plugin.NewWith(gpujob.NewLocal())
-				}
-				if _, st := p.PreFilter(ctx, framework.NewCycleState(), c.pod, nis); !st.IsSuccess() {
-					b.Fatal(st)
-				}
+	for _, job := range []struct {
+		name string
+		pod  *v1.Pod
+	}{{"catalog", pods["lora-8b"]}, {"inline", inline}} {
+		for _, nodes := range []struct {
+			name string
+			nis  []fwk.NodeInfo
+		}{{"kinds4", all}, {"kinds1", a100}} {
+			for _, run := range []string{"repeat", "first", "cold"} {
+				b.Run(job.name+"/"+nodes.name+"/"+run, func(b *testing.B) {
+					local := gpujob.NewLocal()
+					p := plugin.NewWith(local)
+					if _, st := p.PreFilter(ctx, framework.NewCycleState(), job.pod, nodes.nis); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						switch run {
+						case "first":
+							p = plugin.NewWith(local)
+						case "cold":
+							p = plugin.NewWith(gpujob.NewLocal())
+						}
+						if _, st := p.PreFilter(ctx, framework.NewCycleState(), job.pod, nodes.nis); !st.IsSuccess() {
+							b.Fatal(st)
+						}
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
