@@ -43,10 +43,10 @@ type Fit struct {
 	// What Reason words, kept unworded: most verdicts are read for
 	// Fits, Need and Avail alone (Filter, Score), and a message is
 	// needed only for the nodes the scheduler reports.
-	nodeErr    error  // a bad GPU label of the node
-	noGPU      bool   // the node has no GPU labels
-	asks, has  int64  // the pod asks more GPUs than the node has
-	device     string // the GPU's name, for a job too large for it
+	nodeErr   error  // a bad GPU label of the node
+	noGPU     bool   // the node has no GPU labels
+	asks, has int64  // the pod asks more GPUs than the node has
+	device    string // the GPU's name, for a job too large for it
 }
 
 // Reason says why the job does not fit ("" when it fits), worded when
@@ -101,7 +101,7 @@ func evaluate(ctx context.Context, est Estimator, job Job, nodes []Node, m *Memo
 		m = nil
 	}
 	c := &Cycle{Job: job, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
-	var kinds []GPU
+	kinds := make([]GPU, 0, len(nodes))
 	for _, n := range nodes {
 		if !n.HasGPU {
 			continue

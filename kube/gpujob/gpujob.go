@@ -306,11 +306,16 @@ type GPU struct {
 	Device  gpumem.Device
 	Catalog bool
 	Count   int64
+
+	key string // Key, worded once by NodeGPU
 }
 
 // Key names the GPU kind: the estimate of a job is the same on every
 // GPU of one key.
 func (g GPU) Key() string {
+	if g.key != "" {
+		return g.key
+	}
 	if g.Catalog {
 		return g.Device.Name
 	}
@@ -365,6 +370,7 @@ func NodeGPU(node *v1.Node) (g GPU, ok bool, err error) {
 	} else if q, given := node.Status.Allocatable[ResourceGPU]; given {
 		g.Count = q.Value()
 	}
+	g.key = g.Key()
 	return g, g.Count > 0, nil
 }
 

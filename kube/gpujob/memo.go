@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -39,6 +40,12 @@ const maxMemoText = 64 << 10
 // used entry is dropped once the Memo holds its size. It is safe for
 // concurrent use.
 type Memo struct {
+	// Timeout bounds the estimates of an Evaluate that does not find
+	// them kept, and separately its advice (0: ctx's own deadline
+	// only); a kept answer needs no deadline. Set it before the Memo is
+	// used.
+	Timeout time.Duration
+
 	est Estimator
 
 	mu      sync.Mutex
@@ -47,7 +54,47 @@ type Memo struct {
 	order   list.List                 // the most recently used first
 
 	decoded, estimated atomic.Int64
+
+	// nodes are the nodes read last (Node), by name.
+	nodesMu sync.Mutex
+	nodes   map[string]memoNode
 }
+
+// memoNode is a node object and what NodeGPU read from it.
+type memoNode struct {
+	obj *v1.Node
+	gpu GPU
+	ok  bool
+	err error
+}
+
+// Node is NewNode, with the node's GPU labels read once per node
+// object: the scheduler's snapshot and the informers replace a node's
+// object when it changes and never change one in place, so that the
+// same object has the same labels. The Memo keeps the last object of
+// each node name, up to twice the nodes of the last call that grew it
+// past its bound.
+func (m *Memo) Node(node *v1.Node, held []int64) Node {
+	m.nodesMu.Lock()
+	r, ok := m.nodes[node.Name]
+	m.nodesMu.Unlock()
+	if !ok || r.obj != node {
+		r = memoNode{obj: node}
+		r.gpu, r.ok, r.err = NodeGPU(node)
+		m.nodesMu.Lock()
+		if m.nodes == nil || len(m.nodes) >= maxMemoNodes {
+			m.nodes = map[string]memoNode{} // nodes gone from the cluster go with the rest
+		}
+		m.nodes[node.Name] = r
+		m.nodesMu.Unlock()
+	}
+	return Node{Name: node.Name, GPU: r.gpu, HasGPU: r.ok, Err: r.err, Held: held}
+}
+
+// maxMemoNodes bounds the nodes a Memo keeps read: more than the
+// largest clusters Kubernetes supports (5000 nodes), so that it is
+// emptied only when nodes come and go, not on every cycle.
+const maxMemoNodes = 16384
 
 // NewMemo returns a Memo over est keeping up to size job descriptions
 // (DefaultMemoSize when size < 1).
@@ -157,7 +204,9 @@ func (m *Memo) estimates(ctx context.Context, est Estimator, job Job, kinds []GP
 		return cur.answers, cur.err
 	}
 	m.estimated.Add(1)
+	ctx, cancel := m.within(ctx)
 	answers, err := est.Estimate(ctx, job.Request, kinds)
+	cancel()
 	if err != nil {
 		sourced(err, job.Source)
 		if !IsRequestError(err) {
@@ -208,6 +257,8 @@ func (m *Memo) advice(ctx context.Context, est Estimator, job Job, g GPU) (strin
 	if done {
 		return a.text, a.ok
 	}
+	ctx, cancel := m.within(ctx)
+	defer cancel()
 	text, err := est.Advice(ctx, job.Request, g)
 	if err != nil && ctx.Err() != nil {
 		return "", false // the deadline's, not the job's: not kept
@@ -220,4 +271,12 @@ func (m *Memo) advice(ctx context.Context, est Estimator, job Job, g GPU) (strin
 	e.advice[k] = a
 	e.mu.Unlock()
 	return a.text, a.ok
+}
+
+// within is ctx bounded by m.Timeout.
+func (m *Memo) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, m.Timeout)
 }

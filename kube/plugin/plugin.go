@@ -70,8 +70,7 @@ type Args struct {
 
 // Plugin is the GPUMem plugin.
 type Plugin struct {
-	memo    *gpujob.Memo
-	timeout time.Duration
+	memo *gpujob.Memo
 
 	mu       sync.Mutex
 	reserved map[types.UID]reservation
@@ -108,7 +107,7 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("%s args: timeout %q: want a positive duration such as 5s", Name, args.Timeout)
 		}
-		p.timeout = d
+		p.memo.Timeout = d
 	}
 	return p, nil
 }
@@ -116,7 +115,9 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 // NewWith is a plugin over est, remembering the jobs it reads (a
 // gpujob.Memo of gpujob.DefaultMemoSize descriptions).
 func NewWith(est gpujob.Estimator) *Plugin {
-	return &Plugin{memo: gpujob.NewMemo(est, 0), timeout: 10 * time.Second, reserved: map[types.UID]reservation{}}
+	m := gpujob.NewMemo(est, 0)
+	m.Timeout = 10 * time.Second
+	return &Plugin{memo: m, reserved: map[types.UID]reservation{}}
 }
 
 // Name is Name.
@@ -155,7 +156,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 				}
 			}
 		}
-		ns[i] = gpujob.NewNode(ni.Node(), held)
+		ns[i] = p.memo.Node(ni.Node(), held)
 	}
 	// A reservation whose pod is on no node any more (deleted, or
 	// forgotten after a failed binding) holds nothing.
@@ -165,8 +166,6 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		}
 	}
 	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
 	c, err := p.memo.Evaluate(ctx, job, ns)
 	if err != nil {
 		if gpujob.IsRequestError(err) {
