@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/request"
 )
@@ -153,7 +154,12 @@ func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) 
 			continue
 		}
 		f.GPU, f.Memory = target(g)
-		dev, err := f.OnDevice(&j)
+		var dev gpumem.Device
+		if g.Catalog {
+			dev, err = request.OnDeviceOf(&j, g.Device, true) // the catalog entry NodeGPU found
+		} else {
+			dev, err = f.OnDevice(&j)
+		}
 		if err == nil {
 			l.estimates.Add(1)
 			var r request.Result

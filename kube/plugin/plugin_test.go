@@ -241,10 +241,12 @@ func BenchmarkFilter(b *testing.B) {
 // Llama-3-8B's config.json inline ("inline"). "repeat" is a pod whose
 // annotation the plugin has read before (a replica): a look-up, no
 // estimate; "first" a description the plugin has not seen, of a model
-// it has prepared (a new plugin over a warm gpujob.Local): the
-// annotation decoded, the request checked, the job built and estimated
-// once per GPU kind; "cold" also starts from an empty cache of prepared
-// models (budget.NewModel once).
+// it has prepared (the pods cycle through 1024 annotations of the same
+// job written with different spaces, more than the plugin's
+// gpujob.Memo keeps): the annotation decoded, the request checked, the
+// job built and estimated once per GPU kind; "cold" is a new plugin
+// over an empty cache of prepared models each time (budget.NewModel
+// once, every node's labels read).
 func BenchmarkPreFilter(b *testing.B) {
 	all, pods := cluster(b)
 	var a100 []fwk.NodeInfo
@@ -270,27 +272,53 @@ func BenchmarkPreFilter(b *testing.B) {
 		}{{"kinds4", all}, {"kinds1", a100}} {
 			for _, run := range []string{"repeat", "first", "cold"} {
 				b.Run(job.name+"/"+nodes.name+"/"+run, func(b *testing.B) {
-					local := gpujob.NewLocal()
-					p := plugin.NewWith(local)
+					p := plugin.NewWith(gpujob.NewLocal())
 					if _, st := p.PreFilter(ctx, framework.NewCycleState(), job.pod, nodes.nis); !st.IsSuccess() {
 						b.Fatal(st)
 					}
+					pods := []*v1.Pod{job.pod}
+					if run == "first" {
+						pods = respaced(job.pod, 1024)
+					}
 					b.ReportAllocs()
+					i := 0
 					for b.Loop() {
-						switch run {
-						case "first":
-							p = plugin.NewWith(local)
-						case "cold":
+						if run == "cold" {
 							p = plugin.NewWith(gpujob.NewLocal())
 						}
-						if _, st := p.PreFilter(ctx, framework.NewCycleState(), job.pod, nodes.nis); !st.IsSuccess() {
+						if _, st := p.PreFilter(ctx, framework.NewCycleState(), pods[i%len(pods)], nodes.nis); !st.IsSuccess() {
 							b.Fatal(st)
 						}
+						i++
 					}
 				})
 			}
 		}
 	}
+}
+
+// respaced is n copies of pod whose job annotations describe the same
+// job in n different texts: copy i writes the space after the last ten
+// ": " and ", " as a tab where bit k of i is set (an inline config.json,
+// earlier in the text, keeps its bytes, so that its model is the one
+// prepared).
+func respaced(pod *v1.Pod, n int) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		text := []byte(pod.Annotations[gpujob.AnnotationJob])
+		k := 0
+		for j := len(text) - 2; j >= 0 && k < 10; j-- {
+			if (text[j] == ':' || text[j] == ',') && text[j+1] == ' ' {
+				if i&(1<<k) != 0 {
+					text[j+1] = '\t'
+				}
+				k++
+			}
+		}
+		out[i] = pod.DeepCopy()
+		out[i].Annotations[gpujob.AnnotationJob] = string(text)
+	}
+	return out
 }
 
 // BenchmarkEstimate is budget.Estimate of the lora-8b job on an A100, the
