@@ -107,16 +107,30 @@ func TestWholeGPU(t *testing.T) {
 	if n := srv.Estimates(); n != 3*4 {
 		t.Errorf("%d estimates, want 12", n)
 	}
+	// A replica (the same annotation on another pod) goes where the
+	// first went, with no estimate of its own.
+	replica := pods["lora-8b"].DeepCopy()
+	replica.Name, replica.UID = "lora-8b-2", "uid-lora-8b-2"
+	if _, got, st := schedule(t, p, nis, replica); st != nil || strings.Join(got, " ") != "a100-1 h100-1" {
+		t.Errorf("replica: nodes %v (%v), want a100-1 h100-1", got, st)
+	}
+	if n := srv.Estimates(); n != 3*4 {
+		t.Errorf("%d estimates after a replica, want 12", n)
+	}
 }
 
 func TestUnschedulable(t *testing.T) {
-	p, _ := newPlugin(t)
+	p, srv := newPlugin(t)
 	nis, pods := cluster(t)
 	_, _, st := schedule(t, p, nis, pods["full-8b"])
 	if st.Code() != fwk.Unschedulable {
 		t.Fatalf("full-8b: %v", st)
 	}
 	msg := st.Message()
+	// Its next cycle gives the same message, its plan kept.
+	if _, _, again := schedule(t, p, nis, pods["full-8b"]); again.Message() != msg || srv.Plans() != 1 {
+		t.Errorf("full-8b again: %q after %d plans, want the same message after 1", again.Message(), srv.Plans())
+	}
 	for _, want := range []string{"needs 181.61 GiB per GPU", "the best node h100-1", "short", "gpumem plan: allow an 8-bit optimizer; allow optimizer offload"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
