@@ -101,23 +101,31 @@ func evaluate(ctx context.Context, est Estimator, job Job, nodes []Node, m *Memo
 		m = nil
 	}
 	c := &Cycle{Job: job, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
-	kinds := make([]GPU, 0, len(nodes))
 	for _, n := range nodes {
 		if !n.HasGPU {
 			continue
 		}
-		k := n.GPU.Key()
-		if _, done := c.GPUs[k]; done {
-			continue
+		if _, done := c.GPUs[n.GPU.Key()]; !done {
+			c.GPUs[n.GPU.Key()] = n.GPU // the first node's of the kind
 		}
-		c.GPUs[k] = n.GPU
-		kinds = append(kinds, n.GPU)
+	}
+	// kinds are the GPU kinds in the nodes' order, the first node's GPU
+	// of each: built when they are to be estimated, not for a Memo's
+	// answers.
+	kinds := func() []GPU {
+		kinds := make([]GPU, 0, len(c.GPUs))
+		for _, n := range nodes {
+			if n.HasGPU && !slices.ContainsFunc(kinds, func(g GPU) bool { return g.Key() == n.GPU.Key() }) {
+				kinds = append(kinds, n.GPU)
+			}
+		}
+		return kinds
 	}
 	var err error
 	if m != nil {
-		c.Answers, err = m.estimates(ctx, est, job, kinds)
+		c.Answers, err = m.estimates(ctx, est, job, c.GPUs, kinds)
 	} else {
-		c.Answers, err = est.Estimate(ctx, job.Request, kinds)
+		c.Answers, err = est.Estimate(ctx, job.Request, kinds())
 		sourced(err, job.Source)
 	}
 	if err != nil {

@@ -192,17 +192,19 @@ func (m *Memo) entry(k memoKey, decode func() (request.Estimate, error)) *memoEn
 	return e
 }
 
-// estimates returns job's answers on kinds: the entry's when they are
-// for the same set of kinds, else est's, kept unless the error is not
-// the job's (a deadline, an internal error).
-func (m *Memo) estimates(ctx context.Context, est Estimator, job Job, kinds []GPU) (map[string]Answer, error) {
+// estimates returns job's answers on the GPU kinds of gpus (by key):
+// the entry's when they are for the same set of kinds, else est's on
+// kinds(), kept unless the error is not the job's (a deadline, an
+// internal error).
+func (m *Memo) estimates(ctx context.Context, est Estimator, job Job, gpus map[string]GPU, kindsOf func() []GPU) (map[string]Answer, error) {
 	e := job.entry
 	e.mu.Lock()
 	cur := e.est
 	e.mu.Unlock()
-	if cur != nil && sameKinds(cur.keys, kinds) {
+	if cur != nil && sameKinds(cur.keys, gpus) {
 		return cur.answers, cur.err
 	}
+	kinds := kindsOf()
 	m.estimated.Add(1)
 	ctx, cancel := m.within(ctx)
 	answers, err := est.Estimate(ctx, job.Request, kinds)
@@ -225,22 +227,14 @@ func (m *Memo) estimates(ctx context.Context, est Estimator, job Job, kinds []GP
 	return answers, err
 }
 
-// sameKinds reports whether kinds are the GPU kinds of keys, in any
-// order (kinds has no key twice).
-func sameKinds(keys []string, kinds []GPU) bool {
-	if len(keys) != len(kinds) {
+// sameKinds reports whether keys are the keys of gpus, in any order
+// (keys has none twice).
+func sameKinds(keys []string, gpus map[string]GPU) bool {
+	if len(keys) != len(gpus) {
 		return false
 	}
-	for _, g := range kinds {
-		k := g.Key()
-		found := false
-		for _, have := range keys {
-			if have == k {
-				found = true
-				break
-			}
-		}
-		if !found {
+	for _, k := range keys {
+		if _, ok := gpus[k]; !ok {
 			return false
 		}
 	}
