@@ -19,22 +19,23 @@
 // nvidia.com/gpumem of their own, so that the next cycle counts them.
 //
 // Cost, against budget.Estimate of the same job (BenchmarkEstimate,
-// lora-8b on an A100: 1.98 µs, 0 allocations), measured in the same run
-// on the shared 2-core machine at a load of 5 to 6 (the fastest of 5
-// runs of go test -bench . -benchtime 0.3s -count 5; medians in
-// parentheses). "4 kinds" is the scenario's five nodes (A100, H100, L4,
-// a MIG slice, a CPU node), "1 kind" the A100 node alone:
+// lora-8b on an A100: 1.57 µs, 0 allocations), measured in the same run
+// on the shared 2-core machine at a load of 3 to 4 (the fastest of 8
+// runs of go test -bench . -benchtime 0.3s -count 8; medians in
+// parentheses; the fastest moved by up to 1.6× between three such
+// runs). "4 kinds" is the scenario's five nodes (A100, H100, L4, a MIG
+// slice, a CPU node), "1 kind" the A100 node alone:
 //
 //	PreFilter                                 4 kinds                       1 kind
 //	                                          time        ×Estimate allocs  time        ×Estimate allocs
-//	  repeat: the annotation seen before      4.4 µs (4.8)     2.2     12   4.0 µs (4.8)     2.0     12
-//	  first seen, catalog model               36 µs (42)        18     47   25 µs (33)        13     38
-//	  first seen, inline config.json          75 µs (82)        38     52   40 µs (48)        20     43
-//	  cold: empty caches, catalog model       149 µs (166)      75    479   157 µs (197)      79    460
-//	  cold: empty caches, inline config       143 µs (195)      72    480   149 µs (216)      75    461
-//	Filter, per node                          32 ns (36)      0.02      0
+//	  repeat: the annotation seen before      4.4 µs (5.0)     2.8     11   3.0 µs (6.4)     1.9     11
+//	  first seen, catalog model               38 µs (44)        24     47   25 µs (31)        16     38
+//	  first seen, inline config.json          46 µs (48)        29     52   36 µs (40)        23     43
+//	  cold: empty caches, catalog model       149 µs (162)      95    479   130 µs (153)      83    460
+//	  cold: empty caches, inline config       150 µs (165)      96    480   155 µs (205)      99    461
+//	Filter, per node                          36 ns (54)      0.02      0
 //
-// The code before the Memo, in the run after (budget.Estimate 1.59 µs),
+// The code before the Memo, run just before (budget.Estimate 1.59 µs),
 // took 50 µs (31×, 72 allocations) for every pod of a catalog model, 78
 // µs (49×, 203) with an inline config, 141 µs and 164 µs from empty
 // caches; Filter 35 ns (the same look-up).
