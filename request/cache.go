@@ -20,23 +20,25 @@ import (
 const DefaultCacheSize = 256
 
 // Cache turns estimate requests into jobs, keeping the models it has
-// prepared (budget.NewModel, most of a request's time) and the catalog
-// models it has looked up, the least recently used dropped first. It is
+// prepared (budget.NewModel, most of a request's time), the catalog
+// models it has looked up and the inline config.json it has read (by
+// their bytes' SHA-256), the least recently used dropped first. It is
 // safe for concurrent use: budget.Model is immutable, and every request
 // builds its own job. The zero Cache is not usable; call NewCache.
 type Cache struct {
-	models modelCache
-	specs  specCache
+	models  modelCache
+	specs   specCache
+	configs lru[[32]byte, model.Spec] // inline config.json by SHA-256, once CheckModelSize has passed them
 }
 
-// NewCache returns a Cache of at most size prepared models and size
-// catalog models (DefaultCacheSize when size < 1).
+// NewCache returns a Cache of at most size prepared models, size
+// catalog models and size inline configs (DefaultCacheSize when size < 1).
 func NewCache(size int) *Cache {
 	if size < 1 {
 		size = DefaultCacheSize
 	}
 	c := &Cache{}
-	c.models.max, c.specs.max = size, size
+	c.models.max, c.specs.max, c.configs.max = size, size, size
 	return c
 }
 
@@ -210,4 +212,5 @@ type specCache struct {
 func (c *Cache) SetLimit(n int) {
 	c.models.setMax(n)
 	c.specs.setMax(n)
+	c.configs.setMax(n)
 }

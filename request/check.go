@@ -2,6 +2,7 @@ package request
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -70,14 +71,20 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 		if config[0] != '{' {
 			return jf, spec, BadField("config", "config: want a config.json object, got %s", truncate(config, 40))
 		}
+		jf.Config = "(inline)"
+		sum := sha256.Sum256(config) // the bytes modelSource keys the model by
+		var ok bool
+		if spec, ok = c.configs.get(sum); ok {
+			break // CheckModelSize passed it
+		}
 		var err error
 		if spec, err = model.FromHFConfig(bytes.NewReader(config)); err != nil {
 			return jf, spec, LibraryError(err, nil)
 		}
-		jf.Config = "(inline)"
 		if err := CheckModelSize(spec, config); err != nil {
 			return jf, spec, err
 		}
+		c.configs.put(sum, spec)
 	default:
 		return jf, spec, BadField("model", "name a model with model (a catalog name) or config (a config.json object)")
 	}

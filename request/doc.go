@@ -17,7 +17,8 @@
 //   - Cache.Check checks the values field by field, with the functions
 //     the command line's flags go through (Flags.JobWith and its helpers),
 //     and finds the model: a catalog name (model.Lookup), an inline
-//     config.json (model.FromHFConfig) or a checkpoint's header.
+//     config.json (model.FromHFConfig) or a checkpoint's header; the
+//     first two are kept in the Cache once checked (by name, by SHA-256).
 //   - Cache.JobWith builds the budget.Job, its Model prepared by
 //     budget.NewModel once per model and fine-tuning setup and kept in the
 //     Cache (keyed by the catalog name or the SHA-256 of the inline bytes,

@@ -252,11 +252,20 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 // reads --gpu and --memory: a job built for one device is moved to
 // another by setting f's GPU or Memory and calling OnDevice again.
 func (f *Flags) OnDevice(j *budget.Job) (gpumem.Device, error) {
-	j.Device = gpumem.Device{}
 	dev, catalog, err := DeviceFlags(f.GPU, f.Memory)
 	if err != nil {
+		j.Device = gpumem.Device{}
 		return dev, err
 	}
+	return OnDeviceOf(j, dev, catalog)
+}
+
+// OnDeviceOf is OnDevice for a device already read: dev as DeviceFlags
+// returns it, catalog whether it is a catalog GPU. A caller that holds
+// the catalog entry of a --gpu (the Kubernetes components, one per GPU
+// kind) skips the name's look-up.
+func OnDeviceOf(j *budget.Job, dev gpumem.Device, catalog bool) (gpumem.Device, error) {
+	j.Device = gpumem.Device{}
 	if catalog {
 		j.Device = dev
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,17 @@ type Extender struct {
 	// Pods lists the pods bound to node (nil: none counted).
 	Pods    func(node string) []*v1.Pod
 	Timeout time.Duration // per request; 0: 10s
+
+	// memo remembers the jobs of the pods seen (gpujob.Memo over Est):
+	// prioritize after filter, and the replicas of a workload, find
+	// their estimates kept.
+	once sync.Once
+	memo *gpujob.Memo
+}
+
+func (e *Extender) jobs() *gpujob.Memo {
+	e.once.Do(func() { e.memo = gpujob.NewMemo(e.Est, 0) })
+	return e.memo
 }
 
 // Handler routes the verbs: POST /filter and POST /prioritize.
@@ -48,7 +60,7 @@ func (e *Extender) evaluate(r *http.Request) (*extenderv1.ExtenderArgs, *gpujob.
 	if args.Pod == nil || args.Nodes == nil {
 		return &args, nil, fmt.Errorf("extender args: want pod and nodes (nodeCacheCapable: false)")
 	}
-	job, ok, err := gpujob.FromPod(args.Pod)
+	job, ok, err := e.jobs().FromPod(args.Pod)
 	if !ok || err != nil {
 		return &args, nil, err
 	}
@@ -71,7 +83,7 @@ func (e *Extender) evaluate(r *http.Request) (*extenderv1.ExtenderArgs, *gpujob.
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	c, err := gpujob.Evaluate(ctx, e.Est, job, ns)
+	c, err := e.jobs().Evaluate(ctx, job, ns)
 	return &args, c, err
 }
 
@@ -99,7 +111,7 @@ func (e *Extender) filter(w http.ResponseWriter, r *http.Request) {
 			case c.Message != "":
 				res.FailedNodes[n.Name] = c.Message
 			default:
-				res.FailedNodes[n.Name] = f.Reason
+				res.FailedNodes[n.Name] = f.Reason()
 			}
 		}
 	}

@@ -39,8 +39,30 @@ type Fit struct {
 	// Short is how much Avail falls short of Need (the service's
 	// shortfall in whole-GPU mode).
 	Short int64
-	// Reason says why the job does not fit ("" when it fits).
-	Reason string
+
+	// What Reason words, kept unworded: most verdicts are read for
+	// Fits, Need and Avail alone (Filter, Score), and a message is
+	// needed only for the nodes the scheduler reports.
+	nodeErr   error  // a bad GPU label of the node
+	noGPU     bool   // the node has no GPU labels
+	asks, has int64  // the pod asks more GPUs than the node has
+	device    string // the GPU's name, for a job too large for it
+}
+
+// Reason says why the job does not fit ("" when it fits), worded when
+// asked.
+func (f Fit) Reason() string {
+	switch {
+	case f.nodeErr != nil:
+		return "gpumem: " + f.nodeErr.Error()
+	case f.noGPU:
+		return "gpumem: node has no GPU labels"
+	case f.asks > f.has:
+		return fmt.Sprintf("gpumem: the pod asks %d GPUs, the node has %d", f.asks, f.has)
+	case f.Fits:
+		return ""
+	}
+	return fmt.Sprintf("gpumem: needs %s per GPU, %s has %s free: %s short", human(f.Need), f.device, human(f.Avail), human(f.Short))
 }
 
 // Score is the tightness of a fit, 0 to 100: the share of the free
@@ -57,7 +79,7 @@ func (f Fit) Score() int64 {
 // kind, then arithmetic per node.
 type Cycle struct {
 	Job     Job
-	Answers map[string]Answer // by GPU.Key
+	Answers map[string]Answer // by GPU.Key; read-only (a Memo's shared with other cycles)
 	GPUs    map[string]GPU    // by GPU.Key
 	Fits    map[string]Fit    // by node name
 	// Message is the unschedulable message when no node fits: by how
@@ -69,25 +91,44 @@ type Cycle struct {
 // node. An error is the job's (a RequestError names the request field)
 // or the estimator's.
 func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle, error) {
+	return evaluate(ctx, est, job, nodes, nil)
+}
+
+// evaluate is Evaluate, with the estimates and advice taken from m and
+// kept there when m is not nil and read job (Memo.FromPod).
+func evaluate(ctx context.Context, est Estimator, job Job, nodes []Node, m *Memo) (*Cycle, error) {
+	if job.entry == nil {
+		m = nil
+	}
 	c := &Cycle{Job: job, GPUs: map[string]GPU{}, Fits: make(map[string]Fit, len(nodes))}
-	var kinds []GPU
 	for _, n := range nodes {
 		if !n.HasGPU {
 			continue
 		}
-		k := n.GPU.Key()
-		if _, done := c.GPUs[k]; done {
-			continue
+		if _, done := c.GPUs[n.GPU.Key()]; !done {
+			c.GPUs[n.GPU.Key()] = n.GPU // the first node's of the kind
 		}
-		c.GPUs[k] = n.GPU
-		kinds = append(kinds, n.GPU)
+	}
+	// kinds are the GPU kinds in the nodes' order, the first node's GPU
+	// of each: built when they are to be estimated, not for a Memo's
+	// answers.
+	kinds := func() []GPU {
+		kinds := make([]GPU, 0, len(c.GPUs))
+		for _, n := range nodes {
+			if n.HasGPU && !slices.ContainsFunc(kinds, func(g GPU) bool { return g.Key() == n.GPU.Key() }) {
+				kinds = append(kinds, n.GPU)
+			}
+		}
+		return kinds
 	}
 	var err error
-	if c.Answers, err = est.Estimate(ctx, job.Request, kinds); err != nil {
-		var re *RequestError
-		if errors.As(err, &re) && re.Source == "" {
-			re.Source = job.Source
-		}
+	if m != nil {
+		c.Answers, err = m.estimates(ctx, est, job, c.GPUs, kinds)
+	} else {
+		c.Answers, err = est.Estimate(ctx, job.Request, kinds())
+		sourced(err, job.Source)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var best Fit
@@ -118,34 +159,48 @@ func Evaluate(ctx context.Context, est Estimator, job Job, nodes []Node) (*Cycle
 		a := c.Answers[bestGPU.Key()]
 		c.Message = fmt.Sprintf("gpumem: the job needs %s per GPU (peak %s in %s, headroom %s); the best node %s (%s) has %s free: %s short",
 			human(best.Need), human(max(a.DevicePeak, a.RequiredPeak)), a.Phase, human(a.MinHeadroom), bestName, a.Device, human(best.Avail), human(best.Short))
-		if advice, err := est.Advice(ctx, job.Request, bestGPU); err == nil {
+		var advice string
+		var ok bool
+		if m != nil {
+			advice, ok = m.advice(ctx, est, job, bestGPU)
+		} else {
+			var err error
+			advice, err = est.Advice(ctx, job.Request, bestGPU)
+			ok = err == nil
+		}
+		if ok {
 			c.Message += "; gpumem plan: " + advice
 		}
 	}
 	return c, nil
 }
 
+// sourced names source in err when it is a RequestError that names none.
+func sourced(err error, source string) {
+	var re *RequestError
+	if errors.As(err, &re) && re.Source == "" {
+		re.Source = source
+	}
+}
+
 // fit checks one node with the estimates of c.
 func (c *Cycle) fit(n Node) Fit {
 	switch {
 	case n.Err != nil:
-		return Fit{Reason: "gpumem: " + n.Err.Error()}
+		return Fit{nodeErr: n.Err}
 	case !n.HasGPU:
-		return Fit{Reason: "gpumem: node has no GPU labels"}
+		return Fit{noGPU: true}
 	case n.GPU.Count < c.Job.GPUs:
-		return Fit{Reason: fmt.Sprintf("gpumem: the pod asks %d GPUs, the node has %d", c.Job.GPUs, n.GPU.Count)}
+		return Fit{asks: c.Job.GPUs, has: n.GPU.Count}
 	}
 	a := c.Answers[n.GPU.Key()]
-	f := Fit{Need: a.Need(), Avail: a.Free}
+	f := Fit{Need: a.Need(), Avail: a.Free, device: a.Device}
 	if !c.Job.Shared {
 		f.Fits, f.Short = a.Fits, a.Shortfall
 	} else {
 		f.Avail = emptiest(a.Free, n.GPU.Count, n.Held)
 		f.Short = max(0, f.Need-f.Avail)
 		f.Fits = f.Short == 0
-	}
-	if !f.Fits {
-		f.Reason = fmt.Sprintf("gpumem: needs %s per GPU, %s has %s free: %s short", human(f.Need), a.Device, human(f.Avail), human(f.Short))
 	}
 	return f
 }

@@ -102,6 +102,11 @@ type Job struct {
 	// Ranks is the GPUs the request's layout spreads the model over
 	// (tensor_parallel_size, tensor_split); the pod must ask that many.
 	Ranks int64
+
+	// entry is the job's description in the Memo that read it (nil
+	// without one): its estimates and advice, kept for the next pod
+	// that describes the same job.
+	entry *memoEntry
 }
 
 // Error is a bad pod or node description: Where names the annotation,
@@ -123,7 +128,11 @@ func (e *Error) Error() string {
 // FromPod reads the job of pod. ok is false for a pod that describes
 // none (no annotation, no gpumem.io/model label): the components leave
 // it alone.
-func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
+func FromPod(pod *v1.Pod) (j Job, ok bool, err error) { return readPod(pod, nil) }
+
+// readPod reads the job of pod, its description decoded by m when m is
+// not nil (Memo.FromPod).
+func readPod(pod *v1.Pod, m *Memo) (j Job, ok bool, err error) {
 	if pod == nil {
 		return j, false, nil
 	}
@@ -131,41 +140,39 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 	_, hasLabel := pod.Labels[JobLabels[0].Label]
 	switch {
 	case hasAnn:
-		j.Source = "annotation " + AnnotationJob
-		body := bytes.TrimSpace([]byte(raw))
-		if len(body) == 0 || body[0] != '{' {
-			return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: "want gpumem serve's estimate request, a JSON object such as {\"model\": \"llama-3-8b\", \"mode\": \"train\"}"}
+		const source = "annotation " + AnnotationJob
+		j.Source = source
+		if m != nil {
+			j.entry = m.entry(memoKey{text: raw}, func() (request.Estimate, error) { return decodeAnnotation(raw, source) })
+			j.Request, err = j.entry.req, j.entry.err
+		} else {
+			j.Request, err = decodeAnnotation(raw, j.Source)
 		}
-		if j.Request, err = request.Decode(body); err != nil {
-			var e *request.Error
-			if errors.As(err, &e) && e.Field == "" {
-				// The annotation as a whole: not JSON, or not one object.
-				return j, true, &Error{Where: j.Source, Value: truncate(raw, 40), Msg: strings.Replace(e.Msg, "invalid JSON", "not JSON", 1)}
-			}
-			return j, true, requestError(j.Source, err)
+		if err != nil {
+			return j, true, err
 		}
 	case hasLabel:
-		j.Source = "labels gpumem.io/*"
-		fields := map[string]json.RawMessage{}
-		for _, l := range JobLabels {
-			v, given := pod.Labels[l.Label]
-			if !given {
-				continue
-			}
-			if l.Numeric {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || n < 0 {
-					return j, true, &Error{Where: "label " + l.Label, Value: v, Msg: "want a whole number"}
-				}
-				fields[l.Field] = json.RawMessage(strconv.FormatInt(n, 10))
-				continue
-			}
-			b, _ := json.Marshal(v) // a string: cannot fail
-			fields[l.Field] = b
+		const source = "labels gpumem.io/*"
+		j.Source = source
+		body, err := labelsBody(pod.Labels)
+		if err != nil {
+			return j, true, err
 		}
-		body, _ := json.Marshal(fields) // raw messages of our own: cannot fail
-		if j.Request, err = request.Decode(body); err != nil {
-			return j, true, requestError(j.Source, err)
+		decode := func() (request.Estimate, error) {
+			req, err := request.Decode(body)
+			if err != nil {
+				return req, requestError(source, err)
+			}
+			return req, nil
+		}
+		if m != nil {
+			j.entry = m.entry(memoKey{text: string(body), labels: true}, decode)
+			j.Request, err = j.entry.req, j.entry.err
+		} else {
+			j.Request, err = decode()
+		}
+		if err != nil {
+			return j, true, err
 		}
 	default:
 		return j, false, nil
@@ -179,6 +186,50 @@ func FromPod(pod *v1.Pod) (j Job, ok bool, err error) {
 			Msg: fmt.Sprintf("the job's layout spreads the model over %d GPUs: ask nvidia.com/gpu: %d", j.Ranks, j.Ranks)}
 	}
 	return j, true, nil
+}
+
+// decodeAnnotation decodes the annotation's value raw, strictly: an
+// error names the annotation (source) and, for a field of the request,
+// the field.
+func decodeAnnotation(raw, source string) (request.Estimate, error) {
+	body := bytes.TrimSpace([]byte(raw))
+	if len(body) == 0 || body[0] != '{' {
+		return request.Estimate{}, &Error{Where: source, Value: truncate(raw, 40), Msg: "want gpumem serve's estimate request, a JSON object such as {\"model\": \"llama-3-8b\", \"mode\": \"train\"}"}
+	}
+	req, err := request.Decode(body)
+	if err != nil {
+		var e *request.Error
+		if errors.As(err, &e) && e.Field == "" {
+			// The annotation as a whole: not JSON, or not one object.
+			return req, &Error{Where: source, Value: truncate(raw, 40), Msg: strings.Replace(e.Msg, "invalid JSON", "not JSON", 1)}
+		}
+		return req, requestError(source, err)
+	}
+	return req, nil
+}
+
+// labelsBody is the request the gpumem.io/* labels stand for, as JSON;
+// an error names the label at fault.
+func labelsBody(labels map[string]string) ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	for _, l := range JobLabels {
+		v, given := labels[l.Label]
+		if !given {
+			continue
+		}
+		if l.Numeric {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return nil, &Error{Where: "label " + l.Label, Value: v, Msg: "want a whole number"}
+			}
+			fields[l.Field] = json.RawMessage(strconv.FormatInt(n, 10))
+			continue
+		}
+		b, _ := json.Marshal(v) // a string: cannot fail
+		fields[l.Field] = b
+	}
+	body, _ := json.Marshal(fields) // raw messages of our own: cannot fail
+	return body, nil
 }
 
 // readResources reads nvidia.com/gpu and nvidia.com/gpumem from the
@@ -255,11 +306,16 @@ type GPU struct {
 	Device  gpumem.Device
 	Catalog bool
 	Count   int64
+
+	key string // Key, worded once by NodeGPU
 }
 
 // Key names the GPU kind: the estimate of a job is the same on every
 // GPU of one key.
 func (g GPU) Key() string {
+	if g.key != "" {
+		return g.key
+	}
 	if g.Catalog {
 		return g.Device.Name
 	}
@@ -314,6 +370,7 @@ func NodeGPU(node *v1.Node) (g GPU, ok bool, err error) {
 	} else if q, given := node.Status.Allocatable[ResourceGPU]; given {
 		g.Count = q.Value()
 	}
+	g.key = g.Key()
 	return g, g.Count > 0, nil
 }
 

@@ -189,7 +189,7 @@ func TestEvaluateWhole(t *testing.T) {
 	want := map[string]bool{"a100-1": true, "h100-1": true, "l4-1": false, "mig-1": false, "cpu-1": false}
 	for n, fits := range want {
 		if c.Fits[n].Fits != fits {
-			t.Errorf("lora-8b on %s: fits %v, want %v (%s)", n, c.Fits[n].Fits, fits, c.Fits[n].Reason)
+			t.Errorf("lora-8b on %s: fits %v, want %v (%s)", n, c.Fits[n].Fits, fits, c.Fits[n].Reason())
 		}
 	}
 	if n := srv.Estimates(); n != 4 {
@@ -201,8 +201,8 @@ func TestEvaluateWhole(t *testing.T) {
 	// The shortfall on the L4: 66.94 GB peak + 1.18 GB headroom - 23.57 GB
 	// free, as gpumem estimate --model llama-3-8b --train --batch 4 --seq
 	// 2048 --lora-rank 16 --checkpointing full --gpu l4 --json prints.
-	if f := c.Fits["l4-1"]; f.Short != 44543798608 || !strings.Contains(f.Reason, "NVIDIA L4 has 21.95 GiB free") {
-		t.Errorf("l4-1: short %d, reason %q", f.Short, f.Reason)
+	if f := c.Fits["l4-1"]; f.Short != 44543798608 || !strings.Contains(f.Reason(), "NVIDIA L4 has 21.95 GiB free") {
+		t.Errorf("l4-1: short %d, reason %q", f.Short, f.Reason())
 	}
 	// Tightest fit: the A100 (CUDA's 79.15 GiB) scores above the H100 (79.21 GiB).
 	if a, h := c.Fits["a100-1"].Score(), c.Fits["h100-1"].Score(); a < h || a == 0 {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/budget"
 	"github.com/gpumem/gpumem/request"
 )
@@ -153,7 +155,12 @@ func (l *Local) Estimate(ctx context.Context, req request.Estimate, gpus []GPU) 
 			continue
 		}
 		f.GPU, f.Memory = target(g)
-		dev, err := f.OnDevice(&j)
+		var dev gpumem.Device
+		if g.Catalog {
+			dev, err = request.OnDeviceOf(&j, g.Device, true) // the catalog entry NodeGPU found
+		} else {
+			dev, err = f.OnDevice(&j)
+		}
 		if err == nil {
 			l.estimates.Add(1)
 			var r request.Result
@@ -181,20 +188,34 @@ func answerOf(r request.Result) Answer {
 
 // Advice plans req on g as gpumem plan does with no --allow (POST
 // /v1/plan with the estimate request): budget.Allocate, or
-// budget.AllocateFleet when the job names GPUs but no layout. A job of
-// another runtime than PyTorch has no plan (an error).
+// budget.AllocateFleet when the job names GPUs but no layout, for a
+// PyTorch job; vLLM's and Ollama's own answers for theirs (vllmAdvice,
+// ollamaAdvice). A llama.cpp or SGLang job has no plan (an error): its
+// placement is the job's own flags (n_gpu_layers, mem_fraction_static),
+// which gpumem plan does not search either.
 func (l *Local) Advice(ctx context.Context, req request.Estimate, g GPU) (advice string, err error) {
 	defer recovered(&err)
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if request.IsOllama(req.Runtime) {
+		return l.ollamaAdvice(onGPU(req, g))
 	}
 	p, err := l.cache.Prepare(onGPU(req, g))
 	if err != nil {
 		return "", requestError("", err)
 	}
 	j, dev, f := p.Job, p.Device, p.Flags
+	if j.Runtime == budget.VLLM {
+		l.plans.Add(1)
+		advice, err := vllmAdvice(j)
+		if err != nil {
+			return "", requestError("", request.LibraryError(err, request.JobFields(f)))
+		}
+		return advice, nil
+	}
 	if j.Runtime != budget.PyTorch {
-		return "", fmt.Errorf("a plan searches the settings of a PyTorch job, not of %s", j.Runtime)
+		return "", fmt.Errorf("a plan searches the settings of a PyTorch, vLLM or Ollama job, not of %s", j.Runtime)
 	}
 	l.plans.Add(1)
 	var lim budget.Limits
@@ -212,6 +233,87 @@ func (l *Local) Advice(ctx context.Context, req request.Estimate, g GPU) (advice
 		return "", requestError("", request.LibraryError(err, request.JobFields(f)))
 	}
 	return adviceOf(true, nil, plan.Ladder), nil
+}
+
+// vllmAdvice is gpumem plan --runtime vllm --concurrency 1 on the job's
+// GPU: vLLM starts when its cache holds one request of max_model_len
+// tokens (check_enough_kv_cache_memory, vllm/v1/core/kv_cache_utils.py;
+// budget.VLLMReport), so the plan says the least gpu_memory_utilization
+// at which it does (budget.VLLMUtilizationFor) and the longest
+// max_model_len at the job's utilization (budget.VLLMMaxModelLenFor).
+func vllmAdvice(j budget.Job) (string, error) {
+	u, atU, uErr := budget.VLLMUtilizationFor(j, 1)
+	if uErr != nil && !errors.Is(uErr, gpumem.ErrDoesNotFit) {
+		return "", uErr
+	}
+	n, _, nErr := budget.VLLMMaxModelLenFor(j, 1)
+	if nErr != nil && !errors.Is(nErr, gpumem.ErrDoesNotFit) {
+		return "", nErr
+	}
+	given := j.VLLM.GPUMemoryUtilization
+	if given == 0 {
+		given = 0.9 // vLLM's default (EngineArgs.gpu_memory_utilization)
+	}
+	var parts []string
+	if uErr == nil {
+		parts = append(parts, fmt.Sprintf("gpu_memory_utilization %.4f for max_model_len %s", u, gpumem.Thousands(int64(atU.MaxModelLen))))
+	} else {
+		// VLLMUtilizationFor's sum, which it reports only in its error:
+		// (weights + profile peak + non-torch + CUDA graphs + one
+		// request's blocks) / total memory, rounded up to four decimals.
+		need := float64(atU.Weights+atU.Activations+atU.NonTorch+atU.CUDAGraphs+atU.Needed) / float64(j.Device.Capacity)
+		parts = append(parts, fmt.Sprintf("max_model_len %s needs gpu_memory_utilization %.4f, above 1", gpumem.Thousands(int64(atU.MaxModelLen)), math.Ceil(need*1e4)/1e4))
+	}
+	if nErr == nil {
+		parts = append(parts, fmt.Sprintf("max_model_len %s at gpu_memory_utilization %.4g", gpumem.Thousands(int64(n)), given))
+	} else {
+		parts = append(parts, fmt.Sprintf("no max_model_len at gpu_memory_utilization %.4g", given))
+	}
+	return strings.Join(parts, ", or "), nil
+}
+
+// ollamaAdvice is gpumem plan --runtime ollama (POST /v1/plan with
+// "runtime": "ollama") on req's GPU: Ollama v0.12.11's placement at the
+// job's num_ctx (budget.OllamaLayers: the layers that fit, the rest on
+// the CPU) and the longest num_ctx with every layer on the GPUs
+// (budget.OllamaMaxContext). The request's gpus are Ollama's to fill,
+// as the service takes them.
+func (l *Local) ollamaAdvice(req request.Estimate) (string, error) {
+	f, spec, source, err := l.cache.Check(req)
+	if err != nil {
+		return "", requestError("", err)
+	}
+	gpus := max(f.GPUs, 1)
+	f.GPUs = 1 // the GPUs are Ollama's to fill, not a data-parallel layout
+	j, dev, err := l.cache.JobWith(&f, spec, source)
+	if err != nil {
+		return "", requestError("", err)
+	}
+	l.plans.Add(1)
+	o, field, err := request.OllamaOptions(j.LlamaCpp, func(flag string) string { return strings.ReplaceAll(flag, "-", "_") })
+	if field != "" {
+		return "", requestError("", request.BadField(strings.ReplaceAll(field, "-", "_"), "%s", request.ForRequest(err.Error())))
+	}
+	free := make([]gpumem.Bytes, gpus)
+	for i := range free {
+		free[i] = dev.Free()
+	}
+	at, err := budget.OllamaLayers(j.Model, free, o)
+	if err != nil {
+		return "", requestError("", request.LibraryError(err, request.JobFields(f)))
+	}
+	maxCtx, maxAt, err := budget.OllamaMaxContext(j.Model, free, o)
+	if err != nil && !errors.Is(err, gpumem.ErrDoesNotFit) {
+		return "", requestError("", request.LibraryError(err, request.JobFields(f)))
+	}
+	s := fmt.Sprintf("Ollama %s puts %d of %d layers on the GPU at num_ctx %s", budget.OllamaVersion, at.Layers, at.Slots, gpumem.Thousands(int64(at.Context)))
+	if !at.Full {
+		s += " (the rest on the CPU)"
+	}
+	if err != nil {
+		return s + fmt.Sprintf("; not every layer fits at any num_ctx (%d of %d at one token)", maxAt.Layers, maxAt.Slots), nil
+	}
+	return s + fmt.Sprintf("; every layer up to num_ctx %s", gpumem.Thousands(int64(maxCtx))), nil
 }
 
 // adviceOf words a plan: the changes it applied when they make the job

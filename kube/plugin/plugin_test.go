@@ -107,16 +107,30 @@ func TestWholeGPU(t *testing.T) {
 	if n := srv.Estimates(); n != 3*4 {
 		t.Errorf("%d estimates, want 12", n)
 	}
+	// A replica (the same annotation on another pod) goes where the
+	// first went, with no estimate of its own.
+	replica := pods["lora-8b"].DeepCopy()
+	replica.Name, replica.UID = "lora-8b-2", "uid-lora-8b-2"
+	if _, got, st := schedule(t, p, nis, replica); st != nil || strings.Join(got, " ") != "a100-1 h100-1" {
+		t.Errorf("replica: nodes %v (%v), want a100-1 h100-1", got, st)
+	}
+	if n := srv.Estimates(); n != 3*4 {
+		t.Errorf("%d estimates after a replica, want 12", n)
+	}
 }
 
 func TestUnschedulable(t *testing.T) {
-	p, _ := newPlugin(t)
+	p, srv := newPlugin(t)
 	nis, pods := cluster(t)
 	_, _, st := schedule(t, p, nis, pods["full-8b"])
 	if st.Code() != fwk.Unschedulable {
 		t.Fatalf("full-8b: %v", st)
 	}
 	msg := st.Message()
+	// Its next cycle gives the same message, its plan kept.
+	if _, _, again := schedule(t, p, nis, pods["full-8b"]); again.Message() != msg || srv.Plans() != 1 {
+		t.Errorf("full-8b again: %q after %d plans, want the same message after 1", again.Message(), srv.Plans())
+	}
 	for _, want := range []string{"needs 181.61 GiB per GPU", "the best node h100-1", "short", "gpumem plan: allow an 8-bit optimizer; allow optimizer offload"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
@@ -235,14 +249,26 @@ func BenchmarkFilter(b *testing.B) {
 	}
 }
 
-// BenchmarkPreFilter is PreFilter on the five nodes of the scenario,
-// four GPU kinds: the job decoded once, checked once, estimated once per
-// kind (four budget.Estimate calls), every node checked. "catalog" is
-// the scenario's lora-8b (model llama-3-8b), "inline" the same job with
-// Llama-3-8B's config.json inline; "first" starts from an empty cache of
-// prepared models (a new plugin per run), the others from a warm one.
+// BenchmarkPreFilter is PreFilter on the scenario's nodes: all five
+// (four GPU kinds, "kinds4") or the A100 node alone ("kinds1"). The job
+// is the scenario's lora-8b, by its catalog name ("catalog") or with
+// Llama-3-8B's config.json inline ("inline"). "repeat" is a pod whose
+// annotation the plugin has read before (a replica): a look-up, no
+// estimate; "first" a description the plugin has not seen, of a model
+// it has prepared (the pods cycle through 1024 annotations of the same
+// job written with different spaces, more than the plugin's
+// gpujob.Memo keeps): the annotation decoded, the request checked, the
+// job built and estimated once per GPU kind; "cold" is a new plugin
+// over an empty cache of prepared models each time (budget.NewModel
+// once, every node's labels read).
 func BenchmarkPreFilter(b *testing.B) {
-	nis, pods := cluster(b)
+	all, pods := cluster(b)
+	var a100 []fwk.NodeInfo
+	for _, ni := range all {
+		if ni.Node().Name == "a100-1" {
+			a100 = append(a100, ni)
+		}
+	}
 	ctx := context.Background()
 	config, err := os.ReadFile("../../model/configs/llama-3-8b.json")
 	if err != nil {
@@ -250,25 +276,63 @@ func BenchmarkPreFilter(b *testing.B) {
 	}
 	inline := pods["lora-8b"].DeepCopy()
 	inline.Annotations[gpujob.AnnotationJob] = `{"config": ` + string(config) + `, "mode": "train", "batch": 4, "seq": 2048, "lora_rank": 16, "checkpointing": "full"}`
-	for _, c := range []struct {
-		name  string
-		pod   *v1.Pod
-		first bool
-	}{{"catalog", pods["lora-8b"], false}, {"catalog-first", pods["lora-8b"], true},
-		{"inline", inline, false}, {"inline-first", inline, true}} {
-		b.Run(c.name, func(b *testing.B) {
-			p, _ := newPlugin(b)
-			b.ReportAllocs()
-			for b.Loop() {
-				if c.first {
-					p = plugin.NewWith(gpujob.NewLocal())
-				}
-				if _, st := p.PreFilter(ctx, framework.NewCycleState(), c.pod, nis); !st.IsSuccess() {
-					b.Fatal(st)
-				}
+	for _, job := range []struct {
+		name string
+		pod  *v1.Pod
+	}{{"catalog", pods["lora-8b"]}, {"inline", inline}} {
+		for _, nodes := range []struct {
+			name string
+			nis  []fwk.NodeInfo
+		}{{"kinds4", all}, {"kinds1", a100}} {
+			for _, run := range []string{"repeat", "first", "cold"} {
+				b.Run(job.name+"/"+nodes.name+"/"+run, func(b *testing.B) {
+					p := plugin.NewWith(gpujob.NewLocal())
+					if _, st := p.PreFilter(ctx, framework.NewCycleState(), job.pod, nodes.nis); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					pods := []*v1.Pod{job.pod}
+					if run == "first" {
+						pods = respaced(job.pod, 1024)
+					}
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						if run == "cold" {
+							p = plugin.NewWith(gpujob.NewLocal())
+						}
+						if _, st := p.PreFilter(ctx, framework.NewCycleState(), pods[i%len(pods)], nodes.nis); !st.IsSuccess() {
+							b.Fatal(st)
+						}
+						i++
+					}
+				})
 			}
-		})
+		}
 	}
+}
+
+// respaced is n copies of pod whose job annotations describe the same
+// job in n different texts: copy i writes the space after the last ten
+// ": " and ", " as a tab where bit k of i is set (an inline config.json,
+// earlier in the text, keeps its bytes, so that its model is the one
+// prepared).
+func respaced(pod *v1.Pod, n int) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		text := []byte(pod.Annotations[gpujob.AnnotationJob])
+		k := 0
+		for j := len(text) - 2; j >= 0 && k < 10; j-- {
+			if (text[j] == ':' || text[j] == ',') && text[j+1] == ' ' {
+				if i&(1<<k) != 0 {
+					text[j+1] = '\t'
+				}
+				k++
+			}
+		}
+		out[i] = pod.DeepCopy()
+		out[i].Annotations[gpujob.AnnotationJob] = string(text)
+	}
+	return out
 }
 
 // BenchmarkEstimate is budget.Estimate of the lora-8b job on an A100, the

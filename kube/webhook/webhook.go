@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -41,6 +42,17 @@ type Webhook struct {
 	// Nodes lists the cluster's nodes.
 	Nodes   func() []*v1.Node
 	Timeout time.Duration // per review; 0: 10s
+
+	// memo remembers the jobs of the pods reviewed and the nodes read
+	// (gpujob.Memo over Est): the replicas of a workload find their
+	// estimates kept.
+	once sync.Once
+	memo *gpujob.Memo
+}
+
+func (wh *Webhook) jobs() *gpujob.Memo {
+	wh.once.Do(func() { wh.memo = gpujob.NewMemo(wh.Est, 0) })
+	return wh.memo
 }
 
 // Kind is one GPU kind's line of the gpumem.io/estimate annotation.
@@ -98,7 +110,7 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return deny(http.StatusBadRequest, "gpumem: the request's object is not a Pod: "+err.Error())
 	}
-	job, ok, err := gpujob.FromPod(&pod)
+	job, ok, err := wh.jobs().FromPod(&pod)
 	if !ok {
 		return resp
 	}
@@ -108,10 +120,10 @@ func (wh *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest
 	var ns []gpujob.Node
 	if wh.Nodes != nil {
 		for _, n := range wh.Nodes() {
-			ns = append(ns, gpujob.NewNode(n, nil))
+			ns = append(ns, wh.jobs().Node(n, nil))
 		}
 	}
-	c, err := gpujob.Evaluate(ctx, wh.Est, job, ns)
+	c, err := wh.jobs().Evaluate(ctx, job, ns)
 	switch {
 	case err != nil && (gpujob.IsRequestError(err)):
 		return deny(http.StatusUnprocessableEntity, "gpumem: "+err.Error())
