@@ -293,6 +293,11 @@ type Workload struct {
 	// sdpa_attention.py's use_gqa_in_sdpa then repeats the K/V heads
 	// with repeat_kv instead.
 	NoAttentionMask bool
+	// FrozenBase, when its Rank is set, says that LoRA adapters train on
+	// a frozen base: frozen weights save nothing for their gradients
+	// (see [FrozenBase]). Pre-norm blocks follow it; other layouts are
+	// estimated as if the base trained.
+	FrozenBase FrozenBase
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -744,6 +749,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if w.EncoderLen < 0 || w.EncoderLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.EncoderLen", w.EncoderLen, gpumem.ErrInvalid, "must be in [0, 2^40]")
 	}
+	if w.FrozenBase.Rank < 0 || w.FrozenBase.Rank > actMaxTokens {
+		return 0, gpumem.Errorf("Workload.FrozenBase.Rank", w.FrozenBase.Rank, gpumem.ErrInvalid, "must be in [0, 2^40]")
+	}
 	if w.Images < 0 || w.Images > 1<<20 {
 		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
@@ -1070,6 +1078,8 @@ type actShape struct {
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
 	half bool
+	// fz is the workload's frozen base (Workload.FrozenBase).
+	fz FrozenBase
 }
 
 // actCost is one block's figures.
@@ -1102,7 +1112,7 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
-	if sh.k == SDPA && sh.cpu && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+	if sh.math(bl) {
 		return c.mathAttention(bl, sh, sq, sk)
 	}
 	b, e := sh.b, sh.e
@@ -1381,6 +1391,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		mlpBwd = c.m(2, eTI)
 	}
 	saved = c.a(saved, mlp)
+	if sh.fz.on() && !bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil {
+		less, more := c.frozenSavings(bl, sh, sh.k == Eager || sh.math(bl))
+		saved = c.a(actMax(0, saved-less), more)
+	}
 	x.saved = saved
 	// Rotary and head-splitting temporaries in forward: about three
 	// copies of q.
@@ -1719,6 +1733,9 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	sh.causal = layoutOf(s) != layoutBERT
+	if w.Train {
+		sh.fz = w.FrozenBase
+	}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	if layoutOf(s) == layoutOPT {
@@ -1755,6 +1772,12 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {
 		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
+		if fb := bl; sh.fz.on() && layers > 0 && !bl.post && !bl.parallel && !bl.sandwich && bl.mla == nil && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+			// The first block's input needs no gradient (FrozenBase).
+			ls := c.layers()
+			l := &ls[len(ls)-1]
+			l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirst(&fb, sh, sh.math(&fb))))
+		}
 	}
 	l := layoutOf(s)
 	// Per-token tensors outside the blocks: whole on every tensor-parallel
@@ -1836,6 +1859,9 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		}
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
+		if sh.fz.on() {
+			fin -= c.normCopy(bl.norm, Th, s.Hidden, e) // a frozen weight (FrozenBase)
+		}
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
@@ -1980,8 +2006,8 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		return
 	}
 	h := int64(0)
-	if !inputCounted {
-		h = c.m(e, Th, s.Hidden)
+	if !inputCounted && (!w.Train || w.FrozenBase.Rank == 0) {
+		h = c.m(e, Th, s.Hidden) // a frozen head saves no input (FrozenBase)
 	}
 	if layoutOf(s) == layoutBERT {
 		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
