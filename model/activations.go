@@ -1141,7 +1141,12 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		// (after an upcast, its cast back: eager_attention_forward's
 		// .to(query.dtype)).
 		dropIn := e
-		if sm == e && sh.cpu && sh.autocast && bl.floatMask && sh.softmax == SoftmaxDefault {
+		if sm == e && sh.autocast && sh.softmax == SoftmaxDefault && (bl.floatMask || !sh.cpu) {
+			// CUDA autocast lists softmax as fp32_set_opt_dtype
+			// (aten/src/ATen/autocast_mode.cpp, v2.6.0: KERNEL_CUDA
+			// softmax): an fp32 result from 16-bit scores in every
+			// family; the CPU's lists do not, which leaves the fp32
+			// result to the float-mask families below.
 			// CPU autocast: the float mask, fp32 as the embeddings
 			// (see decoderOnly), promotes the 16-bit scores to fp32,
 			// and the CPU's softmax, on no autocast list
