@@ -1040,6 +1040,11 @@ type actBlock struct {
 	// it then casts the probabilities to the value's dtype
 	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
 	floatMask, castBack bool
+	// qkvIn and mlpIn: the linears that read the attention's and the
+	// MLP's norm output, each casting it for itself under autocast
+	// (zero: the autocast residual stream is not modelled; see
+	// autocastNorms).
+	qkvIn, mlpIn int64
 	// heldWeights: the layer keeps the attention weights its attention
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
@@ -1330,6 +1335,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 			// statistics (and normalized copy for RMS) are new.
 			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
+	case sh.autocast && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		// The fp32 residual stream under autocast (autocastNorms).
+		an := c.normSaved(bl.norm, Th, bl.h, 4)
+		saved = c.a(an, c.m(bl.qkvIn, eTh), an, c.m(bl.mlpIn, eTh))
 	default:
 		saved = c.a(norm, eTh, norm, eTh)
 		if bl.sandwich {
@@ -1743,6 +1752,7 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
+	bl.qkvIn, bl.mlpIn = autocastInputs(s, &bl)
 	if layoutOf(s) == layoutOPT {
 		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
 	}
@@ -1862,6 +1872,8 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		if bl.post {
 			fin = 0
 		}
+	case w.Autocast && w.Train && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		fin = c.normSaved(bl.norm, Th, s.Hidden, 4) // the fp32 residual stream (autocastNorms)
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
 		if sh.fz.on() {
