@@ -254,6 +254,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
 		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(),
+		FrozenBase: j.frozenBase(),
 	}
 }
 
@@ -287,4 +288,14 @@ func (j *Job) headGrad() gpumem.DType {
 	}
 	w, _, _, _ := j.Precision.dtypes()
 	return w
+}
+
+// frozenBase is the frozen base LoRA adapters train on
+// (model.Workload.FrozenBase): the Model's, for a job that computes
+// parameter gradients (InputGradients freezes the adapters too).
+func (j *Job) frozenBase() model.FrozenBase {
+	if !j.PEFTLoRA || j.Mode != Training || j.Gradients == InputGradients {
+		return model.FrozenBase{}
+	}
+	return j.Model.frozen
 }

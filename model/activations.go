@@ -313,6 +313,11 @@ type Workload struct {
 	// sdpa_attention.py's use_gqa_in_sdpa then repeats the K/V heads
 	// with repeat_kv instead.
 	NoAttentionMask bool
+	// FrozenBase, when its Rank is set, says that LoRA adapters train on
+	// a frozen base: frozen weights save nothing for their gradients
+	// (see [FrozenBase]). Pre-norm blocks follow it; other layouts are
+	// estimated as if the base trained.
+	FrozenBase FrozenBase
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -764,6 +769,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if w.EncoderLen < 0 || w.EncoderLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.EncoderLen", w.EncoderLen, gpumem.ErrInvalid, "must be in [0, 2^40]")
 	}
+	if w.FrozenBase.Rank < 0 || w.FrozenBase.Rank > actMaxTokens {
+		return 0, gpumem.Errorf("Workload.FrozenBase.Rank", w.FrozenBase.Rank, gpumem.ErrInvalid, "must be in [0, 2^40]")
+	}
 	if w.Images < 0 || w.Images > 1<<20 {
 		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
@@ -1052,6 +1060,11 @@ type actBlock struct {
 	// it then casts the probabilities to the value's dtype
 	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
 	floatMask, castBack bool
+	// qkvIn and mlpIn: the linears that read the attention's and the
+	// MLP's norm output, each casting it for itself under autocast
+	// (zero: the autocast residual stream is not modelled; see
+	// autocastNorms).
+	qkvIn, mlpIn int64
 	// heldWeights: the layer keeps the attention weights its attention
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
@@ -1090,6 +1103,8 @@ type actShape struct {
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
 	half bool
+	// fz is the workload's frozen base (Workload.FrozenBase).
+	fz FrozenBase
 }
 
 // actCost is one block's figures.
@@ -1122,7 +1137,7 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
-	if sh.k == SDPA && sh.cpu && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+	if sh.math(bl) {
 		return c.mathAttention(bl, sh, sq, sk)
 	}
 	b, e := sh.b, sh.e
@@ -1151,7 +1166,12 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		// (after an upcast, its cast back: eager_attention_forward's
 		// .to(query.dtype)).
 		dropIn := e
-		if sm == e && sh.cpu && sh.autocast && bl.floatMask && sh.softmax == SoftmaxDefault {
+		if sm == e && sh.autocast && sh.softmax == SoftmaxDefault && (bl.floatMask || !sh.cpu) {
+			// CUDA autocast lists softmax as fp32_set_opt_dtype
+			// (aten/src/ATen/autocast_mode.cpp, v2.6.0: KERNEL_CUDA
+			// softmax): an fp32 result from 16-bit scores in every
+			// family; the CPU's lists do not, which leaves the fp32
+			// result to the float-mask families below.
 			// CPU autocast: the float mask, fp32 as the embeddings
 			// (see decoderOnly), promotes the 16-bit scores to fp32,
 			// and the CPU's softmax, on no autocast list
@@ -1335,6 +1355,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 			// statistics (and normalized copy for RMS) are new.
 			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
+	case sh.autocast && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		// The fp32 residual stream under autocast (autocastNorms).
+		an := c.normSaved(bl.norm, Th, bl.h, 4)
+		saved = c.a(an, c.m(bl.qkvIn, eTh), an, c.m(bl.mlpIn, eTh))
 	default:
 		saved = c.a(norm, eTh, norm, eTh)
 		if bl.sandwich {
@@ -1401,6 +1425,10 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		mlpBwd = c.m(2, eTI)
 	}
 	saved = c.a(saved, mlp)
+	if sh.fz.on() && !bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil {
+		less, more := c.frozenSavings(bl, sh, sh.k == Eager || sh.math(bl))
+		saved = c.a(actMax(0, saved-less), more)
+	}
 	x.saved = saved
 	// Rotary and head-splitting temporaries in forward: about three
 	// copies of q.
@@ -1739,8 +1767,12 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	sh.causal = layoutOf(s) != layoutBERT
+	if w.Train {
+		sh.fz = w.FrozenBase
+	}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
+	bl.qkvIn, bl.mlpIn = autocastInputs(s, &bl)
 	if layoutOf(s) == layoutOPT {
 		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
 	}
@@ -1775,6 +1807,12 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {
 		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
+		if fb := bl; sh.fz.on() && layers > 0 && !bl.post && !bl.parallel && !bl.sandwich && bl.mla == nil && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+			// The first block's input needs no gradient (FrozenBase).
+			ls := c.layers()
+			l := &ls[len(ls)-1]
+			l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirst(&fb, sh, sh.math(&fb))))
+		}
 	}
 	l := layoutOf(s)
 	// Per-token tensors outside the blocks: whole on every tensor-parallel
@@ -1854,8 +1892,13 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		if bl.post {
 			fin = 0
 		}
+	case w.Autocast && w.Train && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		fin = c.normSaved(bl.norm, Th, s.Hidden, 4) // the fp32 residual stream (autocastNorms)
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
+		if sh.fz.on() {
+			fin -= c.normCopy(bl.norm, Th, s.Hidden, e) // a frozen weight (FrozenBase)
+		}
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
 	var flops int64
@@ -2000,8 +2043,8 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		return
 	}
 	h := int64(0)
-	if !inputCounted {
-		h = c.m(e, Th, s.Hidden)
+	if !inputCounted && (!w.Train || w.FrozenBase.Rank == 0) {
+		h = c.m(e, Th, s.Hidden) // a frozen head saves no input (FrozenBase)
 	}
 	if layoutOf(s) == layoutBERT {
 		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
