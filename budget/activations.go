@@ -292,8 +292,12 @@ func (j *Job) headGrad() gpumem.DType {
 
 // frozenBase is the frozen base LoRA adapters train on
 // (model.Workload.FrozenBase): the Model's, for a job that computes
-// parameter gradients (InputGradients freezes the adapters too).
+// parameter gradients; model.FrozenInput for an InputGradients job, which
+// freezes every parameter and the adapters too.
 func (j *Job) frozenBase() model.FrozenBase {
+	if j.Mode == Training && j.Gradients == InputGradients {
+		return model.FrozenInput // every parameter frozen, the input differentiated
+	}
 	if !j.PEFTLoRA || j.Mode != Training || j.Gradients == InputGradients {
 		return model.FrozenBase{}
 	}

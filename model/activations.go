@@ -1425,9 +1425,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		mlpBwd = c.m(2, eTI)
 	}
 	saved = c.a(saved, mlp)
-	if sh.fz.on() && !bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil {
+	if sh.fz.on() && ((!bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil) || sh.fz.inputOnly(bl)) {
 		less, more := c.frozenSavings(bl, sh, sh.k == Eager || sh.math(bl))
+		if sh.fz.Input {
+			less = c.frozenInputSavings(bl, sh, less) // FrozenInput
+		}
 		saved = c.a(actMax(0, saved-less), more)
+		mlpBwd = c.a(mlpBwd, c.frozenMLPBackward(bl, sh))
 	}
 	x.saved = saved
 	// Rotary and head-splitting temporaries in forward: about three
@@ -1807,7 +1811,7 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {
 		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
-		if fb := bl; sh.fz.on() && layers > 0 && !bl.post && !bl.parallel && !bl.sandwich && bl.mla == nil && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+		if fb := bl; sh.fz.Rank > 0 && layers > 0 && !bl.post && !bl.parallel && !bl.sandwich && bl.mla == nil && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
 			// The first block's input needs no gradient (FrozenBase).
 			ls := c.layers()
 			l := &ls[len(ls)-1]
@@ -1887,6 +1891,9 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
 		fin = c.a(eTh, eTh, c.normSaved(actLN, Th, s.Hidden, e))
+		if sh.fz.Input {
+			fin -= eTh // a frozen dense saves no input (FrozenInput)
+		}
 	case bl.post || s.NoFinalNorm:
 		fin = eTh // the last block's output, saved by the head
 		if bl.post {
@@ -2043,10 +2050,10 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		return
 	}
 	h := int64(0)
-	if !inputCounted && (!w.Train || w.FrozenBase.Rank == 0) {
+	if !inputCounted && (!w.Train || !w.FrozenBase.on()) {
 		h = c.m(e, Th, s.Hidden) // a frozen head saves no input (FrozenBase)
 	}
-	if layoutOf(s) == layoutBERT {
+	if layoutOf(s) == layoutBERT && !w.FrozenBase.Input {
 		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
 	}
 	if s.Family == "gemma2" {
@@ -2153,6 +2160,9 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
 	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
+	if w.Train && w.FrozenBase.Input {
+		sh.fz = w.FrozenBase
+	}
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
 	if !w.Train {
@@ -2169,6 +2179,9 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	}
 	T := c.m(n, tokens)
 	emb := pixels
+	if sh.fz.Input {
+		emb = 0 // a frozen patch convolution saves no input (FrozenInput)
+	}
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2290,6 +2303,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	if w.Train && w.FrozenBase.Input {
+		esh.fz, dsh.fz = w.FrozenBase, w.FrozenBase
+	}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
@@ -2309,11 +2325,18 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
 		a.FinalNorm = gpumem.Bytes(c.a(c.normSaved(eb.norm, eT, s.Hidden, e), c.normSaved(db.norm, dT, s.Hidden, e)))
+		if esh.fz.Input {
+			// Frozen norm weights save no normalized copy (FrozenInput).
+			a.FinalNorm -= gpumem.Bytes(c.a(c.normCopy(eb.norm, eT, s.Hidden, e), c.normCopy(db.norm, dT, s.Hidden, e)))
+		}
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
 			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden)))
 		}
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
+		if esh.fz.Input {
+			a.Shared = 0 // frozen cross k/v projections save no input (FrozenInput)
+		}
 		if l == layoutT5 {
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
 		}
@@ -2321,6 +2344,11 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutWhisper {
 			F := encLen
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+			if esh.fz.Input {
+				// Frozen convolutions save no input (FrozenInput): the
+				// GELUs' inputs alone, conv1's and conv2's outputs.
+				emb = c.a(c.m(e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+			}
 		}
 		if w.Dropout {
 			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))

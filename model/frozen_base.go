@@ -92,10 +92,14 @@ type FrozenBase struct {
 	// Adapted is the set of a block's projections that carry an
 	// adapter.
 	Adapted Projection
+	// Input says that no adapter trains either and the model's input
+	// requires grad instead (a frozen model differentiated to its
+	// input: see [FrozenInput]); Rank and Adapted are then zero.
+	Input bool
 }
 
 // on says the block runs on a frozen base.
-func (f FrozenBase) on() bool { return f.Rank > 0 }
+func (f FrozenBase) on() bool { return f.Rank > 0 || f.Input }
 
 // has says whether any projection of p is adapted.
 func (f FrozenBase) has(p Projection) bool { return f.Adapted&p != 0 }
@@ -108,6 +112,8 @@ func (c *actCalc) normCopy(k actNorm, T, w, e int64) int64 {
 		return c.m(e, T, w)
 	case actGemmaRMS:
 		return c.m(4, T, w)
+	case actT5RMS:
+		return c.m(e, T, w) // T5LayerNorm's weight * hidden_states
 	}
 	return 0
 }

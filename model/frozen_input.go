@@ -1,0 +1,90 @@
+package model
+
+// FrozenInput is the [Workload.FrozenBase] of a frozen model
+// differentiated to its input (every parameter requires_grad_(False), the
+// inputs_embeds, log-mel or pixel leaf requires grad: an adversarial
+// attack, an attribution). Every weight is frozen as under [FrozenBase]
+// and no adapter trains, but every activation requires grad from the
+// first block on, so the first block saves what the others do.
+//
+// What autograd saves then follows from tools/autograd/derivatives.yaml
+// (torch v2.6.0) and the save guards gen_variable_type.py's guard_for
+// generates (a tensor used by the formula of one input only is saved when
+// that input requires grad):
+//
+//   - mm / addmm (a Linear, GPT-2's Conv1D): self is saved for mat2's
+//     (the weight's) gradient only, mat2 for self's: a frozen linear saves
+//     its weight, not its input;
+//   - mul: self is saved for other's gradient, other for self's: RMSNorm's
+//     weight * hidden saves the weight only, not the normalized hidden;
+//     silu(gate) * up and gelu_new's 0.5·x * (1 + tanh) save both factors,
+//     which both require grad;
+//   - native_layer_norm: one formula for input, weight and bias, so the
+//     input, mean and rstd are saved whatever requires grad (LayerNorm:
+//     GPT-2, OPT, BERT, ViT, Whisper, Phi);
+//   - pow, rsqrt, softmax, _softmax, gelu, silu, relu, tanh save their
+//     input or result regardless of any weight;
+//   - convolution: convolution_backward reads the input through
+//     wrap_opt_if(input, grad_input_mask[1]), saved only for the weight's
+//     gradient: a frozen convolution (Whisper's stem, ViT's patch
+//     embedding) saves no input.
+//
+// So a block saves neither its projections' inputs (the norms' outputs,
+// the attention output o_proj reads, the MLP product down_proj reads)
+// nor an RMSNorm's normalized copy; a LayerNorm still saves its input and
+// statistics. Measured on the CPU (testdata/measured/cpu, frozen rows).
+var FrozenInput = FrozenBase{Input: true}
+
+// frozenMLPBackward returns what the MLP's backward holds beyond
+// [actCalc.block]'s two T·I tensors when the down projection is frozen
+// and not adapted: the gradient of its input (grad · W, a T·I tensor)
+// replaces nothing, where a trained projection's saved input is released
+// once its node has run (autograd's release_variables) as that gradient
+// is made. A ReLU's down projection reads the ReLU's saved result, which
+// stays saved either way, so nothing changes there.
+func (c *actCalc) frozenMLPBackward(bl *actBlock, sh actShape) int64 {
+	if sh.fz.has(ProjDown) || bl.act == actReLU || bl.moe != nil {
+		return 0
+	}
+	return c.m(sh.e, sh.b, sh.s, bl.I)
+}
+
+// inputOnly says that a block layout [FrozenBase]'s adapters leave to the
+// trained base's figures follows [FrozenInput]: a post-norm block with
+// LayerNorms (BERT), a parallel block (Phi, Falcon, NeoX) and a decoder
+// block with cross-attention (T5, Whisper).
+func (f FrozenBase) inputOnly(bl *actBlock) bool {
+	return f.Input && !bl.sandwich && bl.mla == nil && (!bl.post || bl.norm == actLN)
+}
+
+// frozenInputSavings adjusts [actCalc.frozenSavings]'s less (two norms'
+// outputs and their copies, the attention output, the MLP product) to the
+// layouts [FrozenBase.inputOnly] admits:
+//
+//   - a post-norm block's q/k/v read the block input and its MLP the
+//     first LayerNorm's output, neither of them saved by anything else
+//     when the weights are frozen (the residual adds save nothing);
+//     native_layer_norm keeps its input and statistics: the same two
+//     e·T·h tensors less as a pre-norm block's norm outputs;
+//   - a parallel block with one norm (Phi) saves one norm output, read by
+//     q/k/v and fc1 together: one e·T·h tensor and one normalized copy
+//     less, not two;
+//   - a cross-attention block's third norm output (read by the cross
+//     q_proj only), its normalized copy and, where it is a tensor of its
+//     own (eager, the math kernel), the cross core's output read by its
+//     o_proj are not saved either; the encoder output its k/v projections
+//     read is not saved (Activations.Shared).
+func (c *actCalc) frozenInputSavings(bl *actBlock, sh actShape, less int64) int64 {
+	T := c.m(sh.b, sh.s)
+	eTh := c.m(sh.e, T, bl.h)
+	switch {
+	case bl.parallel && bl.pnorms < 2:
+		less -= c.a(eTh, c.normCopy(bl.norm, T, bl.h, sh.e))
+	case bl.cross:
+		less = c.a(less, eTh, c.normCopy(bl.norm, T, bl.h, sh.e))
+		if sh.k == Eager || sh.math(bl) {
+			less = c.a(less, c.m(sh.e, T, bl.H, bl.dv))
+		}
+	}
+	return max(less, 0)
+}
