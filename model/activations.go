@@ -2178,10 +2178,10 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
+	// pixels: saved by the patch convolution; with FrozenInput a frozen
+	// convolution saves no input, but the pixels are then the leaf the
+	// caller holds and differentiates to, as resident.
 	emb := pixels
-	if sh.fz.Input {
-		emb = 0 // a frozen patch convolution saves no input (FrozenInput)
-	}
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
 	}
@@ -2318,6 +2318,13 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
+	if dsh.fz.Input && s.Layers > 0 && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+		// The decoder's first block reads token embeddings that need no
+		// gradient (FrozenInput).
+		ls := c.layers()
+		l := &ls[len(ls)-1]
+		l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirstCross(&db, dsh)))
+	}
 	a.Tokens = w.SeqLen
 	eT := c.m(w.Batch, encLen)
 	dT := c.m(w.Batch, w.SeqLen)
@@ -2346,8 +2353,10 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
 			if esh.fz.Input {
 				// Frozen convolutions save no input (FrozenInput): the
-				// GELUs' inputs alone, conv1's and conv2's outputs.
-				emb = c.a(c.m(e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
+				// log-mel leaf the caller holds, and the GELUs' inputs,
+				// conv1's and conv2's outputs; conv2 does not save
+				// conv1's GELU output.
+				emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
 			}
 		}
 		if w.Dropout {

@@ -37,13 +37,17 @@ var FrozenInput = FrozenBase{Input: true}
 
 // frozenMLPBackward returns what the MLP's backward holds beyond
 // [actCalc.block]'s two T·I tensors when the down projection is frozen
-// and not adapted: the gradient of its input (grad · W, a T·I tensor)
-// replaces nothing, where a trained projection's saved input is released
-// once its node has run (autograd's release_variables) as that gradient
-// is made. A ReLU's down projection reads the ReLU's saved result, which
-// stays saved either way, so nothing changes there.
+// and not adapted. The gradient of the down projection's input (grad · W,
+// a T·I tensor) then replaces nothing, where a trained projection's saved
+// input is released once its node has run (autograd's
+// release_variables) as that gradient is made; beside it, the backward
+// of a product of two tensors that require grad (silu(gate) · up,
+// gelu_new's 0.5·x · (1 + tanh)) makes both factors' gradients at once:
+// three T·I tensors on what is saved. A plain GELU makes one (two in
+// all, as counted); a ReLU's down projection reads the ReLU's saved
+// result, which stays saved either way.
 func (c *actCalc) frozenMLPBackward(bl *actBlock, sh actShape) int64 {
-	if sh.fz.has(ProjDown) || bl.act == actReLU || bl.moe != nil {
+	if sh.fz.has(ProjDown) || bl.moe != nil || !(bl.act.gated() || bl.act == actGELUNew) {
 		return 0
 	}
 	return c.m(sh.e, sh.b, sh.s, bl.I)
@@ -87,4 +91,25 @@ func (c *actCalc) frozenInputSavings(bl *actBlock, sh actShape, less int64) int6
 		}
 	}
 	return max(less, 0)
+}
+
+// frozenFirstCross returns what an encoder–decoder's first decoder block
+// saves less than the others under [FrozenInput]: only the encoder's
+// input requires grad, so the decoder's token embeddings, its first
+// self-attention sub-layer and the cross-attention's query (frozen
+// projections of tensors that need no gradient) record nothing: no node
+// is made for an op none of whose inputs requires grad. Its first and
+// cross norms save nothing, its self-attention core nothing, and the
+// cross scores' matmul (eager) saves the query for the key's gradient
+// but not the key, whose factor needs none; a fused kernel (SDPA) saves
+// its q, k and v as one formula's inputs whatever requires grad.
+func (c *actCalc) frozenFirstCross(bl *actBlock, sh actShape) int64 {
+	T := c.m(sh.b, sh.s)
+	norm := c.normSaved(bl.norm, T, bl.h, sh.e) - c.normCopy(bl.norm, T, bl.h, sh.e)
+	self, _, _, _, _, _ := c.attention(bl, sh, sh.s, sh.s)
+	less := c.a(norm, norm, self)
+	if sh.k == Eager {
+		less = c.a(less, c.m(sh.e, sh.b, bl.H, sh.sk, bl.d))
+	}
+	return less
 }
