@@ -40,17 +40,22 @@ var FrozenInput = FrozenBase{Input: true}
 // and not adapted. The gradient of the down projection's input (grad · W,
 // a T·I tensor) then replaces nothing, where a trained projection's saved
 // input is released once its node has run (autograd's
-// release_variables) as that gradient is made; beside it, the backward
-// of a product of two tensors that require grad (silu(gate) · up,
-// gelu_new's 0.5·x · (1 + tanh)) makes both factors' gradients at once:
-// three T·I tensors on what is saved. A plain GELU makes one (two in
-// all, as counted); a ReLU's down projection reads the ReLU's saved
-// result, which stays saved either way.
+// release_variables) as that gradient is made, and the block's incoming
+// gradient (e·T·h) sits beside it; the backward of a product of two
+// tensors that require grad (silu(gate) · up, gelu_new's 0.5·x ·
+// (1 + tanh)) makes both factors' gradients at once, one T·I tensor more
+// than a plain GELU's one. A ReLU's down projection reads the ReLU's
+// saved result, which stays saved either way: nothing changes there.
 func (c *actCalc) frozenMLPBackward(bl *actBlock, sh actShape) int64 {
-	if sh.fz.has(ProjDown) || bl.moe != nil || !(bl.act.gated() || bl.act == actGELUNew) {
+	if sh.fz.has(ProjDown) || bl.moe != nil || bl.act == actReLU {
 		return 0
 	}
-	return c.m(sh.e, sh.b, sh.s, bl.I)
+	T := c.m(sh.b, sh.s)
+	more := c.m(sh.e, T, bl.h)
+	if bl.act.gated() || bl.act == actGELUNew {
+		more = c.a(more, c.m(sh.e, T, bl.I))
+	}
+	return more
 }
 
 // inputOnly says that a block layout [FrozenBase]'s adapters leave to the
