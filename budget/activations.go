@@ -293,10 +293,13 @@ func (j *Job) headGrad() gpumem.DType {
 // frozenBase is the frozen base LoRA adapters train on
 // (model.Workload.FrozenBase): the Model's, for a job that computes
 // parameter gradients; model.FrozenInput for an InputGradients job, which
-// freezes every parameter and the adapters too.
+// freezes every parameter and the adapters too, and for the training of a
+// model with nothing trainable.
 func (j *Job) frozenBase() model.FrozenBase {
-	if j.Mode == Training && j.Gradients == InputGradients {
-		return model.FrozenInput // every parameter frozen, the input differentiated
+	if j.Mode == Training && (j.Gradients == InputGradients || j.Model.trainableParams == 0) {
+		// Every parameter frozen, the input differentiated (a model
+		// frozen by hand trains nothing else).
+		return model.FrozenInput
 	}
 	if !j.PEFTLoRA || j.Mode != Training || j.Gradients == InputGradients {
 		return model.FrozenBase{}

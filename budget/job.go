@@ -416,7 +416,9 @@ const (
 	// backward reaches the input; no parameter gradient, no optimizer
 	// state, no step. The Model's trainable set is ignored (a LoRA
 	// adapter is a frozen weight like the others); Job.Optimizer must be
-	// nil.
+	// nil. A frozen weight's op saves no input for the weight's gradient
+	// (model.FrozenInput), so the forward saves less than a trained
+	// model's.
 	InputGradients
 
 	numGradients

@@ -316,7 +316,10 @@ type Workload struct {
 	// FrozenBase, when its Rank is set, says that LoRA adapters train on
 	// a frozen base: frozen weights save nothing for their gradients
 	// (see [FrozenBase]). Pre-norm blocks follow it; other layouts are
-	// estimated as if the base trained.
+	// estimated as if the base trained. [FrozenInput] (its Input set)
+	// says that every weight is frozen and the input requires grad
+	// instead: every block layout but sandwich-norm and MLA blocks
+	// follows it, encoder–decoders and vision encoders included.
 	FrozenBase FrozenBase
 }
 
