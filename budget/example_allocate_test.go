@@ -142,11 +142,11 @@ func ExampleLargestBatch_whisperAttack() {
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
-	// each clip's graph: 2.26 GiB
-	// batch 8 needs      20.35 GiB
-	// micro-batch in 24GiB: 9 <nil>
-	// micro-batch in 12GiB: 4 <nil>
-	// micro-batch in 6GiB: 1 <nil>
+	// each clip's graph: 1.89 GiB
+	// batch 8 needs      17.22 GiB
+	// micro-batch in 24GiB: 10 <nil>
+	// micro-batch in 12GiB: 5 <nil>
+	// micro-batch in 6GiB: 2 <nil>
 }
 
 // The distribution compensator cache (docs/scenarios.md): the

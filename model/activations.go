@@ -1904,6 +1904,9 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		}
 	case w.Autocast && w.Train && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, 4) // the fp32 residual stream (autocastNorms)
+		if sh.fz.Input {
+			fin -= c.normCopy(bl.norm, Th, s.Hidden, 4) // a frozen weight (FrozenInput)
+		}
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
 		if sh.fz.on() {

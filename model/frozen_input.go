@@ -78,6 +78,10 @@ func (f FrozenBase) inputOnly(bl *actBlock) bool {
 //   - a parallel block with one norm (Phi) saves one norm output, read by
 //     q/k/v and fc1 together: one e·T·h tensor and one normalized copy
 //     less, not two;
+//   - under autocast, a pre-norm block's fp32 residual stream
+//     (autocastNorms): every linear that reads a norm's output saves its
+//     own 16-bit cast of it, none of which a frozen weight saves, and
+//     the RMSNorm's normalized copy is fp32;
 //   - a cross-attention block's third norm output (read by the cross
 //     q_proj only), its normalized copy and, where it is a tensor of its
 //     own (eager, the math kernel), the cross core's output read by its
@@ -87,6 +91,11 @@ func (c *actCalc) frozenInputSavings(bl *actBlock, sh actShape, less int64) int6
 	T := c.m(sh.b, sh.s)
 	eTh := c.m(sh.e, T, bl.h)
 	switch {
+	case autocastBlock(bl, sh):
+		// The fp32 residual stream under autocast (autocastNorms): each
+		// linear's own 16-bit cast of a norm's output goes, not one
+		// e·T·h tensor, and the norms' normalized copies are fp32.
+		less = c.a(less, c.m(bl.qkvIn-1, eTh), c.m(bl.mlpIn-1, eTh), c.m(2, c.normCopy(bl.norm, T, bl.h, 4)-c.normCopy(bl.norm, T, bl.h, sh.e)))
 	case bl.parallel && bl.pnorms < 2:
 		less -= c.a(eTh, c.normCopy(bl.norm, T, bl.h, sh.e))
 	case bl.cross:
@@ -117,4 +126,10 @@ func (c *actCalc) frozenFirstCross(bl *actBlock, sh actShape) int64 {
 		less = c.a(less, c.m(sh.e, sh.b, bl.H, sh.sk, bl.d))
 	}
 	return less
+}
+
+// autocastBlock says that [actCalc.block] lays out bl as a pre-norm
+// block with an fp32 residual stream under autocast (autocastNorms).
+func autocastBlock(bl *actBlock, sh actShape) bool {
+	return sh.autocast && sh.e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil && !bl.post && !bl.parallel
 }

@@ -44,6 +44,27 @@ func TestFrozenInputLlama(t *testing.T) {
 	}
 }
 
+// TestFrozenInputLlamaAutocast: under bf16 autocast over fp32 weights
+// the residual stream stays fp32 and each of q/k/v and gate/up saves its
+// own bf16 cast of the norm's output when trained; frozen, none of the
+// five casts (5·2·T·h) is saved, nor the norms' fp32 normalized copies
+// (2·4·T·h), o_proj's and down_proj's bf16 inputs; the final norm's fp32
+// copy and the head's input go too.
+func TestFrozenInputLlamaAutocast(t *testing.T) {
+	t.Parallel()
+	s := mustLookup(t, "llama-2-7b")
+	const b, seq, e = 2, 256, 2
+	T := int64(b * seq)
+	h, I, L := s.Hidden, s.Intermediate, int64(s.Layers)
+	w := model.Workload{Batch: b, SeqLen: seq, DType: gpumem.BF16, Autocast: true, Train: true, Attention: model.Eager}
+	base := total(t, s, w)
+	w.FrozenBase = model.FrozenInput
+	frozen := total(t, s, w)
+	perBlock := 5*e*T*h + 2*4*T*h + e*T*s.Heads*s.HeadDim + e*T*I
+	want := L*perBlock + 4*T*h + e*T*h
+	require.Equal(t, gpumem.Bytes(want), base.Total()-frozen.Total())
+}
+
 // TestFrozenInputBERT: a post-norm block's q/k/v read its input and its
 // MLP the first LayerNorm's output, neither saved with frozen weights
 // (2·e·T·h), nor the attention output its dense reads under eager
