@@ -1946,10 +1946,16 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	if !lm {
 		a.FLOPs = c.a(a.FLOPs, flops)
 		c.taskHead(a, *s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
+		if sh.fz.Input && part == "" {
+			c.frozenEmbeds(a, s, e, T, kind != HeadImageCls)
+		}
 		c.finish(a, w)
 		return
 	}
 	c.head(a, s, w, e, T, Th, l == layoutBERT || (s.NoFinalNorm && !bl.post))
+	if sh.fz.Input && part == "" {
+		c.frozenEmbeds(a, s, e, T, true)
+	}
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, V))
 	c.finish(a, w)
@@ -2184,9 +2190,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
-	// pixels: saved by the patch convolution; with FrozenInput a frozen
-	// convolution saves no input, but the pixels are then the leaf the
-	// caller holds and differentiates to, as resident.
+	// pixels: saved by the patch convolution, frozen or not (FrozenInput).
 	emb := pixels
 	if layoutOf(&s) == layoutCLIPVision {
 		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
@@ -2357,13 +2361,6 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if l == layoutWhisper {
 			F := encLen
 			emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(2, e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
-			if esh.fz.Input {
-				// Frozen convolutions save no input (FrozenInput): the
-				// log-mel leaf the caller holds, and the GELUs' inputs,
-				// conv1's and conv2's outputs; conv2 does not save
-				// conv1's GELU output.
-				emb = c.a(c.m(e, w.Batch, s.MelBins, 2, F), c.m(e, w.Batch, s.Hidden, 2, F), c.m(e, w.Batch, s.Hidden, F))
-			}
 		}
 		if w.Dropout {
 			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))
@@ -2371,6 +2368,11 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		a.Embedding = gpumem.Bytes(emb)
 		if l == layoutT5 {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
+			if esh.fz.Input {
+				// The encoder's inputs_embeds, which its first block
+				// reads as they are (eval dropout), instead of ids.
+				a.TokenIDs = 0
+			}
 		}
 	}
 	c.head(a, &s, w, e, dT, dT, false)

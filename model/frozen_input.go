@@ -1,5 +1,7 @@
 package model
 
+import "github.com/gpumem/gpumem"
+
 // FrozenInput is the [Workload.FrozenBase] of a frozen model
 // differentiated to its input (every parameter requires_grad_(False), the
 // inputs_embeds, log-mel or pixel leaf requires grad: an adversarial
@@ -24,10 +26,11 @@ package model
 //     GPT-2, OPT, BERT, ViT, Whisper, Phi);
 //   - pow, rsqrt, softmax, _softmax, gelu, silu, relu, tanh save their
 //     input or result regardless of any weight;
-//   - convolution: convolution_backward reads the input through
-//     wrap_opt_if(input, grad_input_mask[1]), saved only for the weight's
-//     gradient: a frozen convolution (Whisper's stem, ViT's patch
-//     embedding) saves no input.
+//   - convolution: one formula for input, weight and bias
+//     (convolution_backward_symint(grad, input, weight, ...,
+//     grad_input_mask)), so a frozen convolution still saves its input:
+//     Whisper's conv2 keeps conv1's GELU output, ViT's patch embedding
+//     and Whisper's conv1 their pixel or log-mel leaf.
 //
 // So a block saves neither its projections' inputs (the norms' outputs,
 // the attention output o_proj reads, the MLP product down_proj reads)
@@ -132,4 +135,30 @@ func (c *actCalc) frozenFirstCross(bl *actBlock, sh actShape) int64 {
 // block with an fp32 residual stream under autocast (autocastNorms).
 func autocastBlock(bl *actBlock, sh actShape) bool {
 	return sh.autocast && sh.e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil && !bl.post && !bl.parallel
+}
+
+// frozenEmbeds lays out a language model's input under [FrozenInput]:
+// what the job differentiates to is the token embeddings (inputs_embeds,
+// a leaf that requires grad; ids are integers), passed instead of the
+// ids (8·T bytes the lookup would save, dropped when ids is set). The
+// leaf is resident for the whole step; it is the first block's input, and
+// counted there, when the model hands it to the blocks as it is (Llama,
+// Mistral, Qwen2, Phi: rotary positions), and a tensor of its own
+// otherwise (e·T·h): GPT-2, GPT-BigCode, OPT and CLIP's text model add
+// learned position embeddings, BERT's embeddings add them and normalize,
+// Gemma scales by sqrt(hidden) (modeling_*.py, transformers v4.57.1).
+func (c *actCalc) frozenEmbeds(a *Activations, s *Spec, e, T int64, ids bool) {
+	if ids {
+		a.TokenIDs -= min(a.TokenIDs, gpumem.Bytes(c.m(8, T)))
+	}
+	switch layoutOf(s) {
+	case layoutGPT2, layoutBigCode, layoutOPT, layoutCLIPText, layoutBERT:
+	default:
+		switch s.Family {
+		case "gemma", "gemma2", "gemma3_text":
+		default:
+			return
+		}
+	}
+	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), c.m(e, T, s.Hidden)))
 }

@@ -15,7 +15,8 @@ import (
 // input under eager attention (e·T·H·d) and down_proj's input (e·T·I) are
 // not saved; the first block saves as the others (its input, the
 // inputs_embeds leaf, requires grad); the final norm's copy and the
-// head's input (2·e·T·h) go too.
+// head's input (2·e·T·h) go too, and the ids (8·T): the job passes the
+// embeddings instead.
 func TestFrozenInputLlama(t *testing.T) {
 	t.Parallel()
 	s := mustLookup(t, "llama-2-7b")
@@ -31,7 +32,7 @@ func TestFrozenInputLlama(t *testing.T) {
 		w.FrozenBase = model.FrozenInput
 		frozen := total(t, s, w)
 		perBlock := 2*e*T*h + 2*e*T*h + e*T*s.Heads*s.HeadDim + e*T*I
-		want := L*perBlock + 2*e*T*h
+		want := L*perBlock + 2*e*T*h + 8*T
 		require.Equal(t, gpumem.Bytes(want), base.Total()-frozen.Total(), "%v", dt)
 		// The backward of silu(gate)·up on a frozen down_proj holds the
 		// input's gradient (e·T·h) and one T·I tensor more.
@@ -49,7 +50,7 @@ func TestFrozenInputLlama(t *testing.T) {
 // own bf16 cast of the norm's output when trained; frozen, none of the
 // five casts (5·2·T·h) is saved, nor the norms' fp32 normalized copies
 // (2·4·T·h), o_proj's and down_proj's bf16 inputs; the final norm's fp32
-// copy and the head's input go too.
+// copy, the head's input and the ids go too.
 func TestFrozenInputLlamaAutocast(t *testing.T) {
 	t.Parallel()
 	s := mustLookup(t, "llama-2-7b")
@@ -61,7 +62,7 @@ func TestFrozenInputLlamaAutocast(t *testing.T) {
 	w.FrozenBase = model.FrozenInput
 	frozen := total(t, s, w)
 	perBlock := 5*e*T*h + 2*4*T*h + e*T*s.Heads*s.HeadDim + e*T*I
-	want := L*perBlock + 4*T*h + e*T*h
+	want := L*perBlock + 4*T*h + e*T*h + 8*T
 	require.Equal(t, gpumem.Bytes(want), base.Total()-frozen.Total())
 }
 
@@ -70,7 +71,9 @@ func TestFrozenInputLlamaAutocast(t *testing.T) {
 // (2·e·T·h), nor the attention output its dense reads under eager
 // attention (e·T·h) nor the GELU output (e·T·I); the LayerNorms keep
 // their inputs and statistics. The MLM transform's dense saves no input
-// and its decoder not the LayerNorm's output (2·e·T·h).
+// and its decoder not the LayerNorm's output (2·e·T·h). The job passes
+// inputs_embeds instead of ids (8·T): the embeddings add positions and
+// normalize, so the leaf is a resident tensor of its own (e·T·h).
 func TestFrozenInputBERT(t *testing.T) {
 	t.Parallel()
 	s := mustLookup(t, "bert-base")
@@ -82,14 +85,15 @@ func TestFrozenInputBERT(t *testing.T) {
 	w.FrozenBase = model.FrozenInput
 	frozen := total(t, s, w)
 	const e = 4
-	want := L*(2*e*T*h+e*T*h+e*T*I) + 2*e*T*h
+	want := L*(2*e*T*h+e*T*h+e*T*I) + 2*e*T*h + 8*T - e*T*h
 	require.Equal(t, gpumem.Bytes(want), base.Total()-frozen.Total())
-	require.Equal(t, base.Embedding, frozen.Embedding)
+	require.Equal(t, base.Embedding+gpumem.Bytes(e*T*h), frozen.Embedding)
 }
 
-// TestFrozenInputViT: the patch convolution, frozen, saves no input, but
-// the pixels are the leaf the job differentiates to and stay resident:
-// the embedding's bytes do not change while the blocks save less.
+// TestFrozenInputViT: the patch convolution saves its input (the pixel
+// leaf) frozen or not (derivatives.yaml's convolution has one formula for
+// input, weight and bias): the embedding's bytes do not change while the
+// blocks save less.
 func TestFrozenInputViT(t *testing.T) {
 	t.Parallel()
 	s := mustLookup(t, "vit-base")
