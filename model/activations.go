@@ -1328,6 +1328,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	switch {
 	case bl.post:
 		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
+	case bl.parallel && sh.autocast && e != 4 && bl.qkvIn > 0 && bl.norm == actLN:
+		// One fp32 LayerNorm read by every projection (autocastNorms).
+		saved = c.a(c.normSaved(bl.norm, Th, bl.h, 4), c.m(bl.qkvIn+bl.mlpIn, eTh))
 	case bl.parallel:
 		saved = c.a(norm, eTh)
 		if bl.pnorms > 1 {
@@ -1812,7 +1815,23 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 			// (modeling_bloom.py), passed to every block.
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, s.Heads, seq)))
 		} else {
-			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+			// Under autocast the tables take the dtype of the fp32
+			// embeddings (LlamaRotaryEmbedding.forward returns
+			// cos.to(dtype=x.dtype)), and q·cos promotes (autocastNorms).
+			re := e
+			if w.Autocast && w.Train && bl.qkvIn > 0 {
+				re = 4
+			}
+			// A training forward is given no position_ids, and
+			// LlamaModel.forward makes them cache_position.unsqueeze(0):
+			// one row of tables for the whole batch (measured:
+			// testdata/measured/cpu/saved); generate() passes each
+			// sequence's own.
+			rT := T
+			if w.Train {
+				rT = seq
+			}
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, re, rT, bl.d)))
 		}
 		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
@@ -1842,10 +1861,21 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
+		de := e
+		if w.Autocast {
+			de = 4 // the fp32 embeddings under autocast: the CPU's noise is fp32 (autocastNorms)
+		}
+		emb = c.a(emb, c.m(w.dropMask(de), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
+	}
+	if l == layoutGPT2 && w.Train {
+		// wpe saves its indices, the position ids GPT2Model.forward
+		// makes once as cache_position.unsqueeze(0): one int64 row
+		// (modeling_gpt2.py v4.57.1; testdata/measured/cpu/saved),
+		// counted with the tables the model computes once.
+		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, seq)))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	// The head's class: BERT's default is its masked-LM head, a
