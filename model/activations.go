@@ -1040,6 +1040,9 @@ type actBlock struct {
 	// it then casts the probabilities to the value's dtype
 	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
 	floatMask, castBack bool
+	// fusedQKV: q, k and v are views of one fused projection's output
+	// (GPT-2's c_attn), which a fused kernel's saved q keeps whole.
+	fusedQKV bool
 	// qkvIn and mlpIn: the linears that read the attention's and the
 	// MLP's norm output, each casting it for itself under autocast
 	// (zero: the autocast residual stream is not modelled; see
@@ -1239,6 +1242,18 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		bwd = c.a(c.m(4, b, bl.H, sq, bl.d), q, c.m(e, b, bl.H, sk, bl.d), c.m(e, b, bl.H, sk, bl.dv), c.m(4, b, bl.H, sq))
 	}
 	saved = c.a(q, k, v, out, part)
+	if bl.fusedQKV && sh.k != Eager && sh.gqa {
+		// A forward that holds a cache (Workload.NoAttentionMask: a
+		// training forward without checkpointing, whose use_cache
+		// defaults to true) hands the kernel the cache's k and v:
+		// DynamicLayer.update (cache_utils.py, transformers v4.57.1)
+		// returns torch.cat([self.keys, key_states], dim=-2), new
+		// tensors, while q stays a view of c_attn's output
+		// (GPT2Attention.forward splits it), whose whole storage the
+		// kernel's saved q keeps: k and v once more (recorded,
+		// testdata/measured/cpu/saved).
+		saved = c.a(saved, k, v)
+	}
 	if sh.k != Eager {
 		live = saved
 	}
@@ -1619,6 +1634,7 @@ func actFamily(s *Spec) actBlock {
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
 		bl.floatMask, bl.castBack = true, true
+		bl.fusedQKV = true
 		if s.Family == "gpt2" {
 			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
 			// graph: GPT2Model.forward holds inputs_embeds and

@@ -1,6 +1,13 @@
 """Lists the tensors autograd saves in one training forward of a grid case.
 
-    python3 saved.py ID...      (in the chroot of setup.sh, as run.sh runs measure.py)
+    python3 saved.py ID...      (in the chroot of setup.sh, as run.sh runs measure.py:
+                                 PYTHONPATH=/opt/gpumem/stubs:/opt/gpumem/transformers-src/src,
+                                 GPUMEM_CATALOG=/opt/gpumem/configs, OMP_NUM_THREADS=1;
+                                 saved.py beside measure.py in /opt/gpumem/measure)
+
+testdata/measured/cpu/saved/saved-2.6.0.jsonl holds its output for the cases
+TestCPUSaved checks (stdout only; the chroot's UCX and cpuinfo warnings go to
+stderr or are dropped).
 
 For each case id of measure.py's grid, builds the model and its inputs as
 measure.py does (same seed, same LoRA wrapper, same autocast context), runs
