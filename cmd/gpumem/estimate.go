@@ -38,6 +38,7 @@ type jobFlags struct {
 	loraRank          int64
 	loraTargets       string
 	qlora             bool
+	peft              bool
 	loadOnly          bool   // --load: a Load job, the model loaded, nothing run
 	quant             string // --quant: int8, nf4, fp4, gptq, awq or fp8
 	groupSize         int64  // --group-size, with gptq and awq
@@ -417,6 +418,7 @@ func (f *jobFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.loraRank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.StringVar(&f.loraTargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
 	fs.BoolVar(&f.qlora, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA); the other frozen weights in the compute dtype")
+	fs.BoolVar(&f.peft, "peft", false, "with --lora-rank or --qlora: the adapters run PEFT's LoRA forward (lora_dropout 0) on transformers' code, whose frozen base saves nothing for its weights (budget.Job.PEFTLoRA); without it the activations are a trained base's, an upper bound")
 	fs.BoolVar(&f.loadOnly, "load", false, "a load-only job: the weights, buffers and CUDA context, nothing run (instead of --train or --infer)")
 	fs.StringVar(&f.quant, "quant", "", "store the base linear weights quantized: int8 (bitsandbytes LLM.int8), nf4, fp4 (bitsandbytes 4-bit), gptq, awq (4-bit) or fp8 (128×128 block scales); training needs --lora-rank")
 	fs.Int64Var(&f.groupSize, "group-size", 0, "with --quant gptq or awq: input features per scale (default 128; -1: one group per row)")
@@ -541,6 +543,8 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 		}
 	} else if f.loraTargets != "" {
 		return j, dev, fmt.Errorf("%w: --lora-targets %s: give --lora-rank or --qlora too", errUsage, f.loraTargets)
+	} else if f.peft {
+		return j, dev, fmt.Errorf("%w: --peft: give --lora-rank or --qlora too", errUsage)
 	}
 	if f.qlora && f.quant != "" {
 		return j, dev, fmt.Errorf("%w: --quant %s: --qlora stores the weights in nf4 already (give one of them)", errUsage, f.quant)
@@ -600,6 +604,7 @@ func (f *jobFlags) jobWith(s model.Spec, prepare func(model.Finetune) (budget.Mo
 	j.LogitsToKeep = f.logitsToKeep
 	j.KeepLogits = f.keepLogits
 	j.EvalLoss = f.evalLoss
+	j.PEFTLoRA = f.peft
 	if _, err := f.llama.apply(&j, f.gguf != ""); err != nil {
 		return j, dev, err
 	}
