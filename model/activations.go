@@ -1063,6 +1063,9 @@ type actBlock struct {
 	// it then casts the probabilities to the value's dtype
 	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
 	floatMask, castBack bool
+	// fusedQKV: q, k and v are views of one fused projection's output
+	// (GPT-2's c_attn), which a fused kernel's saved q keeps whole.
+	fusedQKV bool
 	// qkvIn and mlpIn: the linears that read the attention's and the
 	// MLP's norm output, each casting it for itself under autocast
 	// (zero: the autocast residual stream is not modelled; see
@@ -1262,6 +1265,18 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		bwd = c.a(c.m(4, b, bl.H, sq, bl.d), q, c.m(e, b, bl.H, sk, bl.d), c.m(e, b, bl.H, sk, bl.dv), c.m(4, b, bl.H, sq))
 	}
 	saved = c.a(q, k, v, out, part)
+	if bl.fusedQKV && sh.k != Eager && sh.gqa {
+		// A forward that holds a cache (Workload.NoAttentionMask: a
+		// training forward without checkpointing, whose use_cache
+		// defaults to true) hands the kernel the cache's k and v:
+		// DynamicLayer.update (cache_utils.py, transformers v4.57.1)
+		// returns torch.cat([self.keys, key_states], dim=-2), new
+		// tensors, while q stays a view of c_attn's output
+		// (GPT2Attention.forward splits it), whose whole storage the
+		// kernel's saved q keeps: k and v once more (recorded,
+		// testdata/measured/cpu/saved).
+		saved = c.a(saved, k, v)
+	}
 	if sh.k != Eager {
 		live = saved
 	}
@@ -1351,6 +1366,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	switch {
 	case bl.post:
 		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
+	case bl.parallel && sh.autocast && e != 4 && bl.qkvIn > 0 && bl.norm == actLN:
+		// One fp32 LayerNorm read by every projection (autocastNorms).
+		saved = c.a(c.normSaved(bl.norm, Th, bl.h, 4), c.m(bl.qkvIn+bl.mlpIn, eTh))
 	case bl.parallel:
 		saved = c.a(norm, eTh)
 		if bl.pnorms > 1 {
@@ -1643,6 +1661,7 @@ func actFamily(s *Spec) actBlock {
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
 		bl.floatMask, bl.castBack = true, true
+		bl.fusedQKV = true
 		if s.Family == "gpt2" {
 			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
 			// graph: GPT2Model.forward holds inputs_embeds and
@@ -1839,7 +1858,23 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 			// (modeling_bloom.py), passed to every block.
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, s.Heads, seq)))
 		} else {
-			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+			// Under autocast the tables take the dtype of the fp32
+			// embeddings (LlamaRotaryEmbedding.forward returns
+			// cos.to(dtype=x.dtype)), and q·cos promotes (autocastNorms).
+			re := e
+			if w.Autocast && w.Train && bl.qkvIn > 0 {
+				re = 4
+			}
+			// A training forward is given no position_ids, and
+			// LlamaModel.forward makes them cache_position.unsqueeze(0):
+			// one row of tables for the whole batch (measured:
+			// testdata/measured/cpu/saved); generate() passes each
+			// sequence's own.
+			rT := T
+			if w.Train {
+				rT = seq
+			}
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, re, rT, bl.d)))
 		}
 		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
@@ -1869,10 +1904,22 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
+		de := e
+		if w.Autocast {
+			de = 4 // the fp32 embeddings under autocast: the CPU's noise is fp32 (autocastNorms)
+		}
+		emb = c.a(emb, c.m(w.dropMask(de), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
+	}
+	if l == layoutGPT2 && w.Train && !w.FrozenBase.Input {
+		// wpe saves its indices, the position ids GPT2Model.forward
+		// makes once as cache_position.unsqueeze(0): one int64 row
+		// (modeling_gpt2.py v4.57.1; testdata/measured/cpu/saved),
+		// counted with the tables the model computes once. A frozen
+		// wpe (FrozenInput) records nothing.
+		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, seq)))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	// The head's class: BERT's default is its masked-LM head, a

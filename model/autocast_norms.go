@@ -26,7 +26,8 @@ package model
 //     weights, not activations) and saves its own cast: q_proj, k_proj
 //     and v_proj three casts (GPT-2's fused c_attn, Phi-3's qkv_proj one),
 //     gate_proj and up_proj two (one for a plain MLP or Phi-3's
-//     gate_up_proj), the LM head one;
+//     gate_up_proj), the LM head one; Phi's parallel block reads one
+//     LayerNorm's output four times (q, k, v and fc1);
 //   - the projections' outputs, the MLP's activations, o_proj's and
 //     down_proj's inputs are 16-bit as in a 16-bit pass.
 //
@@ -39,9 +40,18 @@ package model
 //
 // autocastInputs returns the linears reading the attention's and the
 // MLP's norm output of a pre-norm block of s (see above); zero where
-// this is not modelled (post-norm, parallel and encoder–decoder blocks).
+// this is not modelled (post-norm blocks, parallel ones but Phi's, and
+// encoder–decoder blocks).
 func autocastInputs(s *Spec, bl *actBlock) (qkv, mlp int64) {
-	if bl.post || bl.parallel {
+	if bl.post {
+		return 0, 0
+	}
+	if bl.parallel {
+		// PhiDecoderLayer: one input_layernorm read by q_proj, k_proj,
+		// v_proj and the MLP's fc1 (modeling_phi.py, v4.57.1).
+		if layoutOf(s) == layoutPhi && bl.pnorms <= 1 {
+			return 3, 1
+		}
 		return 0, 0
 	}
 	qkv, mlp = 3, 1
