@@ -35,7 +35,13 @@ import "github.com/gpumem/gpumem"
 // So a block saves neither its projections' inputs (the norms' outputs,
 // the attention output o_proj reads, the MLP product down_proj reads)
 // nor an RMSNorm's normalized copy; a LayerNorm still saves its input and
-// statistics. Measured on the CPU (testdata/measured/cpu, frozen rows).
+// statistics. An op none of whose inputs requires grad records nothing:
+// an encoder–decoder's decoder reads token embeddings that need none, so
+// its first block saves less (frozenFirstCross). A language model's input
+// is its token embeddings, passed instead of ids (frozenEmbeds). Measured
+// on the CPU (testdata/measured/cpu, frozen rows: 95 of 120 within the
+// target, the Llama, Mistral, Qwen2, Gemma, BERT, OPT and Whisper SDPA
+// rows within 0.3%).
 var FrozenInput = FrozenBase{Input: true}
 
 // frozenMLPBackward returns what the MLP's backward holds beyond
