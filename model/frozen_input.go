@@ -40,8 +40,8 @@ import "github.com/gpumem/gpumem"
 // its first block saves less (frozenFirstCross). A language model's input
 // is its token embeddings, passed instead of ids (frozenEmbeds). Measured
 // on the CPU (testdata/measured/cpu, frozen rows: 95 of 120 within the
-// target, the Llama, Mistral, Qwen2, Gemma, BERT, OPT and Whisper SDPA
-// rows within 0.3%).
+// target; every Llama, Mistral, Qwen2, Gemma and BERT row within
+// 0.01%).
 var FrozenInput = FrozenBase{Input: true}
 
 // frozenMLPBackward returns what the MLP's backward holds beyond
