@@ -2401,7 +2401,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if esh.fz.Input {
 			a.Shared = 0 // frozen cross k/v projections save no input (FrozenInput)
 		}
-		if l == layoutT5 {
+		if l == layoutT5 && !esh.fz.Input {
+			// The relative-position buckets the bias embedding's lookup
+			// saves; a frozen one (FrozenInput) records nothing.
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
 		}
 		emb := int64(0)
