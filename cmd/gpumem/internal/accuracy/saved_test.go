@@ -20,8 +20,9 @@ import (
 // weight's shape, which budget counts with the weights) equal the
 // model's Activations.Total() less the logits (which the model's output
 // holds, not the graph) for the case's workload, to the byte. The cases
-// cover the fp32 residual stream under bf16 autocast
-// and LoRA on a frozen base (model.FrozenBase).
+// cover the fp32 residual stream under bf16 autocast, LoRA on a frozen
+// base (model.FrozenBase), the rotary tables of a training batch, and
+// GPT-2's SDPA core fed the cache's k and v.
 func TestCPUSaved(t *testing.T) {
 	f, err := cpuData.Open("saved/saved-2.6.0.jsonl")
 	require.NoError(t, err)
