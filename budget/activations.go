@@ -284,6 +284,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
 		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(), Compile: j.Compile,
+		FrozenBase: j.frozenBase(),
 	}
 }
 
@@ -355,4 +356,21 @@ func encDecHeadIn(j *Job, in, per gpumem.Bytes) (gpumem.Bytes, bool) {
 		ok = ok && ok4
 	}
 	return gpumem.Bytes(out), ok
+}
+
+// frozenBase is the frozen base LoRA adapters train on
+// (model.Workload.FrozenBase): the Model's, for a job that computes
+// parameter gradients; model.FrozenInput for an InputGradients job, which
+// freezes every parameter and the adapters too, and for the training of a
+// model with nothing trainable.
+func (j *Job) frozenBase() model.FrozenBase {
+	if j.Mode == Training && (j.Gradients == InputGradients || j.Model.trainableParams == 0) {
+		// Every parameter frozen, the input differentiated (a model
+		// frozen by hand trains nothing else).
+		return model.FrozenInput
+	}
+	if !j.PEFTLoRA || j.Mode != Training || j.Gradients == InputGradients {
+		return model.FrozenBase{}
+	}
+	return j.Model.frozen
 }

@@ -66,14 +66,14 @@ func ExampleAllocate_llavaOn3090() {
 	// default limits: true
 	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
 	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
-	// needs 21.75 GiB of 23.59 GiB free (1.83 GiB left); stopped by memory (activations)
+	// needs 21.75 GiB of 23.59 GiB free (1.84 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       192.50 GiB            —  no    —
-	// * checkpointing → full                           138.58 GiB   −53.92 GiB  no    recomputes 98% of a forward pass
-	//   optimizer → bnb.optim.AdamW8bit                 90.68 GiB   −47.90 GiB  no    a different optimizer state
-	// * precision → bf16                                49.23 GiB   −41.45 GiB  no    lower-precision weights or state
-	//   offload optimizer state to the CPU              35.20 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
-	// * model → LoRA r=16                               21.57 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
+	// * as given                                       206.03 GiB            —  no    —
+	// * checkpointing → full                           138.58 GiB   −67.45 GiB  no    recomputes 98% of a forward pass
+	//   optimizer → bnb.optim.AdamW8bit                 90.76 GiB   −47.82 GiB  no    a different optimizer state
+	// * precision → bf16                                49.23 GiB   −41.53 GiB  no    lower-precision weights or state
+	//   offload optimizer state to the CPU              35.19 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
+	// * model → LoRA r=16                               21.56 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
 }
 
 // Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16
@@ -142,11 +142,11 @@ func ExampleLargestBatch_whisperAttack() {
 		fmt.Printf("micro-batch in %-5s %d %v\n", free+":", n, err)
 	}
 	// Output:
-	// each clip's graph: 2.22 GiB
-	// batch 8 needs      20.07 GiB
-	// micro-batch in 24GiB: 9 <nil>
-	// micro-batch in 12GiB: 4 <nil>
-	// micro-batch in 6GiB: 1 <nil>
+	// each clip's graph: 1.86 GiB
+	// batch 8 needs      17.00 GiB
+	// micro-batch in 24GiB: 10 <nil>
+	// micro-batch in 12GiB: 5 <nil>
+	// micro-batch in 6GiB: 2 <nil>
 }
 
 // The distribution compensator cache (docs/scenarios.md): the
@@ -237,10 +237,10 @@ func ExampleAllocate_maximizeSeqLen() {
 	}
 	fmt.Print(p)
 	// Output:
-	// batch 1 × 15168 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
+	// batch 1 × 15096 tokens, attention sdpa, checkpointing full, torch.optim.AdamW, bf16-mixed
 	// needs 37.42 GiB of 39.39 GiB free (1.97 GiB left); stopped by memory (logits)
-	// objective: the longest sequence, 15,168 tokens with the changes marked * (3,315 without them)
+	// objective: the longest sequence, 15,096 tokens with the changes marked * (2,865 without them)
 	//   change                                        device peak       saving  fits    longest seq  cost
-	// * as given                                        27.02 GiB            —  yes           3,315  —
-	// * checkpointing → full                            13.89 GiB   −13.13 GiB  yes          15,168  recomputes 93% of a forward pass
+	// * as given                                        29.66 GiB            —  yes           2,865  —
+	// * checkpointing → full                            13.90 GiB   −15.76 GiB  yes          15,096  recomputes 93% of a forward pass
 }

@@ -40,7 +40,7 @@ func ExampleAllocateFleet_llama70bFullFinetune() {
 	fmt.Println(string(out))
 	// Output:
 	// layout DP 8, ZeRO-3; batch 3 × 4096 tokens, 3 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16-master, offload optimizer
-	// needs 73.00 GiB of 79.21 GiB free (6.20 GiB left); stopped by memory (activations)
+	// needs 73.00 GiB of 79.21 GiB free (6.21 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
 	//   layout DP 8, no sharding                         1.21 TiB            —  no    gradient all-reduce (2Ψ per step)
 	//   layout DP 8, ZeRO-1                            513.72 GiB  −724.43 GiB  no    reduce-scatter + all-gather (2Ψ, as all-reduce)

@@ -267,6 +267,17 @@ type Job struct {
 	// less Breakdown.Workspace. PyTorch runtime only; flash_attention_2
 	// has no CPU kernel.
 	Backend model.Backend
+	// PEFTLoRA says that the Model's LoRA adapters run PEFT's LoRA
+	// Linear.forward (lora_dropout 0) on transformers' modeling code with
+	// the base frozen, whose saved tensors model.FrozenBase derives: a
+	// frozen weight saves nothing for its gradient. Without it a LoRA
+	// job's activations are the trained base's, an upper bound that
+	// other implementations (lit-gpt's own GPT with its fused qkv and
+	// lora_dropout, torchtune's LoRALinear) are held to until their
+	// forwards are modelled. It needs adapters on Llama-style projections
+	// only (q_proj ... down_proj) and nothing else trained; otherwise it
+	// is ignored.
+	PEFTLoRA bool
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when
@@ -428,7 +439,9 @@ const (
 	// backward reaches the input; no parameter gradient, no optimizer
 	// state, no step. The Model's trainable set is ignored (a LoRA
 	// adapter is a frozen weight like the others); Job.Optimizer must be
-	// nil.
+	// nil. A frozen weight's op saves no input for the weight's gradient
+	// (model.FrozenInput), so the forward saves less than a trained
+	// model's.
 	InputGradients
 
 	numGradients

@@ -47,6 +47,10 @@ type Model struct {
 	// loraModules are an MMDiT's adapted modules within a block
 	// ("attn.to_q"), for its activations (loraModules in pipeline.go).
 	loraModules []string
+	// frozen is the frozen base the adapters train on, when every
+	// trained tensor is an adapter of a Llama-style projection (zero
+	// otherwise: the activations of a trained base).
+	frozen model.FrozenBase
 	// untrainable is the error of the first tensor the Finetune trains
 	// that cannot train (quantized or fp8 storage): a Training job is
 	// refused with it; inference and load jobs keep the tensor frozen.
@@ -131,6 +135,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	index := make(map[string]int, 64)
 	var key strings.Builder
+	frozenOK := true
 	for i, r := range rs {
 		t := r.Tensor
 		n, err := t.Elems()
@@ -205,12 +210,23 @@ func NewModel(f model.Finetune) (Model, error) {
 			}
 		}
 		if train {
+			p, ok := model.ProjectionOf(t.Name)
+			frozenOK = frozenOK && ok
+			m.frozen.Adapted |= p
+			if ok && strings.HasSuffix(t.Name, ".lora_A.weight") && len(t.Shape) == 2 {
+				m.frozen.Rank = max(m.frozen.Rank, t.Shape[0])
+			}
+		}
+		if train {
 			m.trainableParams += total
 			m.trainableTensors += r.Count
 			if (comp == "head" || (m.tied && comp == "embeddings")) && isHeadShaped(s.LM(), t.Shape) {
 				m.headTrained = true
 			}
 		}
+	}
+	if !frozenOK || !m.adapters {
+		m.frozen = model.FrozenBase{}
 	}
 	// The stepped inventory is one run per trainable group: identical
 	// tensors together, so that an optimizer's transient sizes each

@@ -318,6 +318,14 @@ type Workload struct {
 	// partitioner's set, a compiled loss neither upcasts nor saves fp32
 	// log-probabilities. Training of Llama-style decoders only.
 	Compile Compile
+	// FrozenBase, when its Rank is set, says that LoRA adapters train on
+	// a frozen base: frozen weights save nothing for their gradients
+	// (see [FrozenBase]). Pre-norm blocks follow it; other layouts are
+	// estimated as if the base trained. [FrozenInput] (its Input set)
+	// says that every weight is frozen and the input requires grad
+	// instead: every block layout but sandwich-norm and MLA blocks
+	// follows it, encoder–decoders and vision encoders included.
+	FrozenBase FrozenBase
 }
 
 // LayerActivations is the activation memory of one kind of block, the same
@@ -792,6 +800,9 @@ func (w Workload) check(s *Spec) (int64, error) {
 	if w.EncoderLen < 0 || w.EncoderLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.EncoderLen", w.EncoderLen, gpumem.ErrInvalid, "must be in [0, 2^40]")
 	}
+	if w.FrozenBase.Rank < 0 || w.FrozenBase.Rank > actMaxTokens {
+		return 0, gpumem.Errorf("Workload.FrozenBase.Rank", w.FrozenBase.Rank, gpumem.ErrInvalid, "must be in [0, 2^40]")
+	}
 	if w.Images < 0 || w.Images > 1<<20 {
 		return 0, gpumem.Errorf("Workload.Images", w.Images, gpumem.ErrInvalid, "must be in [0, 2^20]")
 	}
@@ -1085,6 +1096,14 @@ type actBlock struct {
 	// it then casts the probabilities to the value's dtype
 	// (attn_weights.type(value.dtype), GPT-2) before their dropout.
 	floatMask, castBack bool
+	// fusedQKV: q, k and v are views of one fused projection's output
+	// (GPT-2's c_attn), which a fused kernel's saved q keeps whole.
+	fusedQKV bool
+	// qkvIn and mlpIn: the linears that read the attention's and the
+	// MLP's norm output, each casting it for itself under autocast
+	// (zero: the autocast residual stream is not modelled; see
+	// autocastNorms).
+	qkvIn, mlpIn int64
 	// heldWeights: the layer keeps the attention weights its attention
 	// returns in a local until it returns, so an eager pass without a
 	// graph holds the probabilities through the MLP (heldWeightsFamilies).
@@ -1138,6 +1157,8 @@ type actShape struct {
 	// CUDA computes from the fp16 scores directly (half_to_float); a
 	// bf16 one converts them to an fp32 copy first.
 	half bool
+	// fz is the workload's frozen base (Workload.FrozenBase).
+	fz FrozenBase
 }
 
 // actCost is one block's figures.
@@ -1174,7 +1195,7 @@ type actCost struct {
 //
 // part is the portion selective recomputation drops.
 func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, part, fwd, bwd, attnFlops, live int64) {
-	if sh.k == SDPA && sh.cpu && ((sh.drop && bl.attnDrop) || (sh.gqa && bl.KV < bl.H)) {
+	if sh.math(bl) {
 		return c.mathAttention(bl, sh, sq, sk)
 	}
 	b, e := sh.b, sh.e
@@ -1203,7 +1224,12 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		// (after an upcast, its cast back: eager_attention_forward's
 		// .to(query.dtype)).
 		dropIn := e
-		if sm == e && sh.cpu && sh.autocast && bl.floatMask && sh.softmax == SoftmaxDefault {
+		if sm == e && sh.autocast && sh.softmax == SoftmaxDefault && (bl.floatMask || !sh.cpu) {
+			// CUDA autocast lists softmax as fp32_set_opt_dtype
+			// (aten/src/ATen/autocast_mode.cpp, v2.6.0: KERNEL_CUDA
+			// softmax): an fp32 result from 16-bit scores in every
+			// family; the CPU's lists do not, which leaves the fp32
+			// result to the float-mask families below.
 			// CPU autocast: the float mask, fp32 as the embeddings
 			// (see decoderOnly), promotes the 16-bit scores to fp32,
 			// and the CPU's softmax, on no autocast list
@@ -1294,6 +1320,18 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		bwd = c.a(c.m(4, b, bl.H, sq, bl.d), q, c.m(e, b, bl.H, sk, bl.d), c.m(e, b, bl.H, sk, bl.dv), c.m(4, b, bl.H, sq))
 	}
 	saved = c.a(q, k, v, out, part)
+	if bl.fusedQKV && sh.k != Eager && sh.gqa {
+		// A forward that holds a cache (Workload.NoAttentionMask: a
+		// training forward without checkpointing, whose use_cache
+		// defaults to true) hands the kernel the cache's k and v:
+		// DynamicLayer.update (cache_utils.py, transformers v4.57.1)
+		// returns torch.cat([self.keys, key_states], dim=-2), new
+		// tensors, while q stays a view of c_attn's output
+		// (GPT2Attention.forward splits it), whose whole storage the
+		// kernel's saved q keeps: k and v once more (recorded,
+		// testdata/measured/cpu/saved).
+		saved = c.a(saved, k, v)
+	}
 	if sh.k != Eager {
 		live = saved
 	}
@@ -1383,6 +1421,9 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	switch {
 	case bl.post:
 		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
+	case bl.parallel && sh.autocast && e != 4 && bl.qkvIn > 0 && bl.norm == actLN:
+		// One fp32 LayerNorm read by every projection (autocastNorms).
+		saved = c.a(c.normSaved(bl.norm, Th, bl.h, 4), c.m(bl.qkvIn+bl.mlpIn, eTh))
 	case bl.parallel:
 		saved = c.a(norm, eTh)
 		if bl.pnorms > 1 {
@@ -1390,6 +1431,12 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 			// statistics (and normalized copy for RMS) are new.
 			saved = c.a(saved, c.normSaved(bl.norm, Th, bl.h, e)-eTh, eTh)
 		}
+	case sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		// The fp32 residual stream under autocast (autocastNorms). A
+		// compiled block fuses the casts (the partitioner's set below,
+		// measured: testdata/measured/cpu/compile-*.jsonl).
+		an := c.normSaved(bl.norm, Th, bl.h, 4)
+		saved = c.a(an, c.m(bl.qkvIn, eTh), an, c.m(bl.mlpIn, eTh))
 	default:
 		if sh.compiled {
 			// Compiled (compile.go): each RMSNorm saves its input in its
@@ -1482,6 +1529,14 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		}
 	}
 	saved = c.a(saved, mlp)
+	if sh.fz.on() && ((!bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil) || sh.fz.inputOnly(bl)) {
+		less, more := c.frozenSavings(bl, sh, sh.k == Eager || sh.math(bl))
+		if sh.fz.Input {
+			less = c.frozenInputSavings(bl, sh, less) // FrozenInput
+		}
+		saved = c.a(actMax(0, saved-less), more)
+		mlpBwd = c.a(mlpBwd, c.frozenMLPBackward(bl, sh))
+	}
 	x.saved = saved
 	lastPart := ap
 	if bl.cross {
@@ -1694,6 +1749,7 @@ func actFamily(s *Spec) actBlock {
 	case layoutGPT2:
 		bl.act, bl.scalar = actGELUNew, true
 		bl.floatMask, bl.castBack = true, true
+		bl.fusedQKV = true
 		if s.Family == "gpt2" {
 			// modeling_gpt2.py at v4.57.1 (commit 8cb5963c), without a
 			// graph: GPT2Model.forward holds inputs_embeds and
@@ -1848,8 +1904,12 @@ func (c *actCalc) place(a *Activations, w Workload, part, kind string, tokens in
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
 	sh.causal = layoutOf(s) != layoutBERT
+	if w.Train {
+		sh.fz = w.FrozenBase
+	}
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
+	bl.qkvIn, bl.mlpIn = autocastNormReaders(s, &bl)
 	if layoutOf(s) == layoutOPT {
 		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
 	}
@@ -1884,6 +1944,12 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		c.stack(a, w, part, "moe", &mb, sh, moeLayers, w.Train)
 	} else {
 		c.stack(a, w, part, "decoder", &bl, sh, layers, w.Train)
+		if fb := bl; sh.fz.Rank > 0 && layers > 0 && !bl.post && !bl.parallel && !bl.sandwich && bl.mla == nil && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+			// The first block's input needs no gradient (FrozenBase).
+			ls := c.layers()
+			l := &ls[len(ls)-1]
+			l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirst(&fb, sh, sh.math(&fb))))
+		}
 	}
 	l := layoutOf(s)
 	// Per-token tensors outside the blocks: whole on every tensor-parallel
@@ -1903,7 +1969,23 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 			// (modeling_bloom.py), passed to every block.
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(e, w.Batch, s.Heads, seq)))
 		} else {
-			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, e, T, bl.d)))
+			// Under autocast the tables take the dtype of the fp32
+			// embeddings (LlamaRotaryEmbedding.forward returns
+			// cos.to(dtype=x.dtype)), and q·cos promotes (autocastNorms).
+			re := e
+			if w.Autocast && w.Train && bl.qkvIn > 0 {
+				re = 4
+			}
+			// A training forward is given no position_ids, and
+			// LlamaModel.forward makes them cache_position.unsqueeze(0):
+			// one row of tables for the whole batch (measured:
+			// testdata/measured/cpu/saved); generate() passes each
+			// sequence's own.
+			rT := T
+			if w.Train {
+				rT = seq
+			}
+			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(2, re, rT, bl.d)))
 		}
 		if w.Train && w.Attention == Eager && (w.Checkpointing == FullCheckpointing || w.Checkpointing == EveryKCheckpointing) {
 			// A reentrant checkpoint saves the block's tensor arguments:
@@ -1933,10 +2015,22 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 		emb = c.normSaved(actLN, Th, s.Hidden, e)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
-		emb = c.a(emb, c.m(w.dropMask(e), Th, s.Hidden))
+		de := e
+		if w.Autocast {
+			de = 4 // the fp32 embeddings under autocast: the CPU's noise is fp32 (autocastNorms)
+		}
+		emb = c.a(emb, c.m(w.dropMask(de), Th, s.Hidden))
 	}
 	if s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text" {
 		emb = c.a(emb, e) // the sqrt(hidden) normalizer, a 0-dim device tensor
+	}
+	if l == layoutGPT2 && w.Train && !w.FrozenBase.Input {
+		// wpe saves its indices, the position ids GPT2Model.forward
+		// makes once as cache_position.unsqueeze(0): one int64 row
+		// (modeling_gpt2.py v4.57.1; testdata/measured/cpu/saved),
+		// counted with the tables the model computes once. A frozen
+		// wpe (FrozenInput) records nothing.
+		a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, seq)))
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	// The head's class: BERT's default is its masked-LM head, a
@@ -1958,10 +2052,18 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	case l == layoutBERT:
 		// BertPredictionHeadTransform: dense input, GELU input, LayerNorm.
 		fin = c.a(eTh, eTh, c.normSaved(actLN, Th, s.Hidden, e))
+		if sh.fz.Input {
+			fin -= eTh // a frozen dense saves no input (FrozenInput)
+		}
 	case bl.post || s.NoFinalNorm:
 		fin = eTh // the last block's output, saved by the head
 		if bl.post {
 			fin = 0
+		}
+	case w.Autocast && w.Train && w.Compile&CompileHead == 0 && e != 4 && bl.qkvIn > 0 && (bl.norm == actRMS || bl.norm == actLN) && !bl.sandwich && bl.mla == nil:
+		fin = c.normSaved(bl.norm, Th, s.Hidden, 4) // the fp32 residual stream (autocastNorms)
+		if sh.fz.Input {
+			fin -= c.normCopy(bl.norm, Th, s.Hidden, 4) // a frozen weight (FrozenInput)
 		}
 	default:
 		fin = c.normSaved(bl.norm, Th, s.Hidden, e)
@@ -1969,6 +2071,8 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 			// The final norm in the compiled graph: its input and
 			// rsqrt, as a compiled block's norms (compile.go).
 			fin -= c.m(4, Th, s.Hidden)
+		} else if sh.fz.on() {
+			fin -= c.normCopy(bl.norm, Th, s.Hidden, e) // a frozen weight (FrozenBase)
 		}
 	}
 	a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), fin))
@@ -2004,10 +2108,16 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	if !lm {
 		a.FLOPs = c.a(a.FLOPs, flops)
 		c.taskHead(a, *s, w, kind, e, T, Th, l != layoutBERT && s.NoFinalNorm && !bl.post)
+		if sh.fz.Input && part == "" {
+			c.frozenEmbeds(a, s, e, T, kind != HeadImageCls)
+		}
 		c.finish(a, w)
 		return
 	}
 	c.head(a, s, w, e, T, Th, l == layoutBERT || (s.NoFinalNorm && !bl.post))
+	if sh.fz.Input && part == "" {
+		c.frozenEmbeds(a, s, e, T, true)
+	}
 	V, _ := checked.CeilDiv(s.Vocab, w.tp())
 	a.FLOPs = c.a(a.FLOPs, flops, c.m(2, T, s.Hidden, V))
 	c.finish(a, w)
@@ -2114,10 +2224,10 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		return
 	}
 	h := int64(0)
-	if !inputCounted {
-		h = c.m(e, Th, s.Hidden)
+	if !inputCounted && (!w.Train || !w.FrozenBase.on()) {
+		h = c.m(e, Th, s.Hidden) // a frozen head saves no input (FrozenBase)
 	}
-	if layoutOf(s) == layoutBERT {
+	if layoutOf(s) == layoutBERT && !w.FrozenBase.Input {
 		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
 	}
 	if s.Family == "gemma2" {
@@ -2278,6 +2388,9 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
 	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
+	if w.Train && w.FrozenBase.Input {
+		sh.fz = w.FrozenBase
+	}
 	c.stack(a, w, part, "encoder", &bl, sh, s.Layers, w.Train && !frozen)
 	pixels := c.m(e, n, s.Image.Channels, s.Image.Size, s.Image.Size)
 	if !w.Train {
@@ -2293,6 +2406,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		return tokens
 	}
 	T := c.m(n, tokens)
+	// pixels: saved by the patch convolution, frozen or not (FrozenInput).
 	in := autocastInputs(c, w, e, c.m(n, s.Image.Channels, s.Image.Size, s.Image.Size))
 	emb := c.a(pixels, in)
 	if part == "" {
@@ -2419,6 +2533,9 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	esh := actShape{b: w.Batch, s: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	dsh := actShape{b: w.Batch, s: w.SeqLen, sk: encLen, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
+	if w.Train && w.FrozenBase.Input {
+		esh.fz, dsh.fz = w.FrozenBase, w.FrozenBase
+	}
 	if l == layoutT5 && !w.Train {
 		// T5Stack.forward (modeling_t5.py at v4.57.1, commit 8cb5963c)
 		// keeps the position_bias its first layer's attention returns,
@@ -2445,6 +2562,13 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.stack(a, w, "encoder", "encoder", &eb, esh, enc.Layers, w.Train)
 	c.stack(a, w, "decoder", "cross", &db, dsh, s.Layers, w.Train)
+	if dsh.fz.Input && s.Layers > 0 && w.Checkpointing == NoCheckpointing && w.tp() == 1 {
+		// The decoder's first block reads token embeddings that need no
+		// gradient (FrozenInput).
+		ls := c.layers()
+		l := &ls[len(ls)-1]
+		l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirstCross(&db, dsh)))
+	}
 	a.Tokens = w.SeqLen
 	eT := c.m(w.Batch, encLen)
 	dT := c.m(w.Batch, w.SeqLen)
@@ -2452,7 +2576,13 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
 		encNorm := c.normSaved(eb.norm, eT, s.Hidden, e)
-		a.FinalNorm = gpumem.Bytes(c.a(encNorm, c.normSaved(db.norm, dT, s.Hidden, e)))
+		decNorm := c.normSaved(db.norm, dT, s.Hidden, e)
+		if esh.fz.Input {
+			// Frozen norm weights save no normalized copy (FrozenInput).
+			encNorm -= c.normCopy(eb.norm, eT, s.Hidden, e)
+			decNorm -= c.normCopy(db.norm, dT, s.Hidden, e)
+		}
+		a.FinalNorm = gpumem.Bytes(c.a(encNorm, decNorm))
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
 			encNorm = c.a(encNorm, c.m(w.dropMask(e), eT, s.Hidden))
@@ -2460,7 +2590,12 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		}
 		a.EncoderNorm = gpumem.Bytes(encNorm)
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
-		if l == layoutT5 {
+		if esh.fz.Input {
+			a.Shared = 0 // frozen cross k/v projections save no input (FrozenInput)
+		}
+		if l == layoutT5 && !esh.fz.Input {
+			// The relative-position buckets the bias embedding's lookup
+			// saves; a frozen one (FrozenInput) records nothing.
 			a.Shared = gpumem.Bytes(c.a(int64(a.Shared), c.m(8, encLen, encLen), c.m(8, w.SeqLen, w.SeqLen)))
 		}
 		emb := int64(0)
@@ -2477,6 +2612,11 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		a.Embedding = gpumem.Bytes(emb)
 		if l == layoutT5 {
 			a.TokenIDs = gpumem.Bytes(c.m(8, eT)) // encoder ids; head adds decoder ids and labels
+			if esh.fz.Input {
+				// The encoder's inputs_embeds, which its first block
+				// reads as they are (eval dropout), instead of ids.
+				a.TokenIDs = 0
+			}
 		}
 	} else if l == layoutWhisper {
 		// A pass without a graph saves nothing, but the caller holds the

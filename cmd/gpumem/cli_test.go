@@ -131,6 +131,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "-8"}, "--lora-rank -8: must not be negative"},
 		{[]string{"inspect", "--model", "gpt2", "--lora-rank", "-8"}, "--lora-rank -8: must not be negative"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-targets", "c_attn"}, "--lora-targets c_attn: give --lora-rank"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--peft"}, "--peft: give --lora-rank or --qlora too"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "8", "--lora-targets", "q_proj"}, "--lora-targets [q_proj]: invalid value: no linear layer"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "8", "--lora-targets", "c_attn,"}, `--lora-targets "c_attn,": an empty module name`},
 		{[]string{"plan", "--model", "gpt2", "--infer", "--memory", "8GiB", "--allow", "warp-drive"}, `--allow "warp-drive"`},

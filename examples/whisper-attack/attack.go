@@ -190,8 +190,13 @@ func run(w io.Writer) error {
 	fmt.Fprintln(w, "What to change")
 	fmt.Fprintln(w, "  set lang_microbatch_size to at most the figure for your GPU; the write-up's 1 or 2")
 	fmt.Fprintln(w, "  fits every GPU listed, at the price of more, smaller passes than needed;")
-	fmt.Fprintf(w, "  keep lang_autocast on: it halves the graph (%s instead of %s per clip).\n",
+	// CUDA autocast runs softmax in fp32 (fp32_set_opt_dtype,
+	// aten/src/ATen/autocast_mode.cpp): the encoder's 1500² attention
+	// probabilities, most of a clip's graph, stay fp32 with a 16-bit
+	// copy beside them for the value matmul.
+	fmt.Fprintf(w, "  lang_autocast does not shrink the graph (%s instead of %s per clip): autocast keeps\n",
 		r.PerClip[1].String(), r.PerClip[0].String())
+	fmt.Fprintln(w, "  the encoder's attention probabilities in fp32 (its softmax) beside a 16-bit copy.")
 	return nil
 }
 

@@ -79,10 +79,16 @@ func TestRun(t *testing.T) {
 	if r.Micro[0][0] >= pgdBatch {
 		t.Errorf("fp32 micro-batch on %s = %d: the write-up's batch of %d fits, no OOM to explain", r.GPUs[0].Name, r.Micro[0][0], pgdBatch)
 	}
-	// "keep lang_autocast on: it halves the graph".
-	if ratio := float64(r.PerClip[1]) / float64(r.PerClip[0]); ratio < 0.4 || ratio > 0.6 {
-		t.Errorf("autocast / fp32 graph per clip = %.2f, the report says about half", ratio)
+	// Autocast does not halve the graph, as the write-up expected: CUDA
+	// autocast runs softmax in fp32 (fp32_set_opt_dtype,
+	// aten/src/ATen/autocast_mode.cpp, torch v2.6.0), so the encoder's
+	// 1500² probabilities, most of a clip's graph, are saved in fp32 with
+	// a 16-bit copy for the value matmul (6 bytes a score against fp32's
+	// 4), while the projections' outputs halve.
+	if ratio := float64(r.PerClip[1]) / float64(r.PerClip[0]); ratio < 1 || ratio > 1.5 {
+		t.Errorf("autocast / fp32 graph per clip = %.2f: want the fp32 probabilities and their 16-bit copy to outweigh the halved projections", ratio)
 	}
+	require.Contains(t, text, "lang_autocast does not shrink the graph")
 	// One clip's graph is the step between consecutive batches.
 	for p := range precisions {
 		step := deviceNeed(t, r.Jobs[p], 3) - deviceNeed(t, r.Jobs[p], 2)

@@ -183,6 +183,9 @@ func CompareCPU(rows []CPURow) CPUSet {
 		var b budget.Breakdown
 		if err == nil {
 			j.Backend = model.CPU
+			// tools/measure's adapter computes PEFT's Linear.forward
+			// with lora_dropout 0 on a frozen base.
+			j.PEFTLoRA = r.Job.LoRARank > 0
 			b, err = budget.Estimate(j)
 		}
 		var phase string
