@@ -75,7 +75,7 @@ func TestAnnotates(t *testing.T) {
 	fits := map[string]bool{}
 	for _, k := range kinds {
 		fits[k.Device] = k.Fits
-		if k.Device == "NVIDIA L4" && (k.DevicePeak != 66935195370 || k.Phase == "" || k.Components["weights"] == 0) {
+		if k.Device == "NVIDIA L4" && (k.DevicePeak != 67003457668 || k.Phase == "" || k.Components["weights"] == 0) {
 			t.Errorf("L4 line %+v", k)
 		}
 	}
@@ -108,7 +108,7 @@ func TestRejects(t *testing.T) {
 	if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity {
 		t.Fatalf("full-8b: %+v", resp)
 	}
-	for _, want := range []string{"needs 181.61 GiB per GPU", "the best GPU kind on node h100-1", "gpumem plan: allow an 8-bit optimizer"} {
+	for _, want := range []string{"needs 192.17 GiB per GPU", "the best GPU kind on node h100-1", "gpumem plan: allow an 8-bit optimizer"} {
 		if !strings.Contains(resp.Result.Message, want) {
 			t.Errorf("message %q lacks %q", resp.Result.Message, want)
 		}
