@@ -62,7 +62,7 @@ import (
 //
 // A Kernel is a kernel with its options (an fp32 softmax, FlashAttention-3,
 // chunks of heads). The choice an estimate of a whole model takes,
-// model.AttentionKernel (Hugging Face's attn_implementation), names three
+// model.Attention (Hugging Face's attn_implementation), names three
 // of them: model.Eager is [Eager], model.SDPA is [MemEfficient] and
 // model.Flash is [Flash].
 type Kernel interface {

@@ -27,13 +27,13 @@ func allocCases(t testing.TB) []allocCase {
 	return []allocCase{
 		{"train defaults", Job{Model: small, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 4, SeqLen: 1024}, Limits{}},
 		{"train target", Job{Model: llama, Mode: Training, Precision: BF16Master, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 2, SeqLen: 2048},
-			Limits{TargetGlobalBatch: 64, Attention: []model.AttentionKernel{model.SDPA, model.Flash},
+			Limits{TargetGlobalBatch: 64, Attention: []model.Attention{model.SDPA, model.Flash},
 				Optimizers: []optimizer.Optimizer{optimizer.AdamW8bit{}}, Offload: OffloadOptimizer,
 				Models: []Alternative{{"LoRA r=8", lora}}}},
 		{"train seq range", Job{Model: small, Mode: Training, Precision: BF16, Optimizer: optimizer.AdamW{}, Attention: model.Flash, Batch: 1, SeqLen: 4096},
 			Limits{MinSeqLen: 512, MaxSeqLen: 1 << 17, MaxBatch: 8}},
 		{"prefill eager chunks", Job{Model: llama, Mode: Prefill, Precision: FP16, Attention: model.Eager, Batch: 1, SeqLen: 8192},
-			Limits{Attention: []model.AttentionKernel{}, HeadChunks: []int{16, 8, 4}, MaxBatch: 64}},
+			Limits{Attention: []model.Attention{}, HeadChunks: []int{16, 8, 4}, MaxBatch: 64}},
 		{"generate", Job{Model: llama, Mode: Generation, Precision: BF16, Attention: model.SDPA, Batch: 8, SeqLen: 1024, Generate: 512}, Limits{MaxBatch: 512}},
 		{"elastic buffer", Job{Model: small, Mode: Prefill, Precision: BF16, Attention: model.SDPA, Batch: 1, SeqLen: 512,
 			Buffers: []Buffer{{Name: "cache", Entries: 1 << 20, EntryBytes: 64 << 10, Elastic: true}, {Name: "fixed", Bytes: 1 << 28}}},
@@ -295,7 +295,7 @@ func BenchmarkAllocate(b *testing.B) {
 	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 	lim := &Limits{
 		TargetGlobalBatch: 256,
-		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
+		Attention:         []model.Attention{model.SDPA, model.Flash},
 		Checkpointing:     []model.Checkpointing{model.SelectiveCheckpointing, model.FullCheckpointing},
 		Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}},
 		Precisions:        []Precision{BF16},
@@ -467,10 +467,10 @@ func TestAllocateMaximizeSeqLen(t *testing.T) {
 	}
 	// The ladder: the job as given reaches FitAsGiven's answer, the
 	// checkpointing rung the plan's.
-	if len(p.Ladder) != 2 || p.Ladder[0].MaxSeqLen != q.SeqLen || p.Ladder[1].MaxSeqLen != p.SeqLen || !p.Ladder[1].Applied {
+	if len(p.Ladder) != 2 || p.Ladder[0].LongestSeqLen != q.SeqLen || p.Ladder[1].LongestSeqLen != p.SeqLen || !p.Ladder[1].Applied {
 		t.Errorf("ladder %+v, want as given at %d and checkpointing at %d, applied", p.Ladder, q.SeqLen, p.SeqLen)
 	}
-	if q.Ladder[0].MaxSeqLen != 0 || q.Ladder[1].Applied {
+	if q.Ladder[0].LongestSeqLen != 0 || q.Ladder[1].Applied {
 		t.Errorf("FitAsGiven ladder %+v: no maximum searched, checkpointing not applied", q.Ladder)
 	}
 	// The answer is the edge: one more token does not fit.
@@ -493,7 +493,7 @@ func TestAllocateMaximizeAtLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.SeqLen != 2560 || p.Checkpointing != model.NoCheckpointing || p.Ladder[0].MaxSeqLen != 2560 || p.Ladder[1].Applied {
+	if p.SeqLen != 2560 || p.Checkpointing != model.NoCheckpointing || p.Ladder[0].LongestSeqLen != 2560 || p.Ladder[1].Applied {
 		t.Errorf("plan %d tokens, checkpointing %v, ladder %+v; want 2560 as given, without checkpointing", p.SeqLen, p.Checkpointing, p.Ladder)
 	}
 }
@@ -516,7 +516,7 @@ func TestAllocateMaximizeBatch(t *testing.T) {
 	if p.Checkpointing != model.FullCheckpointing || p.Batch <= q.Batch {
 		t.Errorf("MaximizeBatch: batch %d with checkpointing %v; want full checkpointing and more than %d", p.Batch, p.Checkpointing, q.Batch)
 	}
-	if last := p.Ladder[len(p.Ladder)-1]; last.MaxBatch != p.Batch || p.Ladder[0].MaxBatch != q.Batch {
+	if last := p.Ladder[len(p.Ladder)-1]; last.LargestBatch != p.Batch || p.Ladder[0].LargestBatch != q.Batch {
 		t.Errorf("ladder %+v: want the batch without changes %d and with them %d", p.Ladder, q.Batch, p.Batch)
 	}
 }
@@ -545,7 +545,7 @@ func TestAllocateObjectiveDefault(t *testing.T) {
 				t.Errorf("%s in %v: default plan %d×%d (%v) differs from FitAsGiven %d×%d", c.name, free, p.Batch, p.SeqLen, p.Objective, q.Batch, q.SeqLen)
 			}
 			for i := range p.Ladder {
-				if p.Ladder[i] != q.Ladder[i] || p.Ladder[i].MaxSeqLen != 0 || p.Ladder[i].MaxBatch != 0 {
+				if p.Ladder[i] != q.Ladder[i] || p.Ladder[i].LongestSeqLen != 0 || p.Ladder[i].LargestBatch != 0 {
 					t.Errorf("%s in %v: rung %d %+v vs %+v", c.name, free, i, p.Ladder[i], q.Ladder[i])
 				}
 			}
@@ -573,7 +573,7 @@ func TestAllocateFleetMaximizeSeqLen(t *testing.T) {
 			last = r
 		}
 	}
-	if p.Objective != MaximizeSeqLen || layout.MaxSeqLen == 0 || last.MaxSeqLen != p.SeqLen || p.Checkpointing != model.FullCheckpointing || p.SeqLen <= layout.MaxSeqLen {
+	if p.Objective != MaximizeSeqLen || layout.LongestSeqLen == 0 || last.LongestSeqLen != p.SeqLen || p.Checkpointing != model.FullCheckpointing || p.SeqLen <= layout.LongestSeqLen {
 		t.Errorf("plan %d tokens (%v, checkpointing %v); layout rung %+v, last rung %+v", p.SeqLen, p.Objective, p.Checkpointing, layout, last)
 	}
 }

@@ -314,7 +314,7 @@ func differentialPlanJobs(t testing.TB) (names []string, jobs []Job, lims []*Lim
 				nil,
 				{
 					TargetGlobalBatch: 64,
-					Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
+					Attention:         []model.Attention{model.SDPA, model.Flash},
 					Checkpointing:     []model.Checkpointing{model.SelectiveCheckpointing, model.FullCheckpointing},
 					Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}},
 					Precisions:        []Precision{BF16},

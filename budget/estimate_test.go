@@ -214,7 +214,7 @@ func FuzzEstimate(f *testing.F) {
 	f.Add(uint8(3), uint8(1), 1, 1, 10, 2, uint8(2), uint8(1))
 	f.Fuzz(func(t *testing.T, mode, prec uint8, batch, seq, gen, accum int, attn, ckpt uint8) {
 		j := Job{Model: m, Mode: Mode(mode), Precision: Precision(prec), Optimizer: optimizer.AdamW{}, Batch: batch,
-			SeqLen: seq, Generate: gen, GradAccum: accum, Attention: model.AttentionKernel(attn), Checkpointing: model.Checkpointing(ckpt)}
+			SeqLen: seq, Generate: gen, GradAccum: accum, Attention: model.Attention(attn), Checkpointing: model.Checkpointing(ckpt)}
 		fuzzEstimate(t, j)
 	})
 }

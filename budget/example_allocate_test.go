@@ -93,7 +93,7 @@ func ExampleAllocate_blockAttention() {
 	j := budget.Job{Model: fp16, Mode: budget.Prefill, Precision: budget.FP16, Attention: model.Eager, Batch: 1, SeqLen: 32768}
 	a100, _ := gpumem.LookupDevice("a100-80gb")
 	p, err := budget.Allocate(a100.Free(), j, &budget.Limits{
-		Attention:  []model.AttentionKernel{}, // the analysis needs the probabilities: eager only
+		Attention:  []model.Attention{}, // the analysis needs the probabilities: eager only
 		HeadChunks: []int{16, 8, 4, 2, 1},
 		Models:     []budget.Alternative{{Name: "4-bit NF4 weights", Model: nf4}},
 		MaxBatch:   1,

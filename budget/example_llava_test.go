@@ -116,7 +116,7 @@ func ExampleEstimate_llava13bExercise() {
 	}
 	fmt.Printf("model state %s = %s weights + %s gradients + %s AdamW (seed: 106.84 GB)\n",
 		(w + g + o).HumanSI(), w.HumanSI(), g.HumanSI(), o.HumanSI())
-	for _, attn := range []model.AttentionKernel{model.Eager, model.Flash} {
+	for _, attn := range []model.Attention{model.Eager, model.Flash} {
 		a, err := s.Activations(model.Workload{
 			Batch: 1, SeqLen: 2048, Images: 1, DType: gpumem.FP16, Attention: attn, Train: true,
 		})

@@ -168,8 +168,8 @@ func (p Parallel) Describe() string {
 // layout by layout again. The plan's Ladder starts with one rung per
 // layout tried (the job as given under it); Plan.Job.Parallel is the
 // chosen layout. A maximizing Limits.Objective applies on the chosen
-// layout, whose rung carries the maximum under it (Rung.MaxSeqLen,
-// MaxBatch). When nothing fits, the error is the
+// layout, whose rung carries the maximum under it (Rung.LongestSeqLen,
+// LargestBatch). When nothing fits, the error is the
 // *InsufficientMemoryError of the last layout, with those rungs.
 func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
 	if err := f.validate(); err != nil {
@@ -221,7 +221,7 @@ func AllocateFleet(f Fleet, j Job, l *Limits) (Plan, error) {
 				r := Rung{Change: "layout " + par.Describe(), Cost: layoutCost(par)}
 				if len(inner) > 0 {
 					r.Allocated, r.Device, r.Fits = inner[0].Allocated, inner[0].Device, inner[0].Fits
-					r.MaxSeqLen, r.MaxBatch = inner[0].MaxSeqLen, inner[0].MaxBatch
+					r.LongestSeqLen, r.LargestBatch = inner[0].LongestSeqLen, inner[0].LargestBatch
 				}
 				if i > 0 && prev > r.Device {
 					r.Saving = prev - r.Device

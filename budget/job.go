@@ -246,7 +246,7 @@ type Job struct {
 	HoldsPreviousStep bool
 	// Attention is the attention implementation (zero: Hugging Face's
 	// eager attention, with the softmax dtype its family uses).
-	Attention model.AttentionKernel
+	Attention model.Attention
 	// HeadChunk, with eager attention, computes the attention scores
 	// HeadChunk heads at a time (model.Workload.HeadChunk); zero means
 	// all heads at once.

@@ -87,7 +87,7 @@ func BenchmarkAllocateFleet(b *testing.B) {
 	j := Job{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 	lim := &Limits{
 		TargetGlobalBatch: 256,
-		Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
+		Attention:         []model.Attention{model.SDPA, model.Flash},
 		Checkpointing:     []model.Checkpointing{model.SelectiveCheckpointing, model.FullCheckpointing},
 		Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}},
 		Precisions:        []Precision{BF16},

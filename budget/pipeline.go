@@ -74,7 +74,7 @@ type Pipeline struct {
 	// (AttnProcessor, as unet.set_default_attn_processor() sets it,
 	// which materializes the scores). The VAE keeps its default,
 	// AttnProcessor2_0.
-	Attention model.AttentionKernel
+	Attention model.Attention
 	// Checkpointing is unet.enable_gradient_checkpointing().
 	Checkpointing bool
 	// GradAccum is gradient_accumulation_steps (0, 1: none).

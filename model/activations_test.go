@@ -337,7 +337,7 @@ func TestActivationsCheckpointing(t *testing.T) {
 	t.Parallel()
 	for _, name := range propertyModels {
 		s := mustLookup(t, name)
-		for _, k := range []model.AttentionKernel{model.Eager, model.SDPA, model.Flash} {
+		for _, k := range []model.Attention{model.Eager, model.SDPA, model.Flash} {
 			for _, seq := range []int64{16, 512, 4096} {
 				w := model.Workload{Batch: 2, SeqLen: seq, Train: true, Attention: k, Images: 1, CheckpointEvery: 4, Dropout: seq == 512}
 				none := total(t, s, w)
@@ -375,7 +375,7 @@ func TestActivationsKernels(t *testing.T) {
 		for _, seq := range []int64{16, 100, 1024, 8192} {
 			for _, drop := range []bool{false, true} {
 				var prev model.Activations
-				for i, k := range []model.AttentionKernel{model.Flash, model.SDPA, model.Eager} {
+				for i, k := range []model.Attention{model.Flash, model.SDPA, model.Eager} {
 					a := total(t, s, model.Workload{Batch: 1, SeqLen: seq, Train: true, Attention: k, Dropout: drop, Images: 1})
 					if i > 0 {
 						for j := range a.Layers {
@@ -557,7 +557,7 @@ func FuzzActivations(f *testing.F) {
 	f.Add(uint8(2), int64(1<<40), int64(1<<40), int64(-1), uint8(9), uint8(9), uint8(9), int64(-5), true, false, int64(-1), int64(1<<31))
 	f.Fuzz(func(t *testing.T, which uint8, batch, seq, enc int64, kernel, policy, softmax uint8, every int64, drop, train bool, images, imageTokens int64) {
 		s := specs[int(which)%len(specs)]
-		w := model.Workload{Batch: batch, SeqLen: seq, EncoderLen: enc, Attention: model.AttentionKernel(kernel),
+		w := model.Workload{Batch: batch, SeqLen: seq, EncoderLen: enc, Attention: model.Attention(kernel),
 			Checkpointing: model.Checkpointing(policy), Softmax: model.Softmax(softmax), CheckpointEvery: every,
 			Dropout: drop, Train: train, Images: images, ImageTokens: imageTokens}
 		a, err := s.Activations(w)

@@ -15,14 +15,14 @@ import (
 // kernel's String parses back to itself, and anything else is an
 // ErrInvalid naming the attention field and the value.
 func TestParseAttention(t *testing.T) {
-	for in, want := range map[string]model.AttentionKernel{
+	for in, want := range map[string]model.Attention{
 		"eager": model.Eager, "sdpa": model.SDPA, "": model.SDPA, "flash": model.Flash, "flash_attention_2": model.Flash,
 	} {
 		got, err := model.ParseAttention(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
-	for _, k := range []model.AttentionKernel{model.Eager, model.SDPA, model.Flash} {
+	for _, k := range []model.Attention{model.Eager, model.SDPA, model.Flash} {
 		got, err := model.ParseAttention(k.String())
 		require.NoError(t, err, k.String())
 		assert.Equal(t, k, got)

@@ -69,7 +69,7 @@ type DiffusionWorkload struct {
 	Autocast bool
 	// Attention is the attention processor: Eager is AttnProcessor,
 	// SDPA and Flash AttnProcessor2_0.
-	Attention AttentionKernel
+	Attention Attention
 	// Upcast is the UNet's upcast_attention (SD 2.x): the eager path
 	// computes scores and softmax in fp32.
 	Upcast bool

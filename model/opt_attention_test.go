@@ -32,7 +32,7 @@ func TestOPTAttention(t *testing.T) {
 		Intermediate: 256, Vocab: 100, Positions: 10, MaxPositions: 8, Norm: model.LayerNorm, TiedEmbeddings: true}
 	require.NoError(t, s.Validate())
 	w := model.Workload{Batch: 2, SeqLen: 8, Train: true}
-	core := func(d gpumem.DType, k model.AttentionKernel) (attn, saved gpumem.Bytes) {
+	core := func(d gpumem.DType, k model.Attention) (attn, saved gpumem.Bytes) {
 		w := w
 		w.DType, w.Attention = d, k
 		a, err := s.Activations(w)

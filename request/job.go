@@ -358,7 +358,7 @@ func DeviceFlags(gpu, memory string) (dev gpumem.Device, catalog bool, err error
 }
 
 // ParseAttention reads --attention.
-func ParseAttention(s string) (model.AttentionKernel, error) {
+func ParseAttention(s string) (model.Attention, error) {
 	k, err := model.ParseAttention(s)
 	if err != nil {
 		return 0, fmt.Errorf("%w: --attention %q: want eager, sdpa or flash", ErrUsage, s)

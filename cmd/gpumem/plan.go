@@ -337,7 +337,7 @@ func parseAllow(s string, jf *request.Flags, lim *budget.Limits) error {
 		switch {
 		case item == "":
 		case item == "none":
-			lim.Attention = []model.AttentionKernel{}
+			lim.Attention = []model.Attention{}
 			lim.Checkpointing = []model.Checkpointing{}
 		case item == "offload":
 			lim.Offload |= budget.OffloadCopies | budget.OffloadOptimizer
@@ -501,7 +501,7 @@ type rungJSON struct {
 func ladderJSON(rs []budget.Rung) []rungJSON {
 	out := make([]rungJSON, len(rs))
 	for i, r := range rs {
-		out[i] = rungJSON{r.Change, int64(r.Allocated), int64(r.Device), int64(r.Saving), r.Cost, r.Fits, r.Applied, r.MaxSeqLen, r.MaxBatch}
+		out[i] = rungJSON{r.Change, int64(r.Allocated), int64(r.Device), int64(r.Saving), r.Cost, r.Fits, r.Applied, r.LongestSeqLen, r.LargestBatch}
 	}
 	return out
 }

@@ -86,7 +86,7 @@ func newCase(name, title string, stages int, gpu gpumem.Device) (Case, error) {
 	}
 	c.Weights = c.Given.Weights
 	if c.Plan, err = budget.Allocate(gpu.Free(), c.Job, &budget.Limits{
-		Attention:  []model.AttentionKernel{}, // the analysis needs the weights: eager only
+		Attention:  []model.Attention{}, // the analysis needs the weights: eager only
 		HeadChunks: headChunks,
 		Models:     []budget.Alternative{{Name: nf4Name, Model: c.NF4}},
 		MaxBatch:   1,

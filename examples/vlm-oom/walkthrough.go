@@ -54,7 +54,7 @@ type Footprint struct {
 
 	// The 13B exercise: LLaVA-1.5-13B, AdamW, batch 1, fp16.
 	State13     gpumem.Bytes
-	Kernels     []model.AttentionKernel
+	Kernels     []model.Attention
 	Saved13     []gpumem.Bytes // saved activations per kernel
 	Peak13      []gpumem.Bytes // allocated peak per kernel
 	Weights13   gpumem.Bytes
@@ -184,7 +184,7 @@ func footprint() (Footprint, error) {
 		return f, err
 	}
 	f.State13, f.Weights13 = b.Weights+b.Gradients+b.Optimizer, b.Weights
-	for _, k := range []model.AttentionKernel{model.Eager, model.Flash} {
+	for _, k := range []model.Attention{model.Eager, model.Flash} {
 		a, err := s13.Activations(model.Workload{Batch: 1, SeqLen: seqLen, Images: 1, DType: gpumem.FP16, Attention: k, Train: true})
 		if err != nil {
 			return f, err

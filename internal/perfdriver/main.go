@@ -86,7 +86,7 @@ func main() {
 		j = budget.Job{Model: m, Mode: budget.Training, Precision: budget.BF16Mixed, Optimizer: optimizer.AdamW{}, Attention: model.Eager, Batch: 4, SeqLen: 4096}
 		lim := &budget.Limits{
 			TargetGlobalBatch: 256,
-			Attention:         []model.AttentionKernel{model.SDPA, model.Flash},
+			Attention:         []model.Attention{model.SDPA, model.Flash},
 			Checkpointing:     []model.Checkpointing{model.SelectiveCheckpointing, model.FullCheckpointing},
 			Optimizers:        []optimizer.Optimizer{optimizer.AdamW8bit{}, optimizer.Adafactor{}},
 			Precisions:        []budget.Precision{budget.BF16},
