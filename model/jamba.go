@@ -62,17 +62,8 @@ func (c *config) jamba(s *Spec) error {
 	if s.SSM.Inner, err = mulField(c.field("mamba_expand"), s.Hidden, expand); err != nil {
 		return err
 	}
-	if v, ok := c.m["mamba_dt_rank"]; ok && v != nil {
-		if str, isStr := v.(string); isStr {
-			if str != "auto" {
-				return gpumem.Errorf(c.field("mamba_dt_rank"), str, gpumem.ErrInvalid, `want "auto" or an integer`)
-			}
-		} else if s.SSM.DTRank, err = c.posv(0, "mamba_dt_rank"); err != nil {
-			return err
-		}
-	}
-	if s.SSM.DTRank == 0 {
-		s.SSM.DTRank = (s.Hidden + 15) / 16
+	if err = c.mambaDTRank(s); err != nil {
+		return err
 	}
 	s.HeadDim = s.Hidden / s.Heads
 	s.MoE.Intermediate = s.Intermediate
@@ -360,4 +351,29 @@ func (c *actCalc) jamba(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.head(a, &s, w, e, T, T, false)
 	c.finish(a, w)
+}
+
+// mambaDTRank reads mamba_dt_rank, the rank of the selective scan's Δ
+// projection, into s.SSM.DTRank: an integer, or "auto" (or absent), which
+// transformers' JambaConfig and ZambaConfig (configuration_jamba.py,
+// configuration_zamba.py at v4.57.1) turn into
+// ceil(hidden_size / 16).
+func (c *config) mambaDTRank(s *Spec) error {
+	if v, ok := c.m["mamba_dt_rank"]; ok && v != nil {
+		if str, isStr := v.(string); isStr {
+			if str != "auto" {
+				return gpumem.Errorf(c.field("mamba_dt_rank"), str, gpumem.ErrInvalid, `want "auto" or an integer`)
+			}
+		} else {
+			r, err := c.posv(0, "mamba_dt_rank")
+			if err != nil {
+				return err
+			}
+			s.SSM.DTRank = r
+		}
+	}
+	if s.SSM.DTRank == 0 {
+		s.SSM.DTRank = (s.Hidden + 15) / 16
+	}
+	return nil
 }

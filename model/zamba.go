@@ -79,17 +79,8 @@ func (c *config) zamba(s *Spec) error {
 		return gpumem.Errorf(c.field("n_mamba_heads"), s.SSM.Heads, gpumem.ErrInvalid, "must divide mamba_expand × hidden_size (%d)", s.SSM.Inner)
 	}
 	s.SSM.HeadDim = s.SSM.Inner / s.SSM.Heads
-	if v, ok := c.m["mamba_dt_rank"]; ok && v != nil {
-		if str, isStr := v.(string); isStr {
-			if str != "auto" {
-				return gpumem.Errorf(c.field("mamba_dt_rank"), str, gpumem.ErrInvalid, `want "auto" or an integer`)
-			}
-		} else if s.SSM.DTRank, err = c.posv(0, "mamba_dt_rank"); err != nil {
-			return err
-		}
-	}
-	if s.SSM.DTRank == 0 {
-		s.SSM.DTRank = (s.Hidden + 15) / 16
+	if err = c.mambaDTRank(s); err != nil {
+		return err
 	}
 	if s.Layers > maxLayers {
 		return gpumem.Errorf(c.field("num_hidden_layers"), s.Layers, gpumem.ErrRange, "more than %d layers", maxLayers)
