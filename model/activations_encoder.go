@@ -14,6 +14,7 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	tokens := s.Image.Patches() + actB2i(s.ClassToken)
 	sh := actShape{b: n, s: tokens, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(&s) == gpumem.FP16}
 	bl := actFamily(&s)
+	bl.qkvIn, bl.mlpIn = autocastNormReaders(&s, &bl) // ViT's fp32 residual stream (autocastNorms)
 	if w.Train && w.FrozenBase.Input {
 		sh.fz = w.FrozenBase
 	}
@@ -46,7 +47,11 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 	}
 	a.Embedding = gpumem.Bytes(c.a(int64(a.Embedding), emb))
 	if part == "" {
-		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actLN, T, s.Hidden, e)))
+		fe := e
+		if sh.autocast && bl.qkvIn > 0 && e != 4 {
+			fe = 4 // the final LayerNorm reads the fp32 residual stream (autocastNorms)
+		}
+		a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.normSaved(actLN, T, s.Hidden, fe)))
 		a.Tokens = tokens
 	}
 	return tokens

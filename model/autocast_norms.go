@@ -64,6 +64,13 @@ func autocastNormReaders(s *Spec, bl *actBlock) (qkv, mlp int64) {
 	case layoutPhi3:
 		qkv, mlp = 1, 1
 	case layoutLlama, layoutOPT:
+	case layoutVision:
+		// ViTLayer (modeling_vit.py, v4.57.1): query, key and value
+		// each read layernorm_before's fp32 output, intermediate.dense
+		// layernorm_after's. The stream is fp32 from the embeddings:
+		// ViTEmbeddings torch.cat's the fp32 cls_token with the 16-bit
+		// patch convolution (cat is on autocast's promote list) and adds
+		// the fp32 position_embeddings.
 	default:
 		return 0, 0
 	}
