@@ -179,6 +179,13 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 		}
 		jf.LoRATargets = strings.Join(req.LoRATargets, ",")
 	}
+	jf.LoRACode = req.LoRACode
+	if _, err := budget.ParseLoRACode(jf.LoRACode); err != nil {
+		return jf, spec, BadField("lora_code", "lora_code %q: want peft, torchtune or litgpt", jf.LoRACode)
+	}
+	if jf.LoRACode != "" && jf.LoRACode != "peft" && jf.LoRARank == 0 && !jf.QLoRA {
+		return jf, spec, BadField("lora_code", "lora_code %q: give lora_rank or qlora too", jf.LoRACode)
+	}
 	if jf.Precision != "" {
 		if _, err := budget.ParsePrecision(jf.Precision); err != nil {
 			return jf, spec, BadField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.Precision)

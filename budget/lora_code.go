@@ -1,0 +1,71 @@
+package budget
+
+import (
+	"strconv"
+
+	"github.com/gpumem/gpumem"
+)
+
+// LoRACode is the model code a LoRA or QLoRA job's forward runs
+// (Job.LoRACode), which decides what its frozen base saves for
+// backward.
+type LoRACode uint8
+
+const (
+	// FrozenBaseLoRA (the zero value) is LoRA on a frozen base whose
+	// linears save nothing for their weights, as model.FrozenBase
+	// derives it: PEFT's LoRA Linear.forward on transformers' modeling
+	// code (peft/tuners/lora/layer.py, v0.17.1: result =
+	// self.base_layer(x) + lora_B(lora_A(dropout(x))) * scaling) and
+	// torchtune's LoRALinear (torchtune/modules/peft/lora.py: out =
+	// F.linear(x, self.weight, self.bias) on a weight that does not
+	// require grad, plus lora_b(lora_a(dropout(x))) scaled), both
+	// with lora_dropout 0 (PEFT's LoraConfig default and torchtune's
+	// LoRA recipes'). Measured on the CPU (testdata/measured/cpu,
+	// lora8 rows; testdata/measured/cpu/saved).
+	FrozenBaseLoRA LoRACode = iota
+	// LitGPTLoRA is litgpt's own GPT (litgpt/model.py) with its
+	// lora.py LoRALinear and LoRAQKVLinear: a fused qkv Linear whose
+	// output is viewed per query group and split into q, k and v
+	// copies, rope applied to copies, lora_dropout 0.05 in its
+	// finetune configs, and the fused adapter output zero-padded to
+	// the qkv width (LoRAQKVLinear.zero_pad: new_zeros then
+	// index_copy_; lit_gpt/lora.py at 8641822, litgpt/lora.py at
+	// 26857050). Those tensors are not modelled op by op: the job's
+	// activations are those of a trained base (every linear saving its
+	// input), the upper bound the published litgpt LoRA and QLoRA runs
+	// are held to (testdata/published, ids litgpt-*).
+	LitGPTLoRA
+)
+
+// String returns the name ParseLoRACode reads: "peft" or "litgpt".
+func (c LoRACode) String() string {
+	switch c {
+	case FrozenBaseLoRA:
+		return "peft"
+	case LitGPTLoRA:
+		return "litgpt"
+	}
+	return "LoRACode(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ParseLoRACode reads a LoRA job's model code: "", "peft",
+// "transformers" or "torchtune" (FrozenBaseLoRA), or "litgpt"
+// (LitGPTLoRA). The error names "lora_code" and the value.
+func ParseLoRACode(s string) (LoRACode, error) {
+	switch s {
+	case "", "peft", "transformers", "torchtune":
+		return FrozenBaseLoRA, nil
+	case "litgpt", "lit-gpt":
+		return LitGPTLoRA, nil
+	}
+	return 0, gpumem.Errorf("lora_code", s, gpumem.ErrInvalid, "want peft, torchtune or litgpt")
+}
+
+// checkLoRACode rejects a LoRACode that names no model code.
+func (j *Job) checkLoRACode() error {
+	if j.LoRACode > LitGPTLoRA {
+		return gpumem.Errorf("Job.LoRACode", j.LoRACode, gpumem.ErrInvalid, "want FrozenBaseLoRA or LitGPTLoRA")
+	}
+	return nil
+}
