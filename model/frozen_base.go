@@ -92,6 +92,14 @@ type FrozenBase struct {
 	// Adapted is the set of a block's projections that carry an
 	// adapter.
 	Adapted Projection
+	// KeptInputs says that the base's linears keep their inputs all the
+	// same: bitsandbytes before 0.43.2, whose MatMul4Bit.forward sets
+	// ctx.tensors = (A, B) whenever any(ctx.needs_input_grad[:2])
+	// (bitsandbytes/autograd/_functions.py at 0.42.0; Finetune.KeepsInputs),
+	// and A, the input, needs a gradient past the first adapter. The
+	// norms' normalized copies are still not saved, and the adapters'
+	// own tensors still are.
+	KeptInputs bool
 	// Input says that no adapter trains either and the model's input
 	// requires grad instead (a frozen model differentiated to its
 	// input: see [FrozenInput]); Rank and Adapted are then zero.
@@ -128,6 +136,15 @@ func (c *actCalc) frozenSavings(bl *actBlock, sh actShape, outSaved bool) (less,
 	T := c.m(sh.b, sh.s)
 	eTh := c.m(sh.e, T, bl.h)
 	less = c.m(2, c.normCopy(bl.norm, T, bl.h, sh.e))
+	if f.KeptInputs {
+		// Every 4-bit linear keeps its input (FrozenBase.KeptInputs).
+		for p := ProjQ; p <= ProjDown; p <<= 1 {
+			if f.has(p) {
+				more = c.a(more, c.m(sh.e, T, f.Rank))
+			}
+		}
+		return less, more
+	}
 	if !f.has(ProjQ | ProjK | ProjV) {
 		less = c.a(less, eTh)
 	}
