@@ -372,5 +372,7 @@ func (j *Job) frozenBase() model.FrozenBase {
 	if j.LoRACode != FrozenBaseLoRA || j.Mode != Training || j.Gradients == InputGradients {
 		return model.FrozenBase{}
 	}
-	return j.Model.frozen
+	f := j.Model.frozen
+	f.Dropout = f.Rank > 0 && j.LoRADropout > 0
+	return f
 }

@@ -278,6 +278,13 @@ type Job struct {
 	// activations are a trained base's whatever the code. It changes
 	// nothing for a job without adapters.
 	LoRACode LoRACode
+	// LoRADropout is the adapters' dropout probability (PEFT's and
+	// torchtune's lora_dropout; zero: none, their default). Above zero,
+	// on the frozen base each adapter saves its dropout mask and the
+	// dropped copy of its input (model.FrozenBase.Dropout); a trained
+	// base's activations (LitGPTLoRA, or anything trained besides the
+	// adapters) do not add them. It must lie in [0, 1).
+	LoRADropout float64
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when

@@ -62,10 +62,14 @@ func ParseLoRACode(s string) (LoRACode, error) {
 	return 0, gpumem.Errorf("lora_code", s, gpumem.ErrInvalid, "want peft, torchtune or litgpt")
 }
 
-// checkLoRACode rejects a LoRACode that names no model code.
+// checkLoRACode rejects a LoRACode that names no model code and a
+// LoRADropout outside [0, 1).
 func (j *Job) checkLoRACode() error {
 	if j.LoRACode > LitGPTLoRA {
 		return gpumem.Errorf("Job.LoRACode", j.LoRACode, gpumem.ErrInvalid, "want FrozenBaseLoRA or LitGPTLoRA")
+	}
+	if !(j.LoRADropout >= 0 && j.LoRADropout < 1) {
+		return gpumem.Errorf("Job.LoRADropout", j.LoRADropout, gpumem.ErrRange, "a dropout probability in [0, 1)")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,33 @@ func TestLoRACode(t *testing.T) {
 	_, err = Estimate(j)
 	require.ErrorContains(t, err, "Job.LoRACode")
 	require.Equal(t, "LoRACode(2)", j.LoRACode.String())
+}
+
+// TestLoRADropout: Job.LoRADropout above zero adds what the adapters'
+// dropout saves on the frozen base (model.FrozenBase.Dropout), and
+// nothing to a trained base's activations (LitGPTLoRA); a value outside
+// [0, 1) is an error naming Job.LoRADropout.
+func TestLoRADropout(t *testing.T) {
+	lora := lookupModel(t, "llama-3.2-1b", func(f *model.Finetune) { f.LoRA = model.LoRA{Rank: 8} })
+	j := trainJob(lora)
+	plain, err := Estimate(j)
+	require.NoError(t, err)
+	j.LoRADropout = 0.05
+	drop, err := Estimate(j)
+	require.NoError(t, err)
+	require.Greater(t, drop.Activations, plain.Activations)
+	w := workload(&j, gpumem.BF16)
+	require.True(t, w.FrozenBase.Dropout)
+	j.LoRACode = LitGPTLoRA
+	a, err := Estimate(j)
+	require.NoError(t, err)
+	j.LoRADropout = 0
+	b, err := Estimate(j)
+	require.NoError(t, err)
+	require.Equal(t, b, a)
+	for _, p := range []float64{-0.1, 1, math.NaN()} {
+		j.LoRADropout = p
+		_, err = Estimate(j)
+		require.ErrorContains(t, err, "Job.LoRADropout", "%v", p)
+	}
 }

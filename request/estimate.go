@@ -24,7 +24,8 @@ type Estimate struct {
 	LoRARank      int64           `json:"lora_rank"`
 	LoRATargets   []string        `json:"lora_targets"`
 	QLoRA         bool            `json:"qlora"`
-	LoRACode      string          `json:"lora_code"` // --lora-code: peft, torchtune or litgpt
+	LoRACode      string          `json:"lora_code"`    // --lora-code: peft, torchtune or litgpt
+	LoRADropout   float64         `json:"lora_dropout"` // --lora-dropout
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
 	Head          string          `json:"head"`       // --head: the task head

@@ -108,6 +108,8 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 		}
 	} else if f.LoRATargets != "" {
 		return j, dev, fmt.Errorf("%w: --lora-targets %s: give --lora-rank or --qlora too", ErrUsage, f.LoRATargets)
+	} else if f.LoRADropout != 0 {
+		return j, dev, fmt.Errorf("%w: --lora-dropout %g: give --lora-rank or --qlora too", ErrUsage, f.LoRADropout)
 	} else if f.LoRACode != "" && f.LoRACode != "peft" {
 		return j, dev, fmt.Errorf("%w: --lora-code %s: give --lora-rank or --qlora too", ErrUsage, f.LoRACode)
 	}
@@ -178,6 +180,10 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 	if j.LoRACode, err = budget.ParseLoRACode(f.LoRACode); err != nil {
 		return j, dev, fmt.Errorf("%w: --lora-code %q: want peft, torchtune or litgpt", ErrUsage, f.LoRACode)
 	}
+	if !(f.LoRADropout >= 0 && f.LoRADropout < 1) {
+		return j, dev, fmt.Errorf("%w: --lora-dropout %g: want a probability in [0, 1)", ErrUsage, f.LoRADropout)
+	}
+	j.LoRADropout = f.LoRADropout
 	if _, err := f.Llama.Apply(&j, f.GGUF != ""); err != nil {
 		return j, dev, err
 	}

@@ -132,6 +132,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"inspect", "--model", "gpt2", "--lora-rank", "-8"}, "--lora-rank -8: must not be negative"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-targets", "c_attn"}, "--lora-targets c_attn: give --lora-rank"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-code", "litgpt"}, "--lora-code litgpt: give --lora-rank or --qlora too"},
+		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-dropout", "0.05"}, "--lora-dropout 0.05: give --lora-rank or --qlora too"},
+		{[]string{"estimate", "--model", "llama-3.2-1b", "--train", "--lora-rank", "8", "--lora-dropout", "1"}, "--lora-dropout 1: want a probability in [0, 1)"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "8", "--lora-code", "axolotl"}, "--lora-code \"axolotl\": want peft, torchtune or litgpt"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "8", "--lora-targets", "q_proj"}, "--lora-targets [q_proj]: invalid value: no linear layer"},
 		{[]string{"estimate", "--model", "gpt2", "--train", "--lora-rank", "8", "--lora-targets", "c_attn,"}, `--lora-targets "c_attn,": an empty module name`},

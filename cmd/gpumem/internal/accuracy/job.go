@@ -63,6 +63,9 @@ type Job struct {
 	// "litgpt" for litgpt's own GPT and LoRAQKVLinear, estimated as a
 	// trained base). Published runs state it.
 	LoRACode string `json:"lora_code"`
+	// LoRADropout is the adapters' lora_dropout
+	// (budget.Job.LoRADropout); published runs state it.
+	LoRADropout float64 `json:"lora_dropout"`
 	// Quant stores the base linear weights quantized: "nf4" (QLoRA,
 	// bitsandbytes 4-bit with double quantization), "nf4-single" and
 	// "fp4-single" (bitsandbytes 4-bit without it), "fp4", "int8"
@@ -441,6 +444,10 @@ func (j *Job) Budget() (budget.Job, error) {
 	if b.LoRACode, err = budget.ParseLoRACode(j.LoRACode); err != nil {
 		return b, gpumem.Errorf(field("lora_code"), j.LoRACode, gpumem.ErrInvalid, "want peft, torchtune or litgpt")
 	}
+	if !(j.LoRADropout >= 0 && j.LoRADropout < 1) || (j.LoRADropout != 0 && j.LoRARank == 0) {
+		return b, gpumem.Errorf(field("lora_dropout"), j.LoRADropout, gpumem.ErrInvalid, "a probability in [0, 1), with lora_rank")
+	}
+	b.LoRADropout = j.LoRADropout
 	if j.LoRACode != "" && j.LoRARank == 0 {
 		return b, gpumem.Errorf(field("lora_code"), j.LoRACode, gpumem.ErrInvalid, "the model code of LoRA adapters: give lora_rank too")
 	}
