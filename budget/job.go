@@ -269,7 +269,7 @@ type Job struct {
 	Backend model.Backend
 	// LoRACode is the model code a LoRA or QLoRA job's forward runs
 	// (zero: FrozenBaseLoRA, PEFT's LoRA Linear.forward on transformers'
-	// code or torchtune's LoRALinear, lora_dropout 0, whose frozen base
+	// code or torchtune's LoRALinear, whose frozen base
 	// saves nothing for its weights: model.FrozenBase derives the saved
 	// tensors; LitGPTLoRA: litgpt's own GPT and LoRAQKVLinear, not
 	// modelled op by op, estimated as a trained base, an upper bound).
