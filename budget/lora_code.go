@@ -37,11 +37,12 @@ const (
 	// activations are those of a trained base (every linear saving its
 	// input), the upper bound the published litgpt LoRA and QLoRA runs
 	// are held to (testdata/published, ids litgpt-*, within 5% of it).
-	// On the frozen base, with what a frozen weight's op saves, the
-	// bitsandbytes inputs kept and lora_dropout added, the Llama-2-7B
-	// runs of resource-tables.md would still be 4-6% under and the
-	// config_hub Llama-2-7B QLoRA run 10% under: litgpt's block holds
-	// more than those mechanisms, not yet modelled.
+	// On the frozen base, with the bitsandbytes inputs kept and one
+	// lora_dropout per block (LoRAQKVLinear's, on the fused qkv's
+	// input), the Llama-2-7B LoRA runs of resource-tables.md would
+	// still be about 4-6% under and the config_hub Llama-2-7B QLoRA run
+	// about 10% under: litgpt's block holds more than those mechanisms,
+	// not yet modelled.
 	LitGPTLoRA
 )
 
