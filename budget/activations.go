@@ -360,7 +360,7 @@ func encDecHeadIn(j *Job, in, per gpumem.Bytes) (gpumem.Bytes, bool) {
 
 // frozenBase is the frozen base LoRA adapters train on
 // (model.Workload.FrozenBase): the Model's, for a job that computes
-// parameter gradients; model.FrozenInput for an InputGradients job, which
+// parameter gradients on FrozenBaseLoRA code (Job.LoRACode); model.FrozenInput for an InputGradients job, which
 // freezes every parameter and the adapters too, and for the training of a
 // model with nothing trainable.
 func (j *Job) frozenBase() model.FrozenBase {
@@ -369,8 +369,10 @@ func (j *Job) frozenBase() model.FrozenBase {
 		// frozen by hand trains nothing else).
 		return model.FrozenInput
 	}
-	if !j.PEFTLoRA || j.Mode != Training || j.Gradients == InputGradients {
+	if j.LoRACode != FrozenBaseLoRA || j.Mode != Training || j.Gradients == InputGradients {
 		return model.FrozenBase{}
 	}
-	return j.Model.frozen
+	f := j.Model.frozen
+	f.Dropout = f.Rank > 0 && j.LoRADropout > 0
+	return f
 }

@@ -62,7 +62,7 @@ func ExampleEstimate_qlora() {
 	}
 	fmt.Println("largest micro-batch:", batch)
 	// Output:
-	// device 9.79 GiB (reserved 9.38 GiB, allocated 8.93 GiB) at backward: weights 5.35 GiB, optimizer 52.00 MiB, activations 1.56 GiB, logits 1.96 GiB, workspace 16.25 MiB, fragmentation 457.28 MiB, context 426.00 MiB
+	// device 9.78 GiB (reserved 9.36 GiB, allocated 8.92 GiB) at backward: weights 5.35 GiB, optimizer 52.00 MiB, activations 1.54 GiB, logits 1.96 GiB, workspace 16.25 MiB, fragmentation 456.48 MiB, context 426.00 MiB
 	// largest: weights 5.35 GiB
 	// NVIDIA GeForce RTX 4090: 23.64 GiB
 	// fits: true (short 0 B), 41% of the free memory used

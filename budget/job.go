@@ -267,17 +267,24 @@ type Job struct {
 	// less Breakdown.Workspace. PyTorch runtime only; flash_attention_2
 	// has no CPU kernel.
 	Backend model.Backend
-	// PEFTLoRA says that the Model's LoRA adapters run PEFT's LoRA
-	// Linear.forward (lora_dropout 0) on transformers' modeling code with
-	// the base frozen, whose saved tensors model.FrozenBase derives: a
-	// frozen weight saves nothing for its gradient. Without it a LoRA
-	// job's activations are the trained base's, an upper bound that
-	// other implementations (lit-gpt's own GPT with its fused qkv and
-	// lora_dropout, torchtune's LoRALinear) are held to until their
-	// forwards are modelled. It needs adapters on Llama-style projections
-	// only (q_proj ... down_proj) and nothing else trained; otherwise it
-	// is ignored.
-	PEFTLoRA bool
+	// LoRACode is the model code a LoRA or QLoRA job's forward runs
+	// (zero: FrozenBaseLoRA, PEFT's LoRA Linear.forward on transformers'
+	// code or torchtune's LoRALinear, whose frozen base
+	// saves nothing for its weights: model.FrozenBase derives the saved
+	// tensors; LitGPTLoRA: litgpt's own GPT and LoRAQKVLinear, not
+	// modelled op by op, estimated as a trained base, an upper bound).
+	// The frozen base needs adapters on Llama-style projections only
+	// (q_proj ... down_proj) and nothing else trained; otherwise the
+	// activations are a trained base's whatever the code. It changes
+	// nothing for a job without adapters.
+	LoRACode LoRACode
+	// LoRADropout is the adapters' dropout probability (PEFT's and
+	// torchtune's lora_dropout; zero: none, their default). Above zero,
+	// on the frozen base each adapter saves its dropout mask and the
+	// dropped copy of its input (model.FrozenBase.Dropout); a trained
+	// base's activations (LitGPTLoRA, or anything trained besides the
+	// adapters) do not add them. It must lie in [0, 1).
+	LoRADropout float64
 	// Batch is the micro-batch size (sequences per forward pass).
 	Batch int
 	// SeqLen is the sequence length in tokens (the prompt length when

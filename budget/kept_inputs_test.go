@@ -33,15 +33,25 @@ func TestKeptInputs(t *testing.T) {
 	kept32, _ := m32.quant.keptInputs(1024, gpumem.BF16)
 	assert.Equal(t, 2*kept, kept32)
 
+	// On a trained base's activations (LitGPTLoRA) every linear saves
+	// its input within the step anyway.
 	job := func(m Model, held bool) Job {
 		return Job{Model: m, Mode: Training, Precision: BF16, Batch: 2, SeqLen: 512, Attention: model.SDPA,
-			Optimizer: optimizer.AdamW{}, HoldsPreviousStep: held}
+			Optimizer: optimizer.AdamW{}, HoldsPreviousStep: held, LoRACode: LitGPTLoRA}
 	}
 	est := func(j Job) Breakdown {
 		b, err := Estimate(j)
 		require.NoError(t, err)
 		return b
 	}
+	// On the frozen base (the default code) the 4-bit linears keep the
+	// inputs that a frozen weight's op would not save
+	// (model.FrozenBase.KeptInputs): the forward lies between the
+	// frozen base without them and the trained base.
+	frozenJob := func(m Model) Job { j := job(m, false); j.LoRACode = FrozenBaseLoRA; return j }
+	fzPlain, fzKeeps := est(frozenJob(plain)), est(frozenJob(keeps))
+	assert.Greater(t, fzKeeps.Phases[Forward], fzPlain.Phases[Forward])
+	assert.Less(t, fzKeeps.Phases[Forward], est(job(keeps, false)).Phases[Forward])
 	// Without the held step the kept inputs change only the end of
 	// backward: the forward and the start of backward are as before.
 	base, keptOnly := est(job(plain, false)), est(job(keeps, false))

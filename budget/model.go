@@ -227,6 +227,10 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	if !frozenOK || !m.adapters {
 		m.frozen = model.FrozenBase{}
+	} else if f.KeepsInputs {
+		// bitsandbytes before 0.43.2: the 4-bit linears keep their inputs
+		// (model.FrozenBase.KeptInputs).
+		m.frozen.KeptInputs = true
 	}
 	// The stepped inventory is one run per trainable group: identical
 	// tensors together, so that an optimizer's transient sizes each

@@ -107,6 +107,9 @@ func (j *Job) validate() error {
 	if err := j.checkBackend(); err != nil {
 		return err
 	}
+	if err := j.checkLoRACode(); err != nil {
+		return err
+	}
 	if j.CheckpointEvery < 0 {
 		return gpumem.Errorf("Job.CheckpointEvery", j.CheckpointEvery, gpumem.ErrInvalid, "must not be negative")
 	}

@@ -92,6 +92,23 @@ type FrozenBase struct {
 	// Adapted is the set of a block's projections that carry an
 	// adapter.
 	Adapted Projection
+	// KeptInputs says that the base's linears keep their inputs all the
+	// same: bitsandbytes before 0.43.2, whose MatMul4Bit.forward sets
+	// ctx.tensors = (A, B) whenever any(ctx.needs_input_grad[:2])
+	// (bitsandbytes/autograd/_functions.py at 0.42.0; Finetune.KeepsInputs),
+	// and A, the input, needs a gradient past the first adapter. The
+	// norms' normalized copies are still not saved, and the adapters'
+	// own tensors still are.
+	KeptInputs bool
+	// Dropout says the adapters run a dropout before lora_A (PEFT's
+	// lora_dropout > 0: self.lora_dropout[active_adapter] is then an
+	// nn.Dropout per adapted module, peft/tuners/lora/layer.py v0.17.1;
+	// torchtune's LoRALinear likewise): each saves its mask (1 byte per
+	// element on CUDA, the noise in the input's dtype on the CPU) and
+	// lora_A saves the dropped copy of its input. In the first block,
+	// whose input needs no gradient, no mask is recorded: counted all
+	// the same, an upper bound of one mask per adapted q, k or v.
+	Dropout bool
 	// Input says that no adapter trains either and the model's input
 	// requires grad instead (a frozen model differentiated to its
 	// input: see [FrozenInput]); Rank and Adapted are then zero.
@@ -128,6 +145,11 @@ func (c *actCalc) frozenSavings(bl *actBlock, sh actShape, outSaved bool) (less,
 	T := c.m(sh.b, sh.s)
 	eTh := c.m(sh.e, T, bl.h)
 	less = c.m(2, c.normCopy(bl.norm, T, bl.h, sh.e))
+	more = c.adapterSaves(bl, sh)
+	if f.KeptInputs {
+		// Every 4-bit linear keeps its input (FrozenBase.KeptInputs).
+		return less, more
+	}
 	if !f.has(ProjQ | ProjK | ProjV) {
 		less = c.a(less, eTh)
 	}
@@ -140,12 +162,38 @@ func (c *actCalc) frozenSavings(bl *actBlock, sh actShape, outSaved bool) (less,
 	if !f.has(ProjDown) && bl.act != actReLU && bl.moe == nil {
 		less = c.a(less, c.m(sh.e, T, bl.I))
 	}
+	return less, more
+}
+
+// adapterSaves returns what a block's adapters save on a frozen base:
+// each lora_A's output (T·Rank) for lora_B's gradient and, with
+// FrozenBase.Dropout, each adapter's dropout mask and dropped copy of its
+// input, which lora_A saves instead of the input the norm made.
+func (c *actCalc) adapterSaves(bl *actBlock, sh actShape) int64 {
+	f := sh.fz
+	T := c.m(sh.b, sh.s)
+	mask := int64(1) // CUDA's native_dropout: a 1-byte bool mask
+	if sh.cpu {
+		mask = sh.e // the CPU's noise in the input's dtype (see [CPU])
+	}
+	var more int64
 	for p := ProjQ; p <= ProjDown; p <<= 1 {
-		if f.has(p) {
-			more = c.a(more, c.m(sh.e, T, f.Rank))
+		if !f.has(p) {
+			continue
+		}
+		more = c.a(more, c.m(sh.e, T, f.Rank))
+		if f.Dropout {
+			in := bl.h
+			switch p {
+			case ProjO:
+				in = c.m(bl.H, bl.dv)
+			case ProjDown:
+				in = bl.I
+			}
+			more = c.a(more, c.m(c.a(mask, sh.e), T, in))
 		}
 	}
-	return less, more
+	return more
 }
 
 // frozenFirst returns what the first block saves less than the others on

@@ -179,6 +179,19 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 		}
 		jf.LoRATargets = strings.Join(req.LoRATargets, ",")
 	}
+	jf.LoRACode, jf.LoRADropout = req.LoRACode, req.LoRADropout
+	if !(jf.LoRADropout >= 0 && jf.LoRADropout < 1) {
+		return jf, spec, BadField("lora_dropout", "lora_dropout = %g: want a probability in [0, 1)", jf.LoRADropout)
+	}
+	if jf.LoRADropout != 0 && jf.LoRARank == 0 && !jf.QLoRA {
+		return jf, spec, BadField("lora_dropout", "lora_dropout = %g: give lora_rank or qlora too", jf.LoRADropout)
+	}
+	if _, err := budget.ParseLoRACode(jf.LoRACode); err != nil {
+		return jf, spec, BadField("lora_code", "lora_code %q: want peft, torchtune or litgpt", jf.LoRACode)
+	}
+	if jf.LoRACode != "" && jf.LoRACode != "peft" && jf.LoRARank == 0 && !jf.QLoRA {
+		return jf, spec, BadField("lora_code", "lora_code %q: give lora_rank or qlora too", jf.LoRACode)
+	}
 	if jf.Precision != "" {
 		if _, err := budget.ParsePrecision(jf.Precision); err != nil {
 			return jf, spec, BadField("precision", "precision %q: want fp32, fp16-mixed, bf16-mixed, fp16-master, bf16-master, bf16, fp16 or fp8", jf.Precision)

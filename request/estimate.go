@@ -24,6 +24,8 @@ type Estimate struct {
 	LoRARank      int64           `json:"lora_rank"`
 	LoRATargets   []string        `json:"lora_targets"`
 	QLoRA         bool            `json:"qlora"`
+	LoRACode      string          `json:"lora_code"`    // --lora-code: peft, torchtune or litgpt
+	LoRADropout   float64         `json:"lora_dropout"` // --lora-dropout
 	Images        int             `json:"images"`
 	Dropout       bool            `json:"dropout"`
 	Head          string          `json:"head"`       // --head: the task head
@@ -210,7 +212,7 @@ func Default() Estimate {
 	d := defaults
 	return Estimate{Batch: d.Batch, Seq: d.Seq, Generate: d.Generate, GradAccum: d.Accum,
 		Precision: d.Precision, Optimizer: d.Opt, Attention: d.Attn, Checkpointing: d.Ckpt,
-		LoRARank: d.LoRARank, QLoRA: d.QLoRA, Images: d.Images, Loss: d.Loss}
+		LoRARank: d.LoRARank, QLoRA: d.QLoRA, LoRACode: d.LoRACode, Images: d.Images, Loss: d.Loss}
 }
 
 // Decode decodes an estimate request's JSON body strictly: one object,

@@ -33,12 +33,13 @@ type Flags struct {
 	LoRARank          int64
 	LoRATargets       string
 	QLoRA             bool
-	PEFT              bool   // --peft
-	LoadOnly          bool   // --load: a Load job, the model loaded, nothing run
-	Quant             string // --quant: int8, nf4, fp4, gptq, awq or fp8
-	GroupSize         int64  // --group-size, with gptq and awq
-	KVDType           string // --kv-dtype
-	KVBlock           int    // --kv-block
+	LoRACode          string  // --lora-code: peft, torchtune or litgpt
+	LoRADropout       float64 // --lora-dropout
+	LoadOnly          bool    // --load: a Load job, the model loaded, nothing run
+	Quant             string  // --quant: int8, nf4, fp4, gptq, awq or fp8
+	GroupSize         int64   // --group-size, with gptq and awq
+	KVDType           string  // --kv-dtype
+	KVBlock           int     // --kv-block
 	GPU, Memory       string
 	Images            int
 	Dropout           bool
@@ -111,7 +112,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.LoRARank, "lora-rank", 0, "train LoRA adapters of this rank (base frozen)")
 	fs.StringVar(&f.LoRATargets, "lora-targets", "", "with --lora-rank or --qlora: PEFT's target_modules, comma-separated (q_proj,v_proj; all-linear); default: PEFT's for the family")
 	fs.BoolVar(&f.QLoRA, "qlora", false, "store the base linear weights in NF4 with double quantization (QLoRA); the other frozen weights in the compute dtype")
-	fs.BoolVar(&f.PEFT, "peft", false, "with --lora-rank or --qlora: the adapters run PEFT's LoRA forward (lora_dropout 0) on transformers' code, whose frozen base saves nothing for its weights (budget.Job.PEFTLoRA); without it the activations are a trained base's, an upper bound")
+	fs.StringVar(&f.LoRACode, "lora-code", "peft", "with --lora-rank or --qlora: the model code the adapters train in: peft (PEFT's LoRA on transformers' code) or torchtune (its LoRALinear), whose frozen base saves nothing for its weights; litgpt (litgpt's own GPT and LoRAQKVLinear, not modelled op by op: a trained base's activations, an upper bound) (budget.Job.LoRACode)")
+	fs.Float64Var(&f.LoRADropout, "lora-dropout", 0, "with --lora-rank or --qlora: the adapters' lora_dropout (PEFT, torchtune); above 0 each adapter on the frozen base saves a dropout mask and a dropped copy of its input (budget.Job.LoRADropout)")
 	fs.BoolVar(&f.LoadOnly, "load", false, "a load-only job: the weights, buffers and CUDA context, nothing run (instead of --train or --infer)")
 	fs.StringVar(&f.Quant, "quant", "", "store the base linear weights quantized: int8 (bitsandbytes LLM.int8), nf4, fp4 (bitsandbytes 4-bit), gptq, awq (4-bit) or fp8 (128×128 block scales); training needs --lora-rank")
 	fs.Int64Var(&f.GroupSize, "group-size", 0, "with --quant gptq or awq: input features per scale (default 128; -1: one group per row)")

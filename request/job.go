@@ -108,8 +108,10 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 		}
 	} else if f.LoRATargets != "" {
 		return j, dev, fmt.Errorf("%w: --lora-targets %s: give --lora-rank or --qlora too", ErrUsage, f.LoRATargets)
-	} else if f.PEFT {
-		return j, dev, fmt.Errorf("%w: --peft: give --lora-rank or --qlora too", ErrUsage)
+	} else if f.LoRADropout != 0 {
+		return j, dev, fmt.Errorf("%w: --lora-dropout %g: give --lora-rank or --qlora too", ErrUsage, f.LoRADropout)
+	} else if f.LoRACode != "" && f.LoRACode != "peft" {
+		return j, dev, fmt.Errorf("%w: --lora-code %s: give --lora-rank or --qlora too", ErrUsage, f.LoRACode)
 	}
 	if f.QLoRA && f.Quant != "" {
 		return j, dev, fmt.Errorf("%w: --quant %s: --qlora stores the weights in nf4 already (give one of them)", ErrUsage, f.Quant)
@@ -175,7 +177,13 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 	if j.Backend, err = model.ParseBackend(f.Backend); err != nil {
 		return j, dev, fmt.Errorf("%w: --backend %q: want cuda or cpu", ErrUsage, f.Backend)
 	}
-	j.PEFTLoRA = f.PEFT
+	if j.LoRACode, err = budget.ParseLoRACode(f.LoRACode); err != nil {
+		return j, dev, fmt.Errorf("%w: --lora-code %q: want peft, torchtune or litgpt", ErrUsage, f.LoRACode)
+	}
+	if !(f.LoRADropout >= 0 && f.LoRADropout < 1) {
+		return j, dev, fmt.Errorf("%w: --lora-dropout %g: want a probability in [0, 1)", ErrUsage, f.LoRADropout)
+	}
+	j.LoRADropout = f.LoRADropout
 	if _, err := f.Llama.Apply(&j, f.GGUF != ""); err != nil {
 		return j, dev, err
 	}

@@ -58,17 +58,21 @@ func TestDecode(t *testing.T) {
 func TestPrepareErrors(t *testing.T) {
 	c := request.NewCache(0)
 	for body, field := range map[string]string{
-		`{"model": "gpt2"}`:                                      "mode",
-		`{"model": "no-such-model", "mode": "infer"}`:            "model",
-		`{"model": "gpt2", "mode": "infer", "gpu": "h200x"}`:     "gpu",
-		`{"model": "gpt2", "mode": "infer", "memory": "80"}`:     "memory",
-		`{"model": "gpt2", "mode": "train", "optimizer": "x"}`:   "optimizer",
-		`{"model": "gpt2", "mode": "infer", "lora_rank": -1}`:    "lora_rank",
-		`{"model": "gpt2", "mode": "train", "tp": 3, "gpus": 4}`: "tp",
-		`{"config": [1], "mode": "infer"}`:                       "config",
-		`{"model": "gpt2", "config": {}, "mode": "infer"}`:       "config",
-		`{"model": "gpt2", "mode": "infer", "runtime": "vllm"}`:  "gpu",
-		`{"model": "gpt2", "mode": "train", "backend": "tpu"}`:   "backend",
+		`{"model": "gpt2"}`:                                                          "mode",
+		`{"model": "no-such-model", "mode": "infer"}`:                                "model",
+		`{"model": "gpt2", "mode": "infer", "gpu": "h200x"}`:                         "gpu",
+		`{"model": "gpt2", "mode": "infer", "memory": "80"}`:                         "memory",
+		`{"model": "gpt2", "mode": "train", "optimizer": "x"}`:                       "optimizer",
+		`{"model": "gpt2", "mode": "infer", "lora_rank": -1}`:                        "lora_rank",
+		`{"model": "gpt2", "mode": "train", "tp": 3, "gpus": 4}`:                     "tp",
+		`{"config": [1], "mode": "infer"}`:                                           "config",
+		`{"model": "gpt2", "config": {}, "mode": "infer"}`:                           "config",
+		`{"model": "gpt2", "mode": "infer", "runtime": "vllm"}`:                      "gpu",
+		`{"model": "gpt2", "mode": "train", "backend": "tpu"}`:                       "backend",
+		`{"model": "gpt2", "mode": "train", "lora_rank": 8, "lora_code": "axolotl"}`: "lora_code",
+		`{"model": "gpt2", "mode": "train", "lora_code": "litgpt"}`:                  "lora_code",
+		`{"model": "gpt2", "mode": "train", "lora_rank": 8, "lora_dropout": 1}`:      "lora_dropout",
+		`{"model": "gpt2", "mode": "train", "lora_dropout": 0.05}`:                   "lora_dropout",
 	} {
 		req, err := request.Decode([]byte(body))
 		if err != nil {

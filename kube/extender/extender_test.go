@@ -66,7 +66,7 @@ func TestFilter(t *testing.T) {
 	for _, c := range []struct {
 		pod, pass, failed string
 	}{
-		{"lora-8b", "a100-1 h100-1", "needs 63.50 GiB per GPU, NVIDIA L4 has 21.95 GiB free"},
+		{"lora-8b", "a100-1 h100-1", "needs 63.43 GiB per GPU, NVIDIA L4 has 21.95 GiB free"},
 		{"full-8b", "", "gpumem plan: allow an 8-bit optimizer"},
 		// 4.55 GiB and its headroom: 40 MiB short on the MIG slice.
 		{"shared-1b", "a100-1 h100-1 l4-1", ""},

@@ -75,7 +75,7 @@ func TestAnnotates(t *testing.T) {
 	fits := map[string]bool{}
 	for _, k := range kinds {
 		fits[k.Device] = k.Fits
-		if k.Device == "NVIDIA L4" && (k.DevicePeak != 67003457668 || k.Phase == "" || k.Components["weights"] == 0) {
+		if k.Device == "NVIDIA L4" && (k.DevicePeak != 66932993361 || k.Phase == "" || k.Components["weights"] == 0) {
 			t.Errorf("L4 line %+v", k)
 		}
 	}

@@ -182,10 +182,10 @@ func CompareCPU(rows []CPURow) CPUSet {
 		j, err := r.Job.Budget()
 		var b budget.Breakdown
 		if err == nil {
-			j.Backend = model.CPU
 			// tools/measure's adapter computes PEFT's Linear.forward
-			// with lora_dropout 0 on a frozen base.
-			j.PEFTLoRA = r.Job.LoRARank > 0
+			// with lora_dropout 0 on a frozen base: budget.FrozenBaseLoRA,
+			// Job.LoRACode's zero value.
+			j.Backend = model.CPU
 			b, err = budget.Estimate(j)
 		}
 		var phase string

@@ -57,6 +57,15 @@ type Job struct {
 	// LoRADType is the adapters' dtype (empty: fp32, PEFT's
 	// autocast_adapter_dtype); published runs only.
 	LoRADType string `json:"lora_dtype"`
+	// LoRACode is the model code the adapters train in
+	// (budget.ParseLoRACode: empty or "peft" for PEFT on transformers'
+	// code and "torchtune" for its LoRALinear, both on a frozen base;
+	// "litgpt" for litgpt's own GPT and LoRAQKVLinear, estimated as a
+	// trained base). Published runs state it.
+	LoRACode string `json:"lora_code"`
+	// LoRADropout is the adapters' lora_dropout
+	// (budget.Job.LoRADropout); published runs state it.
+	LoRADropout float64 `json:"lora_dropout"`
 	// Quant stores the base linear weights quantized: "nf4" (QLoRA,
 	// bitsandbytes 4-bit with double quantization), "nf4-single" and
 	// "fp4-single" (bitsandbytes 4-bit without it), "fp4", "int8"
@@ -432,6 +441,16 @@ func (j *Job) Budget() (budget.Job, error) {
 	}
 	b.OptimizerInBackward, b.OffloadActivations = j.OptimizerInBackward, j.OffloadActivations
 	b.HoldsPreviousStep = j.HoldsPreviousStep
+	if b.LoRACode, err = budget.ParseLoRACode(j.LoRACode); err != nil {
+		return b, gpumem.Errorf(field("lora_code"), j.LoRACode, gpumem.ErrInvalid, "want peft, torchtune or litgpt")
+	}
+	if !(j.LoRADropout >= 0 && j.LoRADropout < 1) || (j.LoRADropout != 0 && j.LoRARank == 0) {
+		return b, gpumem.Errorf(field("lora_dropout"), j.LoRADropout, gpumem.ErrInvalid, "a probability in [0, 1), with lora_rank")
+	}
+	b.LoRADropout = j.LoRADropout
+	if j.LoRACode != "" && j.LoRARank == 0 {
+		return b, gpumem.Errorf(field("lora_code"), j.LoRACode, gpumem.ErrInvalid, "the model code of LoRA adapters: give lora_rank too")
+	}
 	if err := j.runtime(&b); err != nil {
 		return b, err
 	}
