@@ -102,9 +102,6 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		if bl.scalar {
 			part = c.a(part, e)
 		}
-		if bl.clamp {
-			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
-		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
 		// for one chunk of heads when the heads are chunked. An fp32
 		// softmax of 16-bit scores (softmax(x, dtype=torch.float32),
