@@ -230,6 +230,8 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	norm := c.normSaved(bl.norm, Th, bl.h, e)
 	var saved int64
 	switch {
+	case bl.post && sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 0:
+		saved = c.autocastPostSaved(bl, Th, eTh) // the fp32 residual stream (autocastPostSaved)
 	case bl.post:
 		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
 	case bl.parallel && sh.autocast && e != 4 && bl.qkvIn > 0 && bl.norm == actLN:

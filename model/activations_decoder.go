@@ -118,7 +118,13 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	// layers, not five).
 	emb := int64(0)
 	if l == layoutBERT {
-		emb = c.normSaved(actLN, Th, s.Hidden, e)
+		ne := e
+		if w.Autocast && w.Train {
+			// The sum of the fp32 embedding rows, on no autocast list:
+			// the LayerNorm saves it in fp32 (autocastPostSaved).
+			ne = 4
+		}
+		emb = c.normSaved(actLN, Th, s.Hidden, ne)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
 		de := e
