@@ -87,8 +87,9 @@ func autocastNormReaders(s *Spec, bl *actBlock) (qkv, mlp int64) {
 // LayerNorm's fp32 output each save their own 16-bit cast (query, key
 // and value: qkvIn; BertIntermediate.dense: mlpIn). Measured on the CPU
 // (saved_tensors_hooks, BertForMaskedLM under torch.autocast("cpu",
-// torch.bfloat16), torch 2.6.0: testdata/measured/cpu, bert-small
-// bf16-mixed b4 s256): per block three bf16 [T, h] casts of its input,
+// torch.bfloat16), torch 2.6.0: testdata/measured/cpu/saved, bert-small
+// bf16-mixed b4 s256, SDPA and eager, equal to the model to the byte in
+// TestCPUSaved): per block three bf16 [T, h] casts of its input,
 // two fp32 [T, h] LayerNorm inputs and one bf16 cast of the first
 // LayerNorm's output; the estimate that saved one 16-bit block input
 // and 16-bit LayerNorm inputs was 1,048,576 bytes short a block there
