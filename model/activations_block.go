@@ -261,6 +261,11 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		if bl.sandwich {
 			saved = c.a(saved, norm, norm)
 		}
+		if bl.norm == actT5RMS && sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 1 {
+			// T5's fp32 LayerNorm output under autocast: q, k and v
+			// each save their own 16-bit cast of it (t5Autocast).
+			saved = c.a(saved, c.m(bl.qkvIn-1, eTh))
+		}
 	}
 	if bl.qkNorm {
 		// Per-head norms of q and k before RoPE (qwen3: llama-style;
