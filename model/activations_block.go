@@ -303,7 +303,11 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		alive = actMax(alive, clive)
 		// The cross core's k and v are projections of the encoder output
 		// and are this block's own; the query's input is norm3's output.
-		saved = c.a(saved, norm, eTh, cs)
+		cn := norm
+		if sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 0 && bl.norm == actLN {
+			cn = c.normSaved(bl.norm, Th, bl.h, 4) // the fp32 residual stream (autocastNorms)
+		}
+		saved = c.a(saved, cn, eTh, cs)
 		x.attn = c.a(x.attn, cp)
 		x.fwd, x.bwd = actMax(x.fwd, cf), actMax(x.bwd, cb)
 		x.attnFlops = c.a(x.attnFlops, cflops)

@@ -150,6 +150,15 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 3, cross: true}
 	eb.mlpDrop, db.mlpDrop = true, true                       // whisper activation_dropout, T5's dropout after the activation
 	t5amp := l == layoutT5 && w.Autocast && w.Train && e != 4 // t5Autocast
+	whamp := l == layoutWhisper && w.Autocast && w.Train && e != 4
+	if whamp {
+		// Whisper's pre-norm blocks under autocast keep the fp32
+		// residual stream of a decoder-only model (autocastNorms): q, k
+		// and v each cast self_attn_layer_norm's fp32 output, fc1 casts
+		// final_layer_norm's.
+		eb.qkvIn, eb.mlpIn = 3, 1
+		db.qkvIn, db.mlpIn = 3, 1
+	}
 	if l == layoutT5 {
 		for _, b := range []*actBlock{&eb, &db} {
 			b.norm, b.upcast, b.act = actT5RMS, true, actReLU
@@ -205,8 +214,12 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	if w.Train {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
-		encNorm := c.normSaved(eb.norm, eT, s.Hidden, e)
-		decNorm := c.normSaved(db.norm, dT, s.Hidden, e)
+		ne := e
+		if t5amp || whamp {
+			ne = 4 // the final norms read the fp32 residual stream
+		}
+		encNorm := c.normSaved(eb.norm, eT, s.Hidden, ne)
+		decNorm := c.normSaved(db.norm, dT, s.Hidden, ne)
 		if esh.fz.Input {
 			// Frozen norm weights save no normalized copy (FrozenInput).
 			encNorm -= c.normCopy(eb.norm, eT, s.Hidden, e)
@@ -227,7 +240,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		}
 		a.EncoderNorm = gpumem.Bytes(encNorm)
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
-		if t5amp {
+		if t5amp || whamp {
 			// Every decoder block's cross k and v cast the encoder's
 			// fp32 output for themselves (t5Autocast).
 			a.Shared = gpumem.Bytes(c.m(2, s.Layers, e, eT, s.Hidden))
@@ -235,6 +248,8 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 		if esh.fz.Input {
 			a.Shared = 0 // frozen cross k/v projections save no input (FrozenInput)
 		}
+		a.CrossInputs = a.Shared
+		a.EncoderOutputGrad = gpumem.Bytes(c.m(ne, eT, s.Hidden))
 		if l == layoutT5 && !esh.fz.Input {
 			// The relative-position buckets the bias embedding's lookup
 			// saves; a frozen one (FrozenInput) records nothing.
@@ -279,7 +294,10 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 }
 
 // t5Autocast documents what a T5 training step saves under autocast over
-// fp32 weights beyond a 16-bit pass. T5LayerNorm (modeling_t5.py,
+// fp32 weights beyond a 16-bit pass; Whisper's pre-norm blocks follow
+// autocastNorms (their LayerNorms save fp32 inputs, q, k and v and fc1
+// their own casts) and share the cross-attention and final-norm points
+// below (modeling_whisper.py, v4.57.1). T5LayerNorm (modeling_t5.py,
 // transformers v4.57.1, commit 8cb5963c) casts its output to the
 // weight's dtype only when that is fp16 or bf16, so over fp32 weights
 // every norm's output is fp32, and the embeddings (on no autocast list)
