@@ -8,8 +8,8 @@
 testdata/measured/cpu/where/where-2.6.0.jsonl holds its output for the cases
 misses.tsv cites it for (stdout only; the chroot's warnings go to stderr).
 
-For each case id of measure.py's grid (fp32 or bf16-mixed training, without
-checkpointing or compilation), builds the model and its inputs as measure.py
+For each case id of measure.py's grid (fp32 or bf16-mixed training, full
+checkpointing as measure.py enables it, no compilation), builds the model and its inputs as measure.py
 does (same seed), runs one warm-up forward and backward, drops the
 gradients, then profiles one forward (with the loss) and its backward with
 profile_memory on, as measure.py's rows are measured. It prints one JSON
@@ -36,6 +36,8 @@ def where(torch, transformers, job):
     model = measure.build_model(torch, transformers, job)
     x, labels = measure.inputs(torch, job, model.config)
     model.train()
+    if job["checkpointing"] == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ac = (torch.autocast("cpu", dtype=torch.bfloat16) if job["precision"] == "bf16-mixed"
           else contextlib.nullcontext())
     with ac:
