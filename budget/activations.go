@@ -47,6 +47,14 @@ type actFigures struct {
 	// EncoderNorm), alive until the encoder's backward begins.
 	encoder bool
 	encNorm gpumem.Bytes
+	// crossIn is the part of front the decoder's cross-attention
+	// projections saved (model.Activations.CrossInputs): released by
+	// the decoder's backward, and not yet made at the encoder's forward.
+	crossIn gpumem.Bytes
+	// encOutGrad is the encoder output's gradient
+	// (model.Activations.EncoderOutputGrad), alive from the decoder's
+	// backward to the encoder's final norm's.
+	encOutGrad gpumem.Bytes
 	// headSaved is what the final norm, the head and the loss saved
 	// (part of saved): released by their backward, before any block's.
 	headSaved gpumem.Bytes
@@ -150,6 +158,8 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		// backward, after every decoder block's.
 		f.headSaved = a.FinalNorm - a.EncoderNorm + a.Head
 		f.encNorm = a.EncoderNorm
+		f.crossIn = a.CrossInputs
+		f.encOutGrad = a.EncoderOutputGrad
 	}
 	f.back = f.outside - a.Embedding
 	f.host = a.Offloaded

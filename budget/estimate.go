@@ -368,7 +368,14 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 		}
 		addCand(candidate{phase: Forward, grads: persistentGrads, acts: fwdActs, logits: fwdLogits, attn: fwdAttn, kernel: kFwd})
 		if encDec {
-			addCand(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + act.front, attn: act.encForward, kernel: kFwd})
+			// The encoder's moments come before the decoder's cross
+			// k/v projections save their inputs in forward and after
+			// their backward has released them (act.crossIn); in
+			// backward the encoder output's gradient is there instead
+			// (act.encOutGrad).
+			encFront := act.front - min(act.front, act.crossIn)
+			addCand(candidate{phase: Forward, grads: persistentGrads, acts: act.encBlocks + encFront, attn: act.encForward, kernel: kFwd})
+			encFront += act.encOutGrad
 			// Backward reaches the encoder once the decoder's, the
 			// head's and the shared embedding's gradients exist, with
 			// every encoder block's activations still saved.
@@ -376,7 +383,7 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			if !paramGrads {
 				decGrads = 0
 			}
-			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + act.front, attn: act.encBackward, kernel: kBwd, logits: act.kept, castsLeft: castsEncoder})
+			addCand(candidate{phase: Backward, grads: max(persistentGrads, decGrads), acts: act.encBlocks + encFront, attn: act.encBackward, kernel: kBwd, logits: act.kept, castsLeft: castsEncoder})
 		}
 		addCand(candidate{phase: Forward, grads: persistentGrads, acts: fwdActs, logits: headLogits})
 		// Backward: the loss gradient on everything saved; the first
@@ -408,7 +415,7 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 		// the norm's tensors): what is left outside the blocks is the
 		// embeddings', the token ids and the tables every block reads.
 		// (A pipeline stage keeps its own split of the outside.)
-		lastActs := act.firstBlock + act.front
+		lastActs := act.firstBlock + act.front - min(act.front, act.crossIn) + act.encOutGrad
 		if v != nil && v.pp > 1 {
 			lastActs = act.firstBlock + act.outside - act.logits - act.headGrad
 		}
@@ -475,7 +482,7 @@ func estimateRank(j *Job, v *rankView, ra *rankActs, statesOnly bool) (Breakdown
 			if dec || encDec {
 				// The encoder's final norm runs its backward after this
 				// sum: what it saved is still there.
-				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), extra), acts: act.encBlocks + act.front + act.encNorm, logits: act.kept, castsLeft: castsEncoder})
+				addCand(candidate{phase: Backward, grads: acc.sum(max(persistentGrads, fig.outsideEncoder), extra), acts: act.encBlocks + act.front - min(act.front, act.crossIn) + act.encOutGrad + act.encNorm, logits: act.kept, castsLeft: castsEncoder})
 			}
 			if !dec {
 				end := extra

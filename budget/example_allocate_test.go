@@ -143,7 +143,7 @@ func ExampleLargestBatch_whisperAttack() {
 	}
 	// Output:
 	// each clip's graph: 1.86 GiB
-	// batch 8 needs      17.00 GiB
+	// batch 8 needs      17.04 GiB
 	// micro-batch in 24GiB: 10 <nil>
 	// micro-batch in 12GiB: 5 <nil>
 	// micro-batch in 6GiB: 2 <nil>

@@ -102,9 +102,6 @@ func (c *actCalc) attention(bl *actBlock, sh actShape, sq, sk int64) (saved, par
 		if bl.scalar {
 			part = c.a(part, e)
 		}
-		if bl.clamp {
-			part = c.a(part, c.m(e, P)) // torch.max(scores + mask, finfo.min) saves its input
-		}
 		// Forward: q@kᵀ and its scaled/masked copy live together (2·e·P),
 		// for one chunk of heads when the heads are chunked. An fp32
 		// softmax of 16-bit scores (softmax(x, dtype=torch.float32),
@@ -233,6 +230,8 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 	norm := c.normSaved(bl.norm, Th, bl.h, e)
 	var saved int64
 	switch {
+	case bl.post && sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 0:
+		saved = c.autocastPostSaved(bl, Th, eTh) // the fp32 residual stream (autocastPostSaved)
 	case bl.post:
 		saved = c.a(eTh, norm, eTh, norm) // input; norm1 input+stats; norm1 output; norm2 input+stats
 	case bl.parallel && sh.autocast && e != 4 && bl.qkvIn > 0 && bl.norm == actLN:
@@ -261,6 +260,11 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		saved = c.a(norm, eTh, norm, eTh)
 		if bl.sandwich {
 			saved = c.a(saved, norm, norm)
+		}
+		if bl.norm == actT5RMS && sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 1 {
+			// T5's fp32 LayerNorm output under autocast: q, k and v
+			// each save their own 16-bit cast of it (t5Autocast).
+			saved = c.a(saved, c.m(bl.qkvIn-1, eTh))
 		}
 	}
 	if bl.qkNorm {
@@ -299,7 +303,11 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		alive = actMax(alive, clive)
 		// The cross core's k and v are projections of the encoder output
 		// and are this block's own; the query's input is norm3's output.
-		saved = c.a(saved, norm, eTh, cs)
+		cn := norm
+		if sh.autocast && !sh.compiled && e != 4 && bl.qkvIn > 0 && bl.norm == actLN {
+			cn = c.normSaved(bl.norm, Th, bl.h, 4) // the fp32 residual stream (autocastNorms)
+		}
+		saved = c.a(saved, cn, eTh, cs)
 		x.attn = c.a(x.attn, cp)
 		x.fwd, x.bwd = actMax(x.fwd, cf), actMax(x.bwd, cb)
 		x.attnFlops = c.a(x.attnFlops, cflops)

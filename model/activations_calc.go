@@ -165,7 +165,6 @@ type actBlock struct {
 	sinks              bool  // gpt_oss eager attention: sink logits concatenated to the scores
 	softcap            bool  // gemma2 attention logit soft-capping: tanh saves its result
 	scalar             bool  // GPT-2 divides scores by a 0-dim device tensor, saved (1 element)
-	clamp              bool  // OPT clamps the masked scores with torch.max, which saves them (e·P)
 	act                mlpAct
 	attnDrop           bool  // dropout on the attention probabilities
 	residDrop          int64 // dropout sites on batch·seq·hidden tensors

@@ -19,9 +19,6 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	shared0 := a.Shared // a vision tower's, before the language model's
 	bl := actFamily(s)
 	bl.qkvIn, bl.mlpIn = autocastNormReaders(s, &bl)
-	if layoutOf(s) == layoutOPT {
-		bl.upcast = w.computeDType(s) == gpumem.FP16 // if attn_weights.dtype == torch.float16
-	}
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
 	layers := s.Layers
@@ -121,7 +118,13 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 	// layers, not five).
 	emb := int64(0)
 	if l == layoutBERT {
-		emb = c.normSaved(actLN, Th, s.Hidden, e)
+		ne := e
+		if w.Autocast && w.Train {
+			// The sum of the fp32 embedding rows, on no autocast list:
+			// the LayerNorm saves it in fp32 (autocastPostSaved).
+			ne = 4
+		}
+		emb = c.normSaved(actLN, Th, s.Hidden, ne)
 	}
 	if w.Dropout && (l == layoutBERT || l == layoutGPT2 || l == layoutBigCode || l == layoutCLIPText) {
 		de := e
@@ -399,10 +402,12 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	lsm, causal := int64(4), true
 	halfGrad := int64(0)
 	switch layoutOf(s) {
-	case layoutBERT, layoutT5, layoutWhisper, layoutOPT:
-		// CrossEntropyLoss on the logits as they are (OPTForCausalLM of
-		// transformers up to v4.45 computes its own loss so, with no
-		// fp32 upcast: ForCausalLMLoss, which upcasts, came in v4.46).
+	case layoutBERT, layoutT5, layoutWhisper:
+		// CrossEntropyLoss on the logits as they are. (OPTForCausalLM
+		// computed its own loss so up to v4.45; at v4.57.1 it calls
+		// self.loss_function, ForCausalLMLoss of loss/loss_utils.py,
+		// which upcasts the logits to fp32 and pads the labels: the
+		// default case.)
 		// Under autocast, cross_entropy's log_softmax is on the fp32
 		// list (fp32_set_opt_dtype: log_softmax(x, dtype=float32)),
 		// which on CUDA converts bf16 logits to an fp32 copy first

@@ -153,12 +153,25 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	eb.dv = eb.d
 	db := actBlock{h: s.Hidden, H: s.Heads, KV: s.KVHeads, d: s.HeadDim, dv: s.HeadDim, I: s.Intermediate,
 		norm: actLN, act: actGELU, attnDrop: true, residDrop: 3, cross: true}
-	eb.mlpDrop, db.mlpDrop = true, true // whisper activation_dropout, T5's dropout after the activation
+	eb.mlpDrop, db.mlpDrop = true, true                       // whisper activation_dropout, T5's dropout after the activation
+	t5amp := l == layoutT5 && w.Autocast && w.Train && e != 4 // t5Autocast
+	whamp := l == layoutWhisper && w.Autocast && w.Train && e != 4
+	if whamp {
+		// Whisper's pre-norm blocks under autocast keep the fp32
+		// residual stream of a decoder-only model (autocastNorms): q, k
+		// and v each cast self_attn_layer_norm's fp32 output, fc1 casts
+		// final_layer_norm's.
+		eb.qkvIn, eb.mlpIn = 3, 1
+		db.qkvIn, db.mlpIn = 3, 1
+	}
 	if l == layoutT5 {
 		for _, b := range []*actBlock{&eb, &db} {
 			b.norm, b.upcast, b.act = actT5RMS, true, actReLU
 			if s.Gated {
 				b.act = actGatedNew
+			}
+			if t5amp {
+				b.qkvIn = 3
 			}
 		}
 	}
@@ -206,24 +219,42 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	if w.Train {
 		// The encoder's final norm, and its output read by every
 		// decoder block's cross k/v projections (saved once).
-		encNorm := c.normSaved(eb.norm, eT, s.Hidden, e)
-		decNorm := c.normSaved(db.norm, dT, s.Hidden, e)
+		ne := e
+		if t5amp || whamp {
+			ne = 4 // the final norms read the fp32 residual stream
+		}
+		encNorm := c.normSaved(eb.norm, eT, s.Hidden, ne)
+		decNorm := c.normSaved(db.norm, dT, s.Hidden, ne)
 		if esh.fz.Input {
 			// Frozen norm weights save no normalized copy (FrozenInput).
 			encNorm -= c.normCopy(eb.norm, eT, s.Hidden, e)
 			decNorm -= c.normCopy(db.norm, dT, s.Hidden, e)
 		}
 		a.FinalNorm = gpumem.Bytes(c.a(encNorm, decNorm))
+		// The dtype of the tensors T5Stack drops out around the blocks:
+		// the embeddings and the final norms' outputs, fp32 under
+		// autocast (t5Autocast).
+		de := e
+		if t5amp {
+			de = 4
+		}
 		if l == layoutT5 && w.Dropout {
 			// T5Stack applies dropout after each final norm.
-			encNorm = c.a(encNorm, c.m(w.dropMask(e), eT, s.Hidden))
-			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden)))
+			encNorm = c.a(encNorm, c.m(w.dropMask(de), eT, s.Hidden))
+			a.FinalNorm = gpumem.Bytes(c.a(int64(a.FinalNorm), c.m(w.dropMask(de), eT, s.Hidden), c.m(w.dropMask(de), dT, s.Hidden)))
 		}
 		a.EncoderNorm = gpumem.Bytes(encNorm)
 		a.Shared = gpumem.Bytes(c.m(e, eT, s.Hidden))
+		if t5amp || whamp {
+			// Every decoder block's cross k and v cast the encoder's
+			// fp32 output for themselves (t5Autocast).
+			a.Shared = gpumem.Bytes(c.m(2, s.Layers, e, eT, s.Hidden))
+		}
 		if esh.fz.Input {
 			a.Shared = 0 // frozen cross k/v projections save no input (FrozenInput)
 		}
+		a.CrossInputs = a.Shared
+		a.EncoderOutputGrad = gpumem.Bytes(c.m(ne, eT, s.Hidden))
 		if l == layoutT5 && !esh.fz.Input {
 			// The relative-position buckets the bias embedding's lookup
 			// saves; a frozen one (FrozenInput) records nothing.
@@ -238,7 +269,7 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 			a.Inputs = gpumem.Bytes(actMax(c.m(e, w.Batch, s.MelBins, 2, F), in))
 		}
 		if w.Dropout {
-			emb = c.a(emb, c.m(w.dropMask(e), eT, s.Hidden), c.m(w.dropMask(e), dT, s.Hidden))
+			emb = c.a(emb, c.m(w.dropMask(de), eT, s.Hidden), c.m(w.dropMask(de), dT, s.Hidden))
 		}
 		a.Embedding = gpumem.Bytes(emb)
 		if l == layoutT5 {
@@ -266,3 +297,30 @@ func (c *actCalc) encDec(a *Activations, s Spec, w Workload, e int64) {
 	a.FLOPs = c.a(flops, c.m(2, dT, s.Hidden, s.Vocab))
 	c.finish(a, w)
 }
+
+// t5Autocast documents what a T5 training step saves under autocast over
+// fp32 weights beyond a 16-bit pass; Whisper's pre-norm blocks follow
+// autocastNorms (their LayerNorms save fp32 inputs, q, k and v and fc1
+// their own casts) and share the cross-attention and final-norm points
+// below (modeling_whisper.py, v4.57.1). T5LayerNorm (modeling_t5.py,
+// transformers v4.57.1, commit 8cb5963c) casts its output to the
+// weight's dtype only when that is fp16 or bf16, so over fp32 weights
+// every norm's output is fp32, and the embeddings (on no autocast list)
+// are fp32 too (autocastNorms). So:
+//
+//   - query, key and value each save their own 16-bit cast of the
+//     self-attention norm's output (cached_cast caches weights only):
+//     2·e·T·h more a block, in both stacks;
+//   - every decoder block's cross-attention key and value cast the
+//     encoder's fp32 output for themselves: 2·e·T_enc·h a decoder block
+//     where a 16-bit pass saves the encoder's output once;
+//   - the dropouts T5Stack applies to the embeddings and after each final
+//     norm act on fp32 tensors: on the CPU their noise is fp32
+//     (Workload.dropMask).
+//
+// The norms themselves save what a 16-bit pass saves (T5LayerNorm's fp32
+// copy of its input is then the input itself). Measured on the CPU
+// (saved_tensors_hooks, t5-small-2l bf16-mixed eager b4 s64, torch 2.6.0:
+// testdata/measured/cpu/saved, equal to the model to the byte in
+// TestCPUSaved): 983,040 bytes (30·T·h with 2 blocks a stack) more than
+// the 16-bit pattern.

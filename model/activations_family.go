@@ -120,20 +120,18 @@ func actFamily(s *Spec) actBlock {
 	case layoutBigCode:
 		bl.upcast = true // attention_softmax_in_fp32
 	case layoutOPT:
-		// OPTAttention as transformers wrote it from the fp16 upcast of
-		// PR #17437 (v4.20) to its move to the shared
-		// eager_attention_forward (modeling_opt.py, read as of v4.45,
-		// the release the OPT-350m SDPA benchmarks of PR #33298 ran
-		// on): scores = bmm(q, kᵀ); scores.view(b, H, s, s) +
-		// the [b, 1, s, s] causal mask; torch.max(scores, finfo.min),
-		// which saves its input (clamp); softmax(dtype=float32)
-		// .to(float16) only when the scores are fp16 (upcast, set by
-		// decoderOnly from the compute dtype), else a softmax in the
-		// compute dtype; dropout (attention_dropout 0.0 in every OPT
-		// config: a no-op); bmm with v. Later releases
-		// (eager_attention_forward) drop the clamp and upcast every
-		// dtype; SoftmaxFP32 models that.
-		bl.act, bl.clamp = actReLU, true
+		// OPT's eager core at transformers v4.57.1 (commit 8cb5963c,
+		// modeling_opt.py eager_attention_forward): the query is scaled
+		// by its projection's caller (q_proj(x) * scaling, a Scalar mul
+		// that saves nothing), scores = matmul(q, kᵀ) * 1.0 + the float
+		// causal mask, softmax(dtype=torch.float32).to(query.dtype) in
+		// every dtype (upcast), dropout, matmul with v. The torch.max
+		// clamp of the masked scores that OPTAttention applied up to
+		// v4.45, which saved them (b·H·s² elements more a layer), is
+		// gone: the eager fp32 CPU rows measured 4·b·H·s² bytes under
+		// an estimate that kept it (opt-small b1 s256: 2,097,116 bytes,
+		// b4 s256: 8,388,572), and match it to within 36 bytes without.
+		bl.act, bl.upcast = actReLU, true
 		// Dropout with Workload.Dropout is OPT's config.dropout (0.1) on
 		// the two residual branches; its attention_dropout and
 		// activation_dropout default to 0.0 (OPTConfig.__init__,

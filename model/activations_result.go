@@ -92,6 +92,18 @@ type Activations struct {
 	// after it): released by the encoder's backward, which runs last,
 	// not with the decoder's final norm and the head.
 	EncoderNorm gpumem.Bytes
+	// CrossInputs is the part of Shared the decoder blocks'
+	// cross-attention key and value projections save: the encoder's
+	// output, or under autocast each projection's own 16-bit cast of it
+	// (t5Autocast). It exists from the decoder's first block in forward
+	// to the decoder's last block in backward, so not at the encoder's
+	// moments.
+	CrossInputs gpumem.Bytes
+	// EncoderOutputGrad is the gradient of an encoder–decoder's encoder
+	// output, in that output's dtype (fp32 under autocast: t5Autocast):
+	// the decoder's cross k/v projections' backward sums it, and it
+	// lives until the encoder's final norm has run its backward.
+	EncoderOutputGrad gpumem.Bytes
 	// Head is what the LM head and the loss save: the head's input and
 	// cross_entropy's log-softmax of batch·seq·vocab, in fp32 for causal
 	// LMs (ForCausalLMLoss upcasts) and in the compute dtype for BERT, T5,

@@ -30,8 +30,8 @@ const (
 	// dtype follows the family: llama-style decoders, T5, phi, phi3 and
 	// gpt_bigcode compute it in fp32 (softmax(..., dtype=float32)) and
 	// save the fp32 result plus the cast copy; GPT-2, BERT, Whisper,
-	// ViT and CLIP keep the compute dtype; OPT upcasts fp16 scores only
-	// and also saves the masked scores (its torch.max clamp). GQA keys and values are
+	// ViT and CLIP keep the compute dtype; OPT upcasts every dtype
+	// (v4.57.1's eager_attention_forward). GQA keys and values are
 	// expanded to all heads (repeat_kv).
 	Eager Attention = iota
 	// SDPA is torch's scaled_dot_product_attention with the

@@ -40,10 +40,19 @@ package model
 //
 // autocastNormReaders returns the linears reading the attention's and the
 // MLP's norm output of a pre-norm block of s (see above); zero where
-// this is not modelled (post-norm blocks, parallel ones but Phi's, and
-// encoder–decoder blocks).
+// this is not modelled (post-norm blocks but BERT's, parallel ones but
+// Phi's, and encoder–decoder blocks).
 func autocastNormReaders(s *Spec, bl *actBlock) (qkv, mlp int64) {
 	if bl.post {
+		// BertLayer (modeling_bert.py, v4.57.1) is post-norm: each
+		// block's input is the previous LayerNorm's fp32 output (the
+		// embeddings' for the first), which query, key and value cast
+		// for themselves, and BertIntermediate.dense casts the
+		// attention's LayerNorm output; both LayerNorms take the fp32
+		// residual sum and save it (autocastPostSaved).
+		if layoutOf(s) == layoutBERT {
+			return 3, 1
+		}
 		return 0, 0
 	}
 	if bl.parallel {
@@ -75,4 +84,24 @@ func autocastNormReaders(s *Spec, bl *actBlock) (qkv, mlp int64) {
 		return 0, 0
 	}
 	return qkv, mlp
+}
+
+// autocastPostSaved returns what a post-norm BERT block saves under
+// autocast over fp32 weights (the figure of the bl.post case of
+// actCalc.block): the residual stream stays fp32 as in a pre-norm block
+// (autocastNorms), so the attention's and the output's LayerNorms save
+// their fp32 input and statistics, and the linears that read a
+// LayerNorm's fp32 output each save their own 16-bit cast (query, key
+// and value: qkvIn; BertIntermediate.dense: mlpIn). Measured on the CPU
+// (saved_tensors_hooks, BertForMaskedLM under torch.autocast("cpu",
+// torch.bfloat16), torch 2.6.0: testdata/measured/cpu/saved, bert-small
+// bf16-mixed b4 s256, SDPA and eager, equal to the model to the byte in
+// TestCPUSaved): per block three bf16 [T, h] casts of its input,
+// two fp32 [T, h] LayerNorm inputs and one bf16 cast of the first
+// LayerNorm's output; the estimate that saved one 16-bit block input
+// and 16-bit LayerNorm inputs was 1,048,576 bytes short a block there
+// (4·e·T·h).
+func (c *actCalc) autocastPostSaved(bl *actBlock, Th, eTh int64) int64 {
+	an := c.normSaved(bl.norm, Th, bl.h, 4)
+	return c.a(c.m(bl.qkvIn, eTh), an, c.m(bl.mlpIn, eTh), an)
 }

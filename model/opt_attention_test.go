@@ -9,24 +9,25 @@ import (
 	"github.com/gpumem/gpumem/model"
 )
 
-// TestOPTAttention checks OPT's eager attention core against the op
-// sequence of OPTAttention in transformers from v4.20 to its move to
-// eager_attention_forward (modeling_opt.py, read as of v4.45): bmm(q, kᵀ), + causal mask, torch.max(·, finfo.min) (saves its
-// input), softmax upcast to fp32 and cast back only for fp16 scores, bmm
-// with v; and OPTForCausalLM's own CrossEntropyLoss on the logits as they
-// are (no fp32 upcast before v4.46).
+// TestOPTAttention checks OPT's eager attention core against
+// eager_attention_forward of modeling_opt.py at transformers v4.57.1
+// (commit 8cb5963c): matmul(q, kᵀ) * 1.0 + the float causal mask,
+// softmax(dtype=torch.float32).to(query.dtype) in every dtype, dropout,
+// matmul with v (the torch.max clamp of v4.20–v4.45, which saved the masked
+// scores, is gone); and OPTForCausalLM's loss, ForCausalLMLoss
+// (loss/loss_utils.py), which upcasts the logits to fp32.
 //
 // Config: batch 2, seq 8, hidden 64, 4 heads of 16, vocab 100.
 // P = b·H·s² = 2·4·8·8 = 512 probabilities per layer.
 //
-//	fp16: fp32 softmax 4·P + cast copy 2·P + clamp input 2·P = 8·512 = 4096
-//	bf16: softmax 2·P (no upcast) + clamp input 2·P           = 4·512 = 2048
-//	fp32: softmax 4·P + clamp input 4·P                        = 8·512 = 4096
-//	SDPA: fp32 log-sum-exp 4·b·H·ceil32(s) = 4·2·4·32          = 1024
+//	fp16: fp32 softmax 4·P + cast copy 2·P = 6·512 = 3072
+//	bf16: fp32 softmax 4·P + cast copy 2·P = 6·512 = 3072
+//	fp32: softmax 4·P                      = 4·512 = 2048
+//	SDPA: fp32 log-sum-exp 4·b·H·ceil32(s) = 4·2·4·32 = 1024
 //
-// Head (fp16, T = 16 tokens): head input 2·16·64 = 2048, log-softmax in
-// fp16 2·16·100 = 3200, the 0-dim total weight 4: 5252; loss gradient
-// 2·2·16·100 = 6400; no fp32 logits.
+// Head (fp16, T = 16 tokens): head input 2·16·64 = 2048, fp32 log-softmax
+// 4·16·100 = 6400, the 0-dim total weight 4: 8452; loss gradient
+// 2·4·16·100 = 12800; the fp32 logits 4·16·100 = 6400.
 func TestOPTAttention(t *testing.T) {
 	s := model.Spec{Family: "opt", DType: gpumem.FP16, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, HeadDim: 16,
 		Intermediate: 256, Vocab: 100, Positions: 10, MaxPositions: 8, Norm: model.LayerNorm, TiedEmbeddings: true}
@@ -41,15 +42,15 @@ func TestOPTAttention(t *testing.T) {
 		return a.Layers[0].Attention, a.Layers[0].Saved
 	}
 	fp16, savedEager := core(gpumem.FP16, model.Eager)
-	require.Equal(t, gpumem.Bytes(4096), fp16)
+	require.Equal(t, gpumem.Bytes(3072), fp16)
 	bf16, _ := core(gpumem.BF16, model.Eager)
-	require.Equal(t, gpumem.Bytes(2048), bf16)
+	require.Equal(t, gpumem.Bytes(3072), bf16)
 	fp32, _ := core(gpumem.FP32, model.Eager)
-	require.Equal(t, gpumem.Bytes(4096), fp32)
+	require.Equal(t, gpumem.Bytes(2048), fp32)
 	lse, savedSDPA := core(gpumem.FP16, model.SDPA)
 	require.Equal(t, gpumem.Bytes(1024), lse)
 	// q, k, v and the output are the same for both kernels.
-	require.Equal(t, gpumem.Bytes(4096-1024), savedEager-savedSDPA)
+	require.Equal(t, gpumem.Bytes(3072-1024), savedEager-savedSDPA)
 
 	// Under full checkpointing with eager attention the reentrant
 	// checkpoint saves the [b, 1, s, s] fp16 mask: 2·2·8·8 = 256.
@@ -66,9 +67,9 @@ func TestOPTAttention(t *testing.T) {
 	w.DType = gpumem.FP16
 	a, err = s.Activations(w)
 	require.NoError(t, err)
-	require.Equal(t, gpumem.Bytes(5252), a.Head)
-	require.Equal(t, gpumem.Bytes(6400), a.LossGrad)
-	require.Zero(t, a.LogitsFP32)
+	require.Equal(t, gpumem.Bytes(8452), a.Head)
+	require.Equal(t, gpumem.Bytes(12800), a.LossGrad)
+	require.Equal(t, gpumem.Bytes(6400), a.LogitsFP32)
 	require.Equal(t, gpumem.Bytes(2*16*100), a.Logits)
 }
 
