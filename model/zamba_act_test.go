@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -112,4 +113,64 @@ func TestZambaOracle(t *testing.T) {
 		assert.Equal(t, gpumem.Bytes(c.Saved.Head), a.Head, "%s head", name)
 	}
 	assert.Equal(t, 44, n)
+}
+
+// TestZambaActivationsJobs checks the jobs Zamba-7B and Zamba2-2.7B
+// (their configs' defaults) now estimate, against what must hold
+// whatever the figures: 63 Mamba and 13 hybrid layers for Zamba-7B, a
+// hybrid layer saving more than a Mamba layer, the sequential scan's fp32
+// [b, I, l, N] tensors outweighing the fused kernels', a fully
+// checkpointed layer keeping its compute-dtype input, inference saving
+// nothing, and the options left unmodelled refused by field.
+func TestZambaActivationsJobs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		family        string
+		mamba, hybrid int64
+		attention     Attention
+		eagerOnly     bool
+	}{{FamilyZamba, 63, 13, Eager, true}, {FamilyZamba2, 45, 9, SDPA, false}} {
+		s, err := FromHFConfig(strings.NewReader(`{"model_type": "` + tc.family + `"}`))
+		require.NoError(t, err)
+		w := Workload{Batch: 1, SeqLen: 2048, DType: gpumem.BF16, Train: true, Attention: tc.attention}
+		byKind := func(w Workload) map[string]LayerActivations {
+			a, err := s.Activations(w)
+			require.NoError(t, err, tc.family)
+			m := map[string]LayerActivations{}
+			for _, l := range a.Layers {
+				m[l.Kind] = l
+			}
+			require.Len(t, m, 2, tc.family)
+			return m
+		}
+		fused := byKind(w)
+		assert.Equal(t, tc.mamba, fused["mamba"].Count, tc.family)
+		assert.Equal(t, tc.hybrid, fused["hybrid"].Count, tc.family)
+		assert.Greater(t, fused["hybrid"].Saved, fused["mamba"].Saved, tc.family)
+		seq := w
+		seq.SSMKernel = SequentialSSM
+		assert.Greater(t, byKind(seq)["mamba"].Saved, 2*fused["mamba"].Saved, tc.family)
+		ck := w
+		ck.Checkpointing = FullCheckpointing
+		assert.Equal(t, gpumem.Bytes(2*2048*s.Hidden), byKind(ck)["mamba"].Kept, tc.family)
+		inf := w
+		inf.Train = false
+		for k, l := range byKind(inf) {
+			assert.Zero(t, l.Saved, "%s %s", tc.family, k)
+			assert.Positive(t, l.Forward, "%s %s", tc.family, k)
+		}
+		bad := []Workload{w, w, w}
+		bad[0].Checkpointing = SelectiveCheckpointing
+		bad[1].TensorParallel = 2
+		bad[2].Attention = SDPA
+		for i, b := range bad {
+			if i == 2 && !tc.eagerOnly {
+				continue
+			}
+			_, err := s.Activations(b)
+			var fe *gpumem.FieldError
+			require.True(t, errors.As(err, &fe), "%s case %d: %v", tc.family, i, err)
+			assert.True(t, strings.HasPrefix(fe.Field, "Workload."), fe.Field)
+		}
+	}
 }
