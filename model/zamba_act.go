@@ -29,8 +29,9 @@ func (c *actCalc) zamba(a *Activations, s Spec, w Workload, e int64) {
 		m2 := s
 		m2.Intermediate = s.SSM.Inner
 		if w.SSMKernel == FusedSSM {
-			ms, mf, mng = c.mamba2Fused(m2, w, e)
+			_, mf, mng = c.mamba2Fused(m2, w, e)
 			mbwd = c.mamba2FusedBackward(m2, w, e)
+			ms = c.zamba2Fused(m2, w, e)
 		} else {
 			ms, mf, mng = c.mamba2Torch(m2, w, e)
 			mbwd = mf
@@ -234,4 +235,37 @@ func (w Workload) checkZamba(s *Spec) error {
 		return gpumem.Errorf("Workload.HeadChunk", w.HeadChunk, gpumem.ErrUnsupported, "Zamba's shared attention is modelled over all heads at once")
 	}
 	return nil
+}
+
+// zamba2Fused returns what one Zamba2 Mamba decoder layer saves under
+// the mamba_ssm kernels in training (Zamba2MambaMixer.cuda_kernels_forward,
+// modeling_zamba2.py at v4.57.1). Zamba2Config's use_mem_eff_path is
+// false, so training does not take mamba_split_conv1d_scan_combined (as
+// Mamba-2 does, mamba2Fused) but causal_conv1d_fn, then
+// mamba_chunk_scan_combined without z, then Zamba2RMSNormGated and
+// out_proj in torch. Derived from the source (mamba_ssm
+// ops/triton/ssd_combined.py at e9594ce1: MambaChunkScanCombinedFn saves
+// out, x, dt, A, B, C, D), without an oracle (no GPU). For T tokens,
+// width I, conv width D, P_in = I + D + h, G groups, compute dtype e:
+//
+//	input_layernorm, in_proj's input           4·T·H + 4·T + 2·e·T·H
+//	in_proj's output, whose xBC slice CausalConv1dFn keeps and whose dt
+//	slice the scan keeps                                       e·T·P_in
+//	the convolution's output (the scan's x, B and C)           e·T·D
+//	the scan's output                                          e·T·I
+//	A = −exp(A_log.float()) and its exp                        8·h
+//	the gated norm: for 16-bit e, fp32 copies of the output and of the
+//	gate (8·T·I); SiLU's output and the gated product (8·T·I); rsqrt per
+//	group (4·T·G); the normalized cast (e·T·I)
+//	out_proj's input                                           e·T·I
+func (c *actCalc) zamba2Fused(s Spec, w Workload, e int64) int64 {
+	T := c.m(w.Batch, w.SeqLen)
+	H, I, nh, G := s.Hidden, s.Intermediate, s.SSM.Heads, s.SSM.Groups
+	D := s.mamba2ConvDim()
+	up := int64(0)
+	if e < 4 {
+		up = c.m(8, T, I)
+	}
+	return c.a(c.m(4, T, H), c.m(4, T), c.m(2*e, T, H), c.m(e, T, I+D+nh), c.m(e, T, D), c.m(e, T, I), 8*nh,
+		up, c.m(8, T, I), c.m(4, T, G), c.m(2*e, T, I))
 }

@@ -149,7 +149,7 @@ func TestZambaActivationsJobs(t *testing.T) {
 		assert.Greater(t, fused["hybrid"].Saved, fused["mamba"].Saved, tc.family)
 		seq := w
 		seq.SSMKernel = SequentialSSM
-		assert.Greater(t, byKind(seq)["mamba"].Saved, 2*fused["mamba"].Saved, tc.family)
+		assert.Greater(t, byKind(seq)["mamba"].Saved, fused["mamba"].Saved, tc.family)
 		ck := w
 		ck.Checkpointing = FullCheckpointing
 		assert.Equal(t, gpumem.Bytes(2*2048*s.Hidden), byKind(ck)["mamba"].Kept, tc.family)
