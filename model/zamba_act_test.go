@@ -74,8 +74,8 @@ func loadZambaOracle(t *testing.T) zambaOracle {
 // kernel to the bytes transformers' own models saved per layer on the
 // CPU (testdata/oracle/zamba.json): the Mamba layers in every case, the
 // hybrid layer (shared block, linear, Mamba decoder) with eager attention
-// (the CPU's SDPA is not the CUDA kernel the model describes), the final
-// norm and the head.
+// to the byte and with SDPA within 1% (the CPU's SDPA is not the CUDA
+// kernel the model describes), the final norm and the head.
 func TestZambaOracle(t *testing.T) {
 	t.Parallel()
 	o := loadZambaOracle(t)
@@ -103,6 +103,11 @@ func TestZambaOracle(t *testing.T) {
 		for j, got := range c.Saved.Layers {
 			kind := s.LayerTypes[j]
 			if kind == "hybrid" && g.Attention != "eager" {
+				// The CPU's SDPA kernel keeps its own log-sum-exp
+				// (not the CUDA kernel's rows padded to 32): within
+				// 1% of the layer (768 bytes at most here).
+				require.Contains(t, byKind, kind, name)
+				assert.InEpsilon(t, float64(got), float64(byKind[kind]), 0.01, "%s layer %d (%s)", name, j, kind)
 				continue
 			}
 			require.Contains(t, byKind, kind, name)
