@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumem/gpumem"
 	"github.com/gpumem/gpumem/model"
+	"github.com/gpumem/gpumem/optimizer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,4 +46,27 @@ func TestZambaCache(t *testing.T) {
 	b, err := Estimate(Job{Model: m, Mode: Load, Precision: BF16})
 	require.NoError(t, err)
 	assert.InDelta(t, float64(2*2_481_848_336), float64(b.Weights), float64(512*600))
+}
+
+// TestZambaEstimateAllocFree: a Zamba or Zamba2 training, prefill and
+// generation estimate allocates nothing (Estimate's contract), with the
+// fused and the sequential kernels.
+func TestZambaEstimateAllocFree(t *testing.T) {
+	for _, cfg := range []string{`{"model_type": "zamba"}`, `{"model_type": "zamba2"}`} {
+		s, err := model.FromHFConfig(strings.NewReader(cfg))
+		require.NoError(t, err)
+		m, err := ModelOf(s)
+		require.NoError(t, err)
+		for _, j := range []Job{
+			{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 2048, Attention: model.Eager},
+			{Model: m, Mode: Training, Precision: BF16Mixed, Optimizer: optimizer.AdamW{}, Batch: 1, SeqLen: 512, Attention: model.Eager,
+				SSMKernel: model.SequentialSSM},
+			{Model: m, Mode: Prefill, Precision: BF16, Batch: 4, SeqLen: 4096, Attention: model.Eager},
+			{Model: m, Mode: Generation, Precision: BF16, Batch: 4, SeqLen: 1024, Generate: 128, Attention: model.Eager},
+		} {
+			_, err := Estimate(j)
+			require.NoError(t, err, cfg)
+			assert.Zero(t, testing.AllocsPerRun(20, func() { _, _ = Estimate(j) }), "%s %s", cfg, j.Mode)
+		}
+	}
 }
