@@ -179,3 +179,18 @@ func TestZambaActivationsJobs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkZambaActivations: Zamba2-2.7B's training activations, fused
+// kernels, SDPA.
+func BenchmarkZambaActivations(b *testing.B) {
+	s, err := FromHFConfig(strings.NewReader(`{"model_type": "zamba2"}`))
+	require.NoError(b, err)
+	w := Workload{Batch: 4, SeqLen: 4096, DType: gpumem.BF16, Train: true, Attention: SDPA}
+	dst := make([]LayerActivations, 0, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.AppendActivations(dst[:0], w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
