@@ -114,6 +114,10 @@ func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, e
 		if err := w.checkMamba(); err != nil {
 			return Activations{}, err
 		}
+	case layoutZamba:
+		if err := w.checkZamba(s); err != nil {
+			return Activations{}, err
+		}
 	case layoutBackbone:
 		if err := w.checkBackbone(*s); err != nil {
 			return Activations{}, err
@@ -138,6 +142,8 @@ func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, e
 		c.mamba2(&a, *s, w, e)
 	case layoutJamba:
 		c.jamba(&a, *s, w, e)
+	case layoutZamba:
+		c.zamba(&a, *s, w, e)
 	case layoutBackbone:
 		c.backbone(&a, *s, w, e)
 	case layoutVision, layoutCLIPVision, layoutSiglipVision:
@@ -184,11 +190,7 @@ func (s Spec) checkAct(path string) error {
 			"a Flux or SD3 transformer runs in its pipeline: estimate it with budget.EstimatePipeline (gpumem estimate --pipeline flux.1-dev or sd3-medium, or --diffusers DIR)")
 	}
 	if layoutOf(&s) == layoutZamba {
-		if err := s.validateZamba(path); err != nil {
-			return err
-		}
-		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,
-			"the activations of a Zamba model are not modelled: its parameters, KV cache and Mamba state are (a load job)")
+		return s.validateZamba(path)
 	}
 	if l := layoutOf(&s); l == layoutUNet || l == layoutVAE {
 		return gpumem.Errorf(path+".Family", s.Family, gpumem.ErrUnsupported,

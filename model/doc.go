@@ -40,7 +40,9 @@
 // parameters with the shared blocks counted once, exact against
 // transformers' own classes, the KV cache of each hybrid layer's
 // invocation of a shared block and every layer's Mamba state; their
-// activations are not modelled), and mamba (MambaForCausalLM,
+// activations, model/zamba_act.go, those of the fused kernels derived
+// from the source and those of transformers' kernel-free mixers held to
+// a CPU oracle of transformers' own classes), and mamba (MambaForCausalLM,
 // model/mamba.go: parameters, the generation state [Spec.MambaState]
 // that budget counts instead of a KV cache, and the activations of the
 // mamba_ssm fused kernels' MambaInnerFn, derived by hand, or of

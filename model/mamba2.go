@@ -160,23 +160,8 @@ func (s Spec) mamba2State() (int64, bool) {
 func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	b, l := w.Batch, w.SeqLen
 	T := c.m(b, l)
-	H, I, N, K, nh, Q := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.ConvKernel, s.SSM.Heads, s.SSM.Chunk
-	D := s.mamba2ConvDim()
-	P := I + D + nh
-	ch, _ := checked.CeilDiv(l, Q)
-	L := c.m(ch, Q)
-	x := c.m(4, T, D)
-	gate := int64(0)
-	if e < 4 {
-		x = c.m(4, T, I)
-		gate = c.m(4, T, I)
-	}
-	saved := c.a(c.m(4, T, H), c.m(4, T), c.m(2*e, T, H), c.m(e, T, P), c.m(e, b, D, l+K-1), x, c.m(3*e, T, nh), 8*nh,
-		c.m(4*4, b, L, I), c.m(3*4, b, L, nh, N), 2*Q*Q+2*(ch+1)*(ch+1), c.m(3*4, b, ch, Q, Q, nh),
-		c.m(2*4, b, nh, L), c.m(2*4, b, ch+1, I, N), c.m(4, b, nh, ch+1, ch+1),
-		c.m(3*4, T, I), gate, c.m(4, T), c.m(e, T, I))
-	big := c.a(c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N))
-	noGrad := c.a(big, c.m(e, T, P), c.m(e, b, D, l+K-1), c.m(4, b, L, I), c.m(e, T, H))
+	H := s.Hidden
+	saved, big, noGrad := c.mamba2Torch(s, w, e)
 	if w.SSMKernel == FusedSSM {
 		saved, big, noGrad = c.mamba2Fused(s, w, e)
 	}
@@ -206,6 +191,32 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	}
 	c.head(a, &s, w, e, T, T, false)
 	c.finish(a, w)
+}
+
+// mamba2Torch returns what one block saves, its forward transient and
+// its no-grad transient under Mamba2Mixer.torch_forward (see mamba2),
+// the mixer's width read from s.Intermediate.
+func (c *actCalc) mamba2Torch(s Spec, w Workload, e int64) (saved, big, noGrad int64) {
+	b, l := w.Batch, w.SeqLen
+	T := c.m(b, l)
+	H, I, N, K, nh, Q := s.Hidden, s.Intermediate, s.SSM.State, s.SSM.ConvKernel, s.SSM.Heads, s.SSM.Chunk
+	D := s.mamba2ConvDim()
+	P := I + D + nh
+	ch, _ := checked.CeilDiv(l, Q)
+	L := c.m(ch, Q)
+	x := c.m(4, T, D)
+	gate := int64(0)
+	if e < 4 {
+		x = c.m(4, T, I)
+		gate = c.m(4, T, I)
+	}
+	saved = c.a(c.m(4, T, H), c.m(4, T), c.m(2*e, T, H), c.m(e, T, P), c.m(e, b, D, l+K-1), x, c.m(3*e, T, nh), 8*nh,
+		c.m(4*4, b, L, I), c.m(3*4, b, L, nh, N), 2*Q*Q+2*(ch+1)*(ch+1), c.m(3*4, b, ch, Q, Q, nh),
+		c.m(2*4, b, nh, L), c.m(2*4, b, ch+1, I, N), c.m(4, b, nh, ch+1, ch+1),
+		c.m(3*4, T, I), gate, c.m(4, T), c.m(e, T, I))
+	big = c.a(c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N))
+	noGrad = c.a(big, c.m(e, T, P), c.m(e, b, D, l+K-1), c.m(4, b, L, I), c.m(e, T, H))
+	return saved, big, noGrad
 }
 
 // mamba2Fused returns what one Mamba-2 block saves, its forward

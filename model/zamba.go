@@ -191,33 +191,26 @@ func (s Spec) validateZamba(path string) error {
 	if s.Zamba == nil {
 		return gpumem.Errorf(path+".Zamba", nil, gpumem.ErrInvalid, "a %s Spec needs its Zamba fields", s.Family)
 	}
-	lim := []struct {
+	type field struct {
 		name  string
 		v     int64
 		limit int64
-	}{{"Layers", s.Layers, maxLayers}, {"Hidden", s.Hidden, 1 << 24}, {"Intermediate", s.Intermediate, 1 << 26},
+	}
+	// A fixed array: MambaState calls this on every generation estimate,
+	// which must not allocate (a slice literal grown by append would).
+	lim := [...]field{{"Layers", s.Layers, maxLayers}, {"Hidden", s.Hidden, 1 << 24}, {"Intermediate", s.Intermediate, 1 << 26},
 		{"Vocab", s.Vocab, 1 << 26}, {"Heads", s.Heads, 1 << 16}, {"KVHeads", s.KVHeads, 1 << 16}, {"HeadDim", s.HeadDim, 1 << 16},
 		{"SSM.Inner", s.SSM.Inner, 1 << 26}, {"SSM.Heads", s.SSM.Heads, 1 << 16}, {"SSM.HeadDim", s.SSM.HeadDim, 1 << 26},
 		{"SSM.State", s.SSM.State, 1 << 16}, {"SSM.ConvKernel", s.SSM.ConvKernel, 1 << 10},
-		{"Zamba.AttnHidden", s.Zamba.AttnHidden, 1 << 26}, {"Zamba.MemBlocks", s.Zamba.MemBlocks, maxLayers}}
-	if s.Family == FamilyZamba {
-		lim = append(lim, struct {
-			name  string
-			v     int64
-			limit int64
-		}{"SSM.DTRank", s.SSM.DTRank, 1 << 24})
-	} else {
-		lim = append(lim, struct {
-			name  string
-			v     int64
-			limit int64
-		}{"SSM.Groups", s.SSM.Groups, 1 << 16}, struct {
-			name  string
-			v     int64
-			limit int64
-		}{"Zamba.AdapterRank", s.Zamba.AdapterRank, 1 << 20})
+		{"Zamba.AttnHidden", s.Zamba.AttnHidden, 1 << 26}, {"Zamba.MemBlocks", s.Zamba.MemBlocks, maxLayers},
+		{"SSM.DTRank", s.SSM.DTRank, 1 << 24}, {"SSM.Groups", s.SSM.Groups, 1 << 16}, {"Zamba.AdapterRank", s.Zamba.AdapterRank, 1 << 20}}
+	n := len(lim) - 2 // Zamba: through SSM.DTRank
+	if s.Family != FamilyZamba {
+		// Zamba2: SSM.Groups and Zamba.AdapterRank instead of SSM.DTRank.
+		lim[n-1] = lim[n+1]
+		n++
 	}
-	for _, f := range lim {
+	for _, f := range lim[:n] {
 		if f.v <= 0 || f.v > f.limit {
 			return gpumem.Errorf(path+"."+f.name, f.v, gpumem.ErrInvalid, "must be in [1, %d]", f.limit)
 		}

@@ -88,6 +88,12 @@ func (f *Flags) JobWith(s model.Spec, prepare func(model.Finetune) (budget.Model
 		// ConvNeXt have none): the default sdpa reads as eager.
 		j.Attention = model.Eager
 	}
+	if s.Family == model.FamilyZamba && j.Attention == model.SDPA {
+		// transformers' Zamba has only its eager attention
+		// (ZambaPreTrainedModel._supports_sdpa false; Zamba2 has SDPA):
+		// the default sdpa reads as eager.
+		j.Attention = model.Eager
+	}
 	if f.Generate > 0 && s.Head != model.HeadDefault && s.Head != model.HeadCausalLM {
 		return j, dev, fmt.Errorf("%w: --generate %d: a %s head generates no tokens (give --head causal-lm, or leave --generate out)", ErrUsage, f.Generate, s.Head)
 	}

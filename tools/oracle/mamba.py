@@ -57,6 +57,20 @@ storages too):
 
   chroot ... python3 /opt/gpumem-oracle/mamba.py --jamba > testdata/oracle/jamba.json
   go test ./model/ -run TestJambaOracle -v
+
+With --zamba it measures transformers' own ZambaForCausalLM and
+Zamba2ForCausalLM (modeling_zamba.py, modeling_zamba2.py, same commit) without
+the kernels (ZambaMambaMixer.slow_forward with use_mamba_kernels false,
+Zamba2MambaMixer.torch_forward): four layers, the hybrid at layer 2 (Zamba's
+layer types; Zamba2 given the same list), eager and SDPA attention (Zamba
+eager only: it has no SDPA path), fp32 and bf16, Zamba2 with and without the
+shared attention adapters. layers[i] counts the whole decoder layer: for the
+hybrid, the shared block's invocation, the per-layer linear and the Mamba
+decoder (layer2_saved lists its storages). Without /proc in the chroot UCX
+prints one error line on stdout; drop it:
+
+  chroot ... python3 /opt/gpumem-oracle/mamba.py --zamba | grep -v 'UCX  ERROR' > testdata/oracle/zamba.json
+  go test ./model/ -run TestZambaOracle -v
 """
 
 import json
@@ -72,7 +86,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import activations as base  # noqa: E402  (Meter, saved_by_op)
 
 from transformers import (JambaConfig, JambaForCausalLM, Mamba2Config, Mamba2ForCausalLM, MambaConfig,  # noqa: E402
-                          MambaForCausalLM)
+                          MambaForCausalLM, Zamba2Config, Zamba2ForCausalLM, ZambaConfig, ZambaForCausalLM)
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
@@ -92,6 +106,28 @@ def build(c):
                           mamba_expand=c["expand"], mamba_dt_rank=c["dt_rank"], use_mamba_kernels=False,
                           use_cache=False, attn_implementation=c["attention"])
         m = JambaForCausalLM(cfg).to(DTYPES[c["dtype"]])
+        m.train()
+        return m
+    if c.get("arch") == "zamba":
+        cfg = ZambaConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], intermediate_size=c["intermediate"],
+                          num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                          num_key_value_heads=c["kv_heads"], n_mamba_heads=c["mamba_heads"], mamba_d_state=c["state"],
+                          mamba_d_conv=c["conv"], mamba_expand=c["expand"], mamba_dt_rank=c["dt_rank"],
+                          attn_layer_period=6, attn_layer_offset=4, use_mamba_kernels=False, use_cache=False,
+                          attn_implementation=c["attention"])
+        m = ZambaForCausalLM(cfg).to(DTYPES[c["dtype"]])
+        m.train()
+        return m
+    if c.get("arch") == "zamba2":
+        cfg = Zamba2Config(vocab_size=c["vocab"], hidden_size=c["hidden"], intermediate_size=c["intermediate"],
+                           num_hidden_layers=c["layers"], layers_block_type=c["types"],
+                           num_attention_heads=c["heads"], num_key_value_heads=c["kv_heads"],
+                           n_mamba_heads=c["mamba_heads"], mamba_d_state=c["state"], mamba_d_conv=c["conv"],
+                           mamba_expand=c["expand"], mamba_ngroups=c["groups"], chunk_size=c["chunk"],
+                           num_mem_blocks=1, adapter_rank=c["adapter_rank"],
+                           use_shared_attention_adapter=c["attn_adapter"], use_cache=False,
+                           attn_implementation=c["attention"])
+        m = Zamba2ForCausalLM(cfg).to(DTYPES[c["dtype"]])
         m.train()
         return m
     if c.get("arch") == "mamba2":
@@ -121,9 +157,10 @@ def measure(c):
             meter.phase = p
         return hook
 
-    body = m.model if c.get("arch") == "jamba" else m.backbone
-    emb = body.embed_tokens if c.get("arch") == "jamba" else body.embeddings
-    fin = body.final_layernorm if c.get("arch") == "jamba" else body.norm_f
+    hf = c.get("arch") in ("jamba", "zamba", "zamba2")
+    body = m.model if hf else m.backbone
+    emb = body.embed_tokens if hf else body.embeddings
+    fin = body.final_layernorm if hf else body.norm_f
     hooks = [emb.register_forward_pre_hook(phase("embedding")),
              fin.register_forward_pre_hook(phase("final_norm")),
              m.lm_head.register_forward_pre_hook(phase("head"))]
@@ -147,6 +184,8 @@ def measure(c):
     rec["layer0_saved"] = sorted(log.get("layer0", []), key=lambda r: (-r[2], r[0]))
     if c.get("arch") == "jamba":
         rec["layer1_saved"] = sorted(log.get("layer1", []), key=lambda r: (-r[2], r[0]))
+    if c.get("arch") in ("zamba", "zamba2"):
+        rec["layer2_saved"] = sorted(log.get("layer2", []), key=lambda r: (-r[2], r[0]))
     return rec
 
 
@@ -179,7 +218,34 @@ def grid3():
                            dtype=dt, attention=att)
 
 
+def grid4():
+    # Four layers: mamba, mamba, hybrid, mamba (ZambaConfig's layer types
+    # with attn_layer_period 6, offset 4; Zamba2 given the same list).
+    types = ["mamba", "mamba", "hybrid", "mamba"]
+    for (b, s, h, I, H, KV, mh, r) in ((1, 8, 32, 48, 4, 2, 2, 4), (2, 12, 32, 64, 4, 4, 4, 3)):
+        for dt in ("fp32", "bf16"):
+            for att in ("eager",):  # ZambaForCausalLM has no SDPA path
+                yield dict(arch="zamba", batch=b, seq=s, hidden=h, intermediate=I, heads=H, kv_heads=KV,
+                           mamba_heads=mh, state=8, conv=4, expand=2, dt_rank=r, vocab=128, layers=4, dtype=dt,
+                           attention=att)
+    for (b, s, h, I, H, KV, mh, g, ck, ar, aa) in ((1, 16, 32, 48, 4, 2, 4, 1, 8, 8, False),
+                                                  (2, 12, 32, 64, 4, 4, 4, 2, 8, 4, True)):
+        for dt in ("fp32", "bf16"):
+            for att in ("eager", "sdpa"):
+                yield dict(arch="zamba2", batch=b, seq=s, hidden=h, intermediate=I, heads=H, kv_heads=KV,
+                           mamba_heads=mh, state=8, conv=4, expand=2, groups=g, chunk=ck, adapter_rank=ar,
+                           attn_adapter=aa, types=types, vocab=128, layers=4, dtype=dt, attention=att)
+
+
 def main():
+    if sys.argv[1:] == ["--zamba"]:
+        cases = [{"config": c, "saved": measure(c)} for c in grid4()]
+        json.dump({"torch": torch.__version__.split("+")[0],
+                   "transformers_commit": "8cb5963cc22174954e7dca2c0a3320b7dc2f4edc",
+                   "kernel": "ZambaMambaMixer.slow_forward (use_mamba_kernels false), Zamba2MambaMixer.torch_forward",
+                   "cases": cases}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     if sys.argv[1:] == ["--jamba"]:
         cases = [{"config": c, "saved": measure(c)} for c in grid3()]
         json.dump({"torch": torch.__version__.split("+")[0],
