@@ -284,7 +284,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
 		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(), Compile: j.Compile,
-		FrozenBase: j.frozenBase(),
+		FrozenBase: j.frozenBase(), FreezeVision: j.Model.visionFrozen && j.Gradients != InputGradients,
 	}
 }
 

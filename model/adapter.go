@@ -135,8 +135,27 @@ type Finetune struct {
 // Whisper's encoder position table, a fixed sinusoid
 // (WhisperEncoder.__init__: self.embed_positions.requires_grad_(False),
 // transformers modeling_whisper.py, v4.27 to v4.57 and later).
+//
+// It also reports the tensors a classifier's forward runs but its loss
+// does not read, which backward therefore leaves without a gradient and
+// torch.optim's step without state (it skips a parameter whose grad is
+// None): CLIPForImageClassification's and SiglipForImageClassification's
+// loss reads the mean of the tower's last_hidden_state
+// (modeling_clip.py, modeling_siglip.py at v4.57.1), not its pooler
+// output, which is CLIP's post_layernorm (applied to the class token
+// only) and SigLIP's attention-pooling head (vision_use_head).
 func (s Spec) FrozenByModel(name string) bool {
-	return name == "model.encoder.embed_positions.weight" && layoutOf(&s) == layoutWhisper
+	switch l := layoutOf(&s); {
+	case l == layoutWhisper:
+		return name == "model.encoder.embed_positions.weight"
+	case s.Head != HeadImageCls:
+		return false
+	case l == layoutCLIPVision:
+		return strings.HasPrefix(name, "vision_model.post_layernorm.")
+	case l == layoutSiglipVision:
+		return strings.HasPrefix(name, "vision_model.head.")
+	}
+	return false
 }
 
 // BufferBytes returns the bytes of the tensors the model's modules
