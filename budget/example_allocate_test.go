@@ -68,8 +68,8 @@ func ExampleAllocate_llavaOn3090() {
 	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
 	// needs 21.75 GiB of 23.59 GiB free (1.84 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       205.88 GiB            —  no    —
-	// * checkpointing → full                           138.38 GiB   −67.50 GiB  no    recomputes 98% of a forward pass
+	// * as given                                       206.31 GiB            —  no    —
+	// * checkpointing → full                           138.38 GiB   −67.93 GiB  no    recomputes 98% of a forward pass
 	//   optimizer → bnb.optim.AdamW8bit                 90.69 GiB   −47.69 GiB  no    a different optimizer state
 	// * precision → bf16                                49.18 GiB   −41.51 GiB  no    lower-precision weights or state
 	//   offload optimizer state to the CPU              35.17 GiB   −14.01 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
