@@ -151,6 +151,18 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 				return actFigures{}, errOverflow("encoder output")
 			}
 		}
+		if sp := j.Model.spec; sp.Family == "llava" && sp.Vision != nil && sp.Text != nil && j.Images > 0 && a.ImageTokens > 0 {
+			// LlavaModel.forward returns the projected image features
+			// (image_hidden_states: torch.cat of the per-image features,
+			// modeling_llava.py at v4.57.1), so they outlive the language
+			// model, and the caller holds its pixel values through the
+			// pass. Measured on the CPU (testdata/measured/cpu, llava
+			// prefill rows).
+			n := int64(j.Batch) * int64(j.Images)
+			v := sp.Vision.Image
+			e := int64(dt.Bits() / 8)
+			in += gpumem.Bytes(e * n * (v.Channels*v.Size*v.Size + a.ImageTokens*sp.Text.Hidden))
+		}
 		f.headIn = in
 	}
 	if j.Mode == Training {
@@ -294,7 +306,7 @@ func workload(j *Job, dt gpumem.DType) model.Workload {
 		ContextParallel: int64(j.Parallel.ContextParallel),
 		Loss:            j.Loss, HeadGrad: j.headGrad(), LogitsToKeep: int64(j.LogitsToKeep), Labels: j.EvalLoss,
 		SSMKernel: j.SSMKernel, Backend: j.Backend, NoAttentionMask: j.noAttentionMask(), Compile: j.Compile,
-		FrozenBase: j.frozenBase(),
+		FrozenBase: j.frozenBase(), FreezeVision: j.Model.visionFrozen && j.Gradients != InputGradients,
 	}
 }
 

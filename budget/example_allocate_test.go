@@ -64,16 +64,16 @@ func ExampleAllocate_llavaOn3090() {
 	fmt.Print(p)
 	// Output:
 	// default limits: true
-	// does not fit: needs 116.17 GiB more than the 23.59 GiB free (at least 138.58 GiB on the device; the largest part is optimizer, 78.94 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
+	// does not fit: needs 115.97 GiB more than the 23.59 GiB free (at least 138.38 GiB on the device; the largest part is optimizer, 78.80 GiB); allow an 8-bit optimizer; allow optimizer offload; allow LoRA or QLoRA
 	// batch 4 × 2048 tokens, 8 accumulation steps, attention flash, checkpointing full, torch.optim.AdamW, bf16, LoRA r=16
 	// needs 21.75 GiB of 23.59 GiB free (1.84 GiB left); stopped by memory (activations)
 	//   change                                        device peak       saving  fits  cost
-	// * as given                                       206.03 GiB            —  no    —
-	// * checkpointing → full                           138.58 GiB   −67.45 GiB  no    recomputes 98% of a forward pass
-	//   optimizer → bnb.optim.AdamW8bit                 90.76 GiB   −47.82 GiB  no    a different optimizer state
-	// * precision → bf16                                49.23 GiB   −41.53 GiB  no    lower-precision weights or state
-	//   offload optimizer state to the CPU              35.19 GiB   −14.03 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
-	// * model → LoRA r=16                               21.56 GiB   −13.63 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,063,427,072
+	// * as given                                       206.31 GiB            —  no    —
+	// * checkpointing → full                           138.38 GiB   −67.93 GiB  no    recomputes 98% of a forward pass
+	//   optimizer → bnb.optim.AdamW8bit                 90.69 GiB   −47.69 GiB  no    a different optimizer state
+	// * precision → bf16                                49.18 GiB   −41.51 GiB  no    lower-precision weights or state
+	//   offload optimizer state to the CPU              35.17 GiB   −14.01 GiB  no    gradients to the host and weights back every step; the step runs on the CPU
+	// * model → LoRA r=16                               21.56 GiB   −13.60 GiB  yes   weights 13.16 GiB → 13.24 GiB; trains 47,267,840 parameters instead of 7,050,828,800
 }
 
 // Block attention over 32k tokens (docs/scenarios.md): 32k tokens through a Llama-style model with 32 heads in fp16

@@ -85,11 +85,11 @@ func ExampleEstimate_llava7bAdam() {
 	fmt.Println("allocated  ", b.Allocated().HumanSI())
 	// Output:
 	// parameters  14.13 GB
-	// gradients   14.13 GB
-	// Adam states 28.25 GB
-	// model state 56.51 GB (seed: 57.2 GB + activations)
+	// gradients   14.10 GB
+	// Adam states 28.20 GB
+	// model state 56.43 GB (seed: 57.2 GB + activations)
 	// activations 16.64 GB at backward start
-	// allocated   59.71 GB
+	// allocated   59.66 GB
 }
 
 // LLaVA on a 24 GB card, the 13B footprint exercise: LLaVA-1.5-13B,
@@ -137,8 +137,8 @@ func ExampleEstimate_llava13bExercise() {
 	}
 	fmt.Println("seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB")
 	// Output:
-	// model state 106.81 GB = 26.70 GB weights + 26.70 GB gradients + 53.41 GB AdamW (seed: 106.84 GB)
-	// eager saved activations 92.51 GB (3.46× the weights), peak 174.27 GB at backward
-	// flash saved activations 25.70 GB (0.96× the weights), peak 106.83 GB at backward
+	// model state 106.74 GB = 26.70 GB weights + 26.68 GB gradients + 53.36 GB AdamW (seed: 106.84 GB)
+	// eager saved activations 92.51 GB (3.46× the weights), peak 174.22 GB at backward
+	// flash saved activations 25.70 GB (0.96× the weights), peak 106.75 GB at backward
 	// seed  saved activations 66.78 GB (2.50× the weights), peak 173.62 GB
 }

@@ -51,6 +51,12 @@ type Model struct {
 	// trained tensor is an adapter of a Llama-style projection (zero
 	// otherwise: the activations of a trained base).
 	frozen model.FrozenBase
+	// visionFrozen says that a multimodal model's vision tower trains no
+	// tensor (LLaVA-1.5's fine-tuning freezes it; LoRA on the language
+	// model leaves it frozen): with its pixels not requiring grad either,
+	// autograd records no graph through the tower, which saves nothing
+	// (model.Workload.FreezeVision).
+	visionFrozen bool
 	// untrainable is the error of the first tensor the Finetune trains
 	// that cannot train (quantized or fp8 storage): a Training job is
 	// refused with it; inference and load jobs keep the tensor frozen.
@@ -136,6 +142,7 @@ func NewModel(f model.Finetune) (Model, error) {
 	index := make(map[string]int, 64)
 	var key strings.Builder
 	frozenOK := true
+	visionTrains := false
 	for i, r := range rs {
 		t := r.Tensor
 		n, err := t.Elems()
@@ -217,6 +224,9 @@ func NewModel(f model.Finetune) (Model, error) {
 				m.frozen.Rank = max(m.frozen.Rank, t.Shape[0])
 			}
 		}
+		if train && part == "vision" {
+			visionTrains = true
+		}
 		if train {
 			m.trainableParams += total
 			m.trainableTensors += r.Count
@@ -232,6 +242,7 @@ func NewModel(f model.Finetune) (Model, error) {
 		// (model.FrozenBase.KeptInputs).
 		m.frozen.KeptInputs = true
 	}
+	m.visionFrozen = s.Vision != nil && !visionTrains
 	// The stepped inventory is one run per trainable group: identical
 	// tensors together, so that an optimizer's transient sizes each
 	// shape once. A foreach step's temporaries are a sum, which the order

@@ -349,6 +349,15 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		if !bl.act.gated() {
 			mlpBwd = c.a(eTI, c.m(e, T, bl.h))
 		}
+		if bl.act == actQuickGELU {
+			// input * sigmoid(1.702 * input) runs as three autograd
+			// nodes: MulBackward0 makes the gradients of both factors
+			// (grad·sigmoid and grad·input) before SigmoidBackward0
+			// reads the second: one T·I more than a fused GELU's
+			// backward (measured on the CPU, testdata/measured/cpu,
+			// CLIP fp32 training rows).
+			mlpBwd = c.a(mlpBwd, eTI)
+		}
 	}
 	saved = c.a(saved, mlp)
 	if sh.fz.on() && ((!bl.post && !bl.parallel && !bl.sandwich && !bl.cross && bl.mla == nil) || sh.fz.inputOnly(bl)) {
@@ -383,6 +392,13 @@ func (c *actCalc) block(bl *actBlock, sh actShape) actCost {
 		inner = bl.moe.Intermediate
 	}
 	if bl.act.gated() || bl.moe != nil {
+		n = 3
+	}
+	if bl.act == actQuickGELU {
+		// QuickGELUActivation.forward (activations.py at v4.57.1):
+		// input * torch.sigmoid(1.702 * input), the input and the
+		// sigmoid alive while the product is made. Measured on the CPU
+		// (testdata/measured/cpu, CLIP prefill rows).
 		n = 3
 	}
 	if bl.act == actGELUNew {

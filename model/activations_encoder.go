@@ -40,7 +40,11 @@ func (c *actCalc) vision(a *Activations, s Spec, w Workload, e int64, part strin
 		a.Inputs = gpumem.Bytes(actMax(pixels, in))
 	}
 	if layoutOf(&s) == layoutCLIPVision {
-		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, e)) // pre_layrnorm
+		pe := e
+		if sh.autocast && bl.qkvIn > 0 {
+			pe = 4 // pre_layrnorm reads the fp32 embeddings (autocastNorms)
+		}
+		emb = c.a(emb, c.normSaved(actLN, T, s.Hidden, pe)) // pre_layrnorm
 	}
 	if w.Dropout && layoutOf(&s) == layoutVision {
 		emb = c.a(emb, c.m(w.dropMask(e), T, s.Hidden))

@@ -159,8 +159,28 @@ func actFamily(s *Spec) actBlock {
 			// hidden_states_norm.
 			bl.heldHidden, bl.heldAttn = 6, 3
 		}
+		if layoutOf(s) == layoutSiglipVision {
+			// modeling_siglip.py at v4.57.1, without a graph, in the MLP
+			// of the second and later layers: SiglipVisionTransformer.
+			// forward holds the embeddings' output for the whole encoder,
+			// SiglipEncoder's loop variable the layer's input, and
+			// SiglipEncoderLayer.forward its residual (the attention's
+			// sum) and layer_norm2's output (the MLP's argument): four
+			// B·S·h tensors. In the attention: the embeddings' output,
+			// the layer's input and layer_norm1's output.
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 	case layoutCLIPVision, layoutCLIPText:
 		bl.act, bl.upcast = actQuickGELU, true
+		if layoutOf(s) == layoutCLIPVision {
+			// modeling_clip.py at v4.57.1: as SigLIP's, with
+			// pre_layrnorm's output the tensor CLIPVisionTransformer
+			// holds for the whole encoder. Measured on the CPU
+			// (testdata/measured/cpu, CLIP prefill rows): the peak is the
+			// pixel values, these four and quick_gelu's three B·S·I
+			// tensors (the fc1 output, sigmoid(1.702x) and the product).
+			bl.heldHidden, bl.heldAttn = 4, 3
+		}
 	}
 	return bl
 }

@@ -135,8 +135,41 @@ type Finetune struct {
 // Whisper's encoder position table, a fixed sinusoid
 // (WhisperEncoder.__init__: self.embed_positions.requires_grad_(False),
 // transformers modeling_whisper.py, v4.27 to v4.57 and later).
+//
+// It also reports the tensors a classifier's forward runs but its loss
+// does not read, which backward therefore leaves without a gradient and
+// torch.optim's step without state (it skips a parameter whose grad is
+// None): CLIPForImageClassification's and SiglipForImageClassification's
+// loss reads the mean of the tower's last_hidden_state
+// (modeling_clip.py, modeling_siglip.py at v4.57.1), not its pooler
+// output, which is CLIP's post_layernorm (applied to the class token
+// only) and SigLIP's attention-pooling head (vision_use_head); LLaVA's
+// language model reads the vision tower's second-to-last hidden state
+// (vision_feature_layer -2, LlavaModel.get_image_features in
+// modeling_llava.py at v4.57.1), so the tower's last layer and its
+// post_layernorm get no gradient either.
 func (s Spec) FrozenByModel(name string) bool {
-	return name == "model.encoder.embed_positions.weight" && layoutOf(&s) == layoutWhisper
+	switch l := layoutOf(&s); {
+	case l == layoutWhisper:
+		return name == "model.encoder.embed_positions.weight"
+	case s.llavaUnusedLayer():
+		return strings.HasPrefix(name, "vision_tower.vision_model.post_layernorm.") ||
+			strings.HasPrefix(name, "vision_tower.vision_model.encoder.layers."+itoa(s.Vision.Layers-1)+".")
+	case s.Head != HeadImageCls:
+		return false
+	case l == layoutCLIPVision:
+		return strings.HasPrefix(name, "vision_model.post_layernorm.")
+	case l == layoutSiglipVision:
+		return strings.HasPrefix(name, "vision_model.head.")
+	}
+	return false
+}
+
+// llavaUnusedLayer says that s is a LLaVA model whose vision tower's last
+// layer computes a hidden state the language model does not read
+// (vision_feature_layer -2, which activations.go's multimodal assumes).
+func (s Spec) llavaUnusedLayer() bool {
+	return s.Family == "llava" && s.Vision != nil && s.Vision.Layers > 1
 }
 
 // BufferBytes returns the bytes of the tensors the model's modules
@@ -235,7 +268,9 @@ func (f Finetune) Tensors() ([]gpumem.Tensor, error) {
 // and so may a LoRA target naming a layer ("layers.3.q_proj"): then
 // every tensor is a run of 1.
 func (f Finetune) Runs() (all, trainable []Run, err error) {
-	fold := f.Train == nil
+	// LLaVA's last vision layer trains apart from the others
+	// (FrozenByModel): its tensors are read one by one.
+	fold := f.Train == nil && !f.Model.llavaUnusedLayer()
 	for _, t := range f.LoRA.Targets {
 		for _, seg := range strings.Split(t, ".") {
 			if seg != "" && strings.Trim(seg, "0123456789") == "" {

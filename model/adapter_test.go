@@ -175,7 +175,10 @@ func TestTrainPredicates(t *testing.T) {
 	full := Finetune{Model: s}
 	n, err = full.TrainableParams(), full.Validate()
 	require.NoError(t, err)
-	assert.Equal(t, s.Params(), n)
+	// vision_feature_layer -2: the tower's last CLIP-L layer
+	// (4·(1024²+1024) + 2·1024·4096+4096+1024 + 2·2·1024) and its
+	// post_layernorm (2·1024) get no gradient (FrozenByModel).
+	assert.Equal(t, s.Params()-12_596_224-2_048, n)
 	// DeepSeek-V3's router bias is a buffer: it never trains.
 	ds, _ := Lookup("deepseek-v3")
 	n, err = Finetune{Model: ds}.TrainableParams(), Finetune{Model: ds}.Validate()

@@ -80,6 +80,15 @@ func autocastNormReaders(s *Spec, bl *actBlock) (qkv, mlp int64) {
 		// ViTEmbeddings torch.cat's the fp32 cls_token with the 16-bit
 		// patch convolution (cat is on autocast's promote list) and adds
 		// the fp32 position_embeddings.
+	case layoutCLIPVision, layoutSiglipVision:
+		// CLIPEncoderLayer and SiglipEncoderLayer (modeling_clip.py,
+		// modeling_siglip.py, v4.57.1): q_proj, k_proj and v_proj read
+		// layer_norm1's output, fc1 layer_norm2's. The stream is fp32
+		// from the embeddings, as ViT's: CLIPVisionEmbeddings torch.cat's
+		// the fp32 class_embedding with the 16-bit patch convolution and
+		// adds the fp32 position_embedding; SiglipVisionEmbeddings adds
+		// the fp32 position_embedding to the 16-bit patches (the add
+		// promotes).
 	default:
 		return 0, 0
 	}

@@ -29,7 +29,10 @@
 // clip_vision_model, clip_text_model, siglip(_vision_model), llava,
 // deepseek_v2 and deepseek_v3, gpt_oss, llama4_text, bloom, qwen2_vl,
 // qwen2_5_vl, T5 encoder-only checkpoints
-// (T5EncoderModel), CLIPTextModelWithProjection, and diffusers'
+// (T5EncoderModel), CLIPTextModelWithProjection,
+// CLIPForImageClassification and SiglipForImageClassification (a
+// clip_vision_model or siglip_vision_model config naming them: the tower
+// and a classifier over the mean of its tokens), and diffusers'
 // CogVideoXTransformer3DModel, UNet2DConditionModel, AutoencoderKL,
 // FluxTransformer2DModel and SD3Transformer2DModel configs (by their
 // "_class_name"; Flux's and SD3's parameters, model/flux.go and

@@ -106,7 +106,9 @@ func (s Spec) headSupported(h Head) bool {
 	switch layoutOf(&s) {
 	case layoutBERT:
 		return h == HeadMaskedLM || h == HeadSeqCls || h == HeadTokenCls || h == HeadQA
-	case layoutVision, layoutBackbone:
+	case layoutVision, layoutBackbone, layoutCLIPVision, layoutSiglipVision:
+		// CLIPForImageClassification and SiglipForImageClassification
+		// (transformers v4.57.1): the tower and a classifier.
 		return h == HeadImageCls
 	case layoutLlama, layoutGPT2:
 		return h == HeadSeqCls || h == HeadTokenCls || h == HeadQA

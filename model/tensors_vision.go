@@ -122,6 +122,12 @@ func (s Spec) buildCLIPFamily(b *builder) {
 		b.linearP(p0, "head.mlp.fc1", I, H, true)
 		b.linearP(p0, "head.mlp.fc2", H, I, true)
 	}
+	if s.Head == HeadImageCls {
+		// CLIPForImageClassification, SiglipForImageClassification
+		// (modeling_clip.py, modeling_siglip.py at v4.57.1): a
+		// classifier over the mean of the tower's output tokens.
+		b.linear("classifier", s.labels(), H, true)
+	}
 }
 
 // buildMultimodal is LlavaForConditionalGeneration (vision tower,

@@ -93,6 +93,32 @@ MODELS = [
                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 4096}},
 ]
 
+# Vision-language models (build_vlm_grid): the vision towers of CLIP and
+# SigLIP, each the catalog tower ("sub": the CLIPConfig's vision_config)
+# with a classifier over the mean of the tower's output tokens
+# (CLIPForImageClassification, SiglipForImageClassification: the tower is
+# the class CLIPVisionModel and SiglipVisionModel wrap, built from the
+# parent config whose vision_config is the job's config), and a
+# LLaVA-1.5-style LlavaForConditionalGeneration: a tiny CLIP tower, the
+# 2-layer GELU projector and the grid's small Llama, one 112-px image of
+# (112/14)² = 64 tokens per sample before the sample's text.
+SMALL_TOWER = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4}
+VLM_MODELS = [
+    {"name": "clip-vision-small", "catalog": "clip-vit-large-patch14-336", "sub": "vision_config", "kind": "vision",
+     "overrides": dict(SMALL_TOWER, image_size=224, patch_size=16, architectures=["CLIPForImageClassification"],
+                       num_labels=1000)},
+    {"name": "siglip-vision-small", "catalog": "siglip-so400m-vision", "kind": "vision",
+     "overrides": dict(SMALL_TOWER, image_size=224, patch_size=16, architectures=["SiglipForImageClassification"],
+                       num_labels=1000)},
+    {"name": "llava-small", "catalog": "llava-1.5-7b", "kind": "llava", "images": 1,
+     "overrides": {"vision_config": dict(SMALL_TOWER, image_size=112, patch_size=14),
+                   "text_config": dict(SMALL_DECODER, num_key_value_heads=2, torch_dtype="float32"),
+                   "image_token_index": 4095, "vocab_size": 4096, "torch_dtype": "float32"}},
+]
+# The parent config class each tower classifier takes (its vision_config is
+# the job's config).
+TOWER_PARENT = {"clip_vision_model": "CLIPConfig", "siglip_vision_model": "SiglipConfig"}
+
 
 def read_catalog(name):
     with open(os.path.join(CATALOG, name + ".json")) as f:
@@ -147,7 +173,11 @@ def case_id(job, suffix=""):
         parts.append("drop" if job["dropout"] else "nodrop")
         if job.get("compile"):
             parts.append("compile-" + job["compile"])
+        if job.get("freeze_vision"):
+            parts.append("freezevision")
     parts.append("b%d" % job["batch"])
+    if job.get("images"):
+        parts.append("i%d" % job["images"])
     if job.get("seq") is not None:
         parts.append("s%d" % job["seq"])
     if job["mode"] == "generate":
@@ -159,7 +189,7 @@ def case_id(job, suffix=""):
 
 def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=None, impl="",
              momentum=0.0, checkpointing="none", lora_rank=0, generate=0, dropout=True, frozen=False,
-             nesterov=False, suffix="", compile=""):
+             nesterov=False, suffix="", compile="", freeze_vision=False):
     """A case of the grid. optimizer is adamw, sgd, adafactor (transformers'
     Adafactor) or none (no step: the gradients are computed and dropped).
     frozen freezes every parameter and differentiates to the input (an
@@ -167,7 +197,12 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
     dropout; optimizer none). suffix ends the id (the torch-1 grid's).
     compile is the torch.compile scope of a training case (layers or model)."""
     config = read_catalog(m["catalog"])
-    config.update(m["overrides"])
+    if m.get("sub"):
+        config = dict(config[m["sub"]])
+    for k, v in m["overrides"].items():
+        # A nested config (LLaVA's vision_config, text_config) takes the
+        # override's keys over the catalog's.
+        config[k] = dict(config[k], **v) if isinstance(v, dict) and isinstance(config.get(k), dict) else v
     overrides = dict(m["overrides"])
     if not dropout and dropout_on(config):
         config = without_dropout(config)
@@ -198,6 +233,14 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
         job["nesterov"] = True
     if compile and mode == "train":
         job["compile"] = compile
+    if m.get("images"):
+        job["images"] = m["images"]
+    if freeze_vision and mode == "train":
+        job["freeze_vision"] = True
+    if kind == "llava" and job["lora_targets"]:
+        # PEFT's target_modules match the vision tower's q_proj/v_proj
+        # too; LLaVA's LoRA recipes adapt the language model only.
+        job["lora_targets"] = ["language_model.*.q_proj", "language_model.*.v_proj"]
     return {"id": case_id(job, suffix), "job": job}
 
 
@@ -242,7 +285,33 @@ def build_grid():
                     cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="adafactor"))
                     cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="sgd", impl="forloop",
                                           momentum=0.9, nesterov=True))
-    return unique(cases)
+    return unique(cases + build_vlm_grid())
+
+
+def build_vlm_grid():
+    """The vision-language cases (VLM_MODELS): for the CLIP and SigLIP
+    towers, training with the for-loop AdamW in fp32 and under bf16
+    autocast, and prefill, at batch 1 and 4, SDPA and eager; for LLaVA,
+    the same at 64 text tokens after one image, training with the vision
+    tower frozen (LLaVA-1.5's fine-tuning: projector and language model
+    trained) and with everything trained, LoRA rank 8 on the language
+    model's q_proj/v_proj, prefill and generate() of 16 tokens."""
+    cases = []
+    for m in VLM_MODELS:
+        llava = m["kind"] == "llava"
+        for b in (1, 4):
+            for attn in ("sdpa", "eager"):
+                for precision in ("fp32", "bf16-mixed"):
+                    cases.append(make_job(m, "train", b, 64, precision=precision, attention=attn, optimizer="adamw",
+                                          impl="forloop", freeze_vision=llava))
+                cases.append(make_job(m, "prefill", b, 64, attention=attn))
+                if llava:
+                    cases.append(make_job(m, "train", b, 64, attention=attn, optimizer="adamw", impl="forloop"))
+                    cases.append(make_job(m, "generate", b, 64, attention=attn, generate=16))
+                    if attn == "sdpa":
+                        cases.append(make_job(m, "train", b, 64, attention=attn, optimizer="adamw", impl="forloop",
+                                              lora_rank=8))
+    return cases
 
 
 # The models of the torch-1 grid (TORCH1_MODELS): transformers releases
@@ -373,9 +442,16 @@ class Lora:
 
         for p in model.parameters():
             p.requires_grad_(False)
+        # A target is a module name, or "<prefix>.*.<name>": the modules of
+        # that name under a module whose path ends with <prefix>.
+        scoped = [t.split(".*.") for t in targets if ".*." in t]
+        names = [t for t in targets if ".*." not in t]
         for name, mod in list(model.named_modules()):
             for child_name, child in list(mod.named_children()):
-                if child_name in targets and isinstance(child, nn.Linear):
+                hit = child_name in names or any(
+                    child_name == n and (name == p or name.startswith(p + ".") or ("." + p + ".") in ("." + name + "."))
+                    for p, n in scoped)
+                if hit and isinstance(child, nn.Linear):
                     setattr(mod, child_name, LoraLinear(child))
         return model
 
@@ -383,12 +459,22 @@ class Lora:
 def build_model(torch, transformers, job):
     c = dict(job["config"])
     mt = c.pop("model_type")
-    config = transformers.AutoConfig.for_model(mt, **c)
     cls = getattr(transformers, job["config"]["architectures"][0])
+    if mt in TOWER_PARENT and cls.__name__.endswith("ForImageClassification"):
+        # CLIPForImageClassification and SiglipForImageClassification take
+        # the parent config and build its vision_config's tower.
+        config = getattr(transformers, TOWER_PARENT[mt])(
+            vision_config=dict(c, model_type=mt), num_labels=c.get("num_labels", 2))
+    else:
+        config = transformers.AutoConfig.for_model(mt, **c)
     dtype = torch.bfloat16 if job["precision"] == "bf16" else torch.float32
     model = cls._from_config(config, torch_dtype=dtype, attn_implementation=job["attention"])
     if job.get("lora_rank"):
         model = Lora.wrap(torch, model, job["lora_rank"], job["lora_targets"])
+    if job.get("freeze_vision"):
+        # LLaVA-1.5's fine-tuning: the vision tower frozen, the projector
+        # and the language model trained.
+        model.model.vision_tower.requires_grad_(False)
     if job.get("frozen"):
         for p in model.parameters():
             p.requires_grad_(False)
@@ -412,8 +498,22 @@ def inputs(torch, job, config):
         feats = torch.randn(b, config.num_mel_bins, 2 * config.max_source_positions, generator=g)
         return {"input_features": feats}, ids(job["decoder_seq"])
     if kind == "vision":
-        px = torch.randn(b, 3, config.image_size, config.image_size, generator=g)
+        vc = getattr(config, "vision_config", config)  # CLIP's and SigLIP's classifiers
+        px = torch.randn(b, 3, vc.image_size, vc.image_size, generator=g)
         return {"pixel_values": px}, torch.randint(0, config.num_labels, (b,), generator=g)
+    if kind == "llava":
+        # Each sample: job.images images of (image_size/patch_size)² tokens
+        # (the "default" strategy drops CLS), then job.seq text tokens; the
+        # labels ignore the image positions (-100), as LLaVA's collators do.
+        vc, n = config.vision_config, job["images"]
+        per = (vc.image_size // vc.patch_size) ** 2
+        text = torch.randint(3, config.text_config.vocab_size - 1, (b, s), generator=g)
+        img = torch.full((b, n * per), config.image_token_id, dtype=torch.long)
+        x = torch.cat([img, text], dim=1)
+        px = torch.randn(b * n, 3, vc.image_size, vc.image_size, generator=g)
+        labels = torch.cat([torch.full_like(img, -100), text], dim=1)
+        del img, text
+        return {"input_ids": x, "pixel_values": px}, labels
     raise ValueError("kind %r" % kind)
 
 
@@ -645,7 +745,7 @@ def train(torch, transformers, model, job, x, labels, leaf, marks, info):
 def prefill(torch, model, job, x, labels, marks):
     model.eval()
     kw = {}
-    if job["kind"] == "causal":
+    if job["kind"] in ("causal", "llava"):
         kw["use_cache"] = False
     if job["kind"] in ("seq2seq", "speech"):
         kw["decoder_input_ids"] = labels

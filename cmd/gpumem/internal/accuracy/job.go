@@ -142,6 +142,9 @@ type Job struct {
 	Loss         string `json:"loss"`
 	LogitsToKeep int    `json:"logits_to_keep"`
 	Frozen       bool   `json:"frozen"`
+	// FreezeVision freezes a multimodal model's vision tower and trains
+	// the rest (LLaVA-1.5's fine-tuning: model.FreezeParts("vision")).
+	FreezeVision bool `json:"freeze_vision"`
 	// Compile is what the run compiled with torch.compile (budget.Job.
 	// Compile): true is torchtune's compile=True, which compiles each
 	// decoder layer and the loss (layers+loss); a string is a
@@ -318,7 +321,11 @@ func (j *Job) Budget() (budget.Job, error) {
 	case j.LoRARank < 0:
 		return b, gpumem.Errorf(field("lora_rank"), j.LoRARank, gpumem.ErrRange, "must not be negative")
 	case j.LoRARank > 0:
-		ft.LoRA = model.LoRA{Rank: j.LoRARank, Targets: j.LoRATargets}
+		targets, err := scopedTargets(s, j.LoRATargets)
+		if err != nil {
+			return b, err
+		}
+		ft.LoRA = model.LoRA{Rank: j.LoRARank, Targets: targets}
 		if j.LoRADType != "" {
 			if ft.LoRA.DType, err = gpumem.ParseDType(j.LoRADType); err != nil {
 				return b, gpumem.Errorf(field("lora_dtype"), j.LoRADType, gpumem.ErrInvalid, "not a dtype")
@@ -326,6 +333,15 @@ func (j *Job) Budget() (budget.Job, error) {
 		}
 	case j.LoRATargets != nil || j.LoRADType != "":
 		return b, gpumem.Errorf(field("lora_targets"), j.LoRATargets, gpumem.ErrInvalid, "LoRA targets or dtype without lora_rank")
+	}
+	if j.FreezeVision {
+		switch {
+		case s.Vision == nil:
+			return b, gpumem.Errorf(field("freeze_vision"), true, gpumem.ErrInvalid, "%s has no vision tower", s.Name)
+		case b.Mode != budget.Training || j.LoRARank > 0 || j.Frozen:
+			return b, gpumem.Errorf(field("freeze_vision"), true, gpumem.ErrInvalid, "a training job without LoRA or frozen freezes the vision tower")
+		}
+		ft.Train = model.FreezeParts("vision")
 	}
 	switch j.Quant {
 	case "":
@@ -570,4 +586,32 @@ func withImpl(o optimizer.Optimizer, name string) (optimizer.Optimizer, error) {
 		return t, nil
 	}
 	return nil, gpumem.Errorf(field("optimizer_impl"), name, gpumem.ErrUnsupported, "%s has no torch implementations to choose from", o)
+}
+
+// scopedTargets reads tools/measure's scoped LoRA targets,
+// "<prefix>.*.<name>": the modules named <name> under <prefix>
+// (language_model.*.q_proj: the language model's q_proj, not the vision
+// tower's, as LLaVA's LoRA recipes adapt the language model only). Each
+// becomes the full names of the modules it selects, in the model's tensor
+// names, which model.LoRA matches exactly; other targets pass as they are.
+func scopedTargets(s model.Spec, targets []string) ([]string, error) {
+	var out []string
+	for _, t := range targets {
+		prefix, name, scoped := strings.Cut(t, ".*.")
+		if !scoped {
+			out = append(out, t)
+			continue
+		}
+		n := len(out)
+		for _, x := range s.Tensors() {
+			module, ok := strings.CutSuffix(x.Name, ".weight")
+			if ok && len(x.Shape) == 2 && strings.HasPrefix(module, prefix+".") && strings.HasSuffix(module, "."+name) {
+				out = append(out, module)
+			}
+		}
+		if len(out) == n {
+			return nil, gpumem.Errorf(field("lora_targets"), t, gpumem.ErrInvalid, "no linear module of %s matches", s.Name)
+		}
+	}
+	return out, nil
 }
