@@ -48,25 +48,23 @@
 // the first Estimate that needs them; the rest (the activation model,
 // the peak's composition) runs per call. Measured with callgrind
 // (internal/perfdriver, instructions per call): a 70B training job
-// (BenchmarkEstimate) 11,922 instructions (35,015 before the Model kept
-// its figures; 10,643 before the step's composition gained the casts
-// released in backward and the locals the modeling code holds), the
-// same under ZeRO-3 over 64 GPUs 12,153, FSDP 12,119, TP 8 × PP 4 × DP 2
-// (BenchmarkEstimateParallel, two stages) 15,655 (78,794), an 8×7B MoE
-// under EP 8 × TP 2 × CP 2 13,108, generation 10,996. At the rate of the
-// earlier measurement of 2.4 µs for about 30,400 instructions this is
-// about 0.94 µs for the 70B job (1.24 µs for
-// the two pipeline stages); on the machine these were measured
-// on (2 vCPUs of an Intel Xeon, nproc 2, shared with other work, load
-// average about 10, so that wall-clock figures are upper bounds) the
-// minimum of repeated runs was 1.29 µs for BenchmarkEstimate and
-// 1.3–3.1 µs across BenchmarkEstimateLayouts. Fits and Utilization take
-// nanoseconds. NewModel
+// (BenchmarkEstimate) 12,798 instructions (35,015 before the Model kept
+// its figures), the same under ZeRO-3 over 64 GPUs 13,015, FSDP 12,982,
+// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 16,560
+// (78,794 before), an 8×7B MoE under EP 8 × TP 2 × CP 2 13,933,
+// generation 12,085. At the rate of an earlier measurement of 2.4 µs for
+// about 30,400 instructions this is about 1.0 µs for the 70B job (1.3 µs
+// for the two pipeline stages); on the machine these were measured on (2
+// vCPUs of an Intel Xeon, nproc 2, shared with other work, load average
+// about 3.5 to 4, so that wall-clock figures are upper bounds)
+// BenchmarkEstimate took 2.9–4.1 µs in three runs and
+// BenchmarkEstimateLayouts 2.6–5.5 µs across its layouts, with no
+// allocation. Fits and Utilization take nanoseconds. NewModel
 // costs the model's distinct layer kinds, not its size: it builds one
 // layer of each kind and one expert of each block (model.Spec.Runs), so
-// DeepSeek-V3's 92,000 tensors take about 90 µs and a config of 65,536
-// identical layers as long as one of two (BenchmarkNewModelDeepSeekV3,
-// BenchmarkNewModelDeep).
+// DeepSeek-V3's 92,000 tensors take 240–290 µs and a config of 65,536
+// identical layers 92–98 µs (29 KB) on that machine
+// (BenchmarkNewModelDeepSeekV3, BenchmarkNewModelDeep).
 //
 // # What to change so that it fits
 //
