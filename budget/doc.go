@@ -119,10 +119,10 @@
 // `gpumem accuracy` prints the table, cmd/gpumem/internal/accuracy holds the gate):
 //
 //   - allocated peaks (torch.cuda.max_memory_allocated), 37 figures from
-//     litgpt and lit-gpt, torchtune, Hugging Face and torchao on A10G and
-//     A100 GPUs: median error 2.3%, none more than 3.5% under; litgpt's
-//     phi-1.5 LoRA runs over by 31–55% (its model fuses the tanh-GELU
-//     where transformers' Phi, which gpumem models, saves its
+//     litgpt and lit-gpt, torchtune and Hugging Face on A10G and A100
+//     GPUs (a few unstated): median error 2.3%, none more than 3.5% under;
+//     litgpt's phi-1.5 LoRA runs over by 31–55% (its model fuses the
+//     tanh-GELU where transformers' Phi, which gpumem models, saves its
 //     intermediates) and torchtune's compiled LoRA, QLoRA and checkpointed
 //     chunked-loss runs 7–20% over;
 //   - reserved peaks, 9 figures: within 5.1% (median 4.2% under) with
