@@ -31,8 +31,8 @@
 // The estimate's CUDA context and workspaces are those of Job.Device:
 // estimate once per kind of GPU, as BenchmarkSchedulerCycle does (1,000
 // jobs over 100 GPUs of three kinds: 3,000 estimates and 100,000 Fits,
-// 17–21 ms and no allocation per cycle in two runs on the shared machine
-// below, under a load at which BenchmarkEstimate took 6.9 µs).
+// 15–18 ms and no allocation per cycle in two runs on the shared machine
+// below, in a run where BenchmarkEstimate took 2.4–2.6 µs).
 // A Breakdown, a Plan, its DeepSpeed and accelerate configs and a Parallel
 // layout print readably with fmt.Println. `go doc` does not show the
 // runnable examples; they are in this directory's example_*_test.go files
@@ -83,14 +83,15 @@
 // [LargestBatch], [LongestSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
-// (BenchmarkAllocate): 470,919 instructions under callgrind (883,194
-// before), about 37 µs at the rate above (81 µs minimum wall-clock on
-// the shared machine), 60 allocations. [AllocateFleet] does not search
+// (BenchmarkAllocate): 533,571 instructions under callgrind (883,194
+// before the Model kept its figures), about 42 µs at the rate above
+// (110–116 µs wall-clock in two runs on the shared machine), 48
+// allocations. [AllocateFleet] does not search
 // a layout whose model states alone (weights as stored, master copies
 // and optimizer state after sharding and offload, and the CUDA context)
 // exceed the free memory: the layout keeps its first rung, and the plan
 // or the error is the one the full search gives (two nodes of eight 80
-// GB GPUs, BenchmarkAllocateFleet: 813,709 instructions, 2,975,848
+// GB GPUs, BenchmarkAllocateFleet: 1,194,042 instructions, 2,975,848
 // before).
 //
 // # What is modelled
