@@ -84,9 +84,8 @@
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
 // (BenchmarkAllocate): 533,571 instructions under callgrind (883,194
-// before the Model kept its figures), about 42 µs at the rate above
-// (110–116 µs wall-clock in two runs on the shared machine), 48
-// allocations. [AllocateFleet] does not search
+// in an earlier version), about 42 µs at the rate above (110–116 µs
+// wall-clock in two runs on the shared machine), 48 allocations. [AllocateFleet] does not search
 // a layout whose model states alone (weights as stored, master copies
 // and optimizer state after sharding and offload, and the CUDA context)
 // exceed the free memory: the layout keeps its first rung, and the plan
