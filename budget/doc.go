@@ -31,8 +31,8 @@
 // The estimate's CUDA context and workspaces are those of Job.Device:
 // estimate once per kind of GPU, as BenchmarkSchedulerCycle does (1,000
 // jobs over 100 GPUs of three kinds: 3,000 estimates and 100,000 Fits,
-// 17–21 ms and no allocation per cycle in two runs on the shared machine
-// below, under a load at which BenchmarkEstimate took 6.9 µs).
+// 15–18 ms and no allocation per cycle in two runs on the shared machine
+// below, in a run where BenchmarkEstimate took 2.4–2.6 µs).
 // A Breakdown, a Plan, its DeepSpeed and accelerate configs and a Parallel
 // layout print readably with fmt.Println. `go doc` does not show the
 // runnable examples; they are in this directory's example_*_test.go files
@@ -48,25 +48,23 @@
 // the first Estimate that needs them; the rest (the activation model,
 // the peak's composition) runs per call. Measured with callgrind
 // (internal/perfdriver, instructions per call): a 70B training job
-// (BenchmarkEstimate) 11,922 instructions (35,015 before the Model kept
-// its figures; 10,643 before the step's composition gained the casts
-// released in backward and the locals the modeling code holds), the
-// same under ZeRO-3 over 64 GPUs 12,153, FSDP 12,119, TP 8 × PP 4 × DP 2
-// (BenchmarkEstimateParallel, two stages) 15,655 (78,794), an 8×7B MoE
-// under EP 8 × TP 2 × CP 2 13,108, generation 10,996. At the rate of the
-// earlier measurement of 2.4 µs for about 30,400 instructions this is
-// about 0.94 µs for the 70B job (1.24 µs for
-// the two pipeline stages); on the machine these were measured
-// on (2 vCPUs of an Intel Xeon, nproc 2, shared with other work, load
-// average about 10, so that wall-clock figures are upper bounds) the
-// minimum of repeated runs was 1.29 µs for BenchmarkEstimate and
-// 1.3–3.1 µs across BenchmarkEstimateLayouts. Fits and Utilization take
-// nanoseconds. NewModel
+// (BenchmarkEstimate) 12,798 instructions (35,015 before the Model kept
+// its figures), the same under ZeRO-3 over 64 GPUs 13,015, FSDP 12,982,
+// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 16,560
+// (78,794 before), an 8×7B MoE under EP 8 × TP 2 × CP 2 13,933,
+// generation 12,085. At the rate of an earlier measurement of 2.4 µs for
+// about 30,400 instructions this is about 1.0 µs for the 70B job (1.3 µs
+// for the two pipeline stages); on the machine these were measured on (2
+// vCPUs of an Intel Xeon, nproc 2, shared with other work, load average
+// about 3.5 to 4, so that wall-clock figures are upper bounds)
+// BenchmarkEstimate took 2.9–4.1 µs in three runs and
+// BenchmarkEstimateLayouts 2.6–5.5 µs across its layouts, with no
+// allocation. Fits and Utilization take nanoseconds. NewModel
 // costs the model's distinct layer kinds, not its size: it builds one
 // layer of each kind and one expert of each block (model.Spec.Runs), so
-// DeepSeek-V3's 92,000 tensors take about 90 µs and a config of 65,536
-// identical layers as long as one of two (BenchmarkNewModelDeepSeekV3,
-// BenchmarkNewModelDeep).
+// DeepSeek-V3's 92,000 tensors take 240–290 µs and a config of 65,536
+// identical layers 92–98 µs (29 KB) on that machine
+// (BenchmarkNewModelDeepSeekV3, BenchmarkNewModelDeep).
 //
 // # What to change so that it fits
 //
@@ -85,14 +83,14 @@
 // [LargestBatch], [LongestSeqLen] and [CacheEntries] answer the single questions
 // (they allow no change).
 // A plan for a 70B job over every knob takes about 24 estimates
-// (BenchmarkAllocate): 470,919 instructions under callgrind (883,194
-// before), about 37 µs at the rate above (81 µs minimum wall-clock on
-// the shared machine), 60 allocations. [AllocateFleet] does not search
+// (BenchmarkAllocate): 533,571 instructions under callgrind (883,194
+// in an earlier version), about 42 µs at the rate above (110–116 µs
+// wall-clock in two runs on the shared machine), 48 allocations. [AllocateFleet] does not search
 // a layout whose model states alone (weights as stored, master copies
 // and optimizer state after sharding and offload, and the CUDA context)
 // exceed the free memory: the layout keeps its first rung, and the plan
 // or the error is the one the full search gives (two nodes of eight 80
-// GB GPUs, BenchmarkAllocateFleet: 813,709 instructions, 2,975,848
+// GB GPUs, BenchmarkAllocateFleet: 1,194,042 instructions, 2,975,848
 // before).
 //
 // # What is modelled
@@ -120,30 +118,36 @@
 // published with the job that produced it (testdata/published/jobs.jsonl;
 // `gpumem accuracy` prints the table, cmd/gpumem/internal/accuracy holds the gate):
 //
-//   - allocated peaks (torch.cuda.max_memory_allocated), 19 figures from
-//     litgpt, torchtune and Hugging Face on A10G and A100 GPUs: median
-//     error 2.3%, none more than 2.7% under; the 12 Llama, Mistral and
-//     GPT-BigCode figures within 6.9%, litgpt's phi-1.5 LoRA runs over by
-//     31–55% (its model fuses the tanh-GELU where transformers' Phi, which
-//     gpumem models, saves its intermediates);
-//   - reserved peaks, 6 figures: within 4.6% (median 3.7% under) with
+//   - allocated peaks (torch.cuda.max_memory_allocated), 37 figures from
+//     litgpt and lit-gpt, torchtune and Hugging Face on A10G and A100
+//     GPUs (a few unstated): median error 2.3%, none more than 3.5% under;
+//     litgpt's phi-1.5 LoRA runs over by 31–55% (its model fuses the
+//     tanh-GELU where transformers' Phi, which gpumem models, saves its
+//     intermediates) and torchtune's compiled LoRA, QLoRA and checkpointed
+//     chunked-loss runs 7–20% over;
+//   - reserved peaks, 9 figures: within 5.1% (median 4.2% under) with
 //     [DefaultFragmentation];
 //   - device level, 9 BERT-large sequence-classification runs on a 2022
 //     V100 under CUDA 11.2 and the same model only loaded ([Load]):
-//     median error 2.9% (29% under to 3% over; the batch-1 runs within
-//     3%, the batch-4 ones 16–29% under), with the CUDA context of that
+//     median error 3.1% (21% under to 3.1% over; the batch-1 runs within
+//     3.1%, the batch-4 ones 17–21% under), with the CUDA context of that
 //     setup, 1341 MiB of eagerly loaded kernels ([DefaultContext]);
 //     [Calibrate] fits the context from a fleet's own measurements;
 //   - quantized weights (allocated): OctoCoder generating with LLM.int8,
-//     2.7% under, and with 2023's bitsandbytes 4-bit defaults (fp4, fp32
-//     compute, dequantized in the prompt's forward), 0.8% under.
+//     2.3% under, and with 2023's bitsandbytes 4-bit defaults (fp4, fp32
+//     compute, dequantized in the prompt's forward), 0.1% under;
+//   - the KV cache (7 figures) and weights as vLLM and llama.cpp load
+//     them (21), within 2.2%.
 //
-// No GPU measurement of our own is recorded yet: tools/calibrate has the
-// grid (842 cases; every one estimable, TestGrid) but has not run on a
-// GPU. Bitsandbytes QLoRA training is under-estimated by about 11% on the
-// one published case left out for it (litgpt Llama-2-7B, nf4 with double
-// quantization): the activation model does not yet tell a frozen or
-// quantized linear layer from a trained one, nor count LoRA's dropout.
+// 28 more figures are listed apart, each with the reason from its source
+// (`gpumem accuracy` prints them). No GPU measurement of our own is
+// recorded yet: tools/calibrate has the grid (842 cases; every one
+// estimable, TestGrid) but has not run on a GPU. Bitsandbytes QLoRA
+// training through litgpt is within 3.3% on Llama-3.2-1B/3B, Llama-3.1-8B,
+// Mistral-7B and lit-gpt's Llama-2-7B and 13B runs; litgpt's Llama-2-7B
+// nf4 run is 8.9% under and listed apart: litgpt's own attention block
+// (fused qkv viewed per query group, its roped copies) is not modelled op
+// by op.
 //
 // # Serving engines
 //

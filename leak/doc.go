@@ -231,8 +231,9 @@
 // fragmentation, as the guide's answer says. Its leaking log is an
 // accelerating leak (slope rising from 4.5 to 9.7 MiB per step) forecast
 // to reach a 24 GB card's 23.69 GiB at step 994 (24 GiB: step 1017); the
-// log's OOM is at step 1000. Analyze of 1,000,000 samples takes 0.08–0.13
-// s (BenchmarkAnalyzeMillion). Real mmdetection logs (testdata/logs) read
+// log's OOM is at step 1000. Analyze of 1,000,000 samples takes 0.22–0.24
+// s (BenchmarkAnalyzeMillion, two runs on a shared 2-vCPU Intel Xeon at a
+// load average of 2 to 3). Real mmdetection logs (testdata/logs) read
 // as flat running peaks, not leaks. testdata/logs/real holds 29 logs
 // from public issues labelled in read_test.go's realLogs (what the thread
 // says, what is read, how sure, what Analyze says): PyTorch #115255's
@@ -271,7 +272,7 @@
 // memory snapshot was found either; snapshots built in the documented
 // format test that reader: BenchmarkReadSnapshot reads and analyzes one
 // of 140,000 trace entries (30 MB of JSON) in 0.84 s on a shared 2-core
-// AMD EPYC. On the framework logs, ReadSamples costs the same CPU with
+// AMD EPYC (0.73–0.83 s on the Intel Xeon above). On the framework logs, ReadSamples costs the same CPU with
 // the prose and snapshot readers as without them (user time of 600
 // reads within the machine's noise, 1,591 allocations against 1,589);
 // over all of testdata/logs, where 13 logs once unread (prose, tables,
