@@ -337,9 +337,12 @@ func (w Workload) checkMamba() error {
 // the saved tensors, 4·T·I·N. In backward the gradients of deltaB_u and
 // discrete_A accumulate over the l SelectBackward steps of the loop and
 // each step's select_backward materializes a zero-filled [b, I, l, N]
-// gradient: 3·4·T·I·N. A pass without gradients keeps discrete_A,
-// discrete_B and deltaB_u alive until the mixer returns (12·T·I·N)
-// beside projected_states, the convolution's and SiLU's outputs.
+// gradient: 3·4·T·I·N. A pass without gradients keeps every local of
+// slow_forward alive until it returns, so its peak is the gating's add
+// after the loop: discrete_A, discrete_B and deltaB_u (12·T·I·N),
+// projected_states (e·T·2I), SiLU's output, Δ, the list of the l
+// matmul outputs, their stack, u·D and the sum (6·e·T·I), and x_dbl
+// (e·T·(R + 2N)); the convolution's padded output is freed by then.
 func (c *actCalc) mambaSequential(s Spec, w Workload, e int64) (saved, fwd, bwd, noGrad int64) {
 	b, l := w.Batch, w.SeqLen
 	T := c.m(b, l)
@@ -360,6 +363,6 @@ func (c *actCalc) mambaSequential(s Spec, w Workload, e int64) (saved, fwd, bwd,
 		c.m(e, T, R+2*N), c.m(2*e, T, I), c.m(8, I, N), c.m(2, big), upcast, states, c.m(3*e, T, I))
 	fwd = big
 	bwd = c.m(3, big)
-	noGrad = c.a(c.m(3, big), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), c.m(e, T, H))
+	noGrad = c.a(c.m(3, big), c.m(8*e, T, I), c.m(e, T, R+2*N), c.m(e, T, H))
 	return saved, fwd, bwd, noGrad
 }
