@@ -254,7 +254,11 @@ func (c *actCalc) jambaMixer(s Spec, w Workload, e int64) (saved, fwd, bwd, noGr
 			c.m(2*e, T, I), c.m(8, I, N), c.m(2, big), up, states, c.m(3*e, T, I))
 		fwd = big
 		bwd = c.m(3, big)
-		noGrad = c.a(c.m(3, big), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I))
+		// Without a graph slow_forward's locals live until it
+		// returns: its peak is the gating's add after the loop, as
+		// MambaMixer's (mambaSequential), with x_proj's output and
+		// the three norms' outputs (2·e·T·(R + 2N)).
+		noGrad = c.a(c.m(3, big), c.m(8*e, T, I), c.m(2*e, T, R+2*N))
 		return saved, fwd, bwd, noGrad
 	}
 	chunks, _ := checked.CeilDiv(l, 2048)

@@ -335,11 +335,20 @@ func (w Workload) checkMamba() error {
 // matches to the byte. deltaB_u = discrete_B·u (fp32, [b, I, l, N]) is
 // not saved (its add saves nothing): it is the forward transient beside
 // the saved tensors, 4·T·I·N. In backward the gradients of deltaB_u and
-// discrete_A accumulate over the l SelectBackward steps of the loop and
-// each step's select_backward materializes a zero-filled [b, I, l, N]
-// gradient: 3·4·T·I·N. A pass without gradients keeps discrete_A,
-// discrete_B and deltaB_u alive until the mixer returns (12·T·I·N)
-// beside projected_states, the convolution's and SiLU's outputs.
+// discrete_A accumulate over the l steps of the loop, and each step's
+// indexing discrete_A[:, :, i, :] (deltaB_u's too) records a
+// SelectBackward0 and, for each leading ":", a SliceBackward0: the
+// select_backward's zero-filled [b, I, l, N] gradient is the input of
+// a slice_backward that makes another and copies it in, so two are
+// alive beside the two accumulated gradients: 4·4·T·I·N (the CPU
+// profiler's backward of transformers' MambaMixer counts 256
+// select_backward and 658 slice_backward calls for one block of 64
+// tokens; testdata/measured/cpu, the mamba-small training rows). A pass without gradients keeps every local of
+// slow_forward alive until it returns, so its peak is the gating's add
+// after the loop: discrete_A, discrete_B and deltaB_u (12·T·I·N),
+// projected_states (e·T·2I), SiLU's output, Δ, the list of the l
+// matmul outputs, their stack, u·D and the sum (6·e·T·I), and x_dbl
+// (e·T·(R + 2N)); the convolution's padded output is freed by then.
 func (c *actCalc) mambaSequential(s Spec, w Workload, e int64) (saved, fwd, bwd, noGrad int64) {
 	b, l := w.Batch, w.SeqLen
 	T := c.m(b, l)
@@ -359,7 +368,7 @@ func (c *actCalc) mambaSequential(s Spec, w Workload, e int64) (saved, fwd, bwd,
 	saved = c.a(c.normSaved(actRMS, T, H, e), c.m(e, T, H), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), copyIn,
 		c.m(e, T, R+2*N), c.m(2*e, T, I), c.m(8, I, N), c.m(2, big), upcast, states, c.m(3*e, T, I))
 	fwd = big
-	bwd = c.m(3, big)
-	noGrad = c.a(c.m(3, big), c.m(2*e, T, I), c.m(e, b, I, l+K-1), c.m(e, T, I), c.m(e, T, H))
+	bwd = c.m(4, big)
+	noGrad = c.a(c.m(3, big), c.m(8*e, T, I), c.m(e, T, R+2*N), c.m(e, T, H))
 	return saved, fwd, bwd, noGrad
 }

@@ -153,10 +153,14 @@ func (s Spec) mamba2State() (int64, bool) {
 // every block to the byte. Nothing of the broadcast products is saved,
 // but each is a local of torch_forward, alive until the mixer returns:
 // G_intermediate [b, c, Q, Q, h, N] and C_times_states [b, c, Q, h, P, N]
-// (fp32) are the forward transient, 4·b·c·Q²·h·N + 4·b·L·I·N; backward
+// (fp32) are the forward transient with M_intermediate [b, c, Q, Q, h]
+// and, before C_times_states is made, Y_diag's product [b, c, Q, Q, h,
+// P]: 4·b·c·Q²·h·(N + 1) + max(4·b·c·Q²·I, 4·b·L·I·N); backward
 // materializes their gradients (MulBackward of a broadcast operand), the
 // same bytes. A pass without gradients runs the same code: those locals
-// beside the projected states, the convolution and the chunked x.
+// beside in_proj's output, xBC, the fp32 x·Δ, its chunks and D_residual,
+// B and C repeated and chunked, L, G and M
+// (testdata/measured/cpu, the mamba2-small prefill rows).
 func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	b, l := w.Batch, w.SeqLen
 	T := c.m(b, l)
@@ -165,7 +169,7 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	if w.SSMKernel == FusedSSM {
 		saved, big, noGrad = c.mamba2Fused(s, w, e)
 	}
-	bwd := big
+	bwd := c.mamba2TorchBackward(s, w)
 	if w.SSMKernel == FusedSSM {
 		bwd = c.mamba2FusedBackward(s, w, e)
 	}
@@ -193,6 +197,24 @@ func (c *actCalc) mamba2(a *Activations, s Spec, w Workload, e int64) {
 	c.finish(a, w)
 }
 
+// mamba2TorchBackward is the backward transient of one block under
+// torch_forward: the MulBackward0 of a broadcast product computes both
+// operands' gradients at the product's full shape (mul_tensor_backward,
+// grad · other) and the engine reduces each to its operand's shape only
+// after the node returns (validate_outputs, sum_to in
+// torch/csrc/autograd/engine.cpp, torch 2.6), so the two full-size
+// gradients of the largest product, Y_diag's [b, c, Q, Q, h, P],
+// G_intermediate's [b, c, Q, Q, h, N] or the states' [b, c, Q, h, P, N],
+// are alive together (testdata/measured/cpu, the mamba2-small training
+// rows).
+func (c *actCalc) mamba2TorchBackward(s Spec, w Workload) int64 {
+	b, l := w.Batch, w.SeqLen
+	I, N, nh, Q := s.Intermediate, s.SSM.State, s.SSM.Heads, s.SSM.Chunk
+	ch, _ := checked.CeilDiv(l, Q)
+	L := c.m(ch, Q)
+	return c.m(2, max(c.m(4, b, ch, Q, Q, I), c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N)))
+}
+
 // mamba2Torch returns what one block saves, its forward transient and
 // its no-grad transient under Mamba2Mixer.torch_forward (see mamba2),
 // the mixer's width read from s.Intermediate.
@@ -214,8 +236,17 @@ func (c *actCalc) mamba2Torch(s Spec, w Workload, e int64) (saved, big, noGrad i
 		c.m(4*4, b, L, I), c.m(3*4, b, L, nh, N), 2*Q*Q+2*(ch+1)*(ch+1), c.m(3*4, b, ch, Q, Q, nh),
 		c.m(2*4, b, nh, L), c.m(2*4, b, ch+1, I, N), c.m(4, b, nh, ch+1, ch+1),
 		c.m(3*4, T, I), gate, c.m(4, T), c.m(e, T, I))
-	big = c.a(c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, L, I, N))
-	noGrad = c.a(big, c.m(e, T, P), c.m(e, b, D, l+K-1), c.m(4, b, L, I), c.m(e, T, H))
+	// G_intermediate and M_intermediate stay alive (locals) while Y_diag's
+	// broadcast product M[..., None]·x[:, :, None], fp32 [b, c, Q, Q, h,
+	// P], is summed, and later while the states' product B_decay·x and
+	// C_times_states, fp32 [b, c, Q, h, P, N] each, are made.
+	gInt, mInt := c.m(4, b, ch, Q, Q, nh, N), c.m(4, b, ch, Q, Q, nh)
+	big = c.a(gInt, mInt, max(c.m(4, b, ch, Q, Q, I), c.m(4, b, L, I, N)))
+	// Without a graph the other locals live beside it: in_proj's output,
+	// SiLU's xBC, the fp32 x·Δ, its padded chunks and D_residual, B and C
+	// repeated to the heads and padded, L, G and M.
+	noGrad = c.a(big, c.m(e, T, P), c.m(e, T, D), c.m(3*4, b, L, I), c.m(2*4, b, L, nh, N), c.m(2*4, T, nh, N),
+		c.m(3*4, b, ch, Q, Q, nh), c.m(e, T, H))
 	return saved, big, noGrad
 }
 

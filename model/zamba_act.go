@@ -34,7 +34,7 @@ func (c *actCalc) zamba(a *Activations, s Spec, w Workload, e int64) {
 			ms = c.zamba2Fused(m2, w, e)
 		} else {
 			ms, mf, mng = c.mamba2Torch(m2, w, e)
-			mbwd = mf
+			mbwd = c.mamba2TorchBackward(m2, w)
 			// Zamba2RMSNormGated normalizes each of the n_groups groups
 			// of I/n_groups channels (group_size): its rsqrt is fp32
 			// [b, l, G, 1] where MambaRMSNormGated's is [b, l, 1].

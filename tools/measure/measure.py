@@ -120,6 +120,46 @@ VLM_MODELS = [
 TOWER_PARENT = {"clip_vision_model": "CLIPConfig", "siglip_vision_model": "SiglipConfig"}
 
 
+# The state-space and hybrid families, measured apart from MODELS (their
+# own loop in build_grid, so the other families' cases stay as they were):
+# transformers takes the mixers' torch path on the CPU (no mamba_ssm or
+# causal_conv1d kernels: MambaMixer.slow_forward, Mamba2Mixer.torch_forward,
+# JambaMambaMixer.slow_forward with use_mamba_kernels false,
+# Zamba2MambaMixer.torch_forward), gpumem's sequential SSMKernel. Mamba and
+# Jamba start from their catalog configs; the catalog has no Mamba-2 or
+# Zamba2 config, so those two start from "base", the keys their config
+# classes (configuration_mamba2.py, configuration_zamba2.py, v4.57.1) would
+# fill in, written out for gpumem's config reader. Mamba and Mamba-2 have no
+# attention (their attention field reads eager: neither class supports SDPA).
+SSM_MODELS = [
+    {"name": "mamba-small", "catalog": "mamba-130m", "kind": "causal", "attention": "eager",
+     "overrides": {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "time_step_rank": 8,
+                   "vocab_size": 4096}},
+    {"name": "mamba2-small", "catalog": None, "kind": "causal", "attention": "eager",
+     "base": {"architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2", "hidden_size": 128,
+              "num_hidden_layers": 2, "state_size": 16, "expand": 2, "conv_kernel": 4, "num_heads": 8,
+              "head_dim": 32, "n_groups": 1, "chunk_size": 128, "vocab_size": 4096, "use_bias": False,
+              "use_conv_bias": True, "tie_word_embeddings": False, "pad_token_id": 1, "bos_token_id": 0,
+              "eos_token_id": 2},
+     "overrides": {}},
+    {"name": "jamba-small", "catalog": "jamba-v0.1", "kind": "causal", "attention": "sdpa",
+     "overrides": {"hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "attn_layer_period": 2,
+                   "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_dt_rank": 8,
+                   "vocab_size": 4096, "use_mamba_kernels": False}},
+    {"name": "zamba2-small", "catalog": None, "kind": "causal", "attention": "sdpa",
+     "base": {"architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2", "hidden_size": 128,
+              "num_hidden_layers": 4, "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"],
+              "num_attention_heads": 4, "num_key_value_heads": 4, "attention_hidden_size": 256,
+              "attention_head_dim": 64, "intermediate_size": 344, "n_mamba_heads": 8, "mamba_d_state": 16,
+              "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1, "chunk_size": 128, "num_mem_blocks": 1,
+              "use_shared_attention_adapter": False, "adapter_rank": 8, "add_bias_linear": False,
+              "max_position_embeddings": 4096, "vocab_size": 4096, "tie_word_embeddings": True,
+              "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+     "overrides": {}},
+]
+
+
 def read_catalog(name):
     with open(os.path.join(CATALOG, name + ".json")) as f:
         d = json.load(f)
@@ -196,7 +236,7 @@ def make_job(m, mode, batch, seq, precision="fp32", attention="sdpa", optimizer=
     adversarial attack or an attribution: the model in eval mode, so without
     dropout; optimizer none). suffix ends the id (the torch-1 grid's).
     compile is the torch.compile scope of a training case (layers or model)."""
-    config = read_catalog(m["catalog"])
+    config = read_catalog(m["catalog"]) if m["catalog"] else dict(m["base"])
     if m.get("sub"):
         config = dict(config[m["sub"]])
     for k, v in m["overrides"].items():
@@ -270,6 +310,17 @@ def build_grid():
                         cases.append(make_job(m, "generate", b, seq, attention=attn, generate=16))
             if m["catalog"].startswith(("llama", "mistral", "qwen", "gemma")):
                 cases.append(make_job(m, "train", 4, seq, optimizer="adamw", impl="forloop", lora_rank=8))
+    # The state-space and hybrid models (SSM_MODELS): AdamW for-loop in fp32
+    # and under bf16 autocast, prefill and generate().
+    for m in SSM_MODELS:
+        for seq in (64, 256):
+            for b in (1, 4):
+                attn = m["attention"]
+                cases.append(make_job(m, "train", b, seq, attention=attn, optimizer="adamw", impl="forloop"))
+                cases.append(make_job(m, "train", b, seq, precision="bf16-mixed", attention=attn,
+                                      optimizer="adamw", impl="forloop"))
+                cases.append(make_job(m, "prefill", b, seq, attention=attn))
+                cases.append(make_job(m, "generate", b, seq, attention=attn, generate=16))
     # Jobs without an AdamW or SGD step: a frozen model differentiated to its
     # input, gradients without a step, transformers' Adafactor, and SGD with
     # Nesterov momentum.

@@ -186,6 +186,16 @@ func CompareCPU(rows []CPURow) CPUSet {
 			// with lora_dropout 0 on a frozen base: budget.FrozenBaseLoRA,
 			// Job.LoRACode's zero value.
 			j.Backend = model.CPU
+			// The CPU has no mamba_ssm or causal_conv1d kernels:
+			// every state-space mixer takes transformers' torch path
+			// (MambaMixer.forward calls cuda_kernels_forward only
+			// when "cuda" is in the weights' device type, else
+			// slow_forward; Mamba2Mixer and Zamba2MambaMixer
+			// torch_forward; JambaMambaMixer slow_forward once
+			// use_mamba_kernels is off: modeling_mamba.py,
+			// modeling_mamba2.py, modeling_jamba.py,
+			// modeling_zamba2.py, v4.57.1).
+			j.SSMKernel = model.SequentialSSM
 			b, err = budget.Estimate(j)
 		}
 		var phase string
