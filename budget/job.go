@@ -272,7 +272,7 @@ type Job struct {
 	// code or torchtune's LoRALinear, whose frozen base
 	// saves nothing for its weights: model.FrozenBase derives the saved
 	// tensors; LitGPTLoRA: litgpt's own GPT and LoRAQKVLinear, not
-	// modelled op by op, estimated as a trained base, an upper bound).
+	// modelled op by op, estimated as a trained base, which its published LoRA runs measure 2-9% below and its QLoRA runs within 3.3% of).
 	// The frozen base needs adapters on Llama-style projections only
 	// (q_proj ... down_proj) and nothing else trained; otherwise the
 	// activations are a trained base's whatever the code. It changes

@@ -188,6 +188,9 @@ func (f *Flags) CheckGiven(fs *flag.FlagSet) error {
 		if given["logits-to-keep"] && f.LogitsToKeep != 0 {
 			return fmt.Errorf("%w: --logits-to-keep %d: a training step's loss needs the logits of every position (give --infer, or leave --logits-to-keep out)", ErrUsage, f.LogitsToKeep)
 		}
+		if f.EvalLoss {
+			return fmt.Errorf("%w: --eval: an evaluation pass is an inference job's, its loss under no_grad (give --infer instead of --train)", ErrUsage)
+		}
 		return nil
 	}
 	const leave = "give --train, or leave %s out"

@@ -33,7 +33,7 @@ var llamaFlagNames = []string{"n-gpu-layers", "ctx-size", "parallel", "ubatch-si
 	"split-mode", "tensor-split", "main-gpu", "no-mmap", "llamacpp-version", "swa-full"}
 
 func (l *LlamaFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&l.Runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama) or vllm; default llama.cpp for a --gguf inference job, pytorch otherwise")
+	fs.StringVar(&l.Runtime, "runtime", "", "the engine: pytorch (transformers), llama.cpp (also Ollama), vllm or sglang; default llama.cpp for a --gguf inference job, pytorch otherwise")
 	fs.StringVar(&l.GPULayers, "n-gpu-layers", "", "with --runtime llama.cpp: llama.cpp's -ngl, the last N of the n_layer + 1 slots (the output layer is one) on the GPU (default, or -1: all)")
 	fs.IntVar(&l.CtxSize, "ctx-size", 0, "with --runtime llama.cpp: llama.cpp's -c, the KV cache's tokens over all sequences (default --parallel × (--seq + --generate))")
 	fs.IntVar(&l.Parallel, "parallel", 0, "with --runtime llama.cpp: llama-server's --parallel, the sequences that share --ctx-size, each share padded to 256 cells (default --batch)")
@@ -57,7 +57,7 @@ func (l *LlamaFlags) Apply(j *budget.Job, gguf bool) (string, error) {
 	if l.Runtime != "" {
 		var err error
 		if rt, err = budget.ParseRuntime(l.Runtime); err != nil {
-			return "runtime", fmt.Errorf("%w: --runtime %q: want pytorch, llama.cpp or vllm", ErrUsage, l.Runtime)
+			return "runtime", fmt.Errorf("%w: --runtime %q: want pytorch, llama.cpp (or ollama), vllm or sglang", ErrUsage, l.Runtime)
 		}
 		if rt != budget.PyTorch && j.Mode != budget.Prefill && j.Mode != budget.Generation {
 			return "runtime", fmt.Errorf("%w: --runtime %s: %s runs inference (give --infer)", ErrUsage, l.Runtime, rt)

@@ -56,6 +56,7 @@ func TestEstimateLossFlagErrors(t *testing.T) {
 		{[]string{"--model", "vit-base-patch16-224", "--train", "--loss", "cce"}, "--loss cce: unsupported"},
 		{[]string{"--model", "llama-3-8b", "--train", "--gpus", "2", "--tp", "2", "--loss", "liger"}, "--loss liger: unsupported: the liger loss is modelled without tensor parallelism"},
 		{[]string{"--model", "llama-3-8b", "--train", "--logits-to-keep", "1"}, "--logits-to-keep 1: a training step's loss needs the logits of every position"},
+		{[]string{"--model", "llama-3-8b", "--train", "--eval"}, "--eval: an evaluation pass is an inference job's"},
 		{[]string{"--model", "llama-3-8b", "--infer", "--generate", "8", "--logits-to-keep", "1"}, "--logits-to-keep 1: generation's prompt pass"},
 		{[]string{"--model", "llama-3-8b", "--infer", "--logits-to-keep", "-1"}, "--logits-to-keep -1: invalid value"},
 		{[]string{"--model", "t5-small", "--infer", "--logits-to-keep", "1"}, "--logits-to-keep 1: unsupported"},

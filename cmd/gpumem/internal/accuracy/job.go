@@ -488,7 +488,7 @@ func (j *Job) runtime(b *budget.Job) error {
 	var err error
 	if j.Runtime != "" {
 		if b.Runtime, err = budget.ParseRuntime(j.Runtime); err != nil {
-			return gpumem.Errorf(field("runtime"), j.Runtime, gpumem.ErrInvalid, "want pytorch, llama.cpp or vllm")
+			return gpumem.Errorf(field("runtime"), j.Runtime, gpumem.ErrInvalid, "want pytorch, llama.cpp (or ollama), vllm or sglang")
 		}
 	}
 	if j.LlamaCpp == nil {
