@@ -88,7 +88,13 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	if j.Model.actErr != nil {
 		return actFigures{}, j.Model.actErr
 	}
-	a, err := j.Model.spec.AppendActivationsChecked(buf[:0], w)
+	var a model.Activations
+	var err error
+	if j.Model.act != nil {
+		a, err = j.Model.act.AppendActivations(buf[:0], w)
+	} else {
+		a, err = j.Model.spec.AppendActivationsChecked(buf[:0], w)
+	}
 	if err != nil {
 		return actFigures{}, err
 	}
