@@ -218,7 +218,7 @@ func (w Workload) check(s *Spec) (int64, error) {
 }
 
 // checkLayout is check with l, layoutOf(s).
-func (w Workload) checkLayout(s *Spec, l layout) (int64, error) {
+func (w *Workload) checkLayout(s *Spec, l layout) (int64, error) {
 	if w.Batch < 1 || w.Batch > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
@@ -299,7 +299,7 @@ func (w Workload) computeDType(s *Spec) gpumem.DType {
 }
 
 // checkParallel validates the tensor, sequence and context degrees against s.
-func (w Workload) checkParallel(s *Spec) error {
+func (w *Workload) checkParallel(s *Spec) error {
 	t := w.TensorParallel
 	if t < 0 || t > 1<<16 {
 		return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must be in [0, 65536]")
