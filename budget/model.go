@@ -71,6 +71,9 @@ type Model struct {
 	// block description computed once, model.ActivationModel).
 	actErr error
 	act    *model.ActivationModel
+	// lm is what activations reads of spec.LM() on every estimate
+	// (LM returns a copy of the whole Spec), taken once.
+	lm lmFacts
 	// bufferBytes is spec.BufferBytes(): the registered buffers.
 	bufferBytes gpumem.Bytes
 }
@@ -138,6 +141,8 @@ func NewModel(f model.Finetune) (Model, error) {
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
 	m.act, m.actErr = model.NewActivationModel(s)
+	lm := s.LM()
+	m.lm = lmFacts{family: lm.Family, vocab: lm.Vocab, hidden: lm.Hidden, noLogitsToKeep: noLogitsToKeep[lm.Family]}
 	m.bufferBytes = s.BufferBytes()
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err
