@@ -155,8 +155,12 @@ func (o Overhead) validate(train bool, d gpumem.Device) error {
 	case o.Loading > LoadingEager:
 		return gpumem.Errorf("Job.Overhead.Loading", o.Loading, gpumem.ErrInvalid, "want LoadingDefault, LoadingLazy or LoadingEager")
 	}
-	if err := checkCUDA(deviceCompute(d), o.CUDA, o.Loading); err != nil {
-		return err
+	// checkCUDA accepts an unset CUDA version on any device: the device's
+	// lookup is made only for a version to check.
+	if !o.CUDA.IsZero() {
+		if err := checkCUDA(deviceCompute(d), o.CUDA, o.Loading); err != nil {
+			return err
+		}
 	}
 	// The workspaces' bytes, with the largest default workspace (Hopper's)
 	// standing for a zero Workspace, and the count resolve gives (a zero
