@@ -88,7 +88,13 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	if j.Model.actErr != nil {
 		return actFigures{}, j.Model.actErr
 	}
-	a, err := j.Model.spec.AppendActivationsChecked(buf[:0], w)
+	var a model.Activations
+	var err error
+	if j.Model.act != nil {
+		a, err = j.Model.act.AppendActivations(buf[:0], w)
+	} else {
+		a, err = j.Model.spec.AppendActivationsChecked(buf[:0], w)
+	}
 	if err != nil {
 		return actFigures{}, err
 	}
@@ -116,7 +122,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	if len(a.Layers) > 0 && a.Layers[0].Count > 0 {
 		f.firstBlock = a.Layers[0].KeptTotal / gpumem.Bytes(a.Layers[0].Count)
 	}
-	if j.Mode == Generation && a.Tokens > 0 && !noLogitsToKeep[j.Model.spec.LM().Family] {
+	if j.Mode == Generation && a.Tokens > 0 && !j.Model.lm.noLogitsToKeep {
 		last := (a.Logits + gpumem.Bytes(a.Tokens) - 1) / gpumem.Bytes(a.Tokens)
 		f.saved -= a.Logits - last
 		f.logits, f.lossLogits = last, last
@@ -128,7 +134,7 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 	// as it holds its ids, to the end of the step.
 	f.ids = a.TokenIDs + a.Inputs
 	f.shared = a.Shared
-	if lm := j.Model.spec.LM(); j.Mode != Training && lm.Vocab > 0 && a.Logits > 0 {
+	if lm := &j.Model.lm; j.Mode != Training && lm.vocab > 0 && a.Logits > 0 {
 		// A pass without a graph makes the logits from the final
 		// hidden states, which the CausalLM's forward holds
 		// (hidden_states = outputs.last_hidden_state; a logits_to_keep
@@ -141,17 +147,17 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		// modeling_bert.py at v4.57.1.) Measured on the CPU
 		// (testdata/measured/cpu, prefill rows): the logits moment
 		// holds the logits and these, to 8 KiB.
-		in := a.Logits / gpumem.Bytes(lm.Vocab) * gpumem.Bytes(lm.Hidden)
-		if lm.Family == "bert" || lm.Family == "roberta" {
+		in := a.Logits / gpumem.Bytes(lm.vocab) * gpumem.Bytes(lm.hidden)
+		if lm.family == "bert" || lm.family == "roberta" {
 			in *= 2
 		}
 		if f.encoder {
 			var ok bool
-			if in, ok = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.Vocab)/gpumem.Bytes(max(a.Tokens, 1))); !ok {
+			if in, ok = encDecHeadIn(j, in, a.Logits/gpumem.Bytes(lm.vocab)/gpumem.Bytes(max(a.Tokens, 1))); !ok {
 				return actFigures{}, errOverflow("encoder output")
 			}
 		}
-		if sp := j.Model.spec; sp.Family == "llava" && sp.Vision != nil && sp.Text != nil && j.Images > 0 && a.ImageTokens > 0 {
+		if sp := &j.Model.spec; sp.Family == "llava" && sp.Vision != nil && sp.Text != nil && j.Images > 0 && a.ImageTokens > 0 {
 			// LlavaModel.forward returns the projected image features
 			// (image_hidden_states: torch.cat of the per-image features,
 			// modeling_llava.py at v4.57.1), so they outlive the language
@@ -179,6 +185,14 @@ func activations(j *Job, dt gpumem.DType) (actFigures, error) {
 		f.offloadInputs(a.Layers)
 	}
 	return f, nil
+}
+
+// lmFacts are the fields of a Model's language model (model.Spec.LM)
+// that activations reads, and whether its family is in noLogitsToKeep.
+type lmFacts struct {
+	family         string
+	vocab, hidden  int64
+	noLogitsToKeep bool
 }
 
 // noLogitsToKeep are the model types whose ForCausalLM forward takes no

@@ -45,21 +45,32 @@
 // on the workload — its weights', gradients' and master copies' bytes
 // per precision and rank, the optimizer's state and step per optimizer
 // value, precision and rank, the architecture's checks — computed on
-// the first Estimate that needs them; the rest (the activation model,
-// the peak's composition) runs per call. Measured with callgrind
-// (internal/perfdriver, instructions per call): a 70B training job
-// (BenchmarkEstimate) 12,798 instructions (35,015 before the Model kept
-// its figures), the same under ZeRO-3 over 64 GPUs 13,015, FSDP 12,982,
-// TP 8 × PP 4 × DP 2 (BenchmarkEstimateParallel, two stages) 16,560
-// (78,794 before), an 8×7B MoE under EP 8 × TP 2 × CP 2 13,933,
-// generation 12,085. At the rate of an earlier measurement of 2.4 µs for
-// about 30,400 instructions this is about 1.0 µs for the 70B job (1.3 µs
-// for the two pipeline stages); on the machine these were measured on (2
+// the first Estimate that needs them; NewModel also prepares the
+// activation model's view of the architecture (model.ActivationModel:
+// its block layout and block description) and the language model's
+// fields the activations read. The rest (the activation model, the
+// peak's composition) runs per call. Measured with callgrind
+// (internal/perfdriver, instructions per Estimate call, 2,000 calls): a
+// 70B training job (BenchmarkEstimate) 11,227 instructions (12,800
+// before the Model prepared the activation model's view, 35,015 before
+// it kept its figures), the same under ZeRO-3 over 64 GPUs 11,450
+// (13,025), FSDP 11,413 (12,987), TP 8 × PP 4 × DP 2
+// (BenchmarkEstimateParallel, two stages) 15,012 (16,562; 78,794 before
+// the figures were kept), an 8×7B MoE under EP 8 × TP 2 × CP 2 12,411
+// (13,906), generation 10,057 (12,233); the estimates of one Allocate
+// (BenchmarkAllocate's job, 200 calls) 330,570 (371,021), of one
+// AllocateFleet (BenchmarkAllocateFleet's, 20 calls) 667,649
+// (747,194). At the rate of an earlier measurement of 2.4 µs for about
+// 30,400 instructions this is about 0.9 µs for the 70B job (1.2 µs for the two pipeline
+// stages); on the machine the earlier figures were measured on (2
 // vCPUs of an Intel Xeon, nproc 2, shared with other work, load average
 // about 3.5 to 4, so that wall-clock figures are upper bounds)
 // BenchmarkEstimate took 2.9–4.1 µs in three runs and
 // BenchmarkEstimateLayouts 2.6–5.5 µs across its layouts, with no
-// allocation. Fits and Utilization take nanoseconds. NewModel
+// allocation; on the same kind of machine at load average about 1,
+// BenchmarkEstimate took 2.45–2.60 µs in three runs before the
+// activation model's view was prepared and 1.94–2.46 µs in six after.
+// Fits and Utilization take nanoseconds. NewModel
 // costs the model's distinct layer kinds, not its size: it builds one
 // layer of each kind and one expert of each block (model.Spec.Runs), so
 // DeepSeek-V3's 92,000 tensors take 240–290 µs and a config of 65,536

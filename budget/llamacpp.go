@@ -115,7 +115,7 @@ func (j *Job) validateLlamaCpp() error {
 		return gpumem.Errorf("Job.Runtime", j.Runtime, gpumem.ErrInvalid, "want PyTorch, LlamaCpp, VLLM or SGLang")
 	}
 	if j.Runtime != LlamaCpp {
-		if *o != (LlamaCppOptions{}) {
+		if !o.isZero() {
 			return gpumem.Errorf("Job.LlamaCpp", "set", gpumem.ErrInvalid, "llama.cpp options need Runtime LlamaCpp")
 		}
 		return nil

@@ -66,8 +66,14 @@ type Model struct {
 	// (memo.go), shared by the copies of the Model.
 	memo *memo
 	// actErr is spec.CheckActivations(): the activation model's checks
-	// of the architecture, made once (activations).
+	// of the architecture, made once (activations); act, when they
+	// pass, is spec prepared for the activation model (its layout and
+	// block description computed once, model.ActivationModel).
 	actErr error
+	act    *model.ActivationModel
+	// lm is what activations reads of spec.LM() on every estimate
+	// (LM returns a copy of the whole Spec), taken once.
+	lm lmFacts
 	// bufferBytes is spec.BufferBytes(): the registered buffers.
 	bufferBytes gpumem.Bytes
 }
@@ -134,7 +140,9 @@ func NewModel(f model.Finetune) (Model, error) {
 	}
 	m := Model{spec: s, kv: kvGeometry(s), layers: s.LM().Layers, tied: s.LM().TiedEmbeddings, memo: new(memo)}
 	m.layerElems = largestLayer(s.Runs())
-	m.actErr = s.CheckActivations()
+	m.act, m.actErr = model.NewActivationModel(s)
+	lm := s.LM()
+	m.lm = lmFacts{family: lm.Family, vocab: lm.Vocab, hidden: lm.Hidden, noLogitsToKeep: noLogitsToKeep[lm.Family]}
 	m.bufferBytes = s.BufferBytes()
 	if m.quant, err = newQuantKernels(f, rs); err != nil {
 		return Model{}, err

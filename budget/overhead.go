@@ -155,25 +155,41 @@ func (o Overhead) validate(train bool, d gpumem.Device) error {
 	case o.Loading > LoadingEager:
 		return gpumem.Errorf("Job.Overhead.Loading", o.Loading, gpumem.ErrInvalid, "want LoadingDefault, LoadingLazy or LoadingEager")
 	}
-	if err := checkCUDA(deviceCompute(d), o.CUDA, o.Loading); err != nil {
-		return err
+	// checkCUDA accepts an unset CUDA version on any device: the device's
+	// lookup is made only for a version to check.
+	if !o.CUDA.IsZero() {
+		if err := checkCUDA(deviceCompute(d), o.CUDA, o.Loading); err != nil {
+			return err
+		}
 	}
 	// The workspaces' bytes, with the largest default workspace (Hopper's)
-	// standing for a zero Workspace.
-	r := o.resolve(train, gpumem.Device{})
-	ws := r.Workspace
+	// standing for a zero Workspace, and the count resolve gives (a zero
+	// Workspaces: 1, 2 in training).
+	ws, n := o.Workspace, workspaces(o.Workspaces, train)
 	if o.Workspace == 0 {
 		ws = hopperWorkspace
 	}
-	if _, ok := checked.Mul(int64(ws), int64(r.Workspaces)); !ok {
+	if _, ok := checked.Mul(int64(ws), int64(n)); !ok {
 		if o.Workspaces != 0 {
 			return gpumem.Errorf("Job.Overhead.Workspaces", o.Workspaces, gpumem.ErrRange,
 				"%d workspaces of %d bytes overflow int64", o.Workspaces, int64(ws))
 		}
 		return gpumem.Errorf("Job.Overhead.Workspace", o.Workspace, gpumem.ErrRange,
-			"%d workspaces of %d bytes overflow int64", r.Workspaces, int64(ws))
+			"%d workspaces of %d bytes overflow int64", n, int64(ws))
 	}
 	return nil
+}
+
+// workspaces is the workspace count n stands for: n, or when zero one
+// (two in training).
+func workspaces(n int, train bool) int {
+	if n == 0 {
+		n = 1
+		if train {
+			n = 2
+		}
+	}
+	return n
 }
 
 // resolve fills the zero fields of o with the defaults for a job on d.
@@ -196,12 +212,7 @@ func (o Overhead) resolve(train bool, d gpumem.Device) Overhead {
 	if o.Workspace == 0 {
 		o.Workspace = workspaceFor(d)
 	}
-	if o.Workspaces == 0 {
-		o.Workspaces = 1
-		if train {
-			o.Workspaces = 2
-		}
-	}
+	o.Workspaces = workspaces(o.Workspaces, train)
 	if o.Fragmentation == 0 {
 		o.Fragmentation = DefaultFragmentation
 	}

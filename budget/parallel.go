@@ -104,14 +104,12 @@ func (p Parallel) modelParallel() bool {
 
 func (p Parallel) validate() error {
 	const most = 1 << 20
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"DataParallel", p.DataParallel}, {"TensorParallel", p.TensorParallel}, {"PipelineParallel", p.PipelineParallel},
-		{"VirtualStages", p.VirtualStages}, {"ContextParallel", p.ContextParallel}, {"ExpertParallel", p.ExpertParallel},
-		{"GPUsPerNode", p.GPUsPerNode}} {
-		if f.v < 0 || f.v > most {
-			return gpumem.Errorf("Job.Parallel."+f.name, f.v, gpumem.ErrInvalid, "must be in [0, 2^20]")
+	// One test of the seven counts first (a negative count is a large
+	// uint); the loop names the first one out of range.
+	if max(uint(p.DataParallel), uint(p.TensorParallel), uint(p.PipelineParallel), uint(p.VirtualStages),
+		uint(p.ContextParallel), uint(p.ExpertParallel), uint(p.GPUsPerNode)) > most {
+		if err := p.validateCounts(); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -130,6 +128,22 @@ func (p Parallel) validate() error {
 	case p.ExpertParallel > 1 && max(p.DataParallel, 1)*max(p.ContextParallel, 1)%p.ExpertParallel != 0:
 		return gpumem.Errorf("Job.Parallel.ExpertParallel", p.ExpertParallel, gpumem.ErrInvalid,
 			"must divide DataParallel × ContextParallel = %d (experts are spread over data-parallel ranks)", max(p.DataParallel, 1)*max(p.ContextParallel, 1))
+	}
+	return nil
+}
+
+// validateCounts names the first count of p out of [0, 2^20].
+func (p Parallel) validateCounts() error {
+	const most = 1 << 20
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"DataParallel", p.DataParallel}, {"TensorParallel", p.TensorParallel}, {"PipelineParallel", p.PipelineParallel},
+		{"VirtualStages", p.VirtualStages}, {"ContextParallel", p.ContextParallel}, {"ExpertParallel", p.ExpertParallel},
+		{"GPUsPerNode", p.GPUsPerNode}} {
+		if f.v < 0 || f.v > most {
+			return gpumem.Errorf("Job.Parallel."+f.name, f.v, gpumem.ErrInvalid, "must be in [0, 2^20]")
+		}
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func VLLMBuffers(j Job) (VLLMReport, error) {
 func (j *Job) validateVLLM() error {
 	o := &j.VLLM
 	if j.Runtime != VLLM {
-		if *o != (VLLMOptions{}) {
+		if !o.isZero() {
 			return gpumem.Errorf("Job.VLLM", "set", gpumem.ErrInvalid, "vLLM options need Runtime VLLM")
 		}
 		return nil

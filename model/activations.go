@@ -100,11 +100,19 @@ func (s *Spec) AppendActivationsChecked(dst []LayerActivations, w Workload) (Act
 
 // appendChecked is AppendActivations once s is checked.
 func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, error) {
-	e, err := w.check(s)
+	return s.appendPrepared(dst, w, nil)
+}
+
+// appendPrepared is appendChecked with, when prep is not nil, s its
+// Spec and the layout and block description it holds.
+func (s *Spec) appendPrepared(dst []LayerActivations, w Workload, prep *ActivationModel) (Activations, error) {
+	var c actCalc
+	c.prep = prep
+	l := c.layoutOf(s)
+	e, err := w.checkLayout(s, l)
 	if err != nil {
 		return Activations{}, err
 	}
-	l := layoutOf(s)
 	switch l {
 	case layoutMamba:
 		if err := w.checkMamba(); err != nil {
@@ -129,7 +137,6 @@ func (s *Spec) appendChecked(dst []LayerActivations, w Workload) (Activations, e
 		// (the K/V blocks of the ring are transients).
 		w.SeqLen /= cp
 	}
-	var c actCalc
 	var a Activations
 	switch l {
 	case layoutMultimodal:

@@ -43,6 +43,9 @@ type actCalc struct {
 	buf  [8]LayerActivations
 	n    int
 	more []LayerActivations
+	// prep, when not nil, holds the layout and block description of
+	// its Spec (see ActivationModel).
+	prep *ActivationModel
 }
 
 // push appends a block's figures.

@@ -12,13 +12,12 @@ import (
 // language model with seq tokens per sequence, under part.
 func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part string, seq int64) {
 	sh := actShape{b: w.Batch, s: seq, e: e, k: w.Attention, hc: w.HeadChunk, drop: w.Dropout, mask: w.dropMask(e), cpu: w.Backend == CPU, gqa: w.NoAttentionMask, autocast: w.Autocast, softmax: w.Softmax, half: w.computeDType(s) == gpumem.FP16}
-	sh.causal = layoutOf(s) != layoutBERT
+	sh.causal = c.layoutOf(s) != layoutBERT
 	if w.Train {
 		sh.fz = w.FrozenBase
 	}
 	shared0 := a.Shared // a vision tower's, before the language model's
-	bl := actFamily(s)
-	bl.qkvIn, bl.mlpIn = autocastNormReaders(s, &bl)
+	bl := c.decoderBlock(s)
 	a.Tokens = seq
 	T := c.m(w.Batch, seq)
 	layers := s.Layers
@@ -57,7 +56,7 @@ func (c *actCalc) decoderOnly(a *Activations, s *Spec, w Workload, e int64, part
 			l.KeptTotal -= min(l.Kept, gpumem.Bytes(c.frozenFirst(&fb, sh, sh.math(&fb))))
 		}
 	}
-	l := layoutOf(s)
+	l := c.layoutOf(s)
 	// Per-token tensors outside the blocks: whole on every tensor-parallel
 	// rank, a 1/t slice of the sequence under sequence parallelism.
 	Th := T
@@ -339,7 +338,7 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	if !inputCounted && (!w.Train || !w.FrozenBase.on()) {
 		h = c.m(e, Th, s.Hidden) // a frozen head saves no input (FrozenBase)
 	}
-	if layoutOf(s) == layoutBERT && !w.FrozenBase.Input {
+	if c.layoutOf(s) == layoutBERT && !w.FrozenBase.Input {
 		h = c.m(e, Th, s.Hidden) // the transform's LayerNorm output
 	}
 	if s.Family == "gemma2" {
@@ -401,7 +400,7 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 	}
 	lsm, causal := int64(4), true
 	halfGrad := int64(0)
-	switch layoutOf(s) {
+	switch c.layoutOf(s) {
 	case layoutBERT, layoutT5, layoutWhisper:
 		// CrossEntropyLoss on the logits as they are. (OPTForCausalLM
 		// computed its own loss so up to v4.45; at v4.57.1 it calls
@@ -438,7 +437,7 @@ func (c *actCalc) head(a *Activations, s *Spec, w Workload, e, T, Th int64, inpu
 		return
 	}
 	rows := TV
-	if layoutOf(s) == layoutMamba {
+	if c.layoutOf(s) == layoutMamba {
 		// MambaForCausalLM (transformers v4.57.1) computes its own loss:
 		// logits[..., :-1, :].contiguous(), an fp32 copy of T − b rows
 		// alive until the forward returns, whose CrossEntropyLoss saves

@@ -214,10 +214,14 @@ type Workload struct {
 
 // check validates w and returns the compute dtype's element size.
 func (w Workload) check(s *Spec) (int64, error) {
+	return w.checkLayout(s, layoutOf(s))
+}
+
+// checkLayout is check with l, layoutOf(s).
+func (w *Workload) checkLayout(s *Spec, l layout) (int64, error) {
 	if w.Batch < 1 || w.Batch > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.Batch", w.Batch, gpumem.ErrInvalid, "must be in [1, 2^40]")
 	}
-	l := layoutOf(s)
 	vision := l == layoutVision || l == layoutCLIPVision || l == layoutSiglipVision || l == layoutBackbone
 	if (w.SeqLen < 1 && !vision) || w.SeqLen < 0 || w.SeqLen > actMaxTokens {
 		return 0, gpumem.Errorf("Workload.SeqLen", w.SeqLen, gpumem.ErrInvalid, "must be in [1, 2^40]")
@@ -295,7 +299,7 @@ func (w Workload) computeDType(s *Spec) gpumem.DType {
 }
 
 // checkParallel validates the tensor, sequence and context degrees against s.
-func (w Workload) checkParallel(s *Spec) error {
+func (w *Workload) checkParallel(s *Spec) error {
 	t := w.TensorParallel
 	if t < 0 || t > 1<<16 {
 		return gpumem.Errorf("Workload.TensorParallel", t, gpumem.ErrInvalid, "must be in [0, 65536]")

@@ -352,7 +352,7 @@ func nextPow2(n int64) int64 {
 }
 
 // checkLoss validates the loss fields of w for s.
-func (w Workload) checkLoss(s *Spec) error {
+func (w *Workload) checkLoss(s *Spec) error {
 	if w.Loss == (Loss{}) && w.HeadGrad == gpumem.Invalid && w.LogitsToKeep == 0 {
 		return nil
 	}
