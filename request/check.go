@@ -206,6 +206,12 @@ func (c *Cache) flagsFrom(req Estimate) (Flags, model.Spec, error) {
 		}
 		jf.Backend = req.Backend
 	}
+	if req.SSMKernel != "" {
+		if _, err := model.ParseSSMKernel(req.SSMKernel); err != nil {
+			return jf, spec, BadField("ssm_kernel", "ssm_kernel %q: want fused or sequential", req.SSMKernel)
+		}
+		jf.SSMKernel = req.SSMKernel
+	}
 	if req.Compile != "" {
 		jf.Compile = req.Compile
 	}

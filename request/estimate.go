@@ -53,6 +53,8 @@ type Estimate struct {
 	Backend string `json:"backend"`
 	// Compile is --compile: none, layers, loss, layers+loss or model.
 	Compile string `json:"compile"`
+	// SSMKernel is --ssm-kernel: fused (the default) or sequential.
+	SSMKernel string `json:"ssm_kernel"`
 
 	// Quant, GroupSize, KVDType and KVBlock are --quant, --group-size,
 	// --kv-dtype and --kv-block.

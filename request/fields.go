@@ -228,7 +228,7 @@ var libraryFields = map[string]string{
 	"HeadChunks": "allow", "HeadChunk": "allow", "Models": "allow", "Offload": "allow", "BufferMin": "allow",
 	"Objective": "maximize", "CUDA": "cuda", "Loading": "lazy_loading",
 	"Capacity": "capacity", "Device": "gpu",
-	"Loss": "loss", "Compile": "compile", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
+	"Loss": "loss", "Compile": "compile", "SSMKernel": "ssm_kernel", "Chunks": "loss", "LogitsToKeep": "logits_to_keep", "Losses": "allow",
 }
 
 // RequestField names a library field as the request does: fields maps

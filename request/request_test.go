@@ -188,3 +188,27 @@ func TestPrepareBackend(t *testing.T) {
 		t.Errorf("CPU activations %v not above CUDA's %v with dropout", onCPU.Activations, onCUDA.Activations)
 	}
 }
+
+// TestPrepareSSMKernel: "ssm_kernel" reaches the job, and a value that is
+// neither kernel is refused naming the field.
+func TestPrepareSSMKernel(t *testing.T) {
+	c := request.NewCache(0)
+	req, err := request.Decode([]byte(`{"model": "mamba-130m", "mode": "train", "ssm_kernel": "sequential"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Prepare(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Job.SSMKernel != model.SequentialSSM {
+		t.Errorf("SSMKernel %v, want sequential", p.Job.SSMKernel)
+	}
+	req, err = request.Decode([]byte(`{"model": "mamba-130m", "mode": "train", "ssm_kernel": "triton"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(req); err == nil || fieldOf(t, err) != "ssm_kernel" {
+		t.Errorf("ssm_kernel triton: %v", err)
+	}
+}
