@@ -22,13 +22,9 @@ func TestCompileCLIAndService(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	code, compiled, stderr := runCLI(t, "", append(args, "--compile", "layers+loss")...)
 	require.Equal(t, exitOK, code, stderr)
-	var e, c struct {
-		Allocated int64 `json:"allocated_peak"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(eager), &e))
-	require.NoError(t, json.Unmarshal([]byte(compiled), &c))
-	require.Positive(t, c.Allocated, compiled)
-	assert.Less(t, c.Allocated, e.Allocated)
+	c := allocatedOf(t, compiled)
+	require.Positive(t, c, compiled)
+	assert.Less(t, c, allocatedOf(t, eager))
 
 	h := newServer(serverOptions{})
 	body := `{"model":"llama-3.2-3b","train":true,"precision":"bf16","batch":2,"seq":4096,"attention":"flash","loss":"chunked","compile":"layers+loss"}`

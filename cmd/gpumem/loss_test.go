@@ -17,14 +17,8 @@ func TestEstimateLossFlags(t *testing.T) {
 	t.Parallel()
 	peak := func(args ...string) int64 {
 		t.Helper()
-		code, out, stderr := runCLI(t, "", append([]string{"estimate", "--model", "llama-3-8b", "--batch", "2", "--seq", "4096",
-			"--attention", "flash", "--precision", "bf16", "--json"}, args...)...)
-		require.Equal(t, 0, code, stderr)
-		var r struct {
-			Allocated int64 `json:"allocated_peak"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(out), &r))
-		return r.Allocated
+		return estimatePeak(t, append([]string{"--model", "llama-3-8b", "--batch", "2", "--seq", "4096",
+			"--attention", "flash", "--precision", "bf16"}, args...)...)
 	}
 	full := peak("--train")
 	assert.Equal(t, full, peak("--train", "--loss", "full"))

@@ -326,3 +326,22 @@ func TestPlanDeepSpeed(t *testing.T) {
 		t.Errorf("--zero 5: exit %d, want 2", code)
 	}
 }
+
+// allocatedOf reads the allocated peak of gpumem estimate --json's reply.
+func allocatedOf(t *testing.T, out string) int64 {
+	t.Helper()
+	var r struct {
+		Allocated int64 `json:"allocated_peak"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	return r.Allocated
+}
+
+// estimatePeak runs gpumem estimate --json with args and returns the
+// allocated peak, failing when the command does not succeed.
+func estimatePeak(t *testing.T, args ...string) int64 {
+	t.Helper()
+	code, out, stderr := runCLI(t, "", append(append([]string{"estimate"}, args...), "--json")...)
+	require.Equal(t, exitOK, code, stderr)
+	return allocatedOf(t, out)
+}

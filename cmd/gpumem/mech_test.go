@@ -20,14 +20,8 @@ func TestKeepLogitsAndEval(t *testing.T) {
 	t.Parallel()
 	peak := func(args ...string) int64 {
 		t.Helper()
-		code, out, stderr := runCLI(t, "", append([]string{"estimate", "--model", "llama-3-8b", "--batch", "2", "--seq", "1024",
-			"--attention", "sdpa", "--precision", "bf16", "--json"}, args...)...)
-		require.Equal(t, 0, code, stderr)
-		var r struct {
-			Allocated int64 `json:"allocated_peak"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(out), &r))
-		return r.Allocated
+		return estimatePeak(t, append([]string{"--model", "llama-3-8b", "--batch", "2", "--seq", "1024",
+			"--attention", "sdpa", "--precision", "bf16"}, args...)...)
 	}
 	// 2 × 1024 × 128256 logits: bf16 2 bytes each held (keep-logits),
 	// fp32 upcast and log-softmax 8 bytes each (eval).
