@@ -62,7 +62,7 @@ func (c *config) jamba(s *Spec) error {
 	if s.SSM.Inner, err = mulField(c.field("mamba_expand"), s.Hidden, expand); err != nil {
 		return err
 	}
-	if err = c.mambaDTRank(s); err != nil {
+	if err = c.dtRank(s, "mamba_dt_rank"); err != nil {
 		return err
 	}
 	s.HeadDim = s.Hidden / s.Heads
@@ -357,19 +357,20 @@ func (c *actCalc) jamba(a *Activations, s Spec, w Workload, e int64) {
 	c.finish(a, w)
 }
 
-// mambaDTRank reads mamba_dt_rank, the rank of the selective scan's Δ
-// projection, into s.SSM.DTRank: an integer, or "auto" (or absent), which
-// transformers' JambaConfig and ZambaConfig (configuration_jamba.py,
-// configuration_zamba.py at v4.57.1) turn into
+// dtRank reads key, the rank of the selective scan's Δ projection
+// (Mamba's time_step_rank, Jamba's and Zamba's mamba_dt_rank), into
+// s.SSM.DTRank: an integer, or "auto" (or absent), which transformers'
+// MambaConfig, JambaConfig and ZambaConfig (configuration_mamba.py,
+// configuration_jamba.py, configuration_zamba.py at v4.57.1) turn into
 // ceil(hidden_size / 16).
-func (c *config) mambaDTRank(s *Spec) error {
-	if v, ok := c.m["mamba_dt_rank"]; ok && v != nil {
+func (c *config) dtRank(s *Spec, key string) error {
+	if v, ok := c.m[key]; ok && v != nil {
 		if str, isStr := v.(string); isStr {
 			if str != "auto" {
-				return gpumem.Errorf(c.field("mamba_dt_rank"), str, gpumem.ErrInvalid, `want "auto" or an integer`)
+				return gpumem.Errorf(c.field(key), str, gpumem.ErrInvalid, `want "auto" or an integer`)
 			}
 		} else {
-			r, err := c.posv(0, "mamba_dt_rank")
+			r, err := c.posv(0, key)
 			if err != nil {
 				return err
 			}

@@ -46,17 +46,8 @@ func (c *config) mamba(s *Spec) error {
 	if s.Intermediate, err = mulField(c.field("expand"), s.Hidden, expand); err != nil {
 		return err
 	}
-	if v, ok := c.m["time_step_rank"]; ok && v != nil {
-		if str, isStr := v.(string); isStr {
-			if str != "auto" {
-				return gpumem.Errorf(c.field("time_step_rank"), str, gpumem.ErrInvalid, `want "auto" or an integer`)
-			}
-		} else if s.SSM.DTRank, err = c.posv(0, "time_step_rank"); err != nil {
-			return err
-		}
-	}
-	if s.SSM.DTRank == 0 {
-		s.SSM.DTRank = (s.Hidden + 15) / 16
+	if err = c.dtRank(s, "time_step_rank"); err != nil {
+		return err
 	}
 	s.Norm = RMSNorm
 	return nil

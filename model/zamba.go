@@ -79,7 +79,7 @@ func (c *config) zamba(s *Spec) error {
 		return gpumem.Errorf(c.field("n_mamba_heads"), s.SSM.Heads, gpumem.ErrInvalid, "must divide mamba_expand × hidden_size (%d)", s.SSM.Inner)
 	}
 	s.SSM.HeadDim = s.SSM.Inner / s.SSM.Heads
-	if err = c.mambaDTRank(s); err != nil {
+	if err = c.dtRank(s, "mamba_dt_rank"); err != nil {
 		return err
 	}
 	if s.Layers > maxLayers {
